@@ -1,0 +1,51 @@
+"""Algorithms 1, 2 and 7: token embedding, positional embedding (eq. 1: e_t = W_e[:, x[t]] + W_p[:, t])
+and the unembedding p = softmax(W_u e)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from .positions import sinusoids
+
+
+class Embedding(nn.Module):
+    """e_t = W_e[:, x[t]] + W_p[:, t]. ``W_e.weight`` is W_eᵀ (N_V × d_e); learned ``W_p.weight`` is W_pᵀ.
+
+    Sinusoidal W_p is a fixed buffer; rotary, ALiBi and relative positions act inside attention instead.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.l_max, self.positions = cfg.l_max, cfg.positions
+        self.W_e = nn.Embedding(cfg.vocab_size, cfg.d_e)
+        if cfg.positions == "learned":
+            self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
+        elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
+            table = sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base).float()
+            self.register_buffer("W_p_table", table, persistent=False)
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e)."""
+        T = x.shape[1]
+        if offset + T > self.l_max:
+            raise ValueError(f"the sequence is {offset + T} tokens long, more than l_max = {self.l_max}; "
+                             "shorten it or train a model with a larger l_max.")
+        e = self.W_e(x)
+        if self.positions == "learned":
+            e = e + self.W_p.weight[offset:offset + T]
+        elif self.positions == "sinusoidal":
+            e = e + self.W_p_table[offset:offset + T].to(e.dtype)
+        return self.drop(e)
+
+
+class Unembedding(nn.Module):
+    """Algorithm 7: logits W_u e (softmax is applied by the loss or the sampler). W_u: N_V × d."""
+
+    def __init__(self, d: int, vocab_size: int):
+        super().__init__()
+        self.W_u = nn.Linear(d, vocab_size, bias=False)
+
+    def forward(self, e: torch.Tensor) -> torch.Tensor:
+        return self.W_u(e)
