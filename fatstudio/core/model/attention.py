@@ -47,7 +47,7 @@ class MHAttention(nn.Module):
             self.u = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
             self.v = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
         if self.positions == "alibi":
-            self.register_buffer("slopes", alibi_slopes(cfg.H).float(), persistent=False)
+            self.register_buffer("slopes", alibi_slopes(cfg.H), persistent=False)
 
     def forward(self, X: torch.Tensor, Z: torch.Tensor | None = None, *, key_mask: torch.Tensor | None = None,
                 cache: dict | None = None, need_weights: bool = False):

@@ -22,7 +22,7 @@ class Embedding(nn.Module):
         if cfg.positions == "learned":
             self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
         elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
-            table = sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base).float()
+            table = sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base)  # float64; cast at use
             self.register_buffer("W_p_table", table, persistent=False)
         self.drop = nn.Dropout(cfg.dropout)
 
