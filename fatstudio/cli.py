@@ -1,0 +1,200 @@
+"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``.
+
+Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+EXIT_ERROR = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fatstudio", description="A playground for 'Formal Algorithms for Transformers'. "
+                                "With no command, opens the desktop app.")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command")
+
+    t = sub.add_parser("train", help="train from a TOML config file (or a preset), or resume a run")
+    t.add_argument("config", nargs="?", help="CONFIG.toml with [model], [data], [train] tables")
+    t.add_argument("--preset", help="start from a built-in preset instead of a file (e.g. gpt-char)")
+    t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key, e.g. model.L=6")
+    t.add_argument("--out", help="the run folder to create (default: a new folder in the runs directory)")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    g = sub.add_parser("generate", help="prompt a trained run (DInference, EDInference, fill-mask, classify)")
+    g.add_argument("run_dir")
+    g.add_argument("--prompt", required=True, help="the prompt (the source text for seq2seq; text with [MASK] for BERT)")
+    g.add_argument("--tokens", type=int, default=200, help="ℓ_gen, tokens to generate")
+    g.add_argument("--temperature", type=float, default=1.0, help="τ; 0 = greedy")
+    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set with mass ≥ p")
+    g.add_argument("--seed", type=int, default=None)
+
+    a = sub.add_parser("attention", help="export the attention maps of one forward pass")
+    a.add_argument("run_dir")
+    a.add_argument("--prompt", required=True, help="the text (the decoder's text for seq2seq)")
+    a.add_argument("--source", help="the source text (encoder-decoder runs)")
+    a.add_argument("--out", required=True, help="FILE.json, FILE.npz or FILE.png")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser().parse_args(argv)
+    if args.command is None:
+        from .qt.app import main as app_main
+        return app_main([])
+    try:
+        return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention}[args.command](args)
+    except (ValueError, OSError) as e:
+        if args.debug:
+            raise
+        msg = str(e) if isinstance(e, ValueError) else f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}".lstrip(": ")
+        print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print(f"fatstudio {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+# ---- train -------------------------------------------------------------------------------------------
+def _load_config(args):
+    from .core.config import RunConfig
+    from .core.presets import preset
+    from .core.runs import Run
+
+    if args.resume:
+        if args.config or args.preset:
+            raise ValueError("--resume continues a run with its own config; give only --set overrides, not a config file.")
+        return Run.open(args.resume).config.with_overrides(args.set)
+    if args.config and args.preset:
+        raise ValueError("give either a config file or --preset, not both.")
+    if args.preset:
+        base = preset(args.preset).config
+    elif args.config:
+        base = RunConfig.load(args.config)
+    else:
+        raise ValueError("give a config file (fatstudio train CONFIG.toml), --preset NAME, or --resume RUN_DIR.")
+    return base.with_overrides(args.set)
+
+
+def cmd_train(args) -> int:
+    from .core.training import Control, train
+
+    config = _load_config(args)
+    control = Control()
+    previous = signal.signal(signal.SIGINT, lambda *_: control.stop())  # Ctrl-C: stop, checkpoint, exit
+    bar = _ProgressBar(enabled=not args.quiet)
+    try:
+        for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control):
+            if ev.kind == "prepare":
+                bar.note(f"{ev.message}…")
+            elif ev.kind == "started":
+                bar.start(ev)
+            elif ev.kind == "steps":
+                bar.update(ev)
+            elif ev.kind == "evaluation":
+                bar.evaluation(ev)
+            elif ev.kind == "finished":
+                bar.finish(ev)
+                return 0 if ev.status != "failed" else 1
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return 0
+
+
+def _duration(s: float) -> str:
+    s = int(s)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class _ProgressBar:
+    """One line redrawn in place on a terminal (ETA, loss, tokens/s); plain lines elsewhere."""
+
+    def __init__(self, enabled: bool = True, width: int = 24):
+        self.enabled, self.width, self.tty = enabled, width, sys.stderr.isatty()
+        self.val, self.last_plain = None, 0.0
+
+    def _out(self, text: str, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        if self.tty:
+            sys.stderr.write("\r\033[K" + text + ("\n" if final else ""))
+        else:
+            sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+
+    def note(self, text: str) -> None:
+        self._out(text, final=True)
+
+    def start(self, ev) -> None:
+        self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device}, "
+                  f"steps {ev.start_step}→{ev.total_steps}", final=True)
+
+    def update(self, ev) -> None:
+        if not self.tty and time.monotonic() - self.last_plain < 10:
+            return
+        self.last_plain = time.monotonic()
+        done = ev.step / max(1, ev.total_steps)
+        bar = "█" * int(done * self.width) + "·" * (self.width - int(done * self.width))
+        val = f" val {self.val:.4f}" if self.val is not None else ""
+        self._out(f"{bar} {ev.step}/{ev.total_steps} loss {ev.train_loss[-1]:.4f}{val} "
+                  f"{ev.tokens_per_s / 1000:.1f}k tok/s ETA {_duration(ev.eta_s)}")
+
+    def evaluation(self, ev) -> None:
+        self.val = ev.val_loss
+        acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
+        self._out(f"step {ev.step}: train loss {ev.train_loss:.4f}, val loss {ev.val_loss:.4f}{acc}", final=True)
+
+    def finish(self, ev) -> None:
+        self._out(f"{ev.status}: {ev.message}", final=True)
+
+
+# ---- generate / attention ---------------------------------------------------------------------------
+def cmd_generate(args) -> int:
+    from .core import inference
+    from .core.runs import Run
+
+    loaded = Run.open(args.run_dir).load_model()
+    task = loaded.config.data.task
+    model, tok = loaded.model, loaded.tokenizer
+    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    if task == "next_token":
+        sys.stdout.write(args.prompt)
+        for choice in inference.generate(model, tok, args.prompt, tokens=args.tokens, **sampling):
+            sys.stdout.write(choice.text)
+            sys.stdout.flush()
+        sys.stdout.write("\n")
+    elif task == "seq2seq":
+        out = "".join(c.text for c in inference.translate(model, tok, args.prompt, max_tokens=args.tokens, **sampling))
+        print(out)
+    elif task == "masked_lm":
+        for pred in inference.fill_mask(model, tok, args.prompt):
+            cands = ", ".join(f"{text!r} {p:.1%}" for text, p in pred.candidates)
+            print(f"mask at {pred.position}: {cands}")
+    else:
+        for label, p in inference.classify(model, tok, args.prompt, loaded.class_names):
+            print(f"{label}\t{p:.4f}")
+    return 0
+
+
+def cmd_attention(args) -> int:
+    from .core import inference
+    from .core.runs import Run
+
+    out = Path(args.out)
+    if out.suffix not in (".json", ".npz", ".png"):
+        raise ValueError(f"--out {out}: the file must end in .json, .npz or .png.")
+    loaded = Run.open(args.run_dir).load_model()
+    if loaded.config.model.arch == "edt" and not args.source:
+        raise ValueError("this is an encoder-decoder run: give the source text with --source.")
+    maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
+    maps.save(out)
+    print(f"wrote {len(maps.maps)} attention maps ({', '.join(maps.maps)}) to {out}")
+    return 0

@@ -1,0 +1,32 @@
+"""Presets: ready-made run configurations shipped as TOML files in resources/presets."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+
+from .config import RunConfig
+from .resources import resource_path
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str  # the file stem, e.g. "1-gpt-char"
+    name: str  # what a person reads
+    config: RunConfig
+
+
+def load_presets() -> list[Preset]:
+    """Every preset, in file-name order (the first is the app's default)."""
+    out = []
+    for path in sorted(resource_path("presets").glob("*.toml")):
+        d = tomllib.loads(path.read_text(encoding="utf-8"))
+        name = d.pop("name", path.stem)
+        out.append(Preset(path.stem, name, RunConfig.from_dict(d)))
+    return out
+
+
+def preset(key_or_name: str) -> Preset:
+    for p in load_presets():
+        if key_or_name in (p.key, p.name, p.key.split("-", 1)[-1]):
+            return p
+    raise ValueError(f"no preset {key_or_name!r}; presets are: {', '.join(p.key for p in load_presets())}.")

@@ -1,0 +1,269 @@
+"""Tokenizers for fatstudio, built with the Hugging Face ``tokenizers`` library.
+
+Three kinds (``TOKENIZERS`` in config):
+
+- ``char``: every distinct character of the corpus, sorted (a BPE model with no merges, so each symbol is
+  one token). ``decode`` is the exact inverse of ``encode``. Text with a character the corpus never had
+  raises ``ValueError`` naming it.
+- ``word``: pieces matched by ``WORD_PATTERN``: a word (``\\w+``) or one punctuation character, each with
+  its leading space attached (``" the"`` and ``"the"`` are different tokens), and every other whitespace
+  character (newline, tab, a second space) as a token of its own. So ``decode(encode(t)) == t`` whenever
+  every piece is known, and indentation and line breaks survive. The vocabulary keeps the
+  ``vocab_size - 5`` most frequent pieces (ties in alphabetical order); any other piece, in the corpus or in
+  a prompt, becomes ``<unk>`` (id N_V-5), which decodes as the string ``<unk>``. ``unknown_symbols`` lists
+  them, so a GUI can warn.
+- ``bpe``: byte-level BPE trained to at most ``vocab_size`` tokens. It never fails and round-trips any
+  text exactly.
+
+The four special tokens take the last ids, as the paper puts mask_token, bos_token, eos_token at
+N_V-2..N_V: ``pad = N_V-4, mask = N_V-3, bos = N_V-2, eos = N_V-1`` (padding is ours; the paper has
+none). The special strings written in a text (``"<mask>"`` in a fill-mask prompt) encode to their ids.
+A tokenizer is stored as one ``tokenizer.json`` in the ``tokenizers`` format; the kind is read back from
+the model type and pre-tokenizer, and loading only parses JSON.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+from tokenizers import Regex
+from tokenizers import Tokenizer as _HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from .config import TOKENIZERS
+
+SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
+UNK = "<unk>"
+WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s"
+CHUNK_CHARS = 1 << 17  # pieces handed to the Rust tokenizer at once (cut at safe boundaries, see split_text)
+BATCH_PIECES = 8  # pieces per encode_batch call (~1 MB of text)
+
+Progress = Callable[[float, str], None]
+
+# Cut points where every kind's pre-tokenization has a boundary anyway, so chunked encoding equals
+# one-shot encoding: just after a newline between two non-space characters, else before a single space.
+_LINE_CUT = re.compile(r"\S\n(?=\S)")
+_SPACE_CUT = re.compile(r"\S(?= \S)")
+
+
+def split_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """Yield consecutive pieces of ``text`` of about ``size`` characters (at most ``2 * size``), cut where no
+    token of any kind can span; only a stretch of ``size`` characters without whitespace is cut anywhere."""
+    start, n = 0, len(text)
+    while n - start > size:
+        lo, hi = start + size, min(n, start + 2 * size)
+        m = _LINE_CUT.search(text, lo, hi) or _SPACE_CUT.search(text, lo, hi)
+        cut = m.end() if m else lo
+        yield text[start:cut]
+        start = cut
+    if start < n:
+        yield text[start:]
+
+
+def _byte_of_char() -> dict[str, int]:
+    """The byte-level alphabet: printable Latin-1 bytes stand for themselves, the rest for chr(256 + k)."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    table = {chr(b): b for b in printable}
+    others = [b for b in range(256) if b not in table.values()]
+    table.update({chr(256 + k): b for k, b in enumerate(others)})
+    return table
+
+
+_BYTE_OF_CHAR = _byte_of_char()
+
+
+def _shorten(symbols: Sequence[str], n: int = 5) -> str:
+    shown = ", ".join(repr(s) for s in symbols[:n])
+    return shown + (f" and {len(symbols) - n} more" if len(symbols) > n else "")
+
+
+class Tokenizer:
+    """A char, word or BPE tokenizer with N_V = ``vocab_size`` tokens, the four specials last."""
+
+    def __init__(self, backend: _HFTokenizer, kind: str):
+        self.backend, self.kind = backend, kind
+        self.vocab_size = n = backend.get_vocab_size(with_added_tokens=True)
+        ids = [backend.token_to_id(s) for s in SPECIALS]
+        if ids != list(range(n - 4, n)):
+            raise ValueError(f"this tokenizer does not hold {', '.join(SPECIALS)} as its last four ids, "
+                             "so fatstudio cannot use it; train a new one.")
+        self.pad_id, self.mask_id, self.bos_id, self.eos_id = ids
+        self.unk_id = backend.token_to_id(UNK) if kind == "word" else None
+        pieces = [backend.id_to_token(i) for i in range(n)]
+        self._known = frozenset(pieces)
+        specials = SPECIALS + ((UNK,) if kind == "word" else ())
+        self._special_re = re.compile("|".join(map(re.escape, specials)))
+        if kind == "bpe":
+            pieces = [p if p in SPECIALS else bytes(_BYTE_OF_CHAR[c] for c in p).decode("utf-8", "backslashreplace")
+                      for p in pieces]
+        self._strings = pieces
+
+    def __repr__(self) -> str:
+        return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
+
+    # --- encoding -----------------------------------------------------------------------------------
+    def unknown_symbols(self, text: str) -> list[str]:
+        """Distinct symbols of ``text`` outside the vocabulary, in order of appearance.
+
+        char: characters (``encode`` refuses them); word: pieces that encode to ``<unk>``; bpe: none.
+        """
+        if self.kind == "bpe":
+            return []
+        segments = self._special_re.split(text)
+        if self.kind == "char":
+            symbols: Iterable[str] = (c for seg in segments for c in sorted(set(seg) - self._known, key=seg.index))
+        else:
+            symbols = (p for seg in segments for p, _ in self.backend.pre_tokenizer.pre_tokenize_str(seg))
+        return [s for s in dict.fromkeys(symbols) if s not in self._known]
+
+    def _check(self, texts: Iterable[str]) -> None:
+        if self.kind == "char":
+            missing = list(dict.fromkeys(s for t in texts for s in self.unknown_symbols(t)))
+            if missing:
+                raise ValueError(f"the text has {len(missing)} character(s) the char tokenizer does not know: "
+                                 f"{_shorten(missing)}; remove them or train the tokenizer on a corpus that has them.")
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, no specials added (a char tokenizer raises ValueError on unknown characters)."""
+        self._check([text])
+        return self.backend.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """``encode`` for many texts at once (in parallel)."""
+        self._check(texts)
+        return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
+
+    # --- decoding -----------------------------------------------------------------------------------
+    def _ids(self, ids) -> list[int]:
+        ids = ids.tolist() if hasattr(ids, "tolist") else [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"token id {bad[0]} is outside the vocabulary (N_V = {self.vocab_size}).")
+        return ids
+
+    def decode(self, ids) -> str:
+        """Text of ``ids``; pad, bos and eos are skipped, mask shows as ``<mask>`` (and unknowns as ``<unk>``)."""
+        skip = (self.pad_id, self.bos_id, self.eos_id)
+        return self.backend.decode([i for i in self._ids(ids) if i not in skip], skip_special_tokens=False)
+
+    def token_strings(self, ids) -> list[str]:
+        """One readable string per id: its text (byte-level pieces decoded: ``'Ġthe'`` → ``' the'``; a piece
+        that is part of a multi-byte character shows its bytes as ``'\\xe6'``), or the special's name."""
+        return [self._strings[i] for i in self._ids(ids)]
+
+    # --- storage ------------------------------------------------------------------------------------
+    def to_json(self) -> str:
+        return self.backend.to_str()
+
+    @classmethod
+    def from_json(cls, s: str) -> "Tokenizer":
+        """Read a ``tokenizer.json`` text (pure JSON, nothing executed)."""
+        try:
+            d = json.loads(s)
+            model, pre = d["model"]["type"], (d.get("pre_tokenizer") or {}).get("type")
+            backend = _HFTokenizer.from_str(s)
+        except Exception as e:  # json, key or tokenizers errors all mean "not a tokenizer file"
+            raise ValueError(f"this is not a valid tokenizer.json ({e}).") from None
+        kinds = {("BPE", "ByteLevel"): "bpe", ("BPE", None): "char", ("WordLevel", "Split"): "word"}
+        if (model, pre) not in kinds:
+            raise ValueError(f"a {model} tokenizer with a {pre} pre-tokenizer is not one fatstudio makes "
+                             f"({', '.join(TOKENIZERS)}).")
+        return cls(backend, kinds[model, pre])
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json(), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise ValueError(f"cannot read tokenizer file {path}: {getattr(e, 'strerror', None) or e}.") from None
+        return cls.from_json(text)
+
+
+def _pieces(texts: Iterable[str], progress: Progress | None, verb: str) -> Iterator[str]:
+    """All texts cut by ``split_text``, reporting progress by characters when the total is known."""
+    if isinstance(texts, str):
+        texts = [texts]
+    total = sum(map(len, texts)) if isinstance(texts, Sequence) else 0
+    done = 0
+    for text in texts:
+        for piece in split_text(text, CHUNK_CHARS):
+            yield piece
+            done += len(piece)
+            if progress:
+                progress(min(done / total, 1.0) if total else 0.0, f"{verb} {done / 1e6:.1f} M characters")
+
+
+def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
+                    progress: Progress | None = None) -> Tokenizer:
+    """Train a ``kind`` tokenizer on ``texts``. ``vocab_size`` is the most N_V may be (word, bpe; char
+    takes every character). Progress is reported as a fraction of characters when ``texts`` is a sequence."""
+    if kind not in TOKENIZERS:
+        raise ValueError(f"tokenizer = {kind!r} is not allowed; choose one of {', '.join(map(repr, TOKENIZERS))}.")
+    pieces = _pieces(texts, progress, "read")
+    if kind == "char":
+        alphabet: set[str] = set()
+        for p in pieces:
+            alphabet.update(p)
+        if not alphabet:
+            raise ValueError("cannot train a tokenizer on an empty corpus.")
+        backend = _HFTokenizer(models.BPE({c: i for i, c in enumerate(sorted(alphabet))}, []))
+        backend.decoder = decoders.Fuse()
+    elif kind == "word":
+        if vocab_size < 6:
+            raise ValueError(f"vocab_size = {vocab_size} is too small for a word tokenizer; it needs at least 6 "
+                             "(one word, <unk> and the four specials).")
+        split = pre_tokenizers.Split(Regex(WORD_PATTERN), behavior="isolated")
+        counter = _HFTokenizer(models.WordLevel(unk_token=UNK))
+        counter.pre_tokenizer = split
+        counter.train_from_iterator(pieces, trainers.WordLevelTrainer(vocab_size=vocab_size - 5, show_progress=False))
+        words = sorted(counter.get_vocab(), key=counter.token_to_id)  # most frequent first
+        if not words:
+            raise ValueError("cannot train a tokenizer on an empty corpus.")
+        backend = _HFTokenizer(models.WordLevel({w: i for i, w in enumerate([*words, UNK])}, unk_token=UNK))
+        backend.pre_tokenizer = split
+        backend.decoder = decoders.Fuse()
+        backend.add_special_tokens([UNK])
+    else:
+        if vocab_size < 260:
+            raise ValueError(f"vocab_size = {vocab_size} is too small for byte-level BPE; it needs at least 260 "
+                             "(256 bytes and the four specials).")
+        backend = _HFTokenizer(models.BPE())
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        backend.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(vocab_size=vocab_size - 4, show_progress=False,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+        backend.train_from_iterator(pieces, trainer)
+    backend.add_special_tokens(list(SPECIALS))
+    if progress:
+        progress(1.0, f"{kind} tokenizer with N_V = {backend.get_vocab_size()}")
+    return Tokenizer(backend, kind)
+
+
+def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
+                  progress: Progress | None = None) -> np.ndarray:
+    """The whole corpus as one token stream (uint16 if N_V < 65536, else int32), no specials added.
+
+    Encodes ~1 MB at a time, so memory stays near twice the resulting array. The texts of an iterable are
+    encoded one after another, with no separator added between them.
+    """
+    dtype = np.uint16 if tokenizer.vocab_size < 65536 else np.int32
+    parts: list[np.ndarray] = []
+    batch: list[str] = []
+
+    def flush() -> None:
+        for ids in tokenizer.encode_batch(batch):
+            parts.append(np.array(ids, dtype=dtype))
+        batch.clear()
+
+    for piece in _pieces(text_or_iterable, progress, "encoded"):
+        batch.append(piece)
+        if len(batch) == BATCH_PIECES:
+            flush()
+    flush()
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)

@@ -1,0 +1,346 @@
+"""Inference: sampling (Algorithm 14's step), generate with and without KV cache, translate (Algorithm 15),
+fill-mask, classify and attention maps, on tiny models and a tiny character tokenizer."""
+import json
+import math
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from fatstudio import ModelConfig, build_model
+from fatstudio.core.config import POSITIONS
+from fatstudio.core.inference import (AttentionMaps, TokenChoice, attention_maps, classify, fill_mask, generate,
+                                      sample_next, translate)
+
+
+class CharTok:
+    """A character tokenizer over a fixed alphabet with pad, mask, bos, eos as the last four ids."""
+
+    SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
+
+    def __init__(self, alphabet="abcdefghijklmno ."):
+        self.chars = list(alphabet)
+        self.index = {c: i for i, c in enumerate(self.chars)}
+        n = len(self.chars)
+        self.pad_id, self.mask_id, self.bos_id, self.eos_id = n, n + 1, n + 2, n + 3
+        self.vocab_size = n + 4
+
+    def encode(self, text):
+        unknown = sorted(set(text) - set(self.index))
+        if unknown:
+            raise ValueError(f"unknown symbols {''.join(unknown)!r} are not in the vocabulary")
+        return [self.index[c] for c in text]
+
+    def decode(self, ids):
+        return "".join(self.chars[i] for i in ids if i < len(self.chars))
+
+    def token_strings(self, ids):
+        n = len(self.chars)
+        return [self.chars[i] if i < n else self.SPECIALS[i - n] for i in ids]
+
+
+TOK = CharTok()
+L_MAX = 16
+
+
+def tiny(arch="gpt", seed=0, **kw):
+    """A 2-layer, 32-wide model with weights large enough that attention and the argmax are decisive."""
+    torch.manual_seed(seed)
+    kw = dict(dict(vocab_size=TOK.vocab_size, l_max=L_MAX, L=2, L_enc=2, L_dec=2, H=2, d_e=32, d_mlp=64), **kw)
+    model = build_model(ModelConfig(arch=arch, **kw))
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("gamma"):
+                p.copy_(1 + 0.1 * torch.randn_like(p))
+            else:
+                p.normal_(0.0, 0.3 if p.dim() >= 2 else 0.1)
+    return model.eval().requires_grad_(False)
+
+
+def softmax_last(model, ids, **kw):
+    return model(torch.tensor([ids]), **kw)[0, -1].softmax(-1)
+
+
+def force_eos_at(model, x, rows, **kw):
+    """Set W_u[eos] so that eos loses at query rows[:-1] and wins at rows[-1] (greedy stops there)."""
+    seen = {}
+    hook = model.unembed.register_forward_hook(lambda mod, inp, out: seen.update(h=inp[0]))
+    with torch.no_grad():
+        logits = model(torch.tensor([x]), **kw)
+        hook.remove()
+        H, other = seen["h"][0, rows].double(), logits[0, rows].double()
+        other[:, TOK.eos_id] = -math.inf
+        target = other.max(-1).values - 1.0
+        target[-1] += 2.0
+        model.unembed.W_u.weight[TOK.eos_id] = (torch.linalg.pinv(H) @ target).float()
+
+
+# ------------------------------------------------------------------------------------------------ sampling
+def test_greedy_top_k_1_and_tiny_top_p_are_argmax():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        logits = torch.randn(TOK.vocab_size, generator=g) * 2
+        best = int(logits.argmax())
+        y, info = sample_next(logits, temperature=0)
+        assert y == best and info.sampling_probs[best] == 1 and info.top_k_cutoff is None
+        assert torch.allclose(info.probs, logits.softmax(-1))
+        assert sample_next(logits, top_k=1, generator=g)[0] == best
+        assert sample_next(logits, top_p=1e-6, generator=g)[0] == best
+        y, info = sample_next(logits, top_k=3, generator=g)
+        assert info.top_k_cutoff == pytest.approx(float(logits.softmax(-1).sort(descending=True).values[2]))
+        assert info.probs[y] >= info.top_k_cutoff - 1e-7
+
+
+def test_top_p_keeps_the_smallest_nucleus():
+    p = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    _, info = sample_next(p.log(), top_p=0.75, generator=torch.Generator().manual_seed(1))
+    assert info.top_p_cutoff == pytest.approx(0.3)
+    assert torch.allclose(info.sampling_probs, torch.tensor([0.625, 0.375, 0, 0]))
+    _, info = sample_next(p.log(), top_p=0.85, top_k=2, generator=torch.Generator().manual_seed(1))
+    assert info.top_k_cutoff == pytest.approx(0.3) and info.top_p_cutoff == pytest.approx(0.3)
+
+
+def test_sampling_at_temperature_1_follows_softmax():
+    logits = torch.tensor([1.5, 0.2, -0.7, 0.9, 0.0, -2.0])
+    p = logits.softmax(-1).numpy()
+    g = torch.Generator().manual_seed(1234)
+    n = 4000
+    counts = np.bincount([sample_next(logits, generator=g)[0] for _ in range(n)], minlength=len(p))
+    chi2 = float(((counts - n * p) ** 2 / (n * p)).sum())
+    assert chi2 < 25.0  # 5 degrees of freedom: P(χ² > 25) ≈ 1e-4
+
+
+def test_temperature_2_flattens():
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0, -3.0])
+
+    def entropy(q):
+        return float(-(q * q.clamp_min(1e-30).log()).sum())
+
+    q = {t: sample_next(logits, temperature=t, generator=torch.Generator())[1].sampling_probs for t in (0.5, 1, 2)}
+    assert entropy(q[2]) > entropy(q[1]) > entropy(q[0.5])
+    p = logits.softmax(-1)
+    assert torch.allclose(q[2], p.sqrt() / p.sqrt().sum(), atol=1e-6)  # y ∝ p^{1/τ}
+
+
+def test_sampling_arguments_are_checked():
+    for kw in (dict(temperature=-1), dict(top_k=-1), dict(top_p=0), dict(top_p=1.5)):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            sample_next(torch.zeros(4), **kw)
+
+
+# ------------------------------------------------------------------------------------------------ generate
+@pytest.mark.parametrize("arch", ["gpt", "gopher"])
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_cached_generation_equals_uncached(arch, positions):
+    model = tiny(arch, positions=positions)
+    runs = [list(generate(model, TOK, "abc de", tokens=2 * L_MAX + 3, temperature=0, use_cache=c))
+            for c in (True, False)]
+    assert len(runs[0]) == 2 * L_MAX + 3  # well past l_max: the window slides
+    assert [c.id for c in runs[0]] == [c.id for c in runs[1]]
+    for a, b in zip(*runs):
+        assert a.prob == pytest.approx(b.prob, abs=1e-5)
+        assert [s for s, _ in a.alternatives] == [s for s, _ in b.alternatives]
+        assert np.allclose([q for _, q in a.alternatives], [q for _, q in b.alternatives], atol=1e-5)
+
+
+def test_slide_1_is_always_the_last_l_max_tokens():
+    model = tiny("gpt", positions="learned")
+    prompt = "abcdefghijklmno abcde"  # longer than l_max: cropped to its last l_max tokens
+    got = [c.id for c in generate(model, TOK, prompt, tokens=20, temperature=0, slide=1)]
+    seq = TOK.encode(prompt)
+    for _ in range(20):
+        seq.append(int(softmax_last(model, seq[-L_MAX:]).argmax()))
+    assert got == seq[-20:]
+
+
+def test_token_choice_is_the_full_forward_probability():
+    model = tiny("gopher")
+    prompt = "bad cab"
+    choices = list(generate(model, TOK, prompt, tokens=L_MAX - 8, seed=3, add_bos=True, top_k=10, alternatives=4))
+    seq = [TOK.bos_id] + TOK.encode(prompt)
+    for c in choices:
+        assert isinstance(c, TokenChoice)
+        p = softmax_last(model, seq)
+        assert c.prob == pytest.approx(float(p[c.id]), abs=1e-5)
+        top = p.topk(4)
+        assert [s for s, _ in c.alternatives] == TOK.token_strings(top.indices.tolist())
+        assert np.allclose([q for _, q in c.alternatives], top.values.numpy(), atol=1e-5)
+        assert c.top_k_cutoff == pytest.approx(float(p.sort(descending=True).values[9]), abs=1e-5)
+        assert c.top_p_cutoff is None
+        seq.append(c.id)
+    assert "".join(c.text for c in choices) == TOK.decode(seq[len(prompt) + 1:])
+
+
+def test_seed_reproducibility_and_model_mode_restored():
+    model = tiny("gpt").train()
+    run = lambda seed: [c.id for c in generate(model, TOK, "ab", tokens=30, seed=seed, temperature=1.5)]
+    assert run(7) == run(7)
+    assert run(7) != run(8)
+    assert model.training
+
+
+def test_empty_prompt_unknown_symbols_and_wrong_arch():
+    model = tiny("gpt")
+    first = next(generate(model, TOK, "", tokens=1, temperature=0))
+    assert first.prob == pytest.approx(float(softmax_last(model, [TOK.bos_id]).max()), abs=1e-6)
+    with pytest.raises(ValueError, match="unknown symbols 'XZ'"):
+        generate(model, TOK, "abXcZ")
+    with pytest.raises(ValueError, match="'gpt' or 'gopher'"):
+        generate(tiny("bert"), TOK, "ab")
+    with pytest.raises(ValueError, match="slide"):
+        generate(model, TOK, "ab", slide=L_MAX + 1)
+
+
+def test_stop_at_eos():
+    model = tiny("gpt")
+    prompt = TOK.encode("abc")
+    with torch.no_grad():
+        model.unembed.W_u.weight[TOK.eos_id] = 0
+    ids = [c.id for c in generate(model, TOK, "abc", tokens=6, temperature=0)]
+    assert TOK.eos_id not in ids
+    force_eos_at(model, prompt + ids[:3], [len(prompt) - 1 + j for j in range(4)])
+    assert [c.id for c in generate(model, TOK, "abc", tokens=6, temperature=0, stop_at_eos=True)] == ids[:3]
+    assert len(list(generate(model, TOK, "abc", tokens=6, temperature=0))) == 6
+
+
+# ----------------------------------------------------------------------------------------------- translate
+def test_translate_cached_equals_full_forward_and_length_guard():
+    model = tiny("edt")
+    with torch.no_grad():
+        model.unembed.W_u.weight[TOK.eos_id] = 0
+    out = list(translate(model, TOK, "fabled"))
+    ids = [c.id for c in out]
+    assert len(ids) == L_MAX - 1 and TOK.eos_id not in ids  # no eos: the max-length guard stops it
+    z = torch.tensor([[TOK.bos_id] + TOK.encode("fabled") + [TOK.eos_id]])
+    P = model(torch.tensor([[TOK.bos_id] + ids[:-1]]), context=z)[0].softmax(-1)
+    assert P.argmax(-1).tolist() == ids
+    assert np.allclose([c.prob for c in out], P.max(-1).values.numpy(), atol=1e-5)
+    assert len(list(translate(model, TOK, "fabled", max_tokens=4))) == 4
+    with pytest.raises(ValueError, match="l_max = 16"):
+        translate(model, TOK, "a" * L_MAX)
+
+
+def test_translate_stops_at_eos():
+    model = tiny("edt", seed=1)
+    with torch.no_grad():
+        model.unembed.W_u.weight[TOK.eos_id] = 0
+    ids = [c.id for c in translate(model, TOK, "abc", max_tokens=6)]
+    z = [TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id]
+    force_eos_at(model, [TOK.bos_id] + ids[:3], [0, 1, 2, 3], context=torch.tensor([z]))
+    out = list(translate(model, TOK, "abc"))
+    assert [c.id for c in out] == ids[:3]
+    assert "".join(c.text for c in out) == TOK.decode(ids[:3])
+
+
+# ------------------------------------------------------------------------------------- fill-mask, classify
+def test_fill_mask_candidates_are_the_model_softmax():
+    model = tiny("bert")
+    preds = fill_mask(model, TOK, "ab[MASK]cd<mask>", top=3)  # the user marker and the tokenizer's own
+    x = [TOK.bos_id] + TOK.encode("ab") + [TOK.mask_id] + TOK.encode("cd") + [TOK.mask_id, TOK.eos_id]
+    assert [p.position for p in preds] == [3, 6] and [p.char_offset for p in preds] == [2, 10]
+    P = model(torch.tensor([x]))[0].softmax(-1)
+    for pred in preds:
+        top = P[pred.position].topk(3)
+        assert [s for s, _ in pred.candidates] == TOK.token_strings(top.indices.tolist())
+        assert np.allclose([q for _, q in pred.candidates], top.values.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match=r"\[MASK\]"):
+        fill_mask(model, TOK, "no marker here")
+    with pytest.raises(ValueError, match="l_max = 16"):
+        fill_mask(model, TOK, "a" * 14 + "[MASK]")
+
+
+def test_classify_sorted_probabilities():
+    model = tiny("bert", n_classes=3)
+    out = classify(model, TOK, "abc", ["neg", "neu", "pos"])
+    p = model.classify(torch.tensor([[TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id]]))[0].softmax(-1)
+    assert dict(out) == pytest.approx(dict(zip(["neg", "neu", "pos"], p.tolist())), abs=1e-6)
+    assert [q for _, q in out] == sorted((q for _, q in out), reverse=True)
+    with pytest.raises(ValueError, match="n_classes = 3"):
+        classify(model, TOK, "abc", ["a", "b"])
+
+
+# ------------------------------------------------------------------------------------------ attention maps
+def test_attention_maps_are_the_model_numbers():
+    model = tiny("gpt", positions="rope")
+    am = attention_maps(model, TOK, "dead beef", add_bos=True)
+    x = [TOK.bos_id] + TOK.encode("dead beef")
+    _, attn = model(torch.tensor([x]), return_attention=True)
+    assert am.tokens == TOK.token_strings(x) and am.context_tokens is None
+    assert list(am.maps) == ["self/0", "self/1"]
+    for k, A in am.maps.items():
+        assert A.shape == (2, len(x), len(x))
+        assert np.array_equal(A, attn[k][0].numpy())
+        assert np.allclose(A.sum(-1), 1, atol=1e-6)
+        assert np.allclose(np.triu(A, 1), 0)
+        assert am.entropy(k).shape == (2,) and am.mean_over_heads(k).shape == (len(x), len(x))
+    with pytest.raises(ValueError, match="l_max = 16"):
+        attention_maps(model, TOK, "a" * (L_MAX + 1))
+
+
+def test_attention_maps_edt_and_bert():
+    edt = tiny("edt")
+    am = attention_maps(edt, TOK, "ab", source="cdef")
+    assert am.context_tokens == ["<bos>", "c", "d", "e", "f", "<eos>"] and am.tokens == ["<bos>", "a", "b"]
+    assert am.maps["enc/1"].shape == (2, 6, 6) and am.maps["dec/0"].shape == (2, 3, 3)
+    assert am.maps["cross/1"].shape == (2, 3, 6) and am.key_tokens("cross/1") == am.context_tokens
+    with pytest.raises(ValueError, match="source"):
+        attention_maps(edt, TOK, "ab")
+    am = attention_maps(tiny("bert"), TOK, "a[MASK]b")
+    assert am.tokens == ["<bos>", "a", "<mask>", "b", "<eos>"] and am.maps["self/0"].shape == (2, 5, 5)
+
+
+def test_entropy_of_uniform_rows_is_log_t_key():
+    am = AttentionMaps(["a", "b", "c"], None, {"self/0": np.full((2, 3, 5), 0.2, np.float32)})
+    assert np.allclose(am.entropy("self/0"), math.log(5))
+    one_hot = np.zeros((1, 3, 3), np.float32)
+    one_hot[0, :, 0] = 1
+    assert np.allclose(AttentionMaps(["a"] * 3, None, {"m": one_hot}).entropy("m"), 0)
+
+
+def test_attention_maps_save_and_reload(tmp_path):
+    am = attention_maps(tiny("edt"), TOK, "ab", source="cdef")
+    for suffix in ("json", "npz"):
+        back = AttentionMaps.load(am.save(tmp_path / f"a.{suffix}"))
+        assert back.tokens == am.tokens and back.context_tokens == am.context_tokens
+        for k in am.maps:
+            assert np.allclose(back.maps[k], am.maps[k], atol=1e-6)
+    d = json.loads((tmp_path / "a.json").read_text())
+    assert set(d["maps"]) == set(am.maps) and len(d["entropy"]["enc/0"]) == 2
+    with np.load(tmp_path / "a.npz") as z:
+        assert np.array_equal(z["cross/0"], am.maps["cross/0"])
+    data = am.save(tmp_path / "a.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    w, h = struct.unpack(">II", data[16:24])
+    s, gap, rows = min(16, 160 // 6), 4, len(am.maps)  # 6 = longest side; one row a map, one column a head
+    assert (w, h) == (gap + 2 * (6 * s + gap), gap + rows * (6 * s + gap))
+    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
+    assert len(zlib.decompress(idat)) == h * (1 + 3 * w)
+    lines = am.save(tmp_path / "a.csv").read_text().splitlines()
+    assert lines[0].startswith("map,head,query,key") and len(lines) == 1 + sum(a.size for a in am.maps.values())
+    with pytest.raises(ValueError, match=".png"):
+        am.save(tmp_path / "a.txt")
+
+
+# --------------------------------------------------------------------------------------- real tokenizer
+def test_with_the_real_tokenizers():
+    from fatstudio.core.inference import _TextStream
+    from fatstudio.core.tokenization import train_tokenizer
+
+    text = "the cat sat on the mat.\nhéllo wörld, 日本語 🙂\n" * 3
+    for kind in ("char", "word", "bpe"):
+        tok = train_tokenizer(kind, [text], vocab_size=300)
+        ids = tok.encode(text)
+        stream = _TextStream(tok, ids[:5])  # TokenChoice.text: the pieces add up to the decoded text
+        assert "".join(stream.push(i) for i in ids[5:]) == tok.decode(ids)[len(tok.decode(ids[:5])):]
+        model = tiny("gpt", vocab_size=tok.vocab_size)
+        choices = list(generate(model, tok, "the ca", tokens=10, seed=0))
+        assert len(choices) == 10 and all(0 <= c.id < tok.vocab_size for c in choices)
+        am = attention_maps(model, tok, "the cat")
+        assert am.tokens == tok.token_strings(tok.encode("the cat"))
+        bert = tiny("bert", vocab_size=tok.vocab_size)
+        preds = fill_mask(bert, tok, "the [MASK] sat<mask>.")
+        assert len(preds) == 2 and len(preds[0].candidates) == 5
+    with pytest.raises(ValueError, match="☃"):
+        generate(tiny("gpt", vocab_size=tok.vocab_size), train_tokenizer("char", [text]), "the cat ☃")
