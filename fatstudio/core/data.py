@@ -12,7 +12,7 @@ import json
 import random
 import sysconfig
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,23 +48,20 @@ class Corpus:
     def examples(self) -> list[tuple[str, str]]:
         return (self.pairs if self.kind == "pairs" else self.labelled) or []
 
-    def texts(self) -> Iterator[str]:
-        """All text to train a tokenizer on: the text in ~128k-character pieces, or every source and
-        target, or every example's text (labels are classes, not tokens)."""
+    def texts(self) -> list[str]:
+        """All text to train a tokenizer on: the text, or every source and target, or every example's text
+        (labels are classes, not tokens). A list, so ``train_tokenizer`` can report progress."""
         if self.kind == "text":
-            yield from split_text(self.text)
-        elif self.kind == "pairs":
-            for source, target in self.pairs:
-                yield source
-                yield target
-        else:
-            yield from (text for text, _ in self.labelled)
+            return [self.text]
+        if self.kind == "pairs":
+            return [s for pair in self.pairs for s in pair]
+        return [text for text, _ in self.labelled]
 
     def stats(self) -> dict:
         """Numbers for the GUI: characters, lines, words, distinct symbols, and examples/classes."""
         chars = lines = words = 0
         symbols: set[str] = set()
-        for piece in self.texts():
+        for piece in (p for t in self.texts() for p in split_text(t)):
             chars += len(piece)
             lines += piece.count("\n")
             words += len(piece.split())
@@ -143,9 +140,11 @@ def _parse_examples(path: Path, text: str, task: str) -> list[tuple[str, str]]:
             if not isinstance(obj, dict) or not isinstance(obj.get(a_key), str) or b_key not in obj:
                 raise ValueError(f'{path.name} line {n}: expected an object with "{a_key}" and "{b_key}".')
             b = obj[b_key]
-            if not isinstance(b, (str, int)) or (task == "seq2seq" and not isinstance(b, str)):
-                raise ValueError(f'{path.name} line {n}: "{b_key}" must be {"a string" if task == "seq2seq" else "a string or a whole number"}.')
-            out.append((obj[a_key], str(b)))
+            if task == "classification" and type(b) is int:
+                b = str(b)  # numeric class labels
+            if not isinstance(b, str):
+                raise ValueError(f'{path.name} line {n}: "{b_key}" must be a string, not {json.dumps(b)}.')
+            out.append((obj[a_key], b))
     return out
 
 
@@ -403,12 +402,17 @@ class Dataset:
         self.n_classes, self.class_names = 0, []  # classification only
 
     def batch(self, split: str, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """``batch_size`` random rows of ``split`` ("train" or "val"), drawn with ``generator``; long or bool
+        CPU tensors, T ≤ l_max. next_token: x, y (B, T). masked_lm: x, y, mask (B, T). seq2seq: z, z_mask
+        (B, T_z), x, x_mask, y (B, T_x). classification: x, mask (B, T), label (B,)."""
         raise NotImplementedError
 
     def sizes(self) -> dict:
+        """How much each split holds: train_tokens/val_tokens or train_examples/val_examples."""
         raise NotImplementedError
 
-    def _check_split(self, split: str, n: int) -> None:
+    @staticmethod
+    def _check_split(split: str, n: int | None = None) -> None:
         if split not in ("train", "val"):
             raise ValueError(f"split = {split!r} is not allowed; use 'train' or 'val'.")
         if n == 0:
@@ -472,26 +476,26 @@ class _ExampleDataset(Dataset):
         super().__init__(task, tokenizer, l_max)
         self._examples = {"train": examples[:n_train], "val": examples[n_train:]}
         self._duplicates = duplicates
+        self._offset = {"train": 0, "val": n_train}
+        if task == "classification":
+            names = sorted({b for _, b in examples})
+            self.class_names = sorted(names, key=int) if all(c.isdigit() for c in names) else names
+            self.n_classes = len(names)
+            if self.n_classes < 2:
+                raise ValueError(f"classification needs at least 2 different labels; every example is {names[0]!r}.")
+            index = {c: i for i, c in enumerate(self.class_names)}
+            self._labels = np.array([index[b] for _, b in examples], np.int64)
         if progress:
             progress(0.0, f"encoding {len(examples)} examples")
         self._a = _ragged(tokenizer, [a for a, _ in examples])
         if task == "seq2seq":
             self._b = _ragged(tokenizer, [b for _, b in examples])
-        else:
-            names = sorted({b for _, b in examples})
-            self.class_names = sorted(names, key=int) if all(c.isdigit() for c in names) else names
-            self.n_classes = len(self.class_names)
-            if self.n_classes < 2:
-                raise ValueError(f"classification needs at least 2 different labels; every example is {self.class_names[0]!r}.")
-            index = {c: i for i, c in enumerate(self.class_names)}
-            self._labels = np.array([index[b] for _, b in examples], np.int64)
-        self._offset = {"train": 0, "val": n_train}
         if progress:
             progress(1.0, f"{len(examples)} examples")
 
     def examples(self, split: str) -> list[tuple[str, str]]:
         """The (source, target) or (text, label) strings of a split, e.g. for exact-match on held-out pairs."""
-        self._check_split(split, 1)
+        self._check_split(split)
         return self._examples[split]
 
     def sizes(self) -> dict:

@@ -38,8 +38,8 @@ from .config import TOKENIZERS
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s"
-CHUNK_CHARS = 1 << 17  # pieces handed to the Rust tokenizer at once (cut at safe boundaries, see split_text)
-BATCH_PIECES = 8  # pieces per encode_batch call (~1 MB of text)
+CHUNK_CHARS = 1 << 13  # characters per piece handed to the Rust tokenizer (cut at safe points, see split_text)
+BATCH_PIECES = 128  # pieces per encode_batch call (~1 MB of text, encoded in parallel)
 
 Progress = Callable[[float, str], None]
 
@@ -56,6 +56,8 @@ def split_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
     while n - start > size:
         lo, hi = start + size, min(n, start + 2 * size)
         m = _LINE_CUT.search(text, lo, hi) or _SPACE_CUT.search(text, lo, hi)
+        if not m and hi == n:
+            break  # the rest is short enough to stay whole
         cut = m.end() if m else lo
         yield text[start:cut]
         start = cut
@@ -186,17 +188,19 @@ class Tokenizer:
 
 
 def _pieces(texts: Iterable[str], progress: Progress | None, verb: str) -> Iterator[str]:
-    """All texts cut by ``split_text``, reporting progress by characters when the total is known."""
+    """All texts cut by ``split_text``, reporting progress about once a megabyte (as a fraction of the
+    characters when ``texts`` is a sequence, else as 0.0 with the count in the message)."""
     if isinstance(texts, str):
         texts = [texts]
     total = sum(map(len, texts)) if isinstance(texts, Sequence) else 0
-    done = 0
+    done = reported = 0
     for text in texts:
         for piece in split_text(text, CHUNK_CHARS):
             yield piece
             done += len(piece)
-            if progress:
-                progress(min(done / total, 1.0) if total else 0.0, f"{verb} {done / 1e6:.1f} M characters")
+            if progress and done - reported >= 1 << 20:
+                reported = done
+                progress(min(done / total, 1.0) if total else 0.0, f"{verb} {done / 1e6:.0f} M characters")
 
 
 def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
@@ -266,4 +270,7 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
         if len(batch) == BATCH_PIECES:
             flush()
     flush()
-    return np.concatenate(parts) if parts else np.zeros(0, dtype)
+    data = np.concatenate(parts) if parts else np.zeros(0, dtype)
+    if progress:
+        progress(1.0, f"{len(data):,} tokens")
+    return data

@@ -184,7 +184,8 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     if t.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=t.lr)
-    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2))
+    fused = all(p.device.type in ("cpu", "cuda") for p in params)  # one kernel for the whole update
+    return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
 def task_loss(model, batch: dict, task: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,0 +1,105 @@
+"""The command line as a user runs it: train, generate, attention, resume after SIGKILL, clear errors."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from fatstudio.cli import main
+
+TOML = """
+[model]
+l_max = 16
+L = 1
+H = 2
+d_e = 16
+d_mlp = 32
+[data]
+corpus = "{corpus}"
+[train]
+steps = {steps}
+batch_size = 4
+eval_interval = 10
+eval_iters = 2
+checkpoint_interval = 10
+sample_tokens = 5
+device = "cpu"
+"""
+
+
+@pytest.fixture
+def cfg_file(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
+    def make(steps=20):
+        p = tmp_path / f"cfg{steps}.toml"
+        p.write_text(TOML.format(corpus=corpus.as_posix(), steps=steps), encoding="utf-8")
+        return p
+    return make
+
+
+def cli(*args, timeout=120):
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "fatstudio", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_train_generate_attention(cfg_file, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", str(cfg_file()), "--out", str(run), "--set", "model.H=4", "--quiet"]) == 0
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["model"]["H"] == 4 and cfg["train"]["steps"] == 20
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["step"] == 20 and "val_loss" in rows[-1]
+    capsys.readouterr()
+    assert main(["generate", str(run), "--prompt", "hello", "--tokens", "12", "--temperature", "0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hello") and len(out.strip()) > len("hello")
+    for ext in ("json", "npz", "png"):
+        assert main(["attention", str(run), "--prompt", "hello world", "--out", str(tmp_path / f"a.{ext}")]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())
+    assert np.load(tmp_path / "a.npz")["self/0"].shape == (4, 11, 11)
+    assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args,words", [
+    (["train", "missing.toml"], "missing.toml"),
+    (["train", "{cfg}", "--set", "model.H_kv=3"], "H_kv = 3"),
+    (["train", "{cfg}", "--set", "model.layers=3"], "no key 'layers'"),
+    (["train", "{cfg}", "--set", "train.lr=-1"], "train.lr"),
+    (["train", "{cfg}", "--set", "data.corpus=/no/such/file.txt"], "/no/such/file.txt"),
+    (["generate", "{tmp}", "--prompt", "x"], "not a fatstudio run"),
+    (["train"], "give a config file"),
+])
+def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tmp_path):
+    args = [a.replace("{cfg}", str(cfg_file())).replace("{tmp}", str(tmp_path)) for a in args]
+    r = cli(*args)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr and words in r.stderr
+    assert 1 <= len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+def test_sigkill_then_resume(cfg_file, tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "fatstudio", "train", str(cfg_file(100000)), "--out", str(run), "--quiet"],
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 90
+    while time.time() < deadline and not (run / "model.safetensors").exists():
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "running"  # killed: never marked finished
+    ckpt = meta["checkpoint_step"]
+    r = cli("train", "--resume", run, "--set", f"train.steps={ckpt + 15}", "--quiet")
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "finished" and meta["step"] == ckpt + 15
+    steps = [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, ckpt + 16))  # rows past the checkpoint were dropped, then continued
