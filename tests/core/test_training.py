@@ -208,3 +208,9 @@ def test_list_runs_skips_foreign_folders(text_file, tmp_path, monkeypatch):
     (tmp_path / "runs" / "junk" / "config.json").write_text("{not json")
     runs = list_runs()
     assert len(runs) == 1 and runs[0].meta["status"] == "finished"
+
+
+def test_bf16_autocast_trains_on_cpu(text_file, tmp_path):
+    events = run_all(config(text_file, steps=6, precision="bf16", eval_interval=6), run_dir=tmp_path / "run")
+    assert events[-1].status == "finished"
+    assert all(math.isfinite(l) for e in events if e.kind == "steps" for l in e.train_loss)
