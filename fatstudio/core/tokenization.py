@@ -39,7 +39,7 @@ SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s"
 CHUNK_CHARS = 1 << 13  # characters per piece handed to the Rust tokenizer (cut at safe points, see split_text)
-BATCH_PIECES = 128  # pieces per encode_batch call (~1 MB of text, encoded in parallel)
+BATCH_PIECES = 32  # pieces per encode_batch call (~256 kB of text, encoded in parallel)
 
 Progress = Callable[[float, str], None]
 
@@ -253,8 +253,8 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
                   progress: Progress | None = None) -> np.ndarray:
     """The whole corpus as one token stream (uint16 if N_V < 65536, else int32), no specials added.
 
-    Encodes ~1 MB at a time, so memory stays near twice the resulting array. The texts of an iterable are
-    encoded one after another, with no separator added between them.
+    Encodes ``BATCH_PIECES`` pieces of ``CHUNK_CHARS`` characters at a time (in parallel), so memory stays
+    near twice the resulting array. The texts of an iterable follow one another with no separator added.
     """
     dtype = np.uint16 if tokenizer.vocab_size < 65536 else np.int32
     parts: list[np.ndarray] = []

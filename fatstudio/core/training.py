@@ -253,30 +253,27 @@ def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: 
     return LoadedModel(m, tokenizer, config, list(class_names), f"{run.name} · snapshot at step {step}", step)
 
 
-def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int) -> str:
-    """A human-readable sample of what the model does now, for each task type."""
+def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int, split: str = "val") -> str:
+    """A human-readable sample of what the model does now, for each task type, from an example of ``split``."""
     from . import inference
 
     g = torch.Generator().manual_seed(seed)
+    batch = dataset.batch(split, 1, g)
     if task == "next_token":
-        batch = dataset.batch("val", 1, g)
         prompt = tokenizer.decode(batch["x"][0, :8].tolist())
         text = "".join(c.text for c in inference.generate(model, tokenizer, prompt, tokens=t.sample_tokens,
                                                           temperature=0.8, seed=seed))
         return prompt + text
     if task == "seq2seq":
-        batch = dataset.batch("val", 1, g)
         source = tokenizer.decode(batch["z"][0].tolist())
         target = tokenizer.decode(batch["y"][0][batch["y"][0] != IGNORE].tolist())
         out = "".join(c.text for c in inference.translate(model, tokenizer, source))
         return f"{source} → {out}   (target: {target})"
     if task == "classification":
-        batch = dataset.batch("val", 1, g)
         text = tokenizer.decode(batch["x"][0][batch["mask"][0]].tolist())
         probs = inference.classify(model, tokenizer, text, dataset.class_names)
         truth = dataset.class_names[int(batch["label"][0])]
         return f"{text} → {probs[0][0]} ({probs[0][1]:.0%})   (true: {truth})"
-    batch = dataset.batch("val", 1, g)  # masked_lm: the masked input and the model's choices at each mask
     x = batch["x"][0][batch["mask"][0]]
     with torch.no_grad():
         pred = model(x[None]).argmax(-1)[0]
@@ -340,6 +337,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
         run.save_tokenizer(tokenizer)
     run.write_meta(status="running", total_steps=t.steps, device=str(device), n_parameters=model.num_parameters(),
                    class_names=dataset.class_names, seed=t.seed, data_sizes=dataset.sizes())
+    has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
     step_model = torch.compile(model) if t.compile else model
     scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
     yield Started(str(run.path), start, t.steps, model.num_parameters(), str(device), config.to_dict())
@@ -401,18 +399,18 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
                 eta = elapsed / max(1, step - start) * (t.steps - step)
                 yield Steps([r["step"] for r in pending], [r["train_loss"] for r in pending], [r["lr"] for r in pending],
                             [r["grad_norm"] for r in pending], tps, step, t.steps, elapsed, eta)
-                if evaluating:
+                if evaluating and has_val:
                     tr, va, acc = evaluate(model, dataset, d.task, t, device, t.seed)
                     pending[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
                     run.append_metrics(pending)
                     pending = []
                     yield Evaluation(step, tr, va, acc)
-                    if t.sample_tokens:
-                        text = make_sample(model, tokenizer, dataset, d.task, t, t.seed + step)
-                        run.append_sample(step, text)
-                        yield Sample(step, text)
                     best = min(va, run.meta.get("best_val_loss", math.inf))
                     run.write_meta(step=step, best_val_loss=best, val_loss=va)
+                if evaluating and t.sample_tokens:
+                    text = make_sample(model, tokenizer, dataset, d.task, t, t.seed + step, "val" if has_val else "train")
+                    run.append_sample(step, text)
+                    yield Sample(step, text)
                 run.append_metrics(pending)
                 pending = []
                 t_emit, tokens_window = time.perf_counter(), 0

@@ -214,3 +214,10 @@ def test_bf16_autocast_trains_on_cpu(text_file, tmp_path):
     events = run_all(config(text_file, steps=6, precision="bf16", eval_interval=6), run_dir=tmp_path / "run")
     assert events[-1].status == "finished"
     assert all(math.isfinite(l) for e in events if e.kind == "steps" for l in e.train_loss)
+
+
+def test_no_validation_split_trains_and_samples_without_evaluations(text_file, tmp_path):
+    cfg = config(text_file, steps=10).with_overrides(["data.val_fraction=0"])
+    events = run_all(cfg, run_dir=tmp_path / "run")
+    assert events[-1].status == "finished"
+    assert not any(e.kind == "evaluation" for e in events) and any(e.kind == "sample" for e in events)
