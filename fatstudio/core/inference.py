@@ -293,7 +293,7 @@ def _mask_markers(tokenizer, mask_symbol: str) -> list[str]:
     return sorted({m for m in (mask_symbol, own) if m}, key=len, reverse=True)
 
 
-def _encode_masked(tokenizer, text: str, mask_symbol: str) -> tuple[list[int], list[int], list[int]]:
+def encode_masked(tokenizer, text: str, mask_symbol: str) -> tuple[list[int], list[int], list[int]]:
     """[bos] + ids + [eos] with mask_id wherever a marker stands; returns (x, mask positions, char offsets)."""
     pattern = "|".join(map(re.escape, _mask_markers(tokenizer, mask_symbol)))
     x, positions, offsets, pos = [tokenizer.bos_id], [], [], 0
@@ -320,7 +320,7 @@ def fill_mask(model, tokenizer, text: str, *, mask_symbol: str = MASK_MARKER, to
     if not any(m in text for m in _mask_markers(tokenizer, mask_symbol)):
         raise ValueError(f"the text has no masked position; write {mask_symbol} where a token should be "
                          f"predicted, e.g. 'the {mask_symbol} sat on the mat'.")
-    x, positions, offsets = _encode_masked(tokenizer, text, mask_symbol)
+    x, positions, offsets = encode_masked(tokenizer, text, mask_symbol)
     _check_length(len(x), _l_max(model), "text with bos and eos")
     with _eval_mode(model):
         probs = model(torch.tensor([x], device=_device(model)))[0].float().softmax(-1).cpu()
@@ -472,10 +472,10 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     mask markers allowed as in `fill_mask`; edt: the encoder reads [bos] + encode(source) + [eos] and the
     decoder x = [bos] + encode(text). A sequence longer than l_max raises ValueError.
     """
-    arch, l_max, dev = _arch(model), _l_max(model), _device(model)
+    arch, l_max = _arch(model), _l_max(model)
     z = None
     if arch == "bert":
-        x = _encode_masked(tokenizer, text, mask_symbol)[0]
+        x = encode_masked(tokenizer, text, mask_symbol)[0]
     elif arch == "edt":
         if source is None:
             raise ValueError("an 'edt' model attends to a source text: pass source=... (the text to translate).")
@@ -485,12 +485,22 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     else:
         x = ([tokenizer.bos_id] if add_bos else []) + list(tokenizer.encode(text)) or [tokenizer.bos_id]
     _check_length(len(x), l_max, "text" + (" with bos and eos" if arch == "bert" else ""))
+    return attention_maps_for_ids(model, tokenizer, x, z)
+
+
+def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Sequence[int] | None = None) -> AttentionMaps:
+    """One forward pass with ``return_attention=True`` on exactly these token ids (and, for an edt, the
+    encoder's ``context_ids``): every head's softmax(S/√d_attn) of Algorithm 4 in the model's own dtype
+    (half precision is widened to float32 for numpy)."""
+    dev = _device(model)
     with _eval_mode(model):
-        kw = {"context": torch.tensor([z], device=dev)} if z is not None else {}
-        _, attn = model(torch.tensor([x], device=dev), return_attention=True, **kw)
-    maps = {k: v[0].detach().float().cpu().numpy() for k, v in attn.items()}
-    return AttentionMaps(tokenizer.token_strings(x), tokenizer.token_strings(z) if z is not None else None, maps)
+        kw = {"context": torch.tensor([list(context_ids)], device=dev)} if context_ids is not None else {}
+        _, attn = model(torch.tensor([list(ids)], device=dev), return_attention=True, **kw)
+    wide = lambda v: v.float() if v.dtype in (torch.float16, torch.bfloat16) else v
+    maps = {k: wide(v[0]).detach().cpu().numpy() for k, v in attn.items()}
+    ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
+    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
 
 
 __all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "AttentionMaps", "MASK_MARKER", "sample_next",
-           "generate", "translate", "fill_mask", "classify", "attention_maps", "colormap", "png_bytes"]
+           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids", "encode_masked", "colormap", "png_bytes"]

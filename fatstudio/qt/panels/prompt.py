@@ -1,0 +1,662 @@
+"""Prompt panel: talk to a trained model (or a snapshot taken during training).
+
+One panel, four modes chosen from the model's architecture and the run's task:
+
+- ``generate`` (gpt, gopher; next_token): DInference (Algorithm 14) with ℓ_gen, τ (0 = greedy), top-k,
+  top-p and a seed. Tokens stream into the output as they are sampled, each coloured by the model's
+  probability of it; hovering a token shows the top alternatives and the top-k / top-p cut-offs.
+- ``fill_mask`` (bert; masked_lm): a text with ``[MASK]`` (or ``<mask>``) markers; the top predictions at
+  each mask.
+- ``translate`` (edt; seq2seq): EDInference (Algorithm 15) from a source text until eos, streamed the same way.
+- ``classify`` (bert with a class head; classification): P(c | x) as bars.
+
+All model work runs in a superqt worker thread; the GUI thread only appends what the worker yields (batched
+to at most ~30 updates a second). After each run the worker also makes one forward pass with attention
+capture over the whole text (prompt + output, or source and output) and the panel emits ``attentionReady``
+with the resulting `AttentionMaps`.
+"""
+from __future__ import annotations
+
+import html
+import math
+import random
+import threading
+import time
+from typing import Iterator
+
+import torch
+from PySide6.QtCore import QCoreApplication, Qt, Signal
+from PySide6.QtGui import QColor, QKeySequence, QShortcut
+from PySide6.QtWidgets import (QAbstractItemView, QDoubleSpinBox, QHBoxLayout, QHeaderView, QLabel,
+                               QPlainTextEdit, QProgressBar, QPushButton, QSizePolicy, QSpinBox, QSplitter,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from superqt.utils import GeneratorWorker
+
+from ...core import inference
+from ...core.inference import AttentionMaps, TokenChoice
+from ..widgets.heatmap import display_token
+from ..widgets.token_view import TokenView, probability_color, probability_gradient_css
+
+MODES = ("generate", "fill_mask", "translate", "classify")
+BATCH_SECONDS = 0.03  # the worker hands tokens to the GUI at most this often (the first one at once)
+N_ALTERNATIVES = 8
+
+_BUTTON_TEXT = {"generate": "Generate", "fill_mask": "Predict masks", "translate": "Translate",
+                "classify": "Classify", None: "Generate"}
+_PLACEHOLDER = {
+    "generate": "A prompt to continue (empty: start from bos). Ctrl+Enter generates.",
+    "fill_mask": f"A text with {inference.MASK_MARKER} where a token should be predicted, "
+                 f"e.g. 'the cat {inference.MASK_MARKER} on the mat'. Ctrl+Enter predicts.",
+    "translate": "A source text; the model writes its output until eos. Ctrl+Enter translates.",
+    "classify": "A text to classify. Ctrl+Enter classifies.",
+    None: "Open a run, or take a snapshot while training, to prompt a model.",
+}
+
+
+def mode_for(loaded) -> str | None:
+    """The panel's mode for a LoadedModel: from the architecture, refined by the run's task."""
+    if loaded is None:
+        return None
+    cfg = getattr(loaded.model, "config", None) or loaded.config.model
+    arch = cfg.arch
+    task = getattr(getattr(loaded.config, "data", None), "task", None)
+    if arch in ("gpt", "gopher"):
+        return "generate"
+    if arch == "edt":
+        return "translate"
+    if arch == "bert":
+        n_classes = getattr(cfg, "n_classes", 0) or 0
+        if n_classes > 0 and (task == "classification" or task is None):
+            return "classify"
+        return "fill_mask"
+    return None
+
+
+# ------------------------------------------------------------------------------ attention capture (no Qt)
+@torch.no_grad()
+# ------------------------------------------------------------------------------------ the worker's jobs
+# Each job is a generator run in a worker thread. It yields (kind, value) events: ("tokens", [TokenChoice]),
+# ("masks", [MaskPrediction]), ("classes", [(name, p)]), ("attention", AttentionMaps), ("note", str),
+# ("error", str), ("status", "finished" | "stopped" | "failed"). It catches every exception itself, so the
+# user always gets words, never a traceback.
+
+def _words(e: BaseException) -> str:
+    if isinstance(e, ValueError):
+        return str(e)
+    if isinstance(e, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))):
+        return "out of memory while running the model; try a shorter text."
+    return f"the model failed ({type(e).__name__}: {e})."
+
+
+def _attention_event(model, tokenizer, ids, context_ids=None):
+    try:
+        return ("attention", inference.attention_maps_for_ids(model, tokenizer, ids, context_ids))
+    except Exception as e:  # noqa: BLE001 - shown to the user in words
+        return ("note", f"No attention maps: {_words(e)}")
+
+
+def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, prefix_ids: list[int],
+                context_ids: list[int] | None):
+    model, tok = loaded.model, loaded.tokenizer
+    l_max = model.config.l_max
+    ids = list(prefix_ids)
+    buf: list[TokenChoice] = []
+    last = -math.inf
+    status = "finished"
+    try:
+        for ch in choices:
+            buf.append(ch)
+            ids.append(ch.id)
+            now = time.perf_counter()
+            if now - last >= BATCH_SECONDS:
+                yield ("tokens", buf)
+                buf, last = [], now
+            if stop.is_set():
+                status = "stopped"
+                break
+    except Exception as e:  # noqa: BLE001
+        if buf:
+            yield ("tokens", buf)
+        yield ("error", _words(e))
+        yield ("status", "failed")
+        return
+    finally:
+        close = getattr(choices, "close", None)
+        if close:
+            close()
+    if buf:
+        yield ("tokens", buf)
+    if context_ids is None:  # decoder-only: the last window the model can see
+        window = ids[-l_max:]
+    else:  # encoder-decoder: [bos] + output, at most l_max decoder positions
+        window = ids[:l_max]
+    if window:
+        yield _attention_event(model, tok, window, context_ids)
+    yield ("status", status)
+
+
+def _fill_mask_job(loaded, text: str, top: int):
+    model, tok = loaded.model, loaded.tokenizer
+    try:
+        preds = inference.fill_mask(model, tok, text, top=top)
+    except Exception as e:  # noqa: BLE001
+        yield ("error", _words(e))
+        yield ("status", "failed")
+        return
+    yield ("masks", preds)
+    yield _attention_event(model, tok, inference.encode_masked(tok, text, inference.MASK_MARKER)[0])
+    yield ("status", "finished")
+
+
+def _classify_job(loaded, text: str):
+    model, tok = loaded.model, loaded.tokenizer
+    names = list(loaded.class_names) or [f"class {i}" for i in range(model.config.n_classes)]
+    try:
+        probs = inference.classify(model, tok, text, names)
+    except Exception as e:  # noqa: BLE001
+        yield ("error", _words(e))
+        yield ("status", "failed")
+        return
+    yield ("classes", probs)
+    yield _attention_event(model, tok, [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id])
+    yield ("status", "finished")
+
+
+def _guarded(job, run_id: int):
+    """Tag ``job``'s events with ``run_id``, turn any escaped exception into words, and end with "done"."""
+    try:
+        for kind, value in job:
+            yield (run_id, kind, value)
+    except Exception as e:  # noqa: BLE001
+        yield (run_id, "error", _words(e))
+        yield (run_id, "status", "failed")
+    yield (run_id, "done", None)
+
+
+# ---------------------------------------------------------------------------------------------- tooltips
+def choice_tooltip(ch: TokenChoice, temperature: float, top_k: int, top_p: float) -> str:
+    """Rich-text tooltip of a sampled token: its probability, the top alternatives, the cut-offs."""
+    def row(tok: str, p: float, chosen: bool) -> str:
+        cut = ((ch.top_k_cutoff is not None and p < ch.top_k_cutoff)
+               or (ch.top_p_cutoff is not None and p < ch.top_p_cutoff))
+        style = ' style="color:#888"' if cut and not chosen else ""
+        mark = " ◀" if chosen else (" (cut)" if cut else "")
+        return (f"<tr{style}><td><code>{html.escape(display_token(tok, 20))}</code></td>"
+                f"<td align='right'>&nbsp;{p:.3f}</td><td>{mark}</td></tr>")
+
+    chosen_text = display_token(ch.text if ch.text else "", 20)
+    lines = [f"<b><code>{html.escape(chosen_text)}</code></b> &nbsp; p = {ch.prob:.4f}"]
+    rows = []
+    seen_chosen = False
+    for tok, p in ch.alternatives:
+        is_chosen = not seen_chosen and abs(p - ch.prob) < 1e-12 and display_token(tok, 20) == chosen_text
+        seen_chosen |= is_chosen
+        rows.append(row(tok, p, is_chosen))
+    if rows:
+        lines.append("Top alternatives (model p at τ = 1):<table>" + "".join(rows) + "</table>")
+    if temperature == 0:
+        lines.append("τ = 0: greedy, the most likely token is taken.")
+    else:
+        lines.append(f"τ = {temperature:g}: drawn from p<sup>1/τ</sup>.")
+    if ch.top_k_cutoff is not None:
+        lines.append(f"top-k = {top_k}: tokens with p &lt; {ch.top_k_cutoff:.4f} were cut.")
+    if ch.top_p_cutoff is not None:
+        lines.append(f"top-p = {top_p:g}: the nucleus kept tokens with p ≥ {ch.top_p_cutoff:.4f}.")
+    return "<br>".join(lines)
+
+
+def _candidates_tooltip(cands: list[tuple[str, float]]) -> str:
+    rows = "".join(f"<tr><td><code>{html.escape(display_token(t, 20))}</code></td>"
+                   f"<td align='right'>&nbsp;{p:.3f}</td></tr>" for t, p in cands)
+    return f"Top predictions at this mask:<table>{rows}</table>"
+
+
+# ------------------------------------------------------------------------------------------------ panel
+class PromptPanel(QWidget):
+    """Prompt a LoadedModel. The main window calls `set_model` and connects `attentionReady`."""
+
+    attentionReady = Signal(object)  # an inference.AttentionMaps of the last forward pass
+    runStarted = Signal()
+    runFinished = Signal(str)  # "finished" | "stopped" | "failed"
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.loaded = None
+        self.mode: str | None = None
+        self.generated: list[TokenChoice] = []
+        self.predictions: list = []  # MaskPrediction of the last fill-mask
+        self.class_probabilities: list[tuple[str, float]] = []
+        self.last_maps: AttentionMaps | None = None
+        self.last_status: str | None = None
+        self._worker: GeneratorWorker | None = None
+        self._active: set[int] = set()  # runs whose worker has not yet said "done"
+        self._stop = threading.Event()
+        self._run_id = 0
+        self._sampling = dict(temperature=1.0, top_k=0, top_p=1.0)
+        self._build()
+        self.set_model(None)
+
+    # ---- layout ----------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        self.modelLabel = QLabel()
+        self.modelLabel.setObjectName("promptModelLabel")
+        self.modelLabel.setWordWrap(True)
+        outer.addWidget(self.modelLabel)
+
+        self.promptEdit = QPlainTextEdit()
+        self.promptEdit.setObjectName("promptEdit")
+        self.promptEdit.setMaximumHeight(110)
+        self.promptEdit.setTabChangesFocus(True)
+
+        controls = QHBoxLayout()
+
+        def spin(name, label, tip, widget):
+            widget.setObjectName(name)
+            widget.setToolTip(tip)
+            lab = QLabel(label)
+            lab.setObjectName(name + "Label")
+            lab.setToolTip(tip)
+            lab.setBuddy(widget)
+            box = QWidget()
+            lay = QHBoxLayout(box)
+            lay.setContentsMargins(0, 0, 0, 0)
+            lay.addWidget(lab)
+            lay.addWidget(widget)
+            controls.addWidget(box)
+            return box
+
+        self.tokensSpin = QSpinBox()
+        self.tokensSpin.setRange(1, 100000)
+        self.tokensSpin.setValue(200)
+        self._tokens_box = spin("tokensSpin", "ℓ_gen", "ℓ_gen: how many tokens to sample (Algorithm 14 "
+                                "repeats its step ℓ_gen times). For a seq2seq model: the most output tokens "
+                                "before eos.", self.tokensSpin)
+        self.temperatureSpin = QDoubleSpinBox()
+        self.temperatureSpin.setRange(0.0, 10.0)
+        self.temperatureSpin.setSingleStep(0.1)
+        self.temperatureSpin.setDecimals(2)
+        self.temperatureSpin.setValue(1.0)
+        self._temp_box = spin("temperatureSpin", "τ", "Temperature τ: the next token is drawn ∝ p^(1/τ). τ = 0 is "
+                              "greedy (always the most likely token), τ = 1 the model's own distribution, a large "
+                              "τ nearly uniform.", self.temperatureSpin)
+        self.topKSpin = QSpinBox()
+        self.topKSpin.setRange(0, 1000000)
+        self.topKSpin.setSpecialValueText("off")
+        self._topk_box = spin("topKSpin", "top-k", "Keep only the k most likely tokens before drawing (off = all).",
+                              self.topKSpin)
+        self.topPSpin = QDoubleSpinBox()
+        self.topPSpin.setRange(0.01, 1.0)
+        self.topPSpin.setSingleStep(0.05)
+        self.topPSpin.setDecimals(2)
+        self.topPSpin.setValue(1.0)
+        self._topp_box = spin("topPSpin", "top-p", "Nucleus sampling: keep the smallest set of most likely tokens "
+                              "whose probability reaches p (1 = off).", self.topPSpin)
+        self.seedSpin = QSpinBox()
+        self.seedSpin.setRange(-1, 2 ** 31 - 1)
+        self.seedSpin.setSpecialValueText("random")
+        self.seedSpin.setValue(0)
+        self._seed_box = spin("seedSpin", "seed", "Seed of the random draws: the same seed, settings and model give "
+                              "the same text ('random' = a fresh seed each time).", self.seedSpin)
+        self.topSpin = QSpinBox()
+        self.topSpin.setRange(1, 50)
+        self.topSpin.setValue(5)
+        self._top_box = spin("topPredictionsSpin", "predictions per mask",
+                             "How many of the most likely tokens to list at each mask.", self.topSpin)
+        controls.addStretch(1)
+        self.generateButton = QPushButton("Generate")
+        self.generateButton.setObjectName("generateButton")
+        self.generateButton.setDefault(True)
+        self.stopButton = QPushButton("Stop")
+        self.stopButton.setObjectName("stopGenerationButton")
+        self.stopButton.setToolTip("Stop after the token being sampled now.")
+        controls.addWidget(self.generateButton)
+        controls.addWidget(self.stopButton)
+
+        self.messageLabel = QLabel()
+        self.messageLabel.setObjectName("promptMessage")
+        self.messageLabel.setWordWrap(True)
+        self.messageLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.messageLabel.setVisible(False)
+
+        self.outputView = TokenView()
+        self.outputView.setObjectName("outputView")
+        self.outputView.setMinimumHeight(80)
+
+        legend = QHBoxLayout()
+        self.legendLabel = QLabel("token probability p:")
+        bar = QLabel()
+        bar.setFixedSize(140, 12)
+        bar.setStyleSheet(f"background: {probability_gradient_css()}; border: 1px solid #999;")
+        bar.setToolTip("Each output token's background shows the model's probability of it (τ = 1): "
+                       "orange = unlikely, yellow = 0.5, blue = likely. Hover a token for the alternatives.")
+        self._legend = QWidget()
+        ll = QHBoxLayout(self._legend)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.legendLabel)
+        ll.addWidget(QLabel("0"))
+        ll.addWidget(bar)
+        ll.addWidget(QLabel("1"))
+        ll.addStretch(1)
+        self.statusLabel = QLabel()
+        self.statusLabel.setObjectName("promptStatus")
+        ll.addWidget(self.statusLabel)
+        legend.addWidget(self._legend)
+
+        self.maskTable = QTableWidget(0, 0)
+        self.maskTable.setObjectName("maskTable")
+        self.maskTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.maskTable.verticalHeader().setVisible(False)
+
+        self.classTable = QTableWidget(0, 3)
+        self.classTable.setObjectName("classTable")
+        self.classTable.setHorizontalHeaderLabels(["class", "P(c | x)", ""])
+        self.classTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.classTable.verticalHeader().setVisible(False)
+        self.classTable.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+
+        top = QWidget()
+        tl = QVBoxLayout(top)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.addWidget(self.promptEdit)
+        tl.addLayout(controls)
+        tl.addWidget(self.messageLabel)
+        bottom = QWidget()
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(0, 0, 0, 0)
+        bl.addLayout(legend)
+        bl.addWidget(self.outputView, 3)
+        bl.addWidget(self.maskTable, 2)
+        bl.addWidget(self.classTable, 2)
+        split = QSplitter(Qt.Orientation.Vertical)
+        split.addWidget(top)
+        split.addWidget(bottom)
+        split.setStretchFactor(1, 1)
+        split.setChildrenCollapsible(False)
+        outer.addWidget(split, 1)
+        top.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+
+        self.generateButton.clicked.connect(self.run)
+        self.stopButton.clicked.connect(self.stop)
+        for seq in ("Ctrl+Return", "Ctrl+Enter"):
+            sc = QShortcut(QKeySequence(seq), self.promptEdit)
+            sc.setContext(Qt.ShortcutContext.WidgetShortcut)
+            sc.activated.connect(self.run)
+
+    # ---- model -------------------------------------------------------------------------------------------
+    def set_model(self, loaded) -> None:
+        """Prompt ``loaded`` (a runs.LoadedModel: CPU, eval mode) from now on; None: nothing to prompt.
+
+        A generation still running on the previous model is asked to stop; its output is discarded."""
+        if self.is_running():
+            self._stop.set()
+            self._run_id += 1  # what the old run still yields is ignored
+        old_mode = self.mode
+        self.loaded = loaded
+        self.mode = mode_for(loaded)
+        m = self.mode
+        decoderish = m in ("generate", "translate")
+        for box in (self._tokens_box, self._temp_box, self._topk_box, self._topp_box, self._seed_box):
+            box.setVisible(decoderish)
+        self._top_box.setVisible(m == "fill_mask")
+        self.stopButton.setVisible(decoderish)
+        self.maskTable.setVisible(m == "fill_mask")
+        self.classTable.setVisible(m == "classify")
+        self._legend.setVisible(m is not None)
+        self.generateButton.setText(_BUTTON_TEXT[m])
+        self.promptEdit.setPlaceholderText(_PLACEHOLDER[m])
+        tokens_label = self._tokens_box.findChild(QLabel, "tokensSpinLabel")
+        tokens_label.setText("max length" if m == "translate" else "ℓ_gen")
+        if m != old_mode:
+            if m == "translate":
+                self.temperatureSpin.setValue(0.0)  # EDInference is greedy by default
+            elif m == "generate":
+                self.temperatureSpin.setValue(1.0)
+            self.outputView.clear_tokens()
+            self.maskTable.setRowCount(0)
+            self.classTable.setRowCount(0)
+        if loaded is None:
+            self.modelLabel.setText("<i>No model.</i> Open a finished run, or take a snapshot while training, "
+                                    "to prompt it here.")
+        else:
+            cfg = loaded.model.config
+            name = html.escape(loaded.label or "model")
+            task = getattr(loaded.config.data, "task", "?")
+            step = f" · step {loaded.step}" if loaded.step and f"step {loaded.step}" not in (loaded.label or "") else ""
+            self.modelLabel.setText(f"<b>{name}</b> · {cfg.arch} · {task}{step} · ℓ_max = {cfg.l_max} · "
+                                    f"N_V = {cfg.vocab_size}")
+            if m == "translate":
+                self.tokensSpin.setMaximum(cfg.l_max)
+                self.tokensSpin.setValue(min(self.tokensSpin.value(), cfg.l_max - 1) or cfg.l_max - 1)
+            else:
+                self.tokensSpin.setMaximum(100000)
+        self._show_message("")
+        self._update_buttons()
+
+    # ---- state -------------------------------------------------------------------------------------------
+    def is_running(self) -> bool:
+        """Whether a run for the current model is still going."""
+        return self._run_id in self._active
+
+    def output_text(self) -> str:
+        """The text shown in the output (generated text without the prompt for generate/translate)."""
+        if self.mode in ("generate", "translate"):
+            return "".join(ch.text for ch in self.generated)
+        return self.outputView.text()
+
+    def _update_buttons(self) -> None:
+        running = self.is_running()
+        self.generateButton.setEnabled(self.loaded is not None and not running)
+        self.stopButton.setEnabled(running and not self._stop.is_set())
+
+    def _show_message(self, text: str, kind: str = "error") -> None:
+        if not text:
+            self.messageLabel.clear()
+            self.messageLabel.setVisible(False)
+            return
+        text = text[:1].upper() + text[1:]
+        color = {"error": "#c0392b", "info": "#7a5d00"}.get(kind, "#555")
+        self.messageLabel.setStyleSheet(f"color: {color};")
+        self.messageLabel.setText(text)
+        self.messageLabel.setVisible(True)
+
+    # ---- running ------------------------------------------------------------------------------------------
+    def run(self) -> bool:
+        """Generate / predict / translate / classify the text in promptEdit, in a worker thread.
+
+        Returns False (with the reason shown in words under the prompt) when nothing was started."""
+        if self.is_running():
+            return False
+        if self.loaded is None:
+            self._show_message("There is no model to prompt yet: open a run, or take a snapshot while training.")
+            return False
+        text = self.promptEdit.toPlainText()
+        self._stop = threading.Event()  # the new job watches this one
+        try:
+            job, notes = self._make_job(text)
+        except Exception as e:  # noqa: BLE001 - bad input: say it in words
+            self._show_message(_words(e))
+            return False
+        self._show_message(" ".join(notes), "info")
+        self._start(job)
+        return True
+
+    def _make_job(self, text: str):
+        """Check the input in the GUI thread (cheap: encoding) and return (the worker's job, notes)."""
+        loaded, m = self.loaded, self.mode
+        model, tok = loaded.model, loaded.tokenizer
+        l_max = model.config.l_max
+        notes: list[str] = []
+        unknown = getattr(tok, "unknown_symbols", None)
+        if unknown is not None and getattr(tok, "kind", "") == "word":
+            missing = unknown(text)
+            if missing:
+                shown = ", ".join(repr(s) for s in missing[:5]) + (" …" if len(missing) > 5 else "")
+                notes.append(f"Not in the vocabulary, read as <unk>: {shown}.")
+        self.generated, self.predictions, self.class_probabilities = [], [], []
+        if m in ("generate", "translate"):
+            seed = self.seedSpin.value()
+            seed = random.randrange(2 ** 31) if seed < 0 else seed
+            self._sampling = dict(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
+                                  top_p=float(self.topPSpin.value()))
+            if m == "generate":
+                choices = inference.generate(model, tok, text, tokens=int(self.tokensSpin.value()), seed=seed,
+                                             alternatives=N_ALTERNATIVES, **self._sampling)
+                prefix = list(tok.encode(text)) or [tok.bos_id]
+                if len(prefix) > l_max:
+                    notes.append(f"The prompt is {len(prefix)} tokens long and ℓ_max = {l_max}: the model sees "
+                                 f"only its last {l_max} tokens.")
+                context = None
+            else:
+                choices = inference.translate(model, tok, text, max_tokens=int(self.tokensSpin.value()), seed=seed,
+                                              alternatives=N_ALTERNATIVES, **self._sampling)
+                context = [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id]
+                prefix = [tok.bos_id]
+            self.outputView.clear_tokens()
+            if m == "generate":
+                self.outputView.append_text(text, QColor(110, 110, 110))
+            return _stream_job(loaded, choices, self._stop, prefix, context), notes
+        if m == "fill_mask":
+            tok.encode(text.replace(inference.MASK_MARKER, ""))  # unknown symbols: raise here, in words
+            return _fill_mask_job(loaded, text, int(self.topSpin.value())), notes
+        if m == "classify":
+            ids = [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id]
+            if len(ids) > l_max:
+                raise ValueError(f"the text is {len(ids)} tokens long with bos and eos, more than this model's "
+                                 f"ℓ_max = {l_max}; shorten it.")
+            return _classify_job(loaded, text), notes
+        raise ValueError("this model's architecture has no prompt mode.")
+
+    def _start(self, job) -> None:
+        self._run_id += 1
+        run_id = self._run_id
+        self._active.add(run_id)
+        worker = GeneratorWorker(_guarded, job, run_id)
+        worker.yielded.connect(self._on_event)  # a bound method: disconnected if the panel is deleted
+        self._worker = worker
+        self.last_status = None
+        self.statusLabel.setText("running…")
+        self._update_buttons()
+        self.runStarted.emit()
+        worker.start()
+
+    def stop(self) -> None:
+        """Ask the running generation to stop after the current token (the attention of what was generated
+        so far is still computed and emitted)."""
+        if self.is_running():
+            self._stop.set()
+            self._update_buttons()
+
+    def shutdown(self, timeout_s: float = 5.0) -> bool:
+        """Stop and wait (up to ``timeout_s``, processing events) until no worker of this panel runs, e.g.
+        before the window closes. Returns whether they all ended."""
+        self.stop()
+        deadline = time.monotonic() + timeout_s
+        while self._active and time.monotonic() < deadline:
+            QCoreApplication.processEvents()
+            time.sleep(0.005)
+        return not self._active
+
+    # ---- events from the worker (GUI thread) ---------------------------------------------------------------
+    def _on_event(self, event) -> None:
+        run_id, kind, value = event
+        if kind == "done":
+            self._active.discard(run_id)
+            if run_id == self._run_id:
+                self._worker = None
+                self._finish()
+            return
+        if run_id != self._run_id:
+            return  # a run on a model that has since been replaced
+        if kind == "tokens":
+            self._append_choices(value)
+        elif kind == "masks":
+            self._show_masks(value)
+        elif kind == "classes":
+            self._show_classes(value)
+        elif kind == "attention":
+            self.last_maps = value
+            self.attentionReady.emit(value)
+        elif kind == "note":
+            self._show_message(value, "info")
+        elif kind == "error":
+            self._show_message(value)
+        elif kind == "status":
+            self.last_status = value
+
+    def _finish(self) -> None:
+        self._update_buttons()
+        status = self.last_status or "finished"
+        n = len(self.generated)
+        if self.mode in ("generate", "translate"):
+            self.statusLabel.setText(f"{status}: {n} token{'s' if n != 1 else ''}")
+        else:
+            self.statusLabel.setText(status)
+        self.runFinished.emit(status)
+
+    def _append_choices(self, choices: list[TokenChoice]) -> None:
+        s = self._sampling
+        first = len(self.generated)
+        self.generated.extend(choices)
+        # neighbouring tokens alternate between two shades of their colour, so boundaries stay visible
+        colors = [probability_color(c.prob).darker(112 if (first + i) % 2 else 100) for i, c in enumerate(choices)]
+        self.outputView.append_tokens([c.text for c in choices], colors,
+                                      [choice_tooltip(c, s["temperature"], s["top_k"], s["top_p"]) for c in choices])
+        self.statusLabel.setText(f"running… {len(self.generated)} tokens")
+
+    def _show_masks(self, preds) -> None:
+        self.predictions = list(preds)
+        text = self.promptEdit.toPlainText()
+        tok = self.loaded.tokenizer
+        markers = sorted({inference.MASK_MARKER, tok.token_strings([tok.mask_id])[0]}, key=len, reverse=True)
+        view = self.outputView
+        view.clear_tokens()
+        pos = 0
+        for p in sorted(self.predictions, key=lambda p: (p.char_offset is None, p.char_offset or 0)):
+            off = p.char_offset
+            if off is None or off < pos:
+                continue
+            view.append_text(text[pos:off])
+            best, prob = p.candidates[0] if p.candidates else ("?", 0.0)
+            view.append_tokens([best], [probability_color(prob)], [_candidates_tooltip(p.candidates)])
+            length = next((len(mk) for mk in markers if text.startswith(mk, off)), len(inference.MASK_MARKER))
+            pos = off + length
+        view.append_text(text[pos:])
+        n = max((len(p.candidates) for p in self.predictions), default=0)
+        t = self.maskTable
+        t.clear()
+        t.setColumnCount(1 + n)
+        t.setHorizontalHeaderLabels(["mask (position)"] + [f"#{i + 1}" for i in range(n)])
+        t.setRowCount(len(self.predictions))
+        for r, p in enumerate(self.predictions):
+            t.setItem(r, 0, QTableWidgetItem(f"{r + 1} (t = {p.position})"))
+            for c, (tk, prob) in enumerate(p.candidates):
+                item = QTableWidgetItem(f"{display_token(tk)}   {prob:.3f}")
+                item.setBackground(probability_color(prob))
+                item.setForeground(QColor(0, 0, 0))
+                item.setToolTip(f"{tk!r}: p = {prob:.6f}")
+                t.setItem(r, 1 + c, item)
+        t.resizeColumnsToContents()
+
+    def _show_classes(self, probs) -> None:
+        self.class_probabilities = list(probs)
+        t = self.classTable
+        t.setRowCount(len(probs))
+        for r, (name, p) in enumerate(probs):
+            t.setItem(r, 0, QTableWidgetItem(str(name)))
+            item = QTableWidgetItem(f"{p:.4f}")
+            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            t.setItem(r, 1, item)
+            bar = QProgressBar()
+            bar.setRange(0, 1000)
+            bar.setValue(round(p * 1000))
+            bar.setTextVisible(False)
+            bar.setToolTip(f"P({name} | x) = {p:.6f}")
+            t.setCellWidget(r, 2, bar)
+        t.resizeColumnToContents(0)
+        text = self.promptEdit.toPlainText()
+        self.outputView.clear_tokens()
+        self.outputView.append_text(text + "  →  ")
+        if probs:
+            name, p = probs[0]
+            self.outputView.append_tokens([str(name)], [probability_color(p)], [f"P({html.escape(str(name))} | x) = {p:.4f}"])

@@ -1,0 +1,222 @@
+"""A read-only text of tokens: each token a span with its own background colour and tooltip, appended one
+at a time while a model streams, recoloured at once (e.g. by an attention row), clickable.
+
+Whitespace tokens stay readable: a newline token shows as a small ↵ before the line break (so it has
+something to colour); ``text()`` is always the real text, without those marks.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QTextEdit, QToolTip
+
+# Probability colours (light tints so black text stays readable): low p warm orange, middle pale yellow,
+# high p light blue. Orange/blue stays distinguishable with the common colour-vision deficiencies.
+_P_ANCHORS = ((0.0, (244, 165, 130)), (0.5, (255, 244, 190)), (1.0, (160, 206, 232)))
+
+
+def probability_color(p: float) -> QColor:
+    """Background colour of a token whose probability is ``p`` (fixed 0-1 scale)."""
+    p = min(max(float(p), 0.0), 1.0)
+    for (p0, c0), (p1, c1) in zip(_P_ANCHORS, _P_ANCHORS[1:]):
+        if p <= p1:
+            f = (p - p0) / (p1 - p0)
+            return QColor(*(round(a + (b - a) * f) for a, b in zip(c0, c1)))
+    return QColor(*_P_ANCHORS[-1][1])
+
+
+def probability_gradient_css() -> str:
+    """A Qt style-sheet gradient of `probability_color` from 0 (left) to 1 (right), for a legend."""
+    stops = ", ".join(f"stop:{p} rgb{c}" for p, c in _P_ANCHORS)
+    return f"qlineargradient(x1:0, y1:0, x2:1, y2:0, {stops})"
+
+
+def weight_tint(w: float, base: QColor = QColor(255, 140, 0)) -> QColor:
+    """A background for an attention weight in [0, 1]: transparent at 0, ``base`` at 1."""
+    c = QColor(base)
+    c.setAlphaF(min(max(float(w), 0.0), 1.0) * 0.85)
+    return c
+
+
+def _shown(text: str) -> str:
+    """What a token's text looks like in the view: a newline gets a visible ↵ mark in front of it."""
+    return text.replace("\n", "↵\n")
+
+
+class TokenView(QTextEdit):
+    """Tokens as coloured, hoverable, clickable spans. ``tokenClicked(index)`` on a left click."""
+
+    tokenClicked = Signal(int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)
+        self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
+        self.setMouseTracking(True)
+        font = QFont("monospace")
+        font.setStyleHint(QFont.StyleHint.TypeWriter)
+        self.setFont(font)
+        self._texts: list[str] = []
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+        self._tips: list[str | None] = []
+        self._colors: list[QColor | None] = []
+        self._extra: list[tuple[int, str]] = []  # plain text before token i: (i, text)
+        self._marked: int | None = None
+
+    # ---- content ---------------------------------------------------------------------------------------
+    def clear_tokens(self) -> None:
+        self.clear()
+        self._texts, self._starts, self._ends, self._tips, self._colors = [], [], [], [], []
+        self._extra = []
+        self._marked = None
+
+    def set_tokens(self, tokens: Sequence[str], colors: Sequence[QColor | None] | None = None,
+                   tooltips: Sequence[str | None] | None = None) -> None:
+        self.clear_tokens()
+        self.append_tokens(tokens, colors, tooltips)
+
+    def append_text(self, text: str, color: QColor | None = None) -> None:
+        """Plain text that is not a token (e.g. the prompt before the generated tokens), in ``color``."""
+        if not text:
+            return
+        cur = QTextCursor(self.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        fmt = QTextCharFormat()
+        if color is not None:
+            fmt.setForeground(color)
+        cur.insertText(_shown(text), fmt)
+        self._extra.append((len(self._texts), text))
+
+    def append_tokens(self, tokens: Sequence[str], colors: Sequence[QColor | None] | None = None,
+                      tooltips: Sequence[str | None] | None = None) -> None:
+        if not tokens:
+            return
+        bar = self.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        cur = QTextCursor(self.document())
+        cur.movePosition(QTextCursor.MoveOperation.End)
+        cur.beginEditBlock()
+        for i, tok in enumerate(tokens):
+            color = colors[i] if colors is not None else None
+            tip = tooltips[i] if tooltips is not None else None
+            fmt = QTextCharFormat()
+            if color is not None:
+                fmt.setBackground(color)
+            start = cur.position()
+            cur.insertText(_shown(tok) if tok else "∅", fmt)
+            self._texts.append(tok)
+            self._starts.append(start)
+            self._ends.append(cur.position())
+            self._tips.append(tip)
+            self._colors.append(color)
+        cur.endEditBlock()
+        if at_bottom:
+            bar.setValue(bar.maximum())
+
+    def token_count(self) -> int:
+        return len(self._texts)
+
+    def tokens(self) -> list[str]:
+        return list(self._texts)
+
+    def text(self) -> str:
+        """The real text: plain pieces and tokens concatenated, without the visible ↵ marks."""
+        extra: dict[int, str] = {}
+        for idx, t in self._extra:
+            extra[idx] = extra.get(idx, "") + t
+        out = []
+        for i, tok in enumerate(self._texts):
+            out.append(extra.get(i, ""))
+            out.append(tok)
+        out.append(extra.get(len(self._texts), ""))
+        return "".join(out)
+
+    def tooltip(self, index: int) -> str | None:
+        return self._tips[index]
+
+    def color(self, index: int) -> QColor | None:
+        return self._colors[index]
+
+    def set_colors(self, colors: Sequence[QColor | None], tooltips: Sequence[str | None] | None = None) -> None:
+        """Recolour every token (None: no background), optionally replacing the tooltips."""
+        cur = QTextCursor(self.document())
+        cur.beginEditBlock()
+        for i, (s, e) in enumerate(zip(self._starts, self._ends)):
+            c = colors[i] if i < len(colors) else None
+            fmt = QTextCharFormat()
+            fmt.setBackground(c if c is not None else QColor(0, 0, 0, 0))
+            cur.setPosition(s)
+            cur.setPosition(e, QTextCursor.MoveMode.KeepAnchor)
+            cur.mergeCharFormat(fmt)
+            self._colors[i] = c
+            if tooltips is not None and i < len(tooltips):
+                self._tips[i] = tooltips[i]
+        cur.endEditBlock()
+
+    def set_marked(self, index: int | None) -> None:
+        """Underline and embolden one token (the chosen query), None for none."""
+        cur = QTextCursor(self.document())
+        for i, on in ((self._marked, False), (index, True)):
+            if i is None or not 0 <= i < len(self._starts):
+                continue
+            fmt = QTextCharFormat()
+            fmt.setFontUnderline(on)
+            fmt.setFontWeight(QFont.Weight.Bold if on else QFont.Weight.Normal)
+            cur.setPosition(self._starts[i])
+            cur.setPosition(self._ends[i], QTextCursor.MoveMode.KeepAnchor)
+            cur.mergeCharFormat(fmt)
+        self._marked = index if index is not None and 0 <= index < len(self._starts) else None
+
+    # ---- hit testing -------------------------------------------------------------------------------------
+    def token_at(self, viewport_pos: QPoint) -> int | None:
+        """Index of the token under a point of the viewport, or None."""
+        if not self._starts:
+            return None
+        layout = self.document().documentLayout()
+        doc_pos = viewport_pos + QPoint(self.horizontalScrollBar().value(), self.verticalScrollBar().value())
+        p = layout.hitTest(doc_pos.toPointF() if hasattr(doc_pos, "toPointF") else doc_pos,
+                           Qt.HitTestAccuracy.ExactHit)
+        if p < 0:
+            return None
+        cur = QTextCursor(self.document())
+        cur.setPosition(p)
+        if self.cursorRect(cur).x() > viewport_pos.x():  # hitTest gives the nearer edge: the glyph is left of it
+            p -= 1
+        i = bisect.bisect_right(self._starts, p) - 1
+        if 0 <= i < len(self._starts) and self._starts[i] <= p < self._ends[i]:
+            return i
+        return None
+
+    def token_rect_center(self, index: int) -> QPoint:
+        """Viewport position of the middle of a token's first character (for tests and tooling)."""
+        cur = QTextCursor(self.document())
+        cur.setPosition(self._starts[index])
+        r1 = self.cursorRect(cur)
+        cur.setPosition(self._starts[index] + 1)
+        r2 = self.cursorRect(cur)
+        x = (r1.x() + r2.x()) // 2 if r2.y() == r1.y() else r1.x() + 3
+        return QPoint(x, r1.center().y())
+
+    def viewportEvent(self, event) -> bool:  # noqa: N802 (Qt override)
+        if event.type() == QEvent.Type.ToolTip:
+            i = self.token_at(event.pos())
+            tip = self._tips[i] if i is not None else None
+            if tip:
+                QToolTip.showText(event.globalPos(), tip, self.viewport())
+            else:
+                QToolTip.hideText()
+                event.ignore()
+            return True
+        return super().viewportEvent(event)
+
+    def mousePressEvent(self, event) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            i = self.token_at(event.position().toPoint())
+            if i is not None:
+                self.tokenClicked.emit(i)
+        super().mousePressEvent(event)

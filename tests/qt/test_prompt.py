@@ -1,0 +1,242 @@
+"""The prompt panel for each task type: generate (streaming, stop), fill a mask, translate, classify,
+and bad input shown in words. Tiny untrained models: these test the plumbing, not the model."""
+import pytest
+import torch
+
+from fatstudio import ModelConfig, RunConfig, build_model
+from fatstudio.core import inference
+from fatstudio.core.config import DataConfig
+from fatstudio.core.runs import LoadedModel
+from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.qt.panels import prompt as prompt_module
+from fatstudio.qt.panels.prompt import PromptPanel, mode_for
+
+CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 0123456789"]
+TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt": "seq2seq",
+         "cls": "classification"}
+
+
+def make_loaded(kind="gpt", l_max=24, dtype=torch.float32, seed=0):
+    tok = train_tokenizer("char", CORPUS)
+    arch = "bert" if kind == "cls" else kind
+    extra = dict(n_classes=3) if kind == "cls" else {}
+    cfg = ModelConfig(arch=arch, vocab_size=tok.vocab_size, l_max=l_max, L=2, L_enc=2, L_dec=2, H=2, d_e=16,
+                      d_mlp=32, **extra)
+    torch.manual_seed(seed)
+    model = build_model(cfg).to(dtype).eval()
+    names = ["negative", "neutral", "positive"] if kind == "cls" else []
+    return LoadedModel(model, tok, RunConfig(model=cfg, data=DataConfig(task=TASKS[kind])), names, f"tiny {kind}", 7)
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = PromptPanel()
+    qtbot.addWidget(p)
+    yield p
+    p.shutdown()
+
+
+def run_and_wait(qtbot, panel, timeout=10000):
+    with qtbot.waitSignal(panel.runFinished, timeout=timeout) as blocker:
+        assert panel.run(), panel.messageLabel.text()
+    return blocker.args[0]
+
+
+def test_modes():
+    assert mode_for(None) is None
+    assert mode_for(make_loaded("gpt")) == "generate"
+    assert mode_for(make_loaded("gopher")) == "generate"
+    assert mode_for(make_loaded("bert")) == "fill_mask"
+    assert mode_for(make_loaded("edt")) == "translate"
+    assert mode_for(make_loaded("cls")) == "classify"
+
+
+def test_no_model(panel):
+    assert not panel.generateButton.isEnabled()
+    assert panel.run() is False
+    assert panel.messageLabel.isVisibleTo(panel)
+
+
+def test_generate_streams_tokens_and_emits_attention(qtbot, panel, monkeypatch):
+    monkeypatch.setattr(prompt_module, "BATCH_SECONDS", 0.0)  # one GUI update per token
+    loaded = make_loaded("gpt")
+    panel.set_model(loaded)
+    assert panel.generateButton.text() == "Generate" and panel.generateButton.isEnabled()
+    panel.promptEdit.setPlainText("the fox")
+    panel.tokensSpin.setValue(40)
+    panel.seedSpin.setValue(3)
+    batches = []
+    orig = panel._append_choices
+    monkeypatch.setattr(panel, "_append_choices", lambda cs: (batches.append(len(cs)), orig(cs)))
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    status = run_and_wait(qtbot, panel)
+    assert status == "finished"
+    assert len(batches) == 40  # streamed one by one, not all at the end
+    assert panel.outputView.token_count() == 40
+    expected = list(inference.generate(loaded.model, loaded.tokenizer, "the fox", tokens=40, seed=3,
+                                       temperature=1.0, top_k=0, top_p=1.0))
+    assert [c.id for c in panel.generated] == [c.id for c in expected]
+    assert panel.output_text() == "".join(c.text for c in expected)
+    assert panel.outputView.text() == "the fox" + panel.output_text()
+    # the attention of the full text, the last l_max tokens of prompt + output
+    assert len(maps) == 1 and maps[0] is panel.last_maps
+    ids = (loaded.tokenizer.encode("the fox") + [c.id for c in expected])[-24:]
+    assert maps[0].tokens == loaded.tokenizer.token_strings(ids)
+    assert set(maps[0].maps) == {"self/0", "self/1"}
+    assert maps[0].maps["self/1"].shape == (2, 24, 24)
+
+
+def test_tooltip_shows_alternatives_and_cutoffs(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("hello")
+    panel.tokensSpin.setValue(5)
+    panel.topKSpin.setValue(3)
+    panel.topPSpin.setValue(0.5)
+    run_and_wait(qtbot, panel)
+    tip = panel.outputView.tooltip(0)
+    ch = panel.generated[0]
+    assert "Top alternatives" in tip and f"{ch.prob:.4f}" in tip
+    assert "top-k = 3" in tip and "top-p = 0.5" in tip
+    assert ch.top_k_cutoff is not None and f"{ch.top_k_cutoff:.4f}" in tip
+    assert panel.outputView.color(0) is not None  # coloured by probability
+
+
+def test_greedy_is_deterministic(qtbot, panel):
+    panel.set_model(make_loaded("gopher"))
+    panel.promptEdit.setPlainText("lazy")
+    panel.tokensSpin.setValue(12)
+    panel.temperatureSpin.setValue(0.0)
+    panel.seedSpin.setValue(-1)  # random seed: irrelevant at τ = 0
+    run_and_wait(qtbot, panel)
+    first = panel.output_text()
+    run_and_wait(qtbot, panel)
+    assert panel.output_text() == first and len(panel.generated) == 12
+
+
+def test_stop(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("a")
+    panel.tokensSpin.setValue(100000)
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    with qtbot.waitSignal(panel.runFinished, timeout=20000) as blocker:
+        assert panel.run()
+        assert panel.stopButton.isEnabled() and not panel.generateButton.isEnabled()
+        qtbot.waitUntil(lambda: len(panel.generated) > 0, timeout=5000)
+        qtbot.mouseClick(panel.stopButton, prompt_module.Qt.MouseButton.LeftButton)
+    assert blocker.args == ["stopped"]
+    assert 0 < len(panel.generated) < 100000
+    assert len(maps) == 1  # the attention of what was generated before the stop
+    assert panel.generateButton.isEnabled()
+
+
+def test_unknown_symbol_is_a_message(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("héllo")
+    assert panel.run() is False
+    assert not panel.is_running()
+    assert panel.messageLabel.isVisibleTo(panel)
+    assert "'é'" in panel.messageLabel.text() and "Traceback" not in panel.messageLabel.text()
+
+
+def test_long_prompt_is_cropped_with_a_note(qtbot, panel):
+    panel.set_model(make_loaded("gpt", l_max=16))
+    panel.promptEdit.setPlainText("the quick brown fox jumps over the lazy dog")
+    panel.tokensSpin.setValue(4)
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    run_and_wait(qtbot, panel)
+    assert "ℓ_max = 16" in panel.messageLabel.text()
+    assert maps[0].maps["self/0"].shape == (2, 16, 16)
+
+
+def test_fill_mask(qtbot, panel):
+    panel.set_model(make_loaded("bert"))
+    assert panel.generateButton.text() == "Predict masks"
+    panel.promptEdit.setPlainText("the [MASK]uick brown <mask>ox")
+    panel.topSpin.setValue(4)
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    run_and_wait(qtbot, panel)
+    assert len(panel.predictions) == 2
+    assert panel.maskTable.rowCount() == 2 and panel.maskTable.columnCount() == 5
+    best = [p.candidates[0][0] for p in panel.predictions]
+    assert panel.outputView.text() == f"the {best[0]}uick brown {best[1]}ox"
+    assert panel.outputView.token_count() == 2
+    assert maps and maps[0].tokens.count("<mask>") == 2 and maps[0].tokens[0] == "<bos>"
+
+
+def test_fill_mask_without_mask_is_a_message(qtbot, panel):
+    panel.set_model(make_loaded("bert"))
+    panel.promptEdit.setPlainText("no mask here")
+    status = run_and_wait(qtbot, panel)
+    assert status == "failed"
+    assert "[MASK]" in panel.messageLabel.text()
+
+
+def test_translate(qtbot, panel):
+    loaded = make_loaded("edt")
+    panel.set_model(loaded)
+    assert panel.generateButton.text() == "Translate"
+    assert panel.temperatureSpin.value() == 0.0
+    panel.promptEdit.setPlainText("hello world")
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    run_and_wait(qtbot, panel)
+    expected = list(inference.translate(loaded.model, loaded.tokenizer, "hello world", temperature=0.0,
+                                        max_tokens=panel.tokensSpin.value()))
+    assert panel.output_text() == "".join(c.text for c in expected)
+    assert panel.outputView.token_count() == len(expected)
+    m = maps[0]
+    assert {n.split("/")[0] for n in m.maps} == {"enc", "dec", "cross"}
+    assert m.context_tokens == loaded.tokenizer.token_strings(
+        [loaded.tokenizer.bos_id] + loaded.tokenizer.encode("hello world") + [loaded.tokenizer.eos_id])
+    assert m.maps["cross/0"].shape == (2, len(m.tokens), len(m.context_tokens))
+
+
+def test_classify(qtbot, panel):
+    loaded = make_loaded("cls")
+    panel.set_model(loaded)
+    assert panel.generateButton.text() == "Classify"
+    panel.promptEdit.setPlainText("the lazy dog")
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    run_and_wait(qtbot, panel)
+    probs = panel.class_probabilities
+    assert sorted(n for n, _ in probs) == ["negative", "neutral", "positive"]
+    assert abs(sum(p for _, p in probs) - 1) < 1e-5
+    assert panel.classTable.rowCount() == 3
+    assert panel.classTable.item(0, 0).text() == probs[0][0]
+    assert panel.classTable.item(0, 1).text() == f"{probs[0][1]:.4f}"
+    assert panel.outputView.text().endswith(probs[0][0])
+    assert maps and maps[0].tokens[0] == "<bos>" and maps[0].tokens[-1] == "<eos>"
+
+
+def test_classify_too_long_is_a_message(panel):
+    panel.set_model(make_loaded("cls", l_max=8))
+    panel.promptEdit.setPlainText("the quick brown fox")
+    assert panel.run() is False
+    assert "ℓ_max = 8" in panel.messageLabel.text()
+
+
+def test_new_model_while_generating(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("a")
+    panel.tokensSpin.setValue(100000)
+    assert panel.run()
+    qtbot.waitUntil(lambda: len(panel.generated) > 0, timeout=5000)
+    panel.set_model(make_loaded("bert"))  # the old run is stopped and its output dropped
+    assert not panel.is_running() and panel.generateButton.isEnabled()
+    panel.promptEdit.setPlainText("the [MASK]ox")
+    run_and_wait(qtbot, panel)
+    assert len(panel.predictions) == 1
+    qtbot.waitUntil(lambda: not panel._active, timeout=5000)
+
+
+def test_capture_attention_keeps_dtype():
+    loaded = make_loaded("gpt", dtype=torch.float64)
+    ids = loaded.tokenizer.encode("hello")
+    maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, ids)
+    assert maps.maps["self/0"].dtype.name == "float64"
+    assert maps.tokens == list("hello")
