@@ -1,0 +1,55 @@
+"""Start the desktop app: ``fatstudio`` with no arguments calls ``main()``."""
+from __future__ import annotations
+
+import sys
+
+
+def _style() -> str:
+    try:
+        from fatstudio.core.resources import resource_path
+        path = resource_path("style.qss")
+        return path.read_text(encoding="utf-8") if path.exists() else ""
+    except (OSError, FileNotFoundError):
+        return ""
+
+
+def _close_on_sigint(window) -> None:
+    """Ctrl+C in the terminal closes the window the normal way (asking first if a run is training)."""
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    try:
+        signal.signal(signal.SIGINT, lambda *_: window.close())
+    except ValueError:  # not the main thread
+        return
+    timer = QTimer(window)
+    timer.timeout.connect(lambda: None)  # let the interpreter run its signal handlers now and then
+    timer.start(250)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Create the QApplication (or reuse one), show the main window, run the event loop; return its exit code."""
+    from PySide6.QtCore import QThreadPool
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "fatstudio", *(argv or [])])
+    app.setApplicationName("fatstudio")
+    app.setApplicationDisplayName("fatstudio")
+    app.setOrganizationName("fatstudio")
+    style = _style()
+    if style:
+        app.setStyleSheet(style)
+
+    from .main_window import MainWindow
+
+    window = MainWindow()
+    window.show()
+    _close_on_sigint(window)
+    code = app.exec()
+    QThreadPool.globalInstance().waitForDone()  # corpus loading or model loading still in flight
+    return int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,591 @@
+"""The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
+Attention). It drives the Qt-free core: ``training.train`` runs in a worker thread and its events are routed
+to the panels; runs are listed, reopened, resumed, overlaid and deleted through ``core.runs``.
+
+Heavy modules (torch, tokenizers, the core's data/training/runs/inference) are imported only inside worker
+functions or when first needed, so the window opens fast.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QFrame, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
+                               QVBoxLayout, QWidget)
+
+from fatstudio.core.config import TASK_ARCHS, RunConfig
+from fatstudio.core.presets import load_presets
+from fatstudio.qt.panels.corpus import CorpusPanel
+from fatstudio.qt.panels.model import ModelPanel
+from fatstudio.qt.panels.train import TrainPanel, TrainView
+from fatstudio.qt.workers import TrainingJob, call_in_thread
+
+log = logging.getLogger("fatstudio.qt")
+
+
+def tasks_for_arch(arch: str) -> list[str]:
+    return [t for t, archs in TASK_ARCHS.items() if arch in archs]
+
+
+def _scroll(widget: QWidget) -> QScrollArea:
+    area = QScrollArea()
+    area.setWidget(widget)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
+
+
+def _import_view_panels():
+    """Worker: import the Prompt and Attention panels (the prompt panel pulls in torch) off the GUI thread."""
+    import fatstudio.qt.panels.attention  # noqa: F401
+    import fatstudio.qt.panels.prompt  # noqa: F401
+    return True
+
+
+def _load_model(path: str):
+    from fatstudio.core.runs import Run
+    return Run.open(path).load_model("cpu")
+
+
+class MainWindow(QMainWindow):
+    """fatstudio's window. Constructible with no arguments (tests set ``FATSTUDIO_RUNS`` first).
+
+    Useful attributes for tests and scripts: ``model_panel``, ``corpus_panel``, ``train_panel``,
+    ``train_view`` (``plots``), ``prompt_panel``, ``attention_panel``, ``state`` ("idle", "starting",
+    "running", "paused", "stopping"), ``run_dir`` (the current run's folder), ``last_status`` (the last
+    Finished status), ``last_error`` (the last message shown to the user), ``validation_error``.
+    """
+
+    trainingFinished = Signal(str)  # the status: "finished" | "stopped" | "failed" | "error"
+
+    def __init__(self, parent=None, runs_root: str | Path | None = None):
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("fatstudio — Formal Algorithms for Transformers")
+        self.setAcceptDrops(True)
+        self.runs_root = Path(runs_root) if runs_root else None
+        self.presets = load_presets()
+        self.job: TrainingJob | None = None
+        self.state = "idle"
+        self.run_dir: str | None = None
+        self.last_status: str | None = None
+        self.last_error: str | None = None
+        self.validation_error: str | None = None
+        self.loaded_model = None
+        self._close_pending = False
+        self._applying = False
+        self._error_box: QMessageBox | None = None
+        self._model_call = None
+        self._runs_stale = False
+
+        # -- panels -------------------------------------------------------------------------------------------
+        self.model_panel = ModelPanel(self.presets)
+        self.corpus_panel = CorpusPanel()
+        self.train_panel = TrainPanel()
+        self.train_view = TrainView()
+        self.plots = self.train_view.plots
+        # The Prompt and Attention panels are made once their modules are imported in a worker thread
+        # (the prompt panel imports torch); `prompt_panel` / `attention_panel` make them on first use.
+        self._prompt_panel = None
+        self._attention_panel = None
+        self._prompt_host = QWidget(objectName="promptHost")
+        self._attention_host = QWidget(objectName="attentionHost")
+        for host in (self._prompt_host, self._attention_host):
+            hl = QVBoxLayout(host)
+            hl.setContentsMargins(0, 0, 0, 0)
+            hl.addWidget(QLabel("Loading…", alignment=Qt.AlignmentFlag.AlignCenter))
+
+        self.settingsTabs = QTabWidget(objectName="settingsTabs")
+        self.settingsTabs.addTab(_scroll(self.model_panel), "Model")
+        self.settingsTabs.addTab(_scroll(self.corpus_panel), "Corpus")
+        self.settingsTabs.addTab(_scroll(self.train_panel), "Train")
+        self.validationLabel = QLabel(objectName="validationLabel")
+        self.validationLabel.setWordWrap(True)
+        self.validationLabel.setStyleSheet("color: #b00020; font-weight: bold; padding: 4px;")
+        self.validationLabel.hide()
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(4, 4, 0, 4)
+        ll.addWidget(self.settingsTabs, 1)
+        ll.addWidget(self.validationLabel)
+        left.setMinimumWidth(380)
+
+        self.viewTabs = QTabWidget(objectName="viewTabs")
+        self.viewTabs.addTab(self.train_view, "Training")
+        self.viewTabs.addTab(self._prompt_host, "Prompt")
+        self.viewTabs.addTab(self._attention_host, "Attention")
+        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
+
+        split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplitter")
+        split.addWidget(left)
+        split.addWidget(self.viewTabs)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        split.setSizes([440, 980])
+        split.setChildrenCollapsible(False)
+        self.setCentralWidget(split)
+        self.resize(1440, 920)
+        self.statusBar().showMessage("Ready: press Train to train the selected preset.")
+
+        # -- menu ---------------------------------------------------------------------------------------------
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction(QAction("Open corpus &file…", self, triggered=self.corpus_panel.open_file_dialog,
+                                    shortcut=QKeySequence.StandardKey.Open))
+        file_menu.addAction(QAction("Open corpus f&older…", self, triggered=self.corpus_panel.open_folder_dialog))
+        file_menu.addSeparator()
+        file_menu.addAction(QAction("&Quit", self, triggered=self.close, shortcut=QKeySequence.StandardKey.Quit))
+        run_menu = self.menuBar().addMenu("&Run")
+        self.trainAction = QAction("&Train", self, triggered=self.start_training, shortcut="Ctrl+Return")
+        run_menu.addAction(self.trainAction)
+        run_menu.addAction(QAction("&Pause / Resume", self, triggered=self.toggle_pause, shortcut="Ctrl+P"))
+        run_menu.addAction(QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+."))
+
+        # -- wiring -------------------------------------------------------------------------------------------
+        tv = self.train_view
+        tv.trainButton.clicked.connect(self.start_training)
+        tv.pauseButton.clicked.connect(self.toggle_pause)
+        tv.stopButton.clicked.connect(self.stop_training)
+        tv.snapshotButton.clicked.connect(self.prompt_with_snapshot)
+        tv.runs.openRequested.connect(self.open_run)
+        tv.runs.resumeRequested.connect(self.resume_run)
+        tv.runs.overlayRequested.connect(self.overlay_run)
+        tv.runs.deleteRequested.connect(self.delete_run)
+        tv.runs.refreshRequested.connect(self.refresh_runs)
+        self.model_panel.presetChosen.connect(self.apply_preset)
+        self.model_panel.changed.connect(self._model_changed)
+        self.corpus_panel.changed.connect(self.revalidate)
+        self.corpus_panel.statusChanged.connect(self.revalidate)
+        self.corpus_panel.vocabSizeChanged.connect(self.model_panel.set_vocab_size)
+        self.train_panel.changed.connect(self._train_changed)
+
+        # -- ready to train: the first preset and its built-in corpus --------------------------------------
+        if self.presets:
+            self.apply_preset(self.presets[0], load=False)
+        self.revalidate()
+        QTimer.singleShot(0, self._after_start)
+
+    # ============================================================================ startup, presets, validation
+    def _after_start(self) -> None:
+        if self._closing():
+            return
+        if self.corpus_panel.info is None and not self.corpus_panel.loading:
+            self.corpus_panel.reload()
+        self.refresh_runs()
+        if self._prompt_panel is None:
+            call_in_thread(_import_view_panels, on_result=lambda _ok: self._ensure_view_panels())
+
+    @property
+    def prompt_panel(self):
+        """The Prompt panel (``PromptPanel``), made on first use."""
+        self._ensure_view_panels()
+        return self._prompt_panel
+
+    @property
+    def attention_panel(self):
+        """The Attention panel (``AttentionPanel``), made on first use."""
+        self._ensure_view_panels()
+        return self._attention_panel
+
+    def _ensure_view_panels(self) -> None:
+        if self._prompt_panel is not None:
+            return
+        from fatstudio.qt.panels.attention import AttentionPanel
+        from fatstudio.qt.panels.prompt import PromptPanel
+
+        self._prompt_panel = PromptPanel(self._prompt_host)
+        self._attention_panel = AttentionPanel(self._attention_host)
+        for host, panel in ((self._prompt_host, self._prompt_panel), (self._attention_host, self._attention_panel)):
+            lay = host.layout()
+            while lay.count():
+                item = lay.takeAt(0)
+                if item.widget() is not None:
+                    item.widget().deleteLater()
+            lay.addWidget(panel)
+        self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        if self.loaded_model is not None:
+            self._set_prompt_model(self.loaded_model)
+
+    def _closing(self) -> bool:
+        return self._close_pending
+
+    def apply_preset(self, preset, load: bool = True) -> None:
+        """Set the model, corpus and training settings from a Preset."""
+        cfg: RunConfig = preset.config
+        self._applying = True
+        try:
+            self.model_panel.set_config(cfg.model)
+            self.model_panel.select_preset(preset.key)
+            self.corpus_panel.set_allowed_tasks(tasks_for_arch(cfg.model.arch), load=False)
+            self.train_panel.set_config(cfg.train)
+            self.corpus_panel.set_config(cfg.data, load=load)
+        finally:
+            self._applying = False
+        self.model_panel.set_training_context(cfg.train.batch_size, cfg.train.optimizer)
+        self.revalidate()
+
+    def _model_changed(self) -> None:
+        if self._applying:
+            return
+        self.corpus_panel.set_allowed_tasks(tasks_for_arch(self.model_panel.archCombo.value()))
+        self.revalidate()
+
+    def _train_changed(self) -> None:
+        if self._applying:
+            return
+        t = self.train_panel.config()
+        self.model_panel.set_training_context(t.batch_size, t.optimizer)
+        self.revalidate()
+
+    def current_config(self) -> RunConfig:
+        return RunConfig(model=self.model_panel.config(), data=self.corpus_panel.config(),
+                         train=self.train_panel.config())
+
+    def revalidate(self) -> str | None:
+        """Check the settings; explain a problem inline and keep Train disabled until it is fixed."""
+        if self._applying:
+            return self.validation_error
+        cfg = self.current_config()
+        message = model_message = None
+        try:
+            cfg.model.validate()
+        except ValueError as e:
+            model_message = message = f"Model: {e}"
+        if message is None:
+            try:
+                cfg.validate()
+            except ValueError as e:
+                message = str(e)
+        if message is None and self.corpus_panel.error and not self.corpus_panel.loading:
+            message = f"Corpus: {self.corpus_panel.error}"
+        self.validation_error = message
+        self.model_panel.show_error(model_message)
+        self.validationLabel.setText(message or "")
+        self.validationLabel.setVisible(bool(message))
+        self._update_train_enabled()
+        return message
+
+    def _update_train_enabled(self) -> None:
+        ok = self.state == "idle" and self.validation_error is None and not self._close_pending
+        self.train_view.trainButton.setEnabled(ok)
+        self.trainAction.setEnabled(ok)
+        self.train_view.trainButton.setToolTip(
+            "Start a new run with the current Model, Corpus and Train settings." if self.validation_error is None
+            else f"Fix this first: {self.validation_error}")
+
+    # ============================================================================================ training
+    def start_training(self) -> bool:
+        """Start a new run with the current settings (the Train button)."""
+        if self.state != "idle":
+            return False
+        if self.revalidate() is not None:
+            self.statusBar().showMessage(self.validation_error or "", 8000)
+            return False
+        self.plots.clear()
+        self.train_view.samplesView.clear()
+        return self._start_job(self.current_config(), run_dir=None, resume=False)
+
+    def resume_run(self, run, total_steps: int) -> bool:
+        """Continue ``run`` from its last checkpoint up to ``total_steps``."""
+        if self.state != "idle":
+            return False
+        cfg = RunConfig.from_dict(run.config.to_dict())
+        cfg.train.steps = int(total_steps)
+        if not run.has_checkpoint:
+            self.show_error(f"{run.name} has no checkpoint to resume from; start a new run instead.")
+            return False
+        upto = int(run.meta.get("checkpoint_step", run.meta.get("step", 0)) or 0)
+        if cfg.train.steps <= upto:
+            self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
+            return False
+        self.plots.load_metrics([r for r in run.metrics() if r.get("step", 0) <= upto])
+        self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])
+        return self._start_job(cfg, run_dir=str(run.path), resume=True)
+
+    def _start_job(self, cfg: RunConfig, run_dir, resume: bool) -> bool:
+        self.show_error(None)
+        self.last_status = None
+        self.run_dir = run_dir
+        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, parent=self)
+        self.job.event.connect(self._on_event)
+        self.job.failed.connect(self._on_failed)
+        self.job.done.connect(self._on_done)
+        self._set_state("starting")
+        self.train_view.show_preparing("starting", 0.0)
+        self.job.start()
+        return True
+
+    def toggle_pause(self) -> None:
+        if self.job is None:
+            return
+        if self.state == "running":
+            self.job.pause()
+            self.train_view.pauseButton.setEnabled(False)  # until the trainer says Paused
+            self.statusBar().showMessage("Pausing after the current step…")
+        elif self.state == "paused":
+            self.job.resume()
+            self.train_view.pauseButton.setEnabled(False)
+
+    def stop_training(self) -> None:
+        if self.job is None or self.state in ("idle", "stopping"):
+            return
+        self.job.stop()
+        self._set_state("stopping")
+        self.statusBar().showMessage("Stopping after the current step; the run is saved…")
+
+    def prompt_with_snapshot(self) -> None:
+        """Prompt the weights as they are now, without disturbing the training."""
+        if self.job is not None and self.state == "running":
+            self.job.request_snapshot()
+            self.statusBar().showMessage("Copying the current weights for prompting…")
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        self.train_view.set_state(state)
+        busy = state != "idle"
+        for panel in (self.model_panel, self.corpus_panel, self.train_panel):
+            panel.setEnabled(not busy)
+        self.train_view.runs.set_busy(busy, self.run_dir)
+        self._update_train_enabled()
+
+    def _on_event(self, ev) -> None:
+        kind = getattr(ev, "kind", "")
+        tv = self.train_view
+        if kind == "steps":
+            self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
+            if self._runs_stale:  # show the step and best validation loss so far in the runs list
+                self._runs_stale = False
+                self.refresh_runs()
+            tv.show_progress(ev.step, ev.total_steps, ev.tokens_per_s, ev.eta_s,
+                             f"loss {ev.train_loss[-1]:.3f}" if ev.train_loss else None, throttle=True)
+        elif kind == "evaluation":
+            self.plots.add_eval(ev.step, ev.val_loss)
+            acc = getattr(ev, "accuracy", None)
+            tv.statusLabel.setText(f"Step {ev.step:,}: train loss {ev.train_loss:.4f}, validation loss "
+                                   f"{ev.val_loss:.4f}" + (f", accuracy {acc:.1%}" if acc is not None else "")
+                                   + f"  ·  {self.run_dir}")
+            self._runs_stale = True  # the trainer writes meta.json after the evaluation's sample
+        elif kind == "sample":
+            tv.add_sample(ev.step, ev.text)
+        elif kind == "prepare":
+            tv.show_preparing(ev.message, ev.fraction)
+        elif kind == "started":
+            self.run_dir = ev.run_dir
+            self.train_view.runs.set_busy(True, self.run_dir)
+            if self.state == "starting":
+                self._set_state("running")
+            tv.show_progress(ev.start_step, ev.total_steps)
+            tv.statusLabel.setText(f"Training {Path(ev.run_dir).name} on {ev.device}: "
+                                   f"{ev.n_parameters:,} parameters, steps {ev.start_step:,} → {ev.total_steps:,}.")
+            self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
+            self.refresh_runs()
+        elif kind == "checkpoint":
+            self.statusBar().showMessage(f"Checkpoint at step {ev.step:,} saved.", 4000)
+        elif kind == "paused":
+            if self.state != "stopping":
+                self._set_state("paused")
+            self.statusBar().showMessage(f"Paused at step {ev.step:,}.")
+        elif kind == "resumed":
+            if self.state != "stopping":
+                self._set_state("running")
+            self.statusBar().showMessage(f"Resumed at step {ev.step:,}.", 4000)
+        elif kind == "snapshot":
+            loaded = self.job.take_snapshot() if self.job else None
+            if loaded is not None:
+                self._set_prompt_model(loaded)
+                self.viewTabs.setCurrentWidget(self._prompt_host)
+                self.statusBar().showMessage(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
+        elif kind == "finished":
+            self.last_status = ev.status
+            tv.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
+            if ev.status == "failed":
+                self.show_error(f"Training failed: {ev.message}")
+            elif ev.status == "finished":
+                tv.progressBar.setValue(1000)
+
+    def _on_failed(self, message: str) -> None:
+        self.last_status = "error"
+        self.show_error(message)
+
+    def _on_done(self) -> None:
+        job, self.job = self.job, None
+        self.plots.flush()
+        self.train_view.flush_progress()
+        self.train_view.progressBar.setFormat(
+            self.train_view.progressBar.format() if self.last_status == "finished" else
+            f"{self.last_status or 'ended'}".replace("%", "%%"))
+        self._set_state("idle")
+        self.revalidate()
+        if job is not None:
+            job.deleteLater()
+        self.trainingFinished.emit(self.last_status or "error")
+        if self._close_pending:
+            self.close()
+            return
+        self.refresh_runs()
+        if self.run_dir and self.last_status in ("finished", "stopped"):
+            self.train_view.runs.select_path(self.run_dir)
+            self._load_run_model(self.run_dir)
+
+    # ================================================================================================= runs
+    def _root(self):
+        if self.runs_root is not None:
+            return self.runs_root
+        from fatstudio.core.runs import default_runs_root
+        return default_runs_root()
+
+    def refresh_runs(self) -> None:
+        from fatstudio.core.runs import list_runs
+        root = self._root()
+        try:
+            runs = list_runs(root)
+        except OSError as e:
+            self.show_error(f"Cannot read the runs folder {root}: {e.strerror or e}.", dialog=False)
+            runs = []
+        self.train_view.runs.set_runs(runs, root)
+
+    def open_run(self, run) -> None:
+        """Show a run's curves and samples and load its model for prompting."""
+        if self.state != "idle":
+            return
+        from fatstudio.core.runs import Run
+        try:
+            run = Run.open(run.path)  # fresh meta and metrics
+        except ValueError as e:
+            self.show_error(str(e))
+            return
+        self.run_dir = str(run.path)
+        self.plots.load_metrics(run.metrics())
+        self.train_view.set_samples(run.samples())
+        m = run.meta
+        step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
+        self.train_view.show_progress(step, total, text=str(m.get("status", "")))
+        best = m.get("best_val_loss")
+        self.train_view.statusLabel.setText(
+            f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at step "
+            f"{step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
+        self.show_error(None)
+        if run.has_checkpoint:
+            self._load_run_model(str(run.path))
+        else:
+            self.statusBar().showMessage(f"{run.name} has no weights yet; nothing to prompt.", 6000)
+
+    def _load_run_model(self, path: str) -> None:
+        if self._model_call is not None:
+            self._model_call.cancelled = True
+        self.statusBar().showMessage(f"Loading the model of {Path(path).name}…")
+        self._model_call = call_in_thread(_load_model, path, on_result=self._model_loaded,
+                                          on_error=lambda msg: self.show_error(f"Cannot load the model: {msg}"))
+
+    def _model_loaded(self, loaded) -> None:
+        self._model_call = None
+        self._set_prompt_model(loaded)
+        self.statusBar().showMessage(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
+
+    def _set_prompt_model(self, loaded) -> None:
+        self.loaded_model = loaded
+        try:
+            self.prompt_panel.set_model(loaded)
+        except Exception as e:  # noqa: BLE001 - another panel's failure is shown, not raised
+            log.exception("prompt panel set_model failed")
+            self.show_error(f"The Prompt panel could not take the model: {e}", dialog=False)
+
+    def overlay_run(self, run) -> None:
+        if self.run_dir and str(run.path) == str(self.run_dir):
+            self.statusBar().showMessage("That run is the one shown; pick another to compare.", 5000)
+            return
+        self.plots.add_overlay(run.name, run.metrics())
+        self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
+
+    def delete_run(self, run) -> None:
+        if self.state != "idle":
+            return
+        if not self.confirm_delete(run):
+            return
+        try:
+            run.delete()
+        except OSError as e:
+            self.show_error(f"Could not delete {run.path}: {e.strerror or e}.")
+        self.plots.remove_overlay(run.name)
+        if self.run_dir and str(run.path) == str(self.run_dir):
+            self.run_dir = None
+        self.refresh_runs()
+
+    def confirm_delete(self, run) -> bool:
+        """Ask before deleting (tests replace this)."""
+        answer = QMessageBox.question(self, "Delete run", f"Delete the run {run.name} and all its files?\n{run.path}",
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    # =============================================================================================== errors
+    def show_error(self, message: str | None, dialog: bool = True) -> None:
+        """Tell the user, in words: inline under the buttons, and (``dialog``) in a non-blocking box."""
+        self.train_view.show_error(message)
+        if not message:
+            return
+        self.last_error = message
+        self.statusBar().showMessage(message, 10000)
+        if dialog and self.isVisible():
+            if self._error_box is not None:
+                self._error_box.close()
+            box = QMessageBox(QMessageBox.Icon.Warning, "fatstudio", message, QMessageBox.StandardButton.Ok, self)
+            box.setObjectName("errorDialog")
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()
+            self._error_box = box
+            box.destroyed.connect(lambda *_: setattr(self, "_error_box", None))
+
+    # ======================================================================================= drag and drop
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        if self.state == "idle" and event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths and self.state == "idle":
+            self.corpus_panel.set_corpus(paths[0])
+            self.settingsTabs.setCurrentIndex(1)
+            event.acceptProposedAction()
+
+    # ============================================================================================== closing
+    def confirm_close(self) -> bool:
+        """Ask whether to stop the running training and close (tests replace this)."""
+        answer = QMessageBox.question(
+            self, "Training is running",
+            "A training run is in progress. Stop it (it is checkpointed and kept) and close fatstudio?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        if self.job is not None and self.job.running:
+            if not self._close_pending:
+                if not self.confirm_close():
+                    event.ignore()
+                    return
+                self._close_pending = True
+                self.job.stop()
+                self._set_state("stopping")
+                self.centralWidget().setEnabled(False)
+                self.statusBar().showMessage("Stopping the training and saving the run; closing when done…")
+            event.ignore()  # closes itself when the worker has finished (see _on_done)
+            return
+        if self._error_box is not None:
+            self._error_box.close()
+        super().closeEvent(event)
+
+    def wait_until_idle(self, timeout_s: float = 60.0) -> bool:
+        """Block (processing events) until no training runs; for scripts and benchmarks."""
+        import time
+
+        from PySide6.QtCore import QCoreApplication
+        end = time.monotonic() + timeout_s
+        while self.job is not None and time.monotonic() < end:
+            QCoreApplication.processEvents()
+            time.sleep(0.005)
+        return self.job is None

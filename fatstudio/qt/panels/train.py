@@ -1,0 +1,380 @@
+"""Train panel: the training settings (``TrainPanel``, a form in the settings column) and the training view
+(``TrainView``: Start / Pause / Stop, the progress bar with ETA, the live plots, the sample text of each
+evaluation and the list of runs to reopen, resume, overlay or delete)."""
+from __future__ import annotations
+
+import datetime as _dt
+import html
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (QAbstractItemView, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
+                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTreeWidget, QTreeWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from fatstudio.core.config import TrainConfig
+from fatstudio.qt.widgets.forms import (Form, SciSpinBox, ValueCombo, check, float_spin, human_count, human_duration,
+                                        int_spin)
+from fatstudio.qt.widgets.plots import TrainingPlots
+
+DEVICES = [("auto (GPU if there is one)", "auto"), ("CPU", "cpu"), ("CUDA GPU", "cuda"), ("Apple MPS", "mps")]
+PRECISIONS = [("fp32", "fp32"), ("bf16 (autocast)", "bf16"), ("fp16 (autocast + loss scaling, GPU)", "fp16")]
+
+
+class TrainPanel(QWidget):
+    """The [train] table as a form. Signals ``changed``."""
+
+    changed = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._updating = False
+        f = Form(prefix="train")
+        self.form = f
+        f.add("steps", "steps", int_spin(1, 100_000_000, 2000, step=100),
+              "How many optimisation steps (minibatches) to train for.")
+        f.add("batch_size", "batch size", int_spin(1, 65536, 12),
+              "Sequences per minibatch (paper §8: minibatch gradient descent).")
+        f.add("optimizer", "optimizer", ValueCombo([("AdamW", "adamw"), ("SGD (the paper's θ ← θ − η∇loss)", "sgd")]),
+              "AdamW (Adam with decoupled weight decay), or the paper's plain stochastic gradient descent.")
+        f.add("lr", "η (learning rate)", SciSpinBox(minimum=1e-8, maximum=10.0),
+              "The peak learning rate η. Type any number, e.g. 3e-4; the arrows double or halve it.")
+        f.add("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
+              "η rises linearly from ~0 to its peak over these first steps.")
+        f.add("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant")]),
+              "After warm-up, η follows a cosine down to min η at the last step, or stays constant.")
+        f.add("min_lr", "min η", SciSpinBox(minimum=0.0, maximum=10.0),
+              "The learning rate the cosine schedule ends at.")
+        f.add("weight_decay", "weight decay", float_spin(0.0, 10.0, 0.1, decimals=4, step=0.01),
+              "Decoupled weight decay (AdamW) on matrices only, never on biases, norms' γ and β.")
+        f.add("beta1", "β<sub>1</sub>", float_spin(0.0, 0.9999, 0.9, decimals=4, step=0.01),
+              "AdamW's decay rate of the first moment (the momentum).")
+        f.add("beta2", "β<sub>2</sub>", float_spin(0.0, 0.9999, 0.99, decimals=4, step=0.001),
+              "AdamW's decay rate of the second moment.")
+        f.add("grad_clip", "gradient clipping", float_spin(0.0, 1e6, 1.0, decimals=3, step=0.1),
+              "Rescale the gradient when its norm exceeds this value (0 = off).")
+        f.add("eval_interval", "evaluate every", int_spin(1, 10_000_000, 250, step=50),
+              "Measure the train and validation loss (and write a sample) every this many steps.")
+        f.add("eval_iters", "evaluation batches", int_spin(1, 100_000, 20),
+              "Minibatches averaged for each evaluation.")
+        f.add("checkpoint_interval", "checkpoint every", int_spin(1, 10_000_000, 500, step=50),
+              "Save the weights and optimizer state every this many steps (and always at the end).")
+        f.add("sample_tokens", "sample length", int_spin(0, 100_000, 200, step=50),
+              "Tokens generated for the sample text at each evaluation (0 = no samples).")
+        f.add("seed", "seed", int_spin(0, 2_147_483_647, 1337),
+              "The random seed: same seed, same config, same corpus → the same run.")
+        f.add("device", "device", ValueCombo(DEVICES), "Where to train: auto picks CUDA, then MPS, then the CPU.")
+        f.add("precision", "precision", ValueCombo(PRECISIONS),
+              "fp32, or mixed precision: bf16, or fp16 with loss scaling (GPU only).")
+        f.add("compile", "compile", check("torch.compile the model"),
+              "Compile the model with torch.compile (slow start, faster steps on a GPU).")
+        self.fields = f.fields
+        lay = QVBoxLayout(self)
+        box = QWidget()
+        box.setLayout(f.layout)
+        lay.addWidget(box)
+        lay.addStretch(1)
+        for w in f.fields.values():
+            sig = getattr(w, "valueChanged", None) or getattr(w, "toggled")
+            sig.connect(self._changed)
+        self.set_config(TrainConfig())
+
+    def config(self) -> TrainConfig:
+        g = self.fields
+        return TrainConfig(
+            steps=g["steps"].value(), batch_size=g["batch_size"].value(), optimizer=g["optimizer"].value(),
+            lr=float(g["lr"].value()), warmup=g["warmup"].value(), lr_schedule=g["lr_schedule"].value(),
+            min_lr=float(g["min_lr"].value()), weight_decay=round(g["weight_decay"].value(), 6),
+            beta1=round(g["beta1"].value(), 6), beta2=round(g["beta2"].value(), 6),
+            grad_clip=round(g["grad_clip"].value(), 6), eval_interval=g["eval_interval"].value(),
+            eval_iters=g["eval_iters"].value(), checkpoint_interval=g["checkpoint_interval"].value(),
+            sample_tokens=g["sample_tokens"].value(), seed=g["seed"].value(), device=g["device"].value(),
+            precision=g["precision"].value(), compile=g["compile"].isChecked())
+
+    def set_config(self, t: TrainConfig) -> None:
+        self._updating = True
+        try:
+            g = self.fields
+            for name in ("steps", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "beta1", "beta2",
+                         "grad_clip", "eval_interval", "eval_iters", "checkpoint_interval", "sample_tokens", "seed"):
+                g[name].setValue(getattr(t, name))
+            for name in ("optimizer", "lr_schedule", "device", "precision"):
+                g[name].set_value(getattr(t, name))
+            g["compile"].setChecked(bool(t.compile))
+        finally:
+            self._updating = False
+        self.changed.emit()
+
+    def _changed(self, *_):
+        if not self._updating:
+            self.changed.emit()
+
+
+def _when(ts) -> str:
+    try:
+        return _dt.datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
+    except (TypeError, ValueError, OSError):
+        return ""
+
+
+class RunsList(QWidget):
+    """Earlier runs (newest first) with Open, Resume (to a step), Overlay and Delete."""
+
+    openRequested = Signal(object)  # a runs.Run
+    resumeRequested = Signal(object, int)  # run, total steps
+    overlayRequested = Signal(object)
+    deleteRequested = Signal(object)
+    refreshRequested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.runs: list = []
+        self.tree = QTreeWidget(objectName="runsList")
+        self.tree.setHeaderLabels(["run", "status", "step", "val loss", "created"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setAlternatingRowColors(True)
+        self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for i in range(1, 5):
+            self.tree.header().setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
+        self.tree.setToolTip("Earlier runs in the runs folder. Double-click to open one.")
+        self.tree.itemSelectionChanged.connect(self._selection_changed)
+        self.tree.itemDoubleClicked.connect(lambda *_: self._emit(self.openRequested))
+
+        self.openButton = QPushButton("Open", objectName="openRunButton")
+        self.openButton.setToolTip("Show the run's curves and samples and load its model for prompting.")
+        self.resumeButton = QPushButton("Resume to", objectName="resumeRunButton")
+        self.resumeButton.setToolTip("Continue training the run from its last checkpoint up to the given step.")
+        self.resumeSpin = QSpinBox(objectName="resumeStepsSpin")
+        self.resumeSpin.setRange(1, 100_000_000)
+        self.resumeSpin.setSingleStep(500)
+        self.resumeSpin.setToolTip("The total number of steps the resumed run trains to.")
+        self.overlayButton = QPushButton("Overlay", objectName="overlayRunButton")
+        self.overlayButton.setToolTip("Draw this run's loss curves faded in the loss plot, for comparison.")
+        self.deleteButton = QPushButton("Delete…", objectName="deleteRunButton")
+        self.deleteButton.setToolTip("Delete the run's folder (asks first).")
+        self.refreshButton = QPushButton("↻", objectName="refreshRunsButton")
+        self.refreshButton.setToolTip("Read the runs folder again.")
+        self.refreshButton.setMaximumWidth(32)
+        self.openButton.clicked.connect(lambda: self._emit(self.openRequested))
+        self.overlayButton.clicked.connect(lambda: self._emit(self.overlayRequested))
+        self.deleteButton.clicked.connect(lambda: self._emit(self.deleteRequested))
+        self.resumeButton.clicked.connect(self._resume_clicked)
+        self.refreshButton.clicked.connect(self.refreshRequested)
+        self.folderLabel = QLabel(objectName="runsFolderLabel")
+        self.folderLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.folderLabel.setWordWrap(True)
+
+        buttons = QHBoxLayout()
+        for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
+            buttons.addWidget(w)
+        buttons.addStretch(1)
+        buttons.addWidget(self.deleteButton)
+        buttons.addWidget(self.refreshButton)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.tree, 1)
+        lay.addLayout(buttons)
+        lay.addWidget(self.folderLabel)
+        self._busy = False
+        self._running_path = None
+        self._selection_changed()
+
+    def set_runs(self, runs: list, root=None) -> None:
+        selected = self.selected()
+        keep = selected.path if selected is not None else None
+        self.runs = list(runs)
+        self.tree.clear()
+        for run in self.runs:
+            m = run.meta
+            val = m.get("best_val_loss", m.get("val_loss"))
+            item = QTreeWidgetItem([run.name, str(m.get("status", "?")),
+                                    f"{m.get('step', 0)}/{m.get('total_steps', run.config.train.steps)}",
+                                    f"{val:.4f}" if isinstance(val, (int, float)) else "",
+                                    _when(m.get("created"))])
+            item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
+                               f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
+            self.tree.addTopLevelItem(item)
+            if keep is not None and run.path == keep:
+                item.setSelected(True)
+        if root is not None:
+            self.folderLabel.setText(f"<small>runs folder: {html.escape(str(root))}</small>")
+        self._selection_changed()
+
+    def select_path(self, path) -> None:
+        for i, run in enumerate(self.runs):
+            if str(run.path) == str(path):
+                self.tree.setCurrentItem(self.tree.topLevelItem(i))
+                return
+
+    def selected(self):
+        items = self.tree.selectedItems()
+        if not items:
+            return None
+        i = self.tree.indexOfTopLevelItem(items[0])
+        return self.runs[i] if 0 <= i < len(self.runs) else None
+
+    def set_busy(self, busy: bool, running_path=None) -> None:
+        """While a training runs: no open, resume or delete (overlay stays)."""
+        self._busy, self._running_path = busy, running_path
+        self._selection_changed()
+
+    def _selection_changed(self) -> None:
+        run = self.selected()
+        has = run is not None
+        self.openButton.setEnabled(has and not self._busy)
+        self.resumeButton.setEnabled(has and not self._busy)
+        self.resumeSpin.setEnabled(has and not self._busy)
+        self.deleteButton.setEnabled(has and not self._busy)
+        self.overlayButton.setEnabled(has)
+        if has:
+            step = int(run.meta.get("step", 0) or 0)
+            total = int(run.meta.get("total_steps", run.config.train.steps) or 0)
+            self.resumeSpin.setValue(total if step < total else step + max(500, total // 2))
+
+    def _emit(self, signal) -> None:
+        run = self.selected()
+        if run is not None:
+            signal.emit(run)
+
+    def _resume_clicked(self) -> None:
+        run = self.selected()
+        if run is not None:
+            self.resumeRequested.emit(run, self.resumeSpin.value())
+
+
+class TrainView(QWidget):
+    """What a run looks like while it trains: buttons, progress, plots, samples, runs."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.trainButton = QPushButton("▶ Train", objectName="trainButton")
+        self.trainButton.setToolTip("Start a new run with the current Model, Corpus and Train settings.")
+        self.trainButton.setDefault(True)
+        self.pauseButton = QPushButton("Pause", objectName="pauseButton")
+        self.pauseButton.setToolTip("Pause training after the current step (Resume continues).")
+        self.stopButton = QPushButton("■ Stop", objectName="stopButton")
+        self.stopButton.setToolTip("Stop after the current step; the run is checkpointed and kept.")
+        self.snapshotButton = QPushButton("Prompt current weights", objectName="snapshotButton")
+        self.snapshotButton.setToolTip("Copy the weights as they are now and open them in the Prompt tab; "
+                                       "training goes on.")
+        self.progressBar = QProgressBar(objectName="progressBar")
+        self.progressBar.setRange(0, 1000)
+        self.progressBar.setValue(0)
+        self.progressBar.setFormat("ready")
+        self.progressBar.setTextVisible(True)
+        self.progressBar.setMinimumWidth(200)
+        self._last_progress = -1e9
+        self._pending_progress = None
+        self._progress_timer = QTimer(self, singleShot=True)
+        self._progress_timer.timeout.connect(self.flush_progress)
+        self.statusLabel = QLabel("", objectName="statusLabel")
+        self.statusLabel.setWordWrap(True)
+        self.statusLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.errorLabel = QLabel("", objectName="errorLabel")
+        self.errorLabel.setWordWrap(True)
+        self.errorLabel.setStyleSheet("color: #b00020; font-weight: bold;")
+        self.errorLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.errorLabel.hide()
+
+        top = QHBoxLayout()
+        for w in (self.trainButton, self.pauseButton, self.stopButton, self.snapshotButton):
+            top.addWidget(w)
+        top.addWidget(self.progressBar, 1)
+
+        self.plots = TrainingPlots()
+        self.lossPlot = self.plots.lossPlot
+
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        samples_box = QGroupBox("Samples at each evaluation")
+        sl = QVBoxLayout(samples_box)
+        self.samplesView = QPlainTextEdit(objectName="samplesView")
+        self.samplesView.setReadOnly(True)
+        self.samplesView.setFont(mono)
+        self.samplesView.setMaximumBlockCount(5000)
+        sl.addWidget(self.samplesView)
+        runs_box = QGroupBox("Runs")
+        rl = QVBoxLayout(runs_box)
+        self.runs = RunsList()
+        rl.addWidget(self.runs)
+
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(samples_box)
+        bottom.addWidget(runs_box)
+        bottom.setStretchFactor(0, 1)
+        bottom.setStretchFactor(1, 1)
+        split = QSplitter(Qt.Orientation.Vertical, objectName="trainSplitter")
+        split.addWidget(self.plots)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setChildrenCollapsible(False)
+
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.statusLabel)
+        lay.addWidget(self.errorLabel)
+        lay.addWidget(split, 1)
+        self.set_state("idle")
+
+    def set_state(self, state: str) -> None:
+        """idle | starting | running | paused | stopping."""
+        active = state != "idle"
+        self.pauseButton.setEnabled(state in ("running", "paused"))
+        self.pauseButton.setText("Resume" if state == "paused" else "Pause")
+        self.stopButton.setEnabled(state in ("starting", "running", "paused"))
+        self.snapshotButton.setEnabled(state == "running")  # the trainer copies weights between steps
+        if active:
+            self.trainButton.setEnabled(False)
+
+    PROGRESS_INTERVAL_S = 0.25
+
+    def show_progress(self, step: int, total: int, tokens_per_s: float | None = None, eta_s: float | None = None,
+                      text: str | None = None, throttle: bool = False) -> None:
+        """Step, throughput and ETA on the progress bar. ``throttle``: at most every PROGRESS_INTERVAL_S (a
+        QProgressBar repaints synchronously on every change), the latest values shown when the time comes."""
+        if throttle:
+            self._pending_progress = (step, total, tokens_per_s, eta_s, text)
+            wait = self._last_progress + self.PROGRESS_INTERVAL_S - time.perf_counter()
+            if wait > 0:
+                if not self._progress_timer.isActive():
+                    self._progress_timer.start(int(1000 * wait) + 1)
+                return
+        self._progress_timer.stop()
+        self._pending_progress = None
+        self._last_progress = time.perf_counter()
+        self.progressBar.setValue(int(1000 * step / total) if total else 0)
+        parts = [f"step {step:,} / {total:,}"]
+        if tokens_per_s:
+            parts.append(f"{human_count(tokens_per_s)} tokens/s")
+        if eta_s is not None:
+            parts.append(f"ETA {human_duration(eta_s)}")
+        if text:
+            parts.append(text)
+        self.progressBar.setFormat(" · ".join(parts).replace("%", "%%"))
+
+    def flush_progress(self) -> None:
+        if self._pending_progress is not None:
+            self.show_progress(*self._pending_progress)
+
+    def show_preparing(self, message: str, fraction: float) -> None:
+        self._progress_timer.stop()
+        self._pending_progress = None
+        self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
+        self.progressBar.setFormat(f"preparing: {message}".replace("%", "%%"))
+
+    def add_sample(self, step: int, text: str) -> None:
+        view = self.samplesView
+        first = view.blockCount() if view.toPlainText() else 0
+        view.appendPlainText(f"── step {step:,} ──\n{text}\n")
+        view.verticalScrollBar().setValue(first)  # the newest sample from its first line
+
+    def set_samples(self, rows: list[dict]) -> None:
+        self.samplesView.clear()
+        for r in rows:
+            self.add_sample(int(r.get("step", 0)), str(r.get("text", "")))
+
+    def show_error(self, message: str | None) -> None:
+        self.errorLabel.setText(message or "")
+        self.errorLabel.setVisible(bool(message))

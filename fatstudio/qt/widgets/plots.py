@@ -1,0 +1,440 @@
+"""Live training curves with pyqtgraph: train/validation loss, learning rate, gradient norm, throughput.
+
+Points go into numpy buffers that double when full (amortised O(1) appends, bounded copies); each curve is
+redrawn once per batch of points with peak downsampling and clip-to-view, so a run of a million steps stays
+cheap to draw. Smoothing is an exponential moving average (debiased, as TensorBoard does) kept
+incrementally; moving the slider recomputes it once.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+import time
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout,
+                               QWidget)
+
+TRAIN_COLOR = (31, 119, 180)
+VAL_COLOR = (214, 39, 40)
+OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
+
+
+class Series:
+    """x/y buffers that double when full; ``x``/``y`` are views of the filled part."""
+
+    def __init__(self, capacity: int = 1024):
+        self._x = np.empty(capacity, dtype=np.float64)
+        self._y = np.empty(capacity, dtype=np.float64)
+        self.n = 0
+
+    def extend(self, xs, ys) -> None:
+        k = len(xs)
+        if not k:
+            return
+        need = self.n + k
+        if need > len(self._x):
+            cap = len(self._x)
+            while cap < need:
+                cap *= 2
+            for name in ("_x", "_y"):
+                old = getattr(self, name)
+                new = np.empty(cap, dtype=np.float64)
+                new[: self.n] = old[: self.n]
+                setattr(self, name, new)
+        self._x[self.n:need] = xs
+        self._y[self.n:need] = ys
+        self.n = need
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x[: self.n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[: self.n]
+
+
+class SmoothedSeries(Series):
+    """A Series with its debiased EMA kept alongside: s_t = α s_{t-1} + (1-α) y_t, shown as s_t / (1-α^t)."""
+
+    def __init__(self, alpha: float = 0.0, capacity: int = 1024):
+        super().__init__(capacity)
+        self.smooth = Series(capacity)
+        self.alpha = alpha
+        self._acc = 0.0
+        self._count = 0
+
+    def extend(self, xs, ys) -> None:
+        super().extend(xs, ys)
+        self._smooth_from(xs, ys)
+
+    def _smooth_from(self, xs, ys) -> None:
+        a, acc, count = self.alpha, self._acc, self._count
+        out = np.empty(len(ys), dtype=np.float64)
+        for i, y in enumerate(ys):
+            if not math.isfinite(y):
+                out[i] = y
+                continue
+            acc = a * acc + (1 - a) * y
+            count += 1
+            out[i] = acc / (1 - a ** count) if a > 0 else acc
+        self._acc, self._count = acc, count
+        self.smooth.extend(xs, out)
+
+    def set_alpha(self, alpha: float) -> None:
+        self.alpha = alpha
+        self.smooth.clear()
+        self._acc, self._count = 0.0, 0
+        self._smooth_from(self.x.copy(), self.y.copy())
+
+    def clear(self) -> None:
+        super().clear()
+        self.smooth.clear()
+        self._acc, self._count = 0.0, 0
+
+
+def _plot(title: str, name: str, left: str) -> pg.PlotWidget:
+    w = pg.PlotWidget(background="w")
+    w.setObjectName(name)
+    item = w.getPlotItem()
+    item.setTitle(title, size="9pt", color="#333")
+    for side in ("left", "bottom"):
+        axis = item.getAxis(side)
+        axis.setPen("#666")
+        axis.setTextPen("#333")
+        axis.enableAutoSIPrefix(False)
+    item.setLabel("bottom", "step")
+    item.setLabel("left", left)
+    # no grid: pyqtgraph draws grid lines as part of the axes, which then repaint with every new point
+    # (5-6× the paint cost per update)
+    item.setDownsampling(auto=True, mode="peak")
+    item.setClipToView(True)
+    w.setMinimumHeight(110)
+    w.setMenuEnabled(True)
+    return w
+
+
+def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.SolidLine, **kw):
+    pen = pg.mkPen(color=(*color, alpha), width=width, style=style)
+    item = plot.plot([], [], pen=pen, **kw)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    return item
+
+
+class TrainingPlots(QWidget):
+    """The curves of one live (or reopened) run, plus faded overlays of other runs for comparison.
+
+    Appending is cheap and immediate; drawing is throttled: the loss plot at most every ``LOSS_INTERVAL_S``,
+    the small plots at most every ``SMALL_INTERVAL_S``, and nothing while the plots are hidden (they catch
+    up when shown). ``flush()`` draws everything now.
+    """
+
+    smoothingChanged = Signal(float)
+    LOSS_INTERVAL_S = 0.25
+    SMALL_INTERVAL_S = 2.0
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._last_loss = self._last_small = -1e9
+        self._follow: dict[int, bool] = {}
+        self._xmax = None
+        self._dirty = False
+        self._timer = QTimer(self, singleShot=True)
+        self._timer.timeout.connect(self._scheduled)
+        self.lossPlot = _plot("loss (cross-entropy, nats)", "lossPlot", "loss")
+        self.lrPlot = _plot("learning rate η", "lrPlot", "η")
+        self.gradPlot = _plot("gradient norm ‖∇‖ (before clipping)", "gradNormPlot", "‖∇‖")
+        self.speedPlot = _plot("throughput", "throughputPlot", "tokens/s")
+
+        self.train = SmoothedSeries()
+        self.val = Series(64)
+        self.lr = Series()
+        self.grad = SmoothedSeries()
+        self.speed = Series(256)
+
+        for p in self._all_plots():
+            p.getPlotItem().getViewBox().sigRangeChangedManually.connect(
+                lambda *_a, vb=p.getPlotItem().getViewBox(): self._manual(vb))
+        self.trainRawCurve = _curve(self.lossPlot, TRAIN_COLOR, 1, alpha=70)
+        self.trainCurve = _curve(self.lossPlot, TRAIN_COLOR, 2)
+        self.valCurve = _curve(self.lossPlot, VAL_COLOR, 2, symbol="o", symbolSize=5,
+                               symbolBrush=VAL_COLOR, symbolPen=None)
+        self.lrCurve = _curve(self.lrPlot, (44, 160, 44), 1.5)
+        self.gradRawCurve = _curve(self.gradPlot, (148, 103, 189), 1, alpha=70)
+        self.gradCurve = _curve(self.gradPlot, (148, 103, 189), 1.5)
+        self.speedCurve = _curve(self.speedPlot, (255, 127, 14), 1.5)
+        self._overlays: dict[str, list] = {}
+        self._overlay_meta: dict[str, tuple] = {}
+
+        self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
+        self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
+        self.logCheck.toggled.connect(self.set_log)
+        self.smoothingSlider = QSlider(Qt.Orientation.Horizontal, objectName="smoothingSlider")
+        self.smoothingSlider.setRange(0, 99)
+        self.smoothingSlider.setValue(60)
+        self.smoothingSlider.setMaximumWidth(160)
+        self.smoothingSlider.setToolTip("Exponential moving average of the train loss and gradient norm "
+                                        "(0 = raw; the raw curve stays faint behind).")
+        self.smoothingLabel = QLabel()
+        self.smoothingSlider.valueChanged.connect(self._smoothing_changed)
+        # the legend is a label outside the plot: a pyqtgraph LegendItem inside it repaints with every update
+        self.legendLabel = QLabel(objectName="plotLegend")
+        self.legendLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.legendLabel.setWordWrap(True)
+        self.clearOverlaysButton = QPushButton("Clear overlays", objectName="clearOverlaysButton")
+        self.clearOverlaysButton.setToolTip("Remove the faded curves of other runs.")
+        self.clearOverlaysButton.clicked.connect(self.clear_overlays)
+        self.clearOverlaysButton.setEnabled(False)
+
+        bar = QHBoxLayout()
+        bar.addWidget(self.logCheck)
+        bar.addSpacing(12)
+        bar.addWidget(QLabel("smoothing"))
+        bar.addWidget(self.smoothingSlider)
+        bar.addWidget(self.smoothingLabel)
+        bar.addSpacing(16)
+        bar.addWidget(self.legendLabel, 1)
+        bar.addWidget(self.clearOverlaysButton)
+
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.addWidget(self.lossPlot, 0, 0, 1, 3)
+        grid.addWidget(self.lrPlot, 1, 0)
+        grid.addWidget(self.gradPlot, 1, 1)
+        grid.addWidget(self.speedPlot, 1, 2)
+        grid.setRowStretch(0, 3)
+        grid.setRowStretch(1, 2)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(bar)
+        lay.addLayout(grid, 1)
+        self._update_legend()
+        self.follow()
+        self._smoothing_changed(self.smoothingSlider.value())
+
+    def _update_legend(self) -> None:
+        def swatch(color, text, dash=False):
+            r, g, b = color[:3]
+            line = "╌╌" if dash else "━━"
+            return f"<span style='color:rgb({r},{g},{b})'>{line}</span>&nbsp;{text}"
+
+        parts = [swatch(TRAIN_COLOR, "train"), swatch(VAL_COLOR, "validation ●")]
+        for name, (color, _items) in self._overlay_meta.items():
+            parts.append(swatch(color, f"{name} <small>(faded; dashed = validation)</small>"))
+        self.legendLabel.setText("&nbsp;&nbsp;&nbsp;".join(parts))
+
+    # -- data --------------------------------------------------------------------------------------------
+    def clear(self) -> None:
+        for s in (self.train, self.val, self.lr, self.grad, self.speed):
+            s.clear()
+        self.follow()
+        self.redraw()
+
+    # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
+    #    with every new point (that halves the cost of a redraw); a zoom or pan by the user stops following
+    def follow(self, on: bool = True) -> None:
+        """Let the x range follow the data (again). The y range always auto-ranges unless the user zooms."""
+        for p in self._all_plots():
+            vb = p.getPlotItem().getViewBox()
+            self._follow[id(vb)] = on
+            vb.enableAutoRange(x=not on, y=True)
+        self._xmax = None
+
+    def _all_plots(self):
+        return (self.lossPlot, self.lrPlot, self.gradPlot, self.speedPlot)
+
+    def _manual(self, vb) -> None:
+        self._follow[id(vb)] = False
+
+    @staticmethod
+    def _nice_ceil(x: float) -> float:
+        """The smallest of 1, 2, 5 × 10^k that is ≥ x."""
+        if x <= 10:
+            return 10.0
+        k = 10 ** math.floor(math.log10(x))
+        for m in (1, 2, 5, 10):
+            if m * k >= x:
+                return float(m * k)
+        return float(10 * k)
+
+    def _follow_x(self) -> None:
+        last = max([s.x[-1] for s in (self.train, self.val) if s.n] + self._overlay_xmax(), default=0.0)
+        xmax = self._nice_ceil(last * 1.1 if last else 10)
+        if xmax == self._xmax:
+            return
+        self._xmax = xmax
+        for p in self._all_plots():
+            vb = p.getPlotItem().getViewBox()
+            if self._follow.get(id(vb), False):
+                vb.setXRange(0, xmax, padding=0.02)
+
+    def append_steps(self, steps, train_loss, lr, grad_norm, tokens_per_s: float | None = None) -> None:
+        """One batch of per-step numbers (a core ``Steps`` event); redraws once."""
+        self.train.extend(steps, train_loss)
+        self.lr.extend(steps, lr)
+        self.grad.extend(steps, grad_norm)
+        if tokens_per_s is not None and len(steps):
+            self.speed.extend(steps[-1:], [tokens_per_s])
+        self._request()
+
+    def _request(self) -> None:
+        """Draw now if the last drawing is old enough, else once the interval has passed."""
+        self._dirty = True
+        if not self.isVisible():
+            return  # showEvent draws
+        wait = self._last_loss + self.LOSS_INTERVAL_S - time.perf_counter()
+        if wait <= 0:
+            self._draw(force_small=False)
+        else:
+            ms = int(1000 * wait) + 1
+            if not self._timer.isActive() or self._timer.remainingTime() > ms:
+                self._timer.start(ms)
+
+    def _scheduled(self) -> None:
+        if self._dirty and self.isVisible():
+            self._draw(force_small=False)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._dirty:
+            self._draw(force_small=True)
+
+    def flush(self) -> None:
+        """Draw every curve now (after a run ends, and in tests)."""
+        self._timer.stop()
+        self._draw(force_small=True)
+
+    def add_eval(self, step: int, val_loss: float) -> None:
+        self.val.extend([step], [val_loss])
+        self._request()
+
+    def load_metrics(self, rows: list[dict]) -> None:
+        """Restore the curves from a run's metrics.jsonl rows."""
+        self.clear()
+        xs, tl, lr, gn, ev = [], [], [], [], []
+        sp: list[tuple[int, float]] = []
+        last_tps = None
+        for r in rows:
+            s = r.get("step")
+            if s is None:
+                continue
+            if "train_loss" in r:
+                xs.append(s)
+                tl.append(r["train_loss"])
+                lr.append(r.get("lr", math.nan))
+                gn.append(r.get("grad_norm", math.nan))
+            tps = r.get("tokens_per_s")
+            if tps is not None and tps != last_tps:
+                sp.append((s, tps))
+                last_tps = tps
+            if r.get("val_loss") is not None:
+                ev.append((s, r["val_loss"]))
+        self.train.extend(xs, tl)
+        self.lr.extend(xs, lr)
+        self.grad.extend(xs, gn)
+        if sp:
+            self.speed.extend([a for a, _ in sp], [b for _, b in sp])
+        if ev:
+            self.val.extend([a for a, _ in ev], [b for _, b in ev])
+        self.redraw()
+
+    def redraw(self) -> None:
+        self.flush()
+
+    def _draw(self, force_small: bool) -> None:
+        now = time.perf_counter()
+        smooth = self.smoothingSlider.value() > 0
+        self._follow_x()
+        self.trainRawCurve.setData(self.train.x, self.train.y)
+        self.trainCurve.setData(self.train.smooth.x, self.train.smooth.y) if smooth else self.trainCurve.setData([], [])
+        self.valCurve.setData(self.val.x, self.val.y)
+        self._last_loss = now
+        self._dirty = False
+        if force_small or now - self._last_small >= self.SMALL_INTERVAL_S:
+            self.lrCurve.setData(self.lr.x, self.lr.y)
+            self.gradRawCurve.setData(self.grad.x, self.grad.y)
+            self.gradCurve.setData(self.grad.smooth.x, self.grad.smooth.y) if smooth else self.gradCurve.setData([], [])
+            self.speedCurve.setData(self.speed.x, self.speed.y)
+            self._last_small = now
+        else:
+            self._dirty = True  # the small plots still owe an update
+            if not self._timer.isActive():
+                self._timer.start(int(1000 * (self._last_small + self.SMALL_INTERVAL_S - now)) + 1)
+
+    def _set_smoothing_pens(self) -> None:
+        smooth = self.smoothingSlider.value() > 0
+        alpha = 70 if smooth else 255
+        self.trainRawCurve.setPen(pg.mkPen(color=(*TRAIN_COLOR, alpha), width=1 if smooth else 1.5))
+        self.gradRawCurve.setPen(pg.mkPen(color=(148, 103, 189, alpha), width=1 if smooth else 1.5))
+
+    def n_points(self) -> int:
+        return self.train.n
+
+    # -- overlays ----------------------------------------------------------------------------------------
+    def add_overlay(self, name: str, rows: list[dict]) -> None:
+        """Another run's train (and validation) loss as faded curves."""
+        self.remove_overlay(name)
+        used = {c for c, _ in self._overlay_meta.values()}
+        color = next((c for c in OVERLAY_COLORS if c not in used), OVERLAY_COLORS[len(self._overlays) % len(OVERLAY_COLORS)])
+        xs = [r["step"] for r in rows if "train_loss" in r and "step" in r]
+        ys = [r["train_loss"] for r in rows if "train_loss" in r and "step" in r]
+        s = SmoothedSeries(self.train.alpha)
+        s.extend(xs, ys)
+        items = [_curve(self.lossPlot, color, 1.5, alpha=110)]
+        items[0].setData(s.smooth.x, s.smooth.y)
+        ev = [(r["step"], r["val_loss"]) for r in rows if r.get("val_loss") is not None]
+        if ev:
+            v = _curve(self.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t", symbolSize=5,
+                       symbolBrush=(*color, 110), symbolPen=None)
+            v.setData([a for a, _ in ev], [b for _, b in ev])
+            items.append(v)
+        self._overlays[name] = items
+        self._overlay_meta[name] = (color, items)
+        self.clearOverlaysButton.setEnabled(True)
+        self._update_legend()
+        self._follow_x()
+
+    def remove_overlay(self, name: str) -> None:
+        for item in self._overlays.pop(name, []):
+            self.lossPlot.removeItem(item)
+        self._overlay_meta.pop(name, None)
+        self.clearOverlaysButton.setEnabled(bool(self._overlays))
+        self._update_legend()
+        self._follow_x()
+
+    def clear_overlays(self) -> None:
+        for name in list(self._overlays):
+            self.remove_overlay(name)
+
+    def _overlay_xmax(self) -> list[float]:
+        out = []
+        for items in self._overlays.values():
+            for item in items:
+                x, _y = item.getData()
+                if x is not None and len(x):
+                    out.append(float(x[-1]))
+        return out
+
+    def overlays(self) -> list[str]:
+        return list(self._overlays)
+
+    # -- view --------------------------------------------------------------------------------------------
+    def set_log(self, on: bool) -> None:
+        self.lossPlot.getPlotItem().setLogMode(y=on)
+        self.gradPlot.getPlotItem().setLogMode(y=on)
+
+    def _smoothing_changed(self, value: int) -> None:
+        alpha = value / 100.0
+        self.smoothingLabel.setText(f"{alpha:.2f}")
+        self.train.set_alpha(alpha)
+        self.grad.set_alpha(alpha)
+        self._set_smoothing_pens()
+        self.flush()
+        self.smoothingChanged.emit(alpha)

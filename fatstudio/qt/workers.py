@@ -1,0 +1,230 @@
+"""Work off the GUI thread, with superqt workers.
+
+``TrainingJob`` iterates the core's ``training.train(...)`` generator in a worker thread; each yielded event
+reaches the GUI thread through a queued ``event`` signal (the core already batches per-step numbers to ~10
+events a second). ``call_in_thread`` runs one function (corpus loading, tokenizer training, loading a run's
+model) and hands the result or the error message back on the GUI thread.
+
+The heavy modules (torch, tokenizers, the core's training/data/runs) are imported inside the worker
+functions, so the window opens without them.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any, Callable
+
+from PySide6.QtCore import QObject, QThreadPool, Signal
+from superqt.utils import FunctionWorker, GeneratorWorker
+
+log = logging.getLogger("fatstudio.qt")
+
+
+class WorkerFailure(Exception):
+    """An error from a worker, carried as words. (Not a RuntimeError: superqt's generator worker swallows
+    those as 'worker deleted'.)"""
+
+
+def describe_error(exc: BaseException) -> str:
+    """What went wrong, in words a person reads in a dialog: never a traceback."""
+    if isinstance(exc, WorkerFailure):
+        return str(exc)
+    if isinstance(exc, ValueError):
+        return str(exc)
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError) or "OutOfMemory" in name:
+        return f"Out of memory: {exc or 'lower the batch size, ℓ_max or d_e'}."
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        return f"A file could not be read or written{where}: {exc.strerror or exc}."
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"Unexpected error ({name}){': ' + text if text else ''}."
+
+
+def _as_failure(exc: BaseException) -> WorkerFailure:
+    if not isinstance(exc, (ValueError, WorkerFailure)):
+        log.error("worker error:\n%s", "".join(traceback.format_exception(exc)))
+    return WorkerFailure(describe_error(exc))
+
+
+class ControlReady:
+    """The first item the training generator yields: the core's Control, made in the worker thread so the
+    GUI thread never imports torch."""
+
+    kind = "controlready"
+
+    def __init__(self, control):
+        self.control = control
+
+
+def _training_generator(config, run_dir, resume):
+    try:
+        from fatstudio.core import training
+
+        control = training.Control()
+        yield ControlReady(control)
+        yield from training.train(config, run_dir=run_dir, resume=resume, control=control)
+    except GeneratorExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - every failure reaches the user as words
+        raise _as_failure(e) from None
+
+
+class TrainingJob(QObject):
+    """One training run in a worker thread.
+
+    Signals: ``event(object)`` for every core event (GUI thread), ``failed(str)`` with a message when the
+    trainer raised, ``done()`` when the worker thread has ended (after ``failed`` if it failed).
+    """
+
+    event = Signal(object)
+    failed = Signal(str)
+    done = Signal()
+
+    def __init__(self, config, run_dir=None, resume: bool = False, parent=None):
+        super().__init__(parent)
+        self.control = None
+        self._pending: list[str] = []  # requests made before the Control arrived
+        self._running = False
+        self._worker = GeneratorWorker(_training_generator, config, run_dir, resume)
+        self._worker.yielded.connect(self._on_yielded)
+        self._worker.errored.connect(self._on_error)
+        self._worker.finished.connect(self._on_finished)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def start(self) -> None:
+        self._running = True
+        self._worker.start()
+
+    def _on_error(self, exc) -> None:
+        self.failed.emit(describe_error(exc))
+
+    def _on_yielded(self, ev) -> None:
+        if isinstance(ev, ControlReady):
+            self.control = ev.control
+            for request in self._pending:
+                getattr(self.control, request)()
+            self._pending.clear()
+            return
+        self.event.emit(ev)
+
+    def _on_finished(self) -> None:
+        self._running = False
+        self.done.emit()
+
+    def _request(self, name: str) -> None:
+        if self.control is not None:
+            getattr(self.control, name)()
+        else:
+            self._pending.append(name)
+
+    def stop(self) -> None:
+        self._request("stop")
+
+    def pause(self) -> None:
+        self._request("pause")
+
+    def resume(self) -> None:
+        self._request("resume")
+
+    def request_snapshot(self) -> None:
+        self._request("request_snapshot")
+
+    def take_snapshot(self):
+        return self.control.take_snapshot() if self.control is not None else None
+
+    @property
+    def stopping(self) -> bool:
+        return "stop" in self._pending or bool(self.control and self.control.stopping)
+
+
+class _CallSignals(QObject):
+    progress = Signal(float, str)
+
+
+class Call(QObject):
+    """A function run once in a worker thread. ``progress(fraction, message)``, ``result(object)``,
+    ``failed(str)``, ``done()`` arrive on the GUI thread. If the function accepts a ``progress`` keyword,
+    pass ``with_progress=True`` and it gets a thread-safe callable ``progress(fraction, message)``."""
+
+    progress = Signal(float, str)
+    result = Signal(object)
+    failed = Signal(str)
+    done = Signal()
+
+    def __init__(self, func: Callable[..., Any], *args, with_progress: bool = False, parent=None, **kwargs):
+        super().__init__(parent)
+        self._sig = _CallSignals()  # emitted from the worker thread, delivered queued to the GUI thread
+        self._sig.progress.connect(self.progress)
+        if with_progress:
+            kwargs["progress"] = self._emit_progress
+        self.cancelled = False
+
+        def run():
+            try:
+                return func(*args, **kwargs)
+            except BaseException as e:  # noqa: BLE001
+                raise _as_failure(e) from None
+
+        self._worker = FunctionWorker(run)
+        self._worker.returned.connect(self._on_result)
+        self._worker.errored.connect(self._on_error)
+        self._worker.finished.connect(self._on_done)
+        self._running = False
+
+    def _emit_progress(self, fraction=0.0, message="", *_):
+        if isinstance(fraction, str):  # tolerate (message, fraction)
+            fraction, message = (message if isinstance(message, (int, float)) else 0.0), fraction
+        try:
+            self._sig.progress.emit(float(fraction or 0.0), str(message or ""))
+        except RuntimeError:  # the receiver is gone
+            pass
+
+    def _on_result(self, value) -> None:
+        if not self.cancelled:
+            self.result.emit(value)
+
+    def _on_error(self, exc) -> None:
+        if not self.cancelled:
+            self.failed.emit(describe_error(exc))
+
+    def _on_done(self) -> None:
+        self._running = False
+        _LIVE.discard(self)
+        self.done.emit()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def start(self) -> "Call":
+        self._running = True
+        _LIVE.add(self)
+        self._worker.start()
+        return self
+
+
+_LIVE: set[Call] = set()  # calls in flight are kept alive until they are done
+
+
+def call_in_thread(func, *args, on_result=None, on_error=None, on_progress=None, on_done=None,
+                   with_progress: bool = False, **kwargs) -> Call:
+    """Run ``func(*args, **kwargs)`` in a worker thread and call back on the GUI thread."""
+    call = Call(func, *args, with_progress=with_progress, **kwargs)
+    if on_result:
+        call.result.connect(on_result)
+    if on_error:
+        call.failed.connect(on_error)
+    if on_progress:
+        call.progress.connect(on_progress)
+    if on_done:
+        call.done.connect(on_done)
+    return call.start()
+
+
+def wait_for_workers(msecs: int = -1) -> bool:
+    """Block until every worker thread of the pool has ended (or ``msecs`` passed)."""
+    return QThreadPool.globalInstance().waitForDone(msecs)

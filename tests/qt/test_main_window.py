@@ -1,0 +1,341 @@
+"""The desktop app from launch to a trained model: one click on Train, pause/resume, stop, reopening,
+bad input and closing mid-run. Offscreen (tests/conftest.py), tiny models, few steps."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("PySide6")
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import QThreadPool, Qt  # noqa: E402
+from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QWidget  # noqa: E402
+
+LONG = 60_000  # ms: generous ceilings for waits on a slow, shared 2-CPU machine
+
+
+@pytest.fixture
+def runs_root(tmp_path, monkeypatch):
+    root = tmp_path / "runs"
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(root))
+    return root
+
+
+@pytest.fixture
+def window(qtbot, runs_root):
+    from fatstudio.app import MainWindow
+
+    w = MainWindow()
+    w.confirm_close = lambda: True  # the questions a person would answer
+    w.confirm_delete = lambda run: True
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if w.job is not None:
+        w.job.stop()
+        qtbot.waitUntil(lambda: w.job is None, timeout=LONG)
+    QThreadPool.globalInstance().waitForDone(LONG)
+
+
+def set_tiny(w, steps=30, corpus=None, eval_interval=10, checkpoint_interval=1000):
+    """A tiny model and a short run, set through the controls a user would touch."""
+    m = w.model_panel.fields
+    for name, value in (("L", 1), ("H", 2), ("d_e", 16), ("d_mlp", 32), ("l_max", 16)):
+        m[name].setValue(value)
+    t = w.train_panel.fields
+    for name, value in (("steps", steps), ("batch_size", 4), ("eval_interval", eval_interval), ("eval_iters", 2),
+                        ("warmup", 2), ("checkpoint_interval", checkpoint_interval), ("sample_tokens", 16)):
+        t[name].setValue(value)
+    if corpus is not None:
+        w.corpus_panel.set_corpus(corpus)
+
+
+def wait_idle(qtbot, w, timeout=LONG):
+    qtbot.waitUntil(lambda: w.state == "idle" and w.job is None, timeout=timeout)
+
+
+def meta(run_dir) -> dict:
+    return json.loads((Path(run_dir) / "meta.json").read_text())
+
+
+def test_window_opens_without_torch_and_ready_to_train(tmp_path):
+    code = (
+        "import sys, os\n"
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from fatstudio.app import MainWindow\n"
+        "w = MainWindow(); w.show()\n"
+        "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training', 'fatstudio.core.data',"
+        " 'fatstudio.core.inference') if m in sys.modules]\n"
+        "print('HEAVY', heavy, w.train_view.trainButton.isEnabled())\n"
+        "from PySide6.QtCore import QThreadPool\n"
+        "app.processEvents(); QThreadPool.globalInstance().waitForDone(60000)\n"
+    )
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "FATSTUDIO_RUNS": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert "HEAVY [] True" in out.stdout, out.stdout + out.stderr
+
+
+def test_object_names_and_defaults(window):
+    w = window
+    for cls, name in ((QComboBox, "archCombo"), (QComboBox, "presetCombo"), (QPushButton, "corpusButton"),
+                      (QComboBox, "tokenizerCombo"), (QPushButton, "trainButton"), (QPushButton, "pauseButton"),
+                      (QPushButton, "stopButton"), (QWidget, "lossPlot"), (QProgressBar, "progressBar")):
+        assert w.findChild(cls, name) is not None, name
+    first = w.presets[0]
+    assert w.findChild(QComboBox, "presetCombo").currentData() == first.key
+    assert w.corpus_panel.spec == first.config.data.corpus
+    assert w.current_config().model.L == first.config.model.L
+    assert w.findChild(QPushButton, "trainButton").isEnabled()
+    # every model field has a tooltip; L_enc/L_dec only for edt, d_f only for bert
+    for name, field in w.model_panel.fields.items():
+        assert field.toolTip(), name
+    f = w.model_panel.form
+    assert not f.layout.isRowVisible(f.fields["L_enc"]) and f.layout.isRowVisible(f.fields["L"])
+    w.model_panel.archCombo.set_value("edt")
+    assert f.layout.isRowVisible(f.fields["L_enc"]) and not f.layout.isRowVisible(f.fields["L"])
+    assert w.corpus_panel.taskCombo.values() == ["seq2seq"]  # TASK_ARCHS
+    assert "Algorithm 8" in w.model_panel.pseudocodeView.toPlainText()
+    w.model_panel.archCombo.set_value("bert")
+    assert f.layout.isRowVisible(f.fields["d_f"])
+    assert set(w.corpus_panel.taskCombo.values()) == {"masked_lm", "classification"}
+
+
+def test_one_click_training(qtbot, window, runs_root):
+    w = window
+    set_tiny(w, steps=30)  # the default preset's built-in corpus, a tiny model
+    qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
+    assert w.state != "idle"
+    assert not w.model_panel.isEnabled()  # settings are locked while training
+    wait_idle(qtbot, w)
+    assert w.last_status == "finished", w.last_error
+    assert w.plots.n_points() == 30
+    x, y = w.plots.trainRawCurve.getData()
+    assert len(x) == 30
+    assert w.plots.val.n >= 3
+    runs = [p for p in runs_root.iterdir() if p.is_dir()]
+    assert len(runs) == 1 and (runs[0] / "metrics.jsonl").exists()
+    assert meta(runs[0])["status"] == "finished"
+    assert w.train_view.samplesView.toPlainText().strip()
+    assert w.model_panel.isEnabled() and w.findChild(QPushButton, "trainButton").isEnabled()
+    assert w.train_view.runs.tree.topLevelItemCount() == 1
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)  # the model went to the Prompt panel
+
+
+def test_pause_resume_and_stop(qtbot, window):
+    w = window
+    set_tiny(w, steps=100_000, corpus="copy")
+    w.train_view.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > 20, timeout=LONG)
+    w.train_view.pauseButton.click()
+    qtbot.waitUntil(lambda: w.state == "paused", timeout=LONG)
+    assert w.train_view.pauseButton.text() == "Resume"
+    n = w.plots.n_points()
+    qtbot.wait(300)
+    assert w.plots.n_points() == n  # nothing moves while paused
+    w.train_view.pauseButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > n, timeout=LONG)
+    w.train_view.stopButton.click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "stopped"
+    m = meta(w.run_dir)
+    assert m["status"] == "stopped" and 0 < m["step"] < 100_000
+    assert (Path(w.run_dir) / "model.safetensors").exists()
+
+
+def _headless_run(runs_root, steps=20):
+    from fatstudio.core import training
+    from fatstudio.core.presets import load_presets
+
+    cfg = load_presets()[0].config.with_overrides([
+        "model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16", "data.corpus=copy",
+        f"train.steps={steps}", "train.eval_interval=10", "train.eval_iters=2", "train.batch_size=4",
+        "train.sample_tokens=8"])
+    events = list(training.train(cfg, runs_root=runs_root))
+    return events[-1], next(e for e in events if e.kind == "started").run_dir
+
+
+def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
+    w = window
+    fin, run_a = _headless_run(runs_root, steps=20)
+    _fin, run_b = _headless_run(runs_root, steps=10)
+    assert fin.status == "finished"
+    w.refresh_runs()
+    runs = w.train_view.runs
+    assert runs.tree.topLevelItemCount() == 2
+    runs.select_path(run_a)
+    w.findChild(QPushButton, "openRunButton").click()
+    assert w.plots.n_points() == 20 and w.plots.val.n == 2  # plots restored from metrics.jsonl
+    assert "step 10" in w.train_view.samplesView.toPlainText()
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    assert w.loaded_model.step == 20
+    # overlay another run
+    runs.select_path(run_b)
+    w.findChild(QPushButton, "overlayRunButton").click()
+    assert w.plots.overlays() == [Path(run_b).name]
+    # resume the first to 30 steps
+    runs.select_path(run_a)
+    runs.resumeSpin.setValue(30)
+    w.findChild(QPushButton, "resumeRunButton").click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "finished", w.last_error
+    assert meta(run_a)["step"] == 30 and w.plots.n_points() == 30
+    # delete the second (confirmation answered yes)
+    runs.select_path(run_b)
+    w.findChild(QPushButton, "deleteRunButton").click()
+    assert not Path(run_b).exists() and runs.tree.topLevelItemCount() == 1
+    assert w.plots.overlays() == []
+
+
+def test_bad_corpus_gets_a_message(qtbot, window, tmp_path):
+    w = window
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    w.corpus_panel.set_corpus(str(empty))
+    qtbot.waitUntil(lambda: w.corpus_panel.error is not None, timeout=LONG)
+    label = w.findChild(QLabel, "corpusErrorLabel")
+    assert not label.isHidden() and "empty" in label.text().lower()
+    assert "Traceback" not in label.text()
+    assert not w.train_view.trainButton.isEnabled()
+    assert "Corpus" in w.findChild(QLabel, "validationLabel").text()
+    w.corpus_panel.set_corpus("copy")  # fixed: Train comes back
+    qtbot.waitUntil(lambda: w.corpus_panel.info is not None and not w.corpus_panel.loading, timeout=LONG)
+    assert w.train_view.trainButton.isEnabled()
+
+
+def test_training_error_reaches_the_user(qtbot, window):
+    w = window
+    set_tiny(w, steps=10, corpus="copy")
+    w.train_panel.fields["precision"].set_value("fp16")  # needs a GPU: the trainer refuses with a sentence
+    w.train_panel.fields["device"].set_value("cpu")
+    w.train_view.trainButton.click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "error"
+    assert "fp16" in w.last_error and "Traceback" not in w.last_error
+    assert w.findChild(QLabel, "errorLabel").text() == w.last_error
+    assert w.train_view.trainButton.isEnabled()
+
+
+def test_invalid_hyperparameter_disables_train(qtbot, window):
+    w = window
+    m = w.model_panel.fields
+    m["H"].setValue(4)
+    m["H_kv"].setValue(3)
+    label = w.findChild(QLabel, "validationLabel")
+    assert "H_kv" in label.text() and not label.isHidden()
+    assert "H_kv" in w.findChild(QLabel, "modelErrorLabel").text()
+    assert not w.train_view.trainButton.isEnabled()
+    assert not w.start_training()
+    m["H_kv"].setValue(2)
+    assert label.isHidden()
+    assert w.train_view.trainButton.isEnabled()
+    m["H_kv"].setValue(0)  # auto
+    m["positions"].set_value("sinusoidal")
+    m["H"].setValue(1)
+    m["d_e"].setValue(33)
+    assert "d_e" in label.text() and not w.train_view.trainButton.isEnabled()
+
+
+def test_closing_mid_run_stops_and_saves(qtbot, window):
+    w = window
+    set_tiny(w, steps=100_000, corpus="copy")
+    w.train_view.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > 5, timeout=LONG)
+    run_dir = w.run_dir
+    asked = []
+    w.confirm_close = lambda: asked.append(1) or True
+    w.close()
+    assert asked == [1]
+    qtbot.waitUntil(lambda: not w.isVisible(), timeout=LONG)
+    assert w.job is None
+    m = meta(run_dir)
+    assert m["status"] == "stopped" and m["step"] > 0
+    assert (Path(run_dir) / "model.safetensors").exists()
+
+
+def test_closing_mid_run_can_be_cancelled(qtbot, window):
+    w = window
+    set_tiny(w, steps=100_000, corpus="copy")
+    w.train_view.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running", timeout=LONG)
+    w.confirm_close = lambda: False
+    w.close()
+    assert w.isVisible() and w.state == "running"
+    w.stop_training()
+    wait_idle(qtbot, w)
+
+
+def test_corpus_tokenizers_preview_boundaries(qtbot, window):
+    w = window
+    c = w.corpus_panel
+    qtbot.waitUntil(lambda: c.info is not None and not c.loading, timeout=LONG)
+    assert c.builtinCombo.count() > 3  # built-ins listed once data is imported
+    c.set_corpus("copy")
+    qtbot.waitUntil(lambda: c.info is not None and c.info.spec == "copy" and not c.loading, timeout=LONG)
+    assert "chars" in c.statsLabel.text() and c.previewView.toPlainText()
+    assert "background-color" in c.tokenView.toHtml()
+    n_char = c.info.vocab_size
+    assert w.model_panel.vocabLabel.text().startswith(str(n_char))
+    c.tokenizerCombo.set_value("word")
+    qtbot.waitUntil(lambda: c.info is not None and c.info.tokenizer == "word" and not c.loading, timeout=LONG)
+    assert c.info.tokens and c.info.vocab_size != n_char
+
+
+@pytest.mark.parametrize("task", ["seq2seq", "classification"])
+def test_other_presets_train(qtbot, window, task):
+    w = window
+    preset = next((p for p in w.presets if p.config.data.task == task), None)
+    if preset is None:
+        pytest.skip(f"no {task} preset")
+    combo = w.findChild(QComboBox, "presetCombo")
+    combo.setCurrentIndex(combo.findData(preset.key))
+    combo.activated.emit(combo.currentIndex())  # as a user's pick
+    assert w.model_panel.archCombo.value() == preset.config.model.arch
+    assert w.corpus_panel.taskCombo.value() == task
+    qtbot.waitUntil(lambda: w.corpus_panel.info is not None and not w.corpus_panel.loading, timeout=LONG)
+    assert w.corpus_panel.error is None and w.validation_error is None
+    assert "background-color" in w.corpus_panel.tokenView.toHtml()
+    set_tiny(w, steps=20)
+    w.model_panel.fields["L_enc"].setValue(1)
+    w.model_panel.fields["L_dec"].setValue(1)
+    w.train_view.trainButton.click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "finished", w.last_error
+    assert "→" in w.train_view.samplesView.toPlainText()
+
+
+def test_prompt_current_weights_during_training(qtbot, window):
+    w = window
+    set_tiny(w, steps=100_000, corpus="copy")
+    w.train_view.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > 5, timeout=LONG)
+    assert w.findChild(QPushButton, "snapshotButton").isEnabled()
+    w.findChild(QPushButton, "snapshotButton").click()
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    assert "snapshot" in w.loaded_model.label and w.state == "running"
+    assert w.viewTabs.currentIndex() == 1  # the Prompt tab
+    w.stop_training()
+    wait_idle(qtbot, w)
+
+
+def test_drop_a_corpus_file(qtbot, window, tmp_path):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    w = window
+    path = tmp_path / "tiny.txt"
+    path.write_text("hello world, hello transformers.\n" * 50)
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    ev = QDropEvent(QPointF(10, 10), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
+                    Qt.KeyboardModifier.NoModifier)
+    w.dropEvent(ev)
+    assert w.corpus_panel.spec == str(path) and w.settingsTabs.currentIndex() == 1
+    qtbot.waitUntil(lambda: w.corpus_panel.info is not None and not w.corpus_panel.loading, timeout=LONG)
+    assert "hello world" in w.corpus_panel.previewView.toPlainText()
+    assert w.corpus_panel.error is None and w.train_view.trainButton.isEnabled()

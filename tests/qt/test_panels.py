@@ -1,0 +1,82 @@
+"""The Model, Corpus and Train panels on their own: round trips of the configuration, notation and tooltips,
+the live cost summary, the pseudocode and the tokenized preview."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from fatstudio.core import costs  # noqa: E402
+from fatstudio.core.config import ARCHS, ModelConfig, TrainConfig  # noqa: E402
+from fatstudio.core.presets import load_presets  # noqa: E402
+from fatstudio.qt.panels.corpus import Sep, tokens_html  # noqa: E402
+from fatstudio.qt.panels.model import ModelPanel  # noqa: E402
+from fatstudio.qt.panels.train import TrainPanel  # noqa: E402
+from fatstudio.qt.widgets.pseudocode import pseudocode  # noqa: E402
+
+
+@pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.key)
+def test_model_panel_round_trips_presets(qtbot, preset):
+    panel = ModelPanel(load_presets())
+    qtbot.addWidget(panel)
+    panel.set_config(preset.config.model)
+    got = panel.config()
+    want = preset.config.model.resolved()
+    for name in ("arch", "l_max", "L", "L_enc", "L_dec", "H", "d_e", "d_mlp", "norm", "norm_position", "activation",
+                 "positions", "position_base", "tie_embeddings", "bias", "dropout", "norm_eps"):
+        assert getattr(got.resolved(), name) == getattr(want, name), name
+
+
+def test_model_panel_costs_and_notation(qtbot):
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    cfg = ModelConfig(arch="gpt", vocab_size=65, l_max=64, L=4, H=4, d_e=128, d_mlp=512)
+    panel.set_config(cfg)
+    panel.set_vocab_size(65)
+    total = sum(costs.parameter_counts(cfg).values())
+    assert f"{total:,}" in panel.costLabel.text()
+    assert "FLOPs" in panel.costLabel.text()
+    labels = {name: lab.text() for name, lab in panel.form.labels.items()}
+    assert labels["d_e"] == "d<sub>e</sub>" and labels["l_max"] == "ℓ<sub>max</sub>" and labels["H_kv"] == "H<sub>kv</sub>"
+    assert labels["position_base"] == "b"
+    for name, w in panel.fields.items():
+        assert w.toolTip(), name
+    panel.fields["H"].setValue(3)  # 128 / 3 → d_attn 42: valid, shapes change in the pseudocode
+    assert "√42" in panel.pseudocodeView.toPlainText()
+    panel.fields["H_kv"].setValue(2)  # does not divide 3
+    assert "(fix the configuration" in panel.pseudocodeView.toPlainText()
+
+
+def test_arch_change_resets_variations_to_the_paper(qtbot):
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    panel.archCombo.set_value("gopher")
+    c = panel.config()
+    assert (c.norm, c.positions, c.norm_position) == ("rms", "relative", "pre")
+    panel.archCombo.set_value("edt")
+    c = panel.config()
+    assert (c.norm, c.positions, c.norm_position, c.activation) == ("layer", "learned", "post", "relu")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_pseudocode_every_arch(arch):
+    text = pseudocode(ModelConfig(arch=arch, vocab_size=30, l_max=16, L=2, H=4, d_e=64, d_mlp=256))
+    assert {"edt": "Algorithm 8", "bert": "Algorithm 9", "gpt": "Algorithm 10", "gopher": "Algorithm 10"}[arch] in text
+    assert "ℝ^(30×64)" in text  # W_u with N_V and d_e filled in
+
+
+def test_train_panel_round_trip(qtbot):
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    t = TrainConfig(steps=123, batch_size=7, optimizer="sgd", lr=3e-4, warmup=5, lr_schedule="constant", min_lr=1e-5,
+                    weight_decay=0.05, grad_clip=0.5, eval_interval=11, eval_iters=3, checkpoint_interval=50,
+                    sample_tokens=0, seed=9, device="cpu", precision="bf16", compile=True)
+    panel.set_config(t)
+    assert panel.config() == t
+    assert panel.fields["lr"].text() == "3e-4"
+
+
+def test_tokens_html_shows_boundaries():
+    html = tokens_html(["ab", " c", "\n", "d", Sep("  →  "), "e", Sep("\n")])
+    assert html.count("background-color") == 5  # one span per token, none for separators
+    assert "↵" in html and "→" in html

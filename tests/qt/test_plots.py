@@ -1,0 +1,75 @@
+"""The live training plots: growing buffers, smoothing, downsampling settings, overlays, log axis."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyqtgraph")
+
+from fatstudio.qt.widgets.forms import SciSpinBox, sci  # noqa: E402
+from fatstudio.qt.widgets.plots import Series, SmoothedSeries, TrainingPlots  # noqa: E402
+
+
+def test_series_doubles_and_keeps_points():
+    s = Series(4)
+    for i in range(0, 100, 7):
+        s.extend(list(range(i, i + 7)), [float(j) for j in range(i, i + 7)])
+    assert s.n == 105 and len(s._x) == 128  # doubled 4 → 128, never per point
+    assert np.array_equal(s.x, np.arange(105)) and np.array_equal(s.y, np.arange(105.0))
+
+
+def test_ema_is_incremental_and_debiased():
+    ys = [4.0, 2.0, 3.0, 1.0, 5.0]
+    s = SmoothedSeries(alpha=0.5)
+    s.extend([0, 1], ys[:2])
+    s.extend([2, 3, 4], ys[2:])
+    acc, want = 0.0, []
+    for t, y in enumerate(ys, 1):
+        acc = 0.5 * acc + 0.5 * y
+        want.append(acc / (1 - 0.5 ** t))
+    assert np.allclose(s.smooth.y, want)
+    assert s.smooth.y[0] == 4.0  # debiased: the first point is the first value
+    s.set_alpha(0.0)
+    assert np.allclose(s.smooth.y, ys)
+
+
+def test_training_plots(qtbot):
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    item = p.lossPlot.getPlotItem()
+    assert p.lossPlot.objectName() == "lossPlot"
+    assert item.ctrl.downsampleCheck.isChecked() and item.ctrl.clipToViewCheck.isChecked()
+    assert item.ctrl.peakRadio.isChecked()
+    p.append_steps([1, 2, 3], [3.0, 2.5, 2.0], [1e-4, 2e-4, 3e-4], [1.0, 0.9, 0.8], 1000.0)
+    p.append_steps([4, 5], [1.9, 1.8], [3e-4, 3e-4], [0.7, 0.6], 1100.0)
+    p.add_eval(5, 2.1)
+    p.flush()  # drawing is throttled; flush draws now
+    assert p.n_points() == 5
+    assert len(p.trainRawCurve.getData()[0]) == 5 and len(p.valCurve.getData()[0]) == 1
+    assert len(p.speedCurve.getData()[0]) == 2
+    p.smoothingSlider.setValue(0)  # redraws at once
+    assert p.trainCurve.getData()[0] is None or len(p.trainCurve.getData()[0]) == 0
+    p.logCheck.setChecked(True)
+    assert item.ctrl.logYCheck.isChecked()
+    p.add_overlay("other", [{"step": 1, "train_loss": 3.0}, {"step": 2, "train_loss": 2.0, "val_loss": 2.2}])
+    assert p.overlays() == ["other"] and p.clearOverlaysButton.isEnabled()
+    p.clear_overlays()
+    assert p.overlays() == [] and len(item.listDataItems()) == 3  # train raw, train smoothed, val
+    p.load_metrics([{"step": 1, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 5.0},
+                    {"step": 2, "train_loss": 1.5, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 5.0,
+                     "val_loss": 1.7}])
+    assert p.n_points() == 2 and p.val.n == 1 and p.speed.n == 1
+
+
+def test_sci_spin_box(qtbot):
+    assert sci(3e-4) == "3e-4" and sci(0.001) == "0.001" and sci(2.5e-7) == "2.5e-7"
+    w = SciSpinBox(minimum=1e-8, maximum=10.0)
+    qtbot.addWidget(w)
+    w.setValue(1e-3)
+    w.stepBy(1)
+    assert math.isclose(w.value(), 2e-3)
+    w.stepBy(-2)
+    assert math.isclose(w.value(), 5e-4)
+    assert w.valueFromText("3e-4") == 3e-4
