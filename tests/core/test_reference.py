@@ -82,7 +82,7 @@ def check_against_reference(model, ref, x, z=None, mask=None, z_mask=None, tol=T
     return worst
 
 
-@pytest.mark.parametrize("arch,kw", cases())
+@pytest.mark.parametrize("arch,kw", list(cases()))
 def test_matches_reference(arch, kw):
     cfg, model, ref = make(arch, **kw)
     g = torch.Generator().manual_seed(1)
@@ -91,7 +91,7 @@ def test_matches_reference(arch, kw):
     check_against_reference(model, ref, x, z)
 
 
-@pytest.mark.parametrize("arch,kw", cases())
+@pytest.mark.parametrize("arch,kw", list(cases()))
 def test_matches_reference_with_padding(arch, kw):
     """Right-padded batches: padding changes no probability and no attention weight of a real token."""
     cfg, model, ref = make(arch, **kw)
