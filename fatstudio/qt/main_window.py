@@ -8,10 +8,9 @@ functions or when first needed, so the window opens fast.
 from __future__ import annotations
 
 import logging
-import math
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFrame, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
                                QVBoxLayout, QWidget)
@@ -69,6 +68,8 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         self.runs_root = Path(runs_root) if runs_root else None
         self.presets = load_presets()
+        pool = QThreadPool.globalInstance()  # training holds one thread; corpus, model loading and prompting
+        pool.setMaxThreadCount(max(pool.maxThreadCount(), 4))  # must never queue behind it (1-CPU machines)
         self.job: TrainingJob | None = None
         self.state = "idle"
         self.run_dir: str | None = None

@@ -3,8 +3,8 @@ with the live cost summary (parameters per component, FLOPs per token, memory) a
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import (QComboBox, QFrame, QGroupBox, QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout,
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (QComboBox, QGroupBox, QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout,
                                QWidget)
 
 from fatstudio.core import costs

@@ -8,7 +8,7 @@ import html
 import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QFontDatabase
+from PySide6.QtGui import QFontDatabase, QTextCursor
 from PySide6.QtWidgets import (QAbstractItemView, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QTreeWidget, QTreeWidgetItem,
                                QVBoxLayout, QWidget)
@@ -328,7 +328,7 @@ class TrainView(QWidget):
         if active:
             self.trainButton.setEnabled(False)
 
-    PROGRESS_INTERVAL_S = 0.25
+    PROGRESS_INTERVAL_S = 0.5
 
     def show_progress(self, step: int, total: int, tokens_per_s: float | None = None, eta_s: float | None = None,
                       text: str | None = None, throttle: bool = False) -> None:
@@ -368,7 +368,14 @@ class TrainView(QWidget):
         view = self.samplesView
         first = view.blockCount() if view.toPlainText() else 0
         view.appendPlainText(f"── step {step:,} ──\n{text}\n")
-        view.verticalScrollBar().setValue(first)  # the newest sample from its first line
+        # the newest sample from its first line (after the view has laid out the new text)
+        QTimer.singleShot(0, view, lambda: self._show_block(first))
+
+    def _show_block(self, number: int) -> None:
+        view = self.samplesView
+        view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+        view.setTextCursor(QTextCursor(view.document().findBlockByNumber(number)))
+        view.ensureCursorVisible()  # scrolling up to it puts it on the first line
 
     def set_samples(self, rows: list[dict]) -> None:
         self.samplesView.clear()
