@@ -62,17 +62,20 @@ def _check_sampling(temperature, top_k, top_p) -> None:
 
 @torch.no_grad()
 def sample_next(logits_row, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-                generator: torch.Generator | None = None) -> tuple[int, SampleInfo]:
+                generator: torch.Generator | None = None, exclude: Sequence[int] = ()) -> tuple[int, SampleInfo]:
     """Draw y ∝ p^{1/τ} from one row of logits (Algorithm 14's sampling step); τ = 0 is greedy (argmax).
 
     Filters, in this order: top-k keeps the k most likely tokens (ties at the k-th kept), then top-p keeps the
     smallest set of most likely tokens whose tempered probability reaches p. Work is done on the CPU in
     float32, so ``generator`` is a CPU ``torch.Generator`` (None: torch's global RNG).
+    ``exclude`` lists ids never drawn (the special tokens pad, mask, bos that text never continues with).
     Returns (y, SampleInfo); ``info.probs[y]`` is the model's probability of y.
     """
     _check_sampling(temperature, top_k, top_p)
     logits = torch.as_tensor(logits_row).detach().reshape(-1).float().cpu()
-    probs = logits.softmax(-1)
+    probs = logits.softmax(-1)  # the model's own distribution, reported as is
+    if len(exclude):
+        logits = logits.index_fill(0, torch.tensor(list(exclude)), float("-inf"))
     n = logits.numel()
     keep = None
     k_cut = p_cut = None
@@ -104,6 +107,11 @@ def sample_next(logits_row, *, temperature: float = 1.0, top_k: int = 0, top_p: 
 
 
 # ------------------------------------------------------------------------------------------- helpers
+def _never_sampled(tokenizer) -> tuple[int, ...]:
+    """pad, mask and bos: generated text never continues with them (eos may end it)."""
+    return tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id
+
+
 @contextlib.contextmanager
 def _eval_mode(model):
     was_training = model.training
@@ -233,7 +241,7 @@ def _generate(model, tokenizer, ids, n_tokens, sampling, gen, use_cache, alterna
                 logits = model(torch.tensor([seq[start:]], device=dev), cache=cache)[0, -1]
             else:
                 logits = model(torch.tensor([seq[-1:]], device=dev), cache=cache)[0, -1]
-            y, info = sample_next(logits, generator=gen, **sampling)
+            y, info = sample_next(logits, generator=gen, exclude=_never_sampled(tokenizer), **sampling)
             if stop_at_eos and y == tokenizer.eos_id:
                 return
             yield _choice(tokenizer, y, info, stream, alternatives)
@@ -271,7 +279,7 @@ def _translate(model, tokenizer, z, max_tokens, sampling, gen, alternatives):
         cache, last = KVCache(), tokenizer.bos_id
         for _ in range(max_tokens):
             logits = model.decode(torch.tensor([[last]], device=dev), Z, cache=cache)[0, -1]
-            last, info = sample_next(logits, generator=gen, **sampling)
+            last, info = sample_next(logits, generator=gen, exclude=_never_sampled(tokenizer), **sampling)
             if last == tokenizer.eos_id:
                 return
             yield _choice(tokenizer, last, info, stream, alternatives)

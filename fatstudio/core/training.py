@@ -141,6 +141,10 @@ class Control:
     def request_snapshot(self) -> None:
         self._snapshot_wanted.set()
 
+    @property
+    def snapshot_wanted(self) -> bool:
+        return self._snapshot_wanted.is_set()
+
     def _deliver(self, snapshot: LoadedModel) -> None:
         with self._lock:
             self._snapshot = snapshot
@@ -342,6 +346,10 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
     yield Started(str(run.path), start, t.steps, model.num_parameters(), str(device), config.to_dict())
 
+    def snapshot(step: int) -> Snapshot:
+        control._deliver(_snapshot(model, tokenizer, config, dataset.class_names, run, step))
+        return Snapshot(step)
+
     def checkpoint(step: int) -> Checkpoint:
         run.save_checkpoint(model, optimizer, step, {"data_rng": data_gen.get_state(), "torch_rng": torch.get_rng_state()})
         return Checkpoint(step, str(run.path / "model.safetensors"))
@@ -358,14 +366,15 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
                 yield Paused(step)
                 while control.paused and not control.stopping:
                     control.wait_while_paused(0.1)
+                    if control.snapshot_wanted:
+                        yield snapshot(step)
                 yield Resumed(step)
                 t_emit = time.perf_counter()
             if control.stopping:
                 status, message = "stopped", f"stopped at step {step}"
                 break
-            if control._snapshot_wanted.is_set():
-                control._deliver(_snapshot(model, tokenizer, config, dataset.class_names, run, step))
-                yield Snapshot(step)
+            if control.snapshot_wanted:
+                yield snapshot(step)
             lr = lr_at(step, t)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -404,9 +413,9 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
                     pending[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
                     run.append_metrics(pending)
                     pending = []
-                    yield Evaluation(step, tr, va, acc)
                     best = min(va, run.meta.get("best_val_loss", math.inf))
                     run.write_meta(step=step, best_val_loss=best, val_loss=va)
+                    yield Evaluation(step, tr, va, acc)
                 if evaluating and t.sample_tokens:
                     text = make_sample(model, tokenizer, dataset, d.task, t, t.seed + step, "val" if has_val else "train")
                     run.append_sample(step, text)
@@ -420,6 +429,10 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     except torch.OutOfMemoryError:
         status, message = "failed", (f"out of GPU memory at step {step + 1}; lower batch_size, l_max or d_e. "
                                      "The last checkpoint is kept.")
+    except BaseException as e:  # anything else (or the consumer closing us): never leave the run "running"
+        run.append_metrics(pending)
+        run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
+        raise
     run.append_metrics(pending)
     if status != "failed":
         yield checkpoint(step)

@@ -145,13 +145,21 @@ def test_cached_generation_equals_uncached(arch, positions):
         assert np.allclose([q for _, q in a.alternatives], [q for _, q in b.alternatives], atol=1e-5)
 
 
+SPECIALS = (TOK.pad_id, TOK.mask_id, TOK.bos_id)  # never sampled
+
+
+def allowed(p):
+    """p with the never-sampled special tokens at 0 (for comparisons with what generate may draw)."""
+    return p.index_fill(0, torch.tensor(SPECIALS), 0.0)
+
+
 def test_slide_1_is_always_the_last_l_max_tokens():
     model = tiny("gpt", positions="learned")
     prompt = "abcdefghijklmno abcde"  # longer than l_max: cropped to its last l_max tokens
     got = [c.id for c in generate(model, TOK, prompt, tokens=20, temperature=0, slide=1)]
     seq = TOK.encode(prompt)
     for _ in range(20):
-        seq.append(int(softmax_last(model, seq[-L_MAX:]).argmax()))
+        seq.append(int(allowed(softmax_last(model, seq[-L_MAX:])).argmax()))
     assert got == seq[-20:]
 
 
@@ -167,7 +175,8 @@ def test_token_choice_is_the_full_forward_probability():
         top = p.topk(4)
         assert [s for s, _ in c.alternatives] == TOK.token_strings(top.indices.tolist())
         assert np.allclose([q for _, q in c.alternatives], top.values.numpy(), atol=1e-5)
-        assert c.top_k_cutoff == pytest.approx(float(p.sort(descending=True).values[9]), abs=1e-5)
+        assert c.id not in SPECIALS
+        assert c.top_k_cutoff == pytest.approx(float(allowed(p).sort(descending=True).values[9]), abs=1e-5)
         assert c.top_p_cutoff is None
         seq.append(c.id)
     assert "".join(c.text for c in choices) == TOK.decode(seq[len(prompt) + 1:])
@@ -344,3 +353,13 @@ def test_with_the_real_tokenizers():
         assert len(preds) == 2 and len(preds[0].candidates) == 5
     with pytest.raises(ValueError, match="☃"):
         generate(tiny("gpt", vocab_size=tok.vocab_size), train_tokenizer("char", [text]), "the cat ☃")
+
+
+def test_special_tokens_are_never_sampled_but_probabilities_stay_the_models():
+    logits = torch.zeros(6)
+    logits[3] = 5.0  # the most likely token is excluded
+    for temperature in (0.0, 1.0):
+        y, info = sample_next(logits, temperature=temperature, exclude=(3, 4),
+                                        generator=torch.Generator().manual_seed(0))
+        assert y not in (3, 4)
+        assert torch.allclose(info.probs, logits.softmax(-1))

@@ -221,3 +221,27 @@ def test_no_validation_split_trains_and_samples_without_evaluations(text_file, t
     events = run_all(cfg, run_dir=tmp_path / "run")
     assert events[-1].status == "finished"
     assert not any(e.kind == "evaluation" for e in events) and any(e.kind == "sample" for e in events)
+
+
+def test_unexpected_error_marks_the_run_failed(text_file, tmp_path, monkeypatch):
+    def broken(model, batch, task):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(training, "task_loss", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        run_all(config(text_file), run_dir=tmp_path / "run")
+    assert Run.open(tmp_path / "run").meta["status"] == "failed"
+
+
+def test_snapshot_while_paused(text_file, tmp_path):
+    control = Control()
+    kinds = []
+    for e in train(config(text_file, steps=10), run_dir=tmp_path / "run", control=control):
+        kinds.append(e.kind)
+        if e.kind == "started":
+            control.pause()
+            control.request_snapshot()
+        if e.kind == "snapshot":
+            assert control.take_snapshot() is not None
+            control.resume()
+    assert kinds.index("paused") < kinds.index("snapshot") < kinds.index("resumed")
