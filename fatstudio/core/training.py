@@ -408,20 +408,20 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
                 eta = elapsed / max(1, step - start) * (t.steps - step)
                 yield Steps([r["step"] for r in pending], [r["train_loss"] for r in pending], [r["lr"] for r in pending],
                             [r["grad_norm"] for r in pending], tps, step, t.steps, elapsed, eta)
+                evaluation = None
                 if evaluating and has_val:
                     tr, va, acc = evaluate(model, dataset, d.task, t, device, t.seed)
                     pending[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
-                    run.append_metrics(pending)
-                    pending = []
-                    best = min(va, run.meta.get("best_val_loss", math.inf))
-                    run.write_meta(step=step, best_val_loss=best, val_loss=va)
-                    yield Evaluation(step, tr, va, acc)
+                    run.write_meta(step=step, best_val_loss=min(va, run.meta.get("best_val_loss", math.inf)), val_loss=va)
+                    evaluation = Evaluation(step, tr, va, acc)
+                run.append_metrics(pending)  # on disk before the events that announce it
+                pending = []
+                if evaluation:
+                    yield evaluation
                 if evaluating and t.sample_tokens:
                     text = make_sample(model, tokenizer, dataset, d.task, t, t.seed + step, "val" if has_val else "train")
                     run.append_sample(step, text)
                     yield Sample(step, text)
-                run.append_metrics(pending)
-                pending = []
                 t_emit, tokens_window = time.perf_counter(), 0
             if step % t.checkpoint_interval == 0 and step < t.steps:
                 yield checkpoint(step)

@@ -36,6 +36,7 @@ from ...core import inference
 from ...core.inference import AttentionMaps, TokenChoice
 from ..widgets.heatmap import display_token
 from ..widgets.token_view import TokenView, probability_color, probability_gradient_css
+from ..workers import describe_error
 
 MODES = ("generate", "fill_mask", "translate", "classify")
 BATCH_SECONDS = 0.03  # the worker hands tokens to the GUI at most this often (the first one at once)
@@ -80,19 +81,11 @@ def mode_for(loaded) -> str | None:
 # ("error", str), ("status", "finished" | "stopped" | "failed"). It catches every exception itself, so the
 # user always gets words, never a traceback.
 
-def _words(e: BaseException) -> str:
-    if isinstance(e, ValueError):
-        return str(e)
-    if isinstance(e, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))):
-        return "out of memory while running the model; try a shorter text."
-    return f"the model failed ({type(e).__name__}: {e})."
-
-
 def _attention_event(model, tokenizer, ids, context_ids=None):
     try:
         return ("attention", inference.attention_maps_for_ids(model, tokenizer, ids, context_ids))
     except Exception as e:  # noqa: BLE001 - shown to the user in words
-        return ("note", f"No attention maps: {_words(e)}")
+        return ("note", f"No attention maps: {describe_error(e)}")
 
 
 def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, prefix_ids: list[int],
@@ -117,7 +110,7 @@ def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, p
     except Exception as e:  # noqa: BLE001
         if buf:
             yield ("tokens", buf)
-        yield ("error", _words(e))
+        yield ("error", describe_error(e))
         yield ("status", "failed")
         return
     finally:
@@ -140,7 +133,7 @@ def _fill_mask_job(loaded, text: str, top: int):
     try:
         preds = inference.fill_mask(model, tok, text, top=top)
     except Exception as e:  # noqa: BLE001
-        yield ("error", _words(e))
+        yield ("error", describe_error(e))
         yield ("status", "failed")
         return
     yield ("masks", preds)
@@ -154,7 +147,7 @@ def _classify_job(loaded, text: str):
     try:
         probs = inference.classify(model, tok, text, names)
     except Exception as e:  # noqa: BLE001
-        yield ("error", _words(e))
+        yield ("error", describe_error(e))
         yield ("status", "failed")
         return
     yield ("classes", probs)
@@ -168,7 +161,7 @@ def _guarded(job, run_id: int):
         for kind, value in job:
             yield (run_id, kind, value)
     except Exception as e:  # noqa: BLE001
-        yield (run_id, "error", _words(e))
+        yield (run_id, "error", describe_error(e))
         yield (run_id, "status", "failed")
     yield (run_id, "done", None)
 
@@ -475,7 +468,7 @@ class PromptPanel(QWidget):
         try:
             job, notes = self._make_job(text)
         except Exception as e:  # noqa: BLE001 - bad input: say it in words
-            self._show_message(_words(e))
+            self._show_message(describe_error(e))
             return False
         self._show_message(" ".join(notes), "info")
         self._start(job)
