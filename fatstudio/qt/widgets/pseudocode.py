@@ -33,9 +33,9 @@ def pseudocode(cfg: ModelConfig) -> str:
     bias = c.bias
     b = lambda name: f" + b_{name} 1ᵀ" if bias else ""  # noqa: E731
     if c.activation == "swiglu":
-        mlp = f"W_mlp2 (SiLU(W_mlp1 X̃{b('mlp1')}) ⊙ (W_mlp3 X̃{b('mlp3')})){b('mlp2')}"
+        mlp = f"W_mlp2 (SiLU(W_gate @{b('gate')}) ⊙ (W_mlp1 @{b('mlp1')})){b('mlp2')}"
     else:
-        mlp = f"W_mlp2 {act}(W_mlp1 X̃{b('mlp1')}){b('mlp2')}"
+        mlp = f"W_mlp2 {act}(W_mlp1 @{b('mlp1')}){b('mlp2')}"  # @: the sublayer's input (X̃ or X)
     learned_pos = c.positions in ("learned", "sinusoidal")
     pos = " + W_p[:, t]" if learned_pos else ""
     heads = f"H = {c.H} heads" + (f", H_kv = {c.H_kv} key/value heads" if c.H_kv != c.H else "")
@@ -49,7 +49,7 @@ def pseudocode(cfg: ModelConfig) -> str:
         w(f"  per attention: W_q ∈ {_mat(c.H * c.d_attn, d_e)}, W_k ∈ {_mat(c.H_kv * c.d_attn, d_e)},")
         w(f"                 W_v ∈ {_mat(c.H_kv * c.d_mid, d_e)}, W_o ∈ {_mat(d_e, c.H * c.d_mid)}"
           + ("  (+ biases)" if bias else "  (no biases)"))
-        w(f"  per MLP: W_mlp1 ∈ {_mat(d_mlp, d_e)}" + (f", W_mlp3 ∈ {_mat(d_mlp, d_e)}" if c.activation == "swiglu" else "")
+        w(f"  per MLP: W_mlp1 ∈ {_mat(d_mlp, d_e)}" + (f", W_gate ∈ {_mat(d_mlp, d_e)}" if c.activation == "swiglu" else "")
           + f", W_mlp2 ∈ {_mat(d_e, d_mlp)}")
         for e in extra:
             w("  " + e)
@@ -72,15 +72,6 @@ def pseudocode(cfg: ModelConfig) -> str:
             w(f"{ind}{x} ← {x} + {call.replace('@', x)}")
             w(f"{ind}{x} ← {norm}({x} | {gb(i, lyr)})")
 
-    def mlp_line(x: str, i: int, ind: str) -> None:
-        m = mlp.replace("X̃", "X̃" if c.norm_position == "pre" else x)
-        if c.norm_position == "pre":
-            w(f"{ind}X̃ ← {norm}({x} | {gb(i)})")
-            w(f"{ind}{x} ← {x} + {m}")
-        else:
-            w(f"{ind}{x} ← {x} + {m}")
-            w(f"{ind}{x} ← {norm}({x} | {gb(i)})")
-
     if c.arch == "edt":
         w(f"Algorithm 8  P ← EDTransformer(z, x | θ)      (L_enc = {c.L_enc}, L_dec = {c.L_dec}, ℓ_max = {c.l_max})")
         w("Input: z, x ∈ V*: the source and the target token IDs")
@@ -90,7 +81,7 @@ def pseudocode(cfg: ModelConfig) -> str:
         embed("z", "Z", "ℓ_z")
         w(f"for l = 1, 2, …, {c.L_enc}:")
         sublayer("Z", "MHAttention(@ | W^enc_l, Mask ≡ 1)", 1, "    ")
-        mlp_line("Z", 2, "    ")
+        sublayer("Z", mlp, 2, "    ")
         if c.norm_position == "pre":
             w(f"Z ← {norm}(Z | γ_enc)")
         w("/* decoder */")
@@ -98,7 +89,7 @@ def pseudocode(cfg: ModelConfig) -> str:
         w(f"for l = 1, 2, …, {c.L_dec}:")
         sublayer("X", "MHAttention(@ | W^dec_l, Mask[t, t′] = [[t ≤ t′]])", 3, "    ")
         sublayer("X", "MHAttention(@, Z | W^e/d_l, Mask ≡ 1)", 4, "    ")
-        mlp_line("X", 5, "    ")
+        sublayer("X", mlp, 5, "    ")
         if c.norm_position == "pre":
             w(f"X ← {norm}(X | γ_dec)")
         w(f"return P = softmax(W_u X)                        P ∈ ℝ^({n_v}×ℓ_x)")
@@ -111,7 +102,7 @@ def pseudocode(cfg: ModelConfig) -> str:
         embed("x", "X", "ℓ")
         w(f"for l = 1, 2, …, {c.L}:")
         sublayer("X", "MHAttention(@ | W_l, Mask ≡ 1)", 1, "    ")
-        mlp_line("X", 2, "    ")
+        sublayer("X", mlp, 2, "    ")
         w("X ← GELU(W_f X + b_f 1ᵀ)" + f"                           X ∈ ℝ^({c.d_f}×ℓ)")
         w(f"X ← {norm}(X | γ, β)" if c.norm == "layer" else f"X ← {norm}(X | γ)")
         w(f"return P = softmax(W_u X)                        P ∈ ℝ^({n_v}×ℓ)")
@@ -124,7 +115,7 @@ def pseudocode(cfg: ModelConfig) -> str:
         embed("x", "X", "ℓ")
         w(f"for l = 1, 2, …, {c.L}:")
         sublayer("X", "MHAttention(@ | W_l, Mask[t, t′] = [[t ≤ t′]])", 1, "    ")
-        mlp_line("X", 2, "    ")
+        sublayer("X", mlp, 2, "    ")
         if c.norm_position == "pre":
             w(f"X ← {norm}(X | γ, β)" if c.norm == "layer" else f"X ← {norm}(X | γ)")
         w(f"return P = softmax(W_u X)                        P ∈ ℝ^({n_v}×ℓ)")
