@@ -393,6 +393,27 @@ def load_corpus(spec: str, task: str = "next_token", progress: Progress | None =
     return _load_path(spec, task, progress)
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A corpus loaded and a tokenizer trained on it for some data settings (and ``seed``, which only the
+    synthetic built-ins depend on). ``training.train(prepared=…)`` reuses both when its own settings ask
+    for the same, so work done for a preview is not done twice."""
+
+    corpus_spec: str
+    task: str
+    tokenizer_kind: str
+    vocab_size: int
+    seed: int
+    corpus: Corpus
+    tokenizer: Tokenizer
+
+    def serves(self, corpus: str, task: str, tokenizer: str, vocab_size: int, seed: int) -> bool:
+        """Whether these are what ``load_corpus(corpus, task, seed=seed)`` and ``train_tokenizer(tokenizer,
+        …, vocab_size)`` would make."""
+        made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_size)
+        return made_for == (corpus, task, tokenizer, vocab_size) and (self.seed == seed or corpus not in _SYNTHETIC)
+
+
 # --- datasets ---------------------------------------------------------------------------------------------
 class Dataset:
     """Batches of one task from a tokenized corpus, split into "train" and "val"."""

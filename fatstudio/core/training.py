@@ -16,13 +16,16 @@ import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import torch
 import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
 from .runs import LoadedModel, Run
+
+if TYPE_CHECKING:
+    from .data import Prepared
 
 IGNORE = -100
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
@@ -287,9 +290,12 @@ def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int,
 
 # ---- the loop -------------------------------------------------------------------------------------------
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
-          control: Control | None = None, runs_root: Path | None = None) -> Iterator[Event]:
+          control: Control | None = None, runs_root: Path | None = None,
+          prepared: Prepared | None = None) -> Iterator[Event]:
     """Train per ``config``; yield events. ``resume=True`` continues the run at ``run_dir`` from its last
-    checkpoint (``config.train.steps`` may be raised). Bad input raises ValueError while iterating."""
+    checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
+    data settings, e.g. by the GUI's preview) is used instead of loading and training them again; one made
+    for other settings is ignored. Bad input raises ValueError while iterating."""
     from .data import build_dataset, load_corpus
     from .model import build_model
     from .tokenization import train_tokenizer
@@ -305,12 +311,20 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     run = Run.open(run_dir) if resume else None
     if resume and not run.has_checkpoint:
         raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
-    yield Prepare(f"loading corpus {d.corpus}", 0.0)
-    corpus = yield from _with_progress(lambda progress: load_corpus(d.corpus, d.task, progress, t.seed), 0.0, 0.2)
-    for note in corpus.notes:
-        yield Prepare(note, 0.1)
+    if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, d.vocab_size, t.seed):
+        prepared = None
+    if prepared:
+        corpus = prepared.corpus
+        yield Prepare(f"using corpus {d.corpus} as loaded", 0.2)
+    else:
+        yield Prepare(f"loading corpus {d.corpus}", 0.0)
+        corpus = yield from _with_progress(lambda progress: load_corpus(d.corpus, d.task, progress, t.seed), 0.0, 0.2)
+        for note in corpus.notes:
+            yield Prepare(note, 0.1)
     if run:
         tokenizer = run.load_tokenizer()
+    elif prepared:
+        tokenizer = prepared.tokenizer
     else:
         yield Prepare(f"training the {d.tokenizer} tokenizer", 0.2)
         tokenizer = yield from _with_progress(

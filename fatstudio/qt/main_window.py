@@ -310,7 +310,7 @@ class MainWindow(QMainWindow):
         self.show_error(None)
         self.last_status = None
         self.run_dir = run_dir
-        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, parent=self)
+        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.corpus_panel.prepared(), parent=self)
         self.job.event.connect(self._on_event)
         self.job.failed.connect(self._on_failed)
         self.job.done.connect(self._on_done)

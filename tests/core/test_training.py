@@ -245,3 +245,35 @@ def test_snapshot_while_paused(text_file, tmp_path):
             assert control.take_snapshot() is not None
             control.resume()
     assert kinds.index("paused") < kinds.index("snapshot") < kinds.index("resumed")
+
+
+def test_prepared_corpus_and_tokenizer_are_reused_only_for_the_same_settings(text_file, tmp_path, monkeypatch):
+    from fatstudio.core import data, tokenization
+
+    cfg = config(text_file, steps=4)
+    d = cfg.data
+    corpus = data.load_corpus(d.corpus, d.task)
+    tok = tokenization.train_tokenizer(d.tokenizer, corpus.texts(), d.vocab_size)
+    prepared = data.Prepared(d.corpus, d.task, d.tokenizer, d.vocab_size, 0, corpus, tok)
+
+    calls = []
+    monkeypatch.setattr(data, "load_corpus", lambda *a, **k: calls.append("load") or corpus)
+    monkeypatch.setattr(tokenization, "train_tokenizer", lambda *a, **k: calls.append("tokenizer") or tok)
+    run_all(cfg, run_dir=tmp_path / "reused", prepared=prepared)
+    assert calls == []  # a file corpus does not depend on the seed: 0 serves train.seed = 1337
+    assert Run.open(tmp_path / "reused").load_tokenizer().vocab_size == tok.vocab_size
+
+    other = RunConfig(cfg.model, DataConfig(corpus=str(text_file), tokenizer="word"), cfg.train)
+    run_all(other, run_dir=tmp_path / "other", prepared=prepared)
+    assert calls == ["load", "tokenizer"]  # made for other settings: ignored
+
+
+def test_prepared_synthetic_builtin_must_match_the_seed():
+    from fatstudio.core import data
+
+    corpus = data.load_corpus("reverse", "next_token", seed=0)
+    prepared = data.Prepared("reverse", "next_token", "char", 256, 0, corpus, None)
+    assert prepared.serves("reverse", "next_token", "char", 256, seed=0)
+    assert not prepared.serves("reverse", "next_token", "char", 256, seed=1)  # other examples
+    assert not prepared.serves("reverse", "seq2seq", "char", 256, seed=0)
+    assert data.load_corpus("reverse", "next_token", seed=1).text != corpus.text

@@ -22,6 +22,7 @@ TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Al
 TOKENIZER_LABELS = {"char": "characters", "word": "words", "bpe": "byte-level BPE"}
 PREVIEW_CHARS = 2000
 TOKEN_PREVIEW_CHARS = 600
+LOAD_SEED = 0  # the seed synthetic built-ins are generated with for the preview
 _TOKEN_COLORS = ("#cfe3fa", "#fbe3b4")
 
 
@@ -42,7 +43,9 @@ class CorpusInfo:
     tokenizer: str = "char"
     builtins: dict = field(default_factory=dict)
     builtin_tasks: dict = field(default_factory=dict)  # built-in name -> the tasks it has a form for
+    task: str = ""
     corpus: object = None  # the core Corpus, kept to retrain only the tokenizer
+    prepared: object = None  # the core Prepared (corpus + tokenizer), reused by training
 
 
 class Sep(str):
@@ -76,12 +79,13 @@ def _preview_tokens(tok, corpus, kind: str, n_chars: int) -> tuple[list[str], in
 
 
 def _tokenize(info: CorpusInfo, corpus, kind: str, vocab_size: int, progress) -> CorpusInfo:
-    from fatstudio.core import tokenization
+    from fatstudio.core import data, tokenization
 
     tok = tokenization.train_tokenizer(kind, corpus.texts(), vocab_size,
                                        progress=lambda f, m="": progress(0.6 + 0.4 * float(f), m))
     info.vocab_size = tok.vocab_size
     info.tokenizer = kind
+    info.prepared = data.Prepared(info.spec, info.task, kind, vocab_size, LOAD_SEED, corpus, tok)
     try:
         info.tokens, info.n_tokens_preview, info.n_chars_preview = _preview_tokens(
             tok, corpus, getattr(corpus, "kind", "text"), TOKEN_PREVIEW_CHARS)
@@ -95,8 +99,9 @@ def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, progress
     from fatstudio.core import data
 
     progress(0.0, f"loading {spec}")
-    corpus = data.load_corpus(spec, task, progress=lambda f=0.0, m="", *a: progress(0.6 * float(f or 0), m))
-    info = CorpusInfo(spec=spec, name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
+    corpus = data.load_corpus(spec, task, progress=lambda f=0.0, m="", *a: progress(0.6 * float(f or 0), m),
+                              seed=LOAD_SEED)
+    info = CorpusInfo(spec=spec, task=task, name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
                       stats=dict(corpus.stats()), preview=corpus.preview(PREVIEW_CHARS),
                       notes=list(getattr(corpus, "notes", []) or []), builtins=dict(data.BUILTINS),
                       builtin_tasks=dict(getattr(data, "BUILTIN_TASKS", {})), corpus=corpus)
@@ -106,7 +111,7 @@ def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, progress
 
 def retokenize(info: CorpusInfo, kind: str, vocab_size: int, progress) -> CorpusInfo:
     """Worker: only retrain the tokenizer on an already loaded corpus."""
-    new = CorpusInfo(**{**info.__dict__, "tokens": [], "vocab_size": None})
+    new = CorpusInfo(**{**info.__dict__, "tokens": [], "vocab_size": None, "prepared": None})
     return _tokenize(new, info.corpus, kind, vocab_size, progress)
 
 
@@ -253,6 +258,11 @@ class CorpusPanel(QWidget):
         self._update_visibility()
 
     # -- the configuration -------------------------------------------------------------------------------
+    def prepared(self):
+        """The loaded corpus and its trained tokenizer (a core ``Prepared``) while they are current, else None;
+        training reuses them when its settings match."""
+        return self.info.prepared if self.info is not None and not self.loading else None
+
     def config(self) -> DataConfig:
         return DataConfig(corpus=self.spec, tokenizer=self.tokenizerCombo.value(),
                           vocab_size=self.vocabSizeSpin.value(), val_fraction=round(self.valFractionSpin.value(), 4),
