@@ -1,7 +1,12 @@
 """Benchmark: nanoGPT's CPU recipe on tinyshakespeare through fatstudio's trainer (the same code path as
 `fatstudio train`). Prints ms/step, tokens/s and the final validation loss, and the ratio against
 nanoGPT's figures from benchmarks.md (measured on this kind of machine; 68.5 ms/step at 1 thread, val
-loss 1.8857). Run with OMP_NUM_THREADS=1:  OMP_NUM_THREADS=1 python bench/bench_train.py [--steps N]"""
+loss 1.8857). Run with OMP_NUM_THREADS=1:
+
+    OMP_NUM_THREADS=1 python bench/bench_train.py [--steps N] [--seeds 1337 1338 …]
+
+A 20-batch validation estimate (nanoGPT's eval_iters=20) has a standard error of about 0.015, so each run
+also gets a 400-batch estimate (about 0.003), and with several seeds the benchmark prints mean and spread."""
 import argparse
 import statistics
 import sys
@@ -32,18 +37,8 @@ def precise_val_loss(run_dir: Path, cfg: RunConfig, batches: int) -> float:
                             for _ in range(batches))
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--corpus", default=str(CORPUS))
-    ap.add_argument("--set", action="append", default=[])
-    args = ap.parse_args()
-    if not Path(args.corpus).exists():
-        print(f"corpus not found: {args.corpus}", file=sys.stderr)
-        return 2
-    cfg = RunConfig.load(HERE / "shakespeare_char.toml").with_overrides(
-        [f'data.corpus="{args.corpus}"', f"train.steps={args.steps}", *args.set])
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+def train_once(cfg: RunConfig) -> dict:
+    """One run of ``cfg``: median ms/step (evaluations excluded), the last 20-batch val loss, the 400-batch one."""
     step_ms, t0, val = [], None, None
     with tempfile.TemporaryDirectory() as tmp:
         last_t, last_step = None, None
@@ -57,20 +52,46 @@ def main() -> int:
                 last_t, last_step = now, ev.step
             elif ev.kind == "evaluation":
                 val = ev.val_loss
-                print(f"step {ev.step}: train {ev.train_loss:.4f} val {ev.val_loss:.4f}")
+                print(f"  step {ev.step}: train {ev.train_loss:.4f} val {ev.val_loss:.4f}", flush=True)
                 last_t = None  # evaluation time is not step time
             elif ev.kind == "finished":
                 total = time.perf_counter() - t0
         precise = precise_val_loss(Path(tmp) / "run", cfg, batches=400)
-    ms = statistics.median(step_ms)
-    tokens_per_s = cfg.train.batch_size * cfg.model.l_max / ms * 1000
-    print(f"fatstudio: {ms:.1f} ms/step (median), {tokens_per_s / 1000:.1f}k tokens/s, {total:.1f} s in all "
-          f"(with evaluations), final val loss {val:.4f}")
-    print(f"val loss over 400 batches (a lower-variance estimate than eval_iters=20): {precise:.4f}")
-    print(f"nanoGPT (benchmarks.md): {NANOGPT_MS_PER_STEP} ms/step, val loss {NANOGPT_VAL_LOSS}")
-    print(f"speed ratio fatstudio/nanoGPT: {NANOGPT_MS_PER_STEP / ms:.2f}x; val loss ≤ 1.89: {val <= 1.89}")
-    return 0
+    return {"ms": statistics.median(step_ms), "total": total, "val": val, "val400": precise}
 
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1337])
+    ap.add_argument("--corpus", default=str(CORPUS))
+    ap.add_argument("--set", action="append", default=[])
+    args = ap.parse_args()
+    if not Path(args.corpus).exists():
+        print(f"corpus not found: {args.corpus}", file=sys.stderr)
+        return 2
+    base = RunConfig.load(HERE / "shakespeare_char.toml").with_overrides(
+        [f'data.corpus="{args.corpus}"', f"train.steps={args.steps}", *args.set])
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
+    results = []
+    for seed in args.seeds:
+        print(f"seed {seed}:")
+        cfg = base.with_overrides([f"train.seed={seed}"])
+        r = train_once(cfg)
+        results.append(r)
+        tokens_per_s = cfg.train.batch_size * cfg.model.l_max / r["ms"] * 1000
+        print(f"  {r['ms']:.1f} ms/step (median), {tokens_per_s / 1000:.1f}k tokens/s, {r['total']:.1f} s in all; "
+              f"val loss {r['val']:.4f} (eval_iters={cfg.train.eval_iters}), {r['val400']:.4f} (400 batches)")
+    ms = statistics.median(r["ms"] for r in results)
+    print(f"nanoGPT (benchmarks.md): {NANOGPT_MS_PER_STEP} ms/step, val loss {NANOGPT_VAL_LOSS}")
+    print(f"speed ratio fatstudio/nanoGPT: {NANOGPT_MS_PER_STEP / ms:.2f}x")
+    if len(results) > 1:
+        for key, label in (("val", f"eval_iters={base.train.eval_iters}"), ("val400", "400 batches")):
+            v = [r[key] for r in results]
+            print(f"val loss ({label}) over {len(v)} seeds: mean {statistics.fmean(v):.4f}, sd {statistics.stdev(v):.4f}, "
+                  f"min {min(v):.4f}, max {max(v):.4f}")
+    print("val loss ≤ 1.89: " + ", ".join(f"seed {s}: {r['val'] <= 1.89}" for s, r in zip(args.seeds, results)))
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())
