@@ -411,7 +411,12 @@ class Prepared:
         """Whether these are what ``load_corpus(corpus, task, seed=seed)`` and ``train_tokenizer(tokenizer,
         …, vocab_size)`` would make."""
         made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_size)
-        return made_for == (corpus, task, tokenizer, vocab_size) and (self.seed == seed or corpus not in _SYNTHETIC)
+        return made_for == (corpus, task, tokenizer, vocab_size) and (self.seed == seed or not seeded(corpus))
+
+
+def seeded(spec: str) -> bool:
+    """Whether ``load_corpus(spec, …)`` depends on its seed: the synthetic built-ins do."""
+    return spec in _SYNTHETIC
 
 
 # --- datasets ---------------------------------------------------------------------------------------------

@@ -222,6 +222,7 @@ class MainWindow(QMainWindow):
             self.model_panel.select_preset(preset.key)
             self.corpus_panel.set_allowed_tasks(tasks_for_arch(cfg.model.arch), load=False)
             self.train_panel.set_config(cfg.train)
+            self.corpus_panel.set_seed(cfg.train.seed, load=False)
             self.corpus_panel.set_config(cfg.data, load=load)
         finally:
             self._applying = False
@@ -239,6 +240,7 @@ class MainWindow(QMainWindow):
             return
         t = self.train_panel.config()
         self.model_panel.set_training_context(t.batch_size, t.optimizer)
+        self.corpus_panel.set_seed(t.seed)
         self.revalidate()
 
     def current_config(self) -> RunConfig:

@@ -145,6 +145,26 @@ def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, wind
     from fatstudio.core.runs import Run
     assert Run.open(w.run_dir).load_tokenizer().vocab_size == vocab
 
+def test_synthetic_corpus_follows_the_training_seed_and_is_reused(qtbot, window, monkeypatch):
+    from fatstudio.core import data, tokenization
+
+    w, panel = window, window.corpus_panel
+    set_tiny(w, steps=5, corpus="reverse")
+    qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.spec == "reverse", timeout=LONG)
+    assert panel.info.seed == w.train_panel.config().seed  # the preview shows the examples trained on
+    before = panel.info.preview
+    w.train_panel.fields["seed"].setValue(7)
+    qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.seed == 7, timeout=LONG)
+    assert panel.info.preview != before
+
+    def again(*_a, **_k):
+        raise AssertionError("prepared a second time")
+    monkeypatch.setattr(data, "load_corpus", again)
+    monkeypatch.setattr(tokenization, "train_tokenizer", again)
+    qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
+    wait_idle(qtbot, w)
+    assert w.last_status == "finished", w.last_error
+
 def test_pause_resume_and_stop(qtbot, window):
     w = window
     set_tiny(w, steps=100_000, corpus="copy")

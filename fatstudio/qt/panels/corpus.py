@@ -13,7 +13,7 @@ from PySide6.QtGui import QAction, QFontDatabase
 from PySide6.QtWidgets import (QFileDialog, QGroupBox, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QProgressBar,
                                QPushButton, QTextEdit, QVBoxLayout, QWidget)
 
-from fatstudio.core.config import TASKS, TOKENIZERS, DataConfig
+from fatstudio.core.config import TASKS, TOKENIZERS, DataConfig, TrainConfig
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
 from fatstudio.qt.workers import call_in_thread
 
@@ -22,7 +22,6 @@ TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Al
 TOKENIZER_LABELS = {"char": "characters", "word": "words", "bpe": "byte-level BPE"}
 PREVIEW_CHARS = 2000
 TOKEN_PREVIEW_CHARS = 600
-LOAD_SEED = 0  # the seed synthetic built-ins are generated with for the preview
 _TOKEN_COLORS = ("#cfe3fa", "#fbe3b4")
 
 
@@ -44,6 +43,8 @@ class CorpusInfo:
     builtins: dict = field(default_factory=dict)
     builtin_tasks: dict = field(default_factory=dict)  # built-in name -> the tasks it has a form for
     task: str = ""
+    seed: int = 0  # what a synthetic built-in was generated with
+    seeded: bool = False  # whether the corpus depends on the seed (the synthetic built-ins)
     corpus: object = None  # the core Corpus, kept to retrain only the tokenizer
     prepared: object = None  # the core Prepared (corpus + tokenizer), reused by training
 
@@ -85,7 +86,7 @@ def _tokenize(info: CorpusInfo, corpus, kind: str, vocab_size: int, progress) ->
                                        progress=lambda f, m="": progress(0.6 + 0.4 * float(f), m))
     info.vocab_size = tok.vocab_size
     info.tokenizer = kind
-    info.prepared = data.Prepared(info.spec, info.task, kind, vocab_size, LOAD_SEED, corpus, tok)
+    info.prepared = data.Prepared(info.spec, info.task, kind, vocab_size, info.seed, corpus, tok)
     try:
         info.tokens, info.n_tokens_preview, info.n_chars_preview = _preview_tokens(
             tok, corpus, getattr(corpus, "kind", "text"), TOKEN_PREVIEW_CHARS)
@@ -94,14 +95,15 @@ def _tokenize(info: CorpusInfo, corpus, kind: str, vocab_size: int, progress) ->
     return info
 
 
-def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, progress) -> CorpusInfo:
-    """Worker: load the corpus, train the tokenizer on it, build the previews."""
+def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, seed: int, progress) -> CorpusInfo:
+    """Worker: load the corpus (a synthetic built-in generated with ``seed``, the training seed, so the preview
+    shows what will be trained on), train the tokenizer on it, build the previews."""
     from fatstudio.core import data
 
     progress(0.0, f"loading {spec}")
     corpus = data.load_corpus(spec, task, progress=lambda f=0.0, m="", *a: progress(0.6 * float(f or 0), m),
-                              seed=LOAD_SEED)
-    info = CorpusInfo(spec=spec, task=task, name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
+                              seed=seed)
+    info = CorpusInfo(spec=spec, task=task, seed=seed, seeded=data.seeded(spec), name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
                       stats=dict(corpus.stats()), preview=corpus.preview(PREVIEW_CHARS),
                       notes=list(getattr(corpus, "notes", []) or []), builtins=dict(data.BUILTINS),
                       builtin_tasks=dict(getattr(data, "BUILTIN_TASKS", {})), corpus=corpus)
@@ -153,6 +155,7 @@ class CorpusPanel(QWidget):
         self._updating = False
         self.builtins: dict = {}
         self.builtin_tasks: dict = {}
+        self.seed = TrainConfig().seed
 
         outer = QVBoxLayout(self)
         src = QGroupBox("Source")
@@ -250,6 +253,8 @@ class CorpusPanel(QWidget):
 
         self._retok_timer = QTimer(self, singleShot=True, interval=400)
         self._retok_timer.timeout.connect(self._retokenize)
+        self._reload_timer = QTimer(self, singleShot=True, interval=400)
+        self._reload_timer.timeout.connect(self.reload)
         self.taskCombo.valueChanged.connect(self._task_changed)
         self.tokenizerCombo.valueChanged.connect(self._tokenizer_changed)
         self.vocabSizeSpin.valueChanged.connect(self._vocab_changed)
@@ -313,8 +318,17 @@ class CorpusPanel(QWidget):
             self.reload()
 
     def reload(self) -> None:
+        self._reload_timer.stop()
         self._start(load_and_tokenize, self.spec, self.taskCombo.value(), self.tokenizerCombo.value(),
-                    self.vocabSizeSpin.value())
+                    self.vocabSizeSpin.value(), self.seed)
+
+    def set_seed(self, seed: int, load: bool = True) -> None:
+        """The training seed. A synthetic built-in is generated with it, so it is regenerated (shortly after the
+        last change; ``load=False`` does not) when the seed changes."""
+        if seed != self.seed:
+            self.seed = seed
+            if load and self.info is not None and self.info.seeded:
+                self._reload_timer.start()
 
     # -- dialogs and drops -------------------------------------------------------------------------------
     def open_file_dialog(self) -> None:
@@ -370,6 +384,8 @@ class CorpusPanel(QWidget):
         self._finish()
         if info.vocab_size:
             self.vocabSizeChanged.emit(info.vocab_size)
+        if info.seeded and info.seed != self.seed:  # the seed changed while it loaded
+            self._reload_timer.start()
 
     def _failed(self, job: int, message: str) -> None:
         if job != self._job:
