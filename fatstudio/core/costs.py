@@ -13,7 +13,8 @@ def _linear(d_in: int, d_out: int, bias: bool) -> int:
 def parameter_counts(cfg: ModelConfig) -> dict[str, int]:
     """Parameters per component: embedding, attention, mlp, norms, head (W_f, class head), unembedding."""
     c = cfg.resolved()
-    norm = c.d_e * (2 if c.norm == "layer" else 1)
+    per_width = 2 if c.norm == "layer" else 1  # γ and β, or γ alone (RMSnorm)
+    norm = c.d_e * per_width
     attn = (_linear(c.d_e, c.H * c.d_attn, c.bias) + _linear(c.d_e, c.H_kv * c.d_attn, c.bias)
             + _linear(c.d_e, c.H_kv * c.d_mid, c.bias) + _linear(c.H * c.d_mid, c.d_e, c.bias))
     self_attn = attn + (c.d_e * c.H * c.d_attn + 2 * c.H * c.d_attn if c.positions == "relative" else 0)
@@ -32,7 +33,7 @@ def parameter_counts(cfg: ModelConfig) -> dict[str, int]:
         counts["norms"] = c.L * 2 * norm + final
         counts["head"] = 0
         if c.arch == "bert":
-            counts["norms"] += c.d_f * (2 if c.norm == "layer" else 1)
+            counts["norms"] += c.d_f * per_width
             counts["head"] = _linear(c.d_e, c.d_f, True) + (_linear(c.d_f, c.n_classes, True) if c.n_classes else 0)
     counts["unembedding"] = 0 if c.tie_embeddings else c.vocab_size * d_out
     return counts
@@ -47,7 +48,7 @@ def flops_per_token(cfg: ModelConfig, T: int | None = None) -> dict[str, float]:
     matmul = counts["attention"] + counts["mlp"] + counts["head"] + c.vocab_size * (c.d_f if c.arch == "bert" else c.d_e)
     n_self = c.L_enc + c.L_dec if c.arch == "edt" else c.L
     n_cross = c.L_dec if c.arch == "edt" else 0
-    causal_factor = 0.5 if c.arch in ("gpt", "gopher") else 1.0
+    causal_factor = 0.5 if c.causal else 1.0
     attn = 2 * c.H * (c.d_attn + c.d_mid) * T * (n_self * causal_factor + n_cross)
     forward = 2 * matmul + attn
     return {"forward": float(forward), "training": float(3 * forward)}

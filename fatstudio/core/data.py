@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .config import TASKS
-from .tokenization import Progress, Tokenizer, encode_corpus, split_text
+from .config import TASKS, _check_choice
+from .tokenization import Progress, Tokenizer, encode_corpus, split_text, token_dtype
 
 IGNORE = -100  # target index ignored by the loss
 TEXT_SUFFIXES = frozenset(
@@ -383,8 +383,7 @@ def load_corpus(spec: str, task: str = "next_token", progress: Progress | None =
     classification reads ``text<TAB>label`` .tsv or ``{"text", "label"}`` .jsonl. Raises ValueError with a
     one-line reason for anything unusable.
     """
-    if task not in TASKS:
-        raise ValueError(f"task = {task!r} is not allowed; choose one of {', '.join(map(repr, TASKS))}.")
+    _check_choice("task", task, TASKS)
     if spec in BUILTINS:
         corpus = _load_builtin(spec, task, seed)
         if progress:
@@ -474,7 +473,7 @@ class _StreamDataset(Dataset):
 
 def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """All ``texts`` encoded into one flat array plus offsets (text i is ``flat[off[i]:off[i+1]]``)."""
-    dtype = np.uint16 if tokenizer.vocab_size < 65536 else np.int32
+    dtype = token_dtype(tokenizer.vocab_size)
     flat, lengths = [], []
     for s in range(0, len(texts), 4096):
         ids = tokenizer.encode_batch(texts[s:s + 4096])
@@ -534,13 +533,13 @@ class _ExampleDataset(Dataset):
         idx = self._offset[split] + torch.randint(n, (batch_size,), generator=generator).numpy()
         bos, eos, L = [self.tokenizer.bos_id], [self.tokenizer.eos_id], self.l_max
         flat, off = self._a
-        a = [flat[off[i]:off[i + 1]] for i in idx]
+        # classification's x, seq2seq's z: [bos] + the text (cut to fit l_max) + [eos]
+        z, z_mask = _pad([np.concatenate((bos, flat[off[i]:off[i + 1]][:L - 2], eos)) for i in idx],
+                         self.tokenizer.pad_id)
         if self.task == "classification":
-            x, mask = _pad([np.concatenate((bos, s[:L - 2], eos)) for s in a], self.tokenizer.pad_id)
-            return {"x": x, "mask": mask, "label": torch.from_numpy(self._labels[idx])}
+            return {"x": z, "mask": z_mask, "label": torch.from_numpy(self._labels[idx])}
         flat, off = self._b
         b = [flat[off[i]:off[i + 1]] for i in idx]
-        z, z_mask = _pad([np.concatenate((bos, s[:L - 2], eos)) for s in a], self.tokenizer.pad_id)
         x, x_mask = _pad([np.concatenate((bos, t))[:L] for t in b], self.tokenizer.pad_id)
         y, _ = _pad([np.concatenate((t, eos))[:L] for t in b], IGNORE)
         return {"z": z, "z_mask": z_mask, "x": x, "x_mask": x_mask, "y": y}
@@ -554,8 +553,7 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
     """Tokenize ``corpus`` for ``task`` and split it: a text's token stream is cut at (1 - val_fraction)
     (nanoGPT's 90/10); examples lose exact duplicates, are shuffled with ``seed`` and split so each side
     holds at least one (val is empty only when val_fraction = 0)."""
-    if task not in TASKS:
-        raise ValueError(f"task = {task!r} is not allowed; choose one of {', '.join(map(repr, TASKS))}.")
+    _check_choice("task", task, TASKS)
     if corpus.kind != _CORPUS_KIND[task]:
         raise ValueError(f"task {task} needs a corpus of {_CORPUS_KIND[task]}, but {corpus.name!r} holds "
                          f"{corpus.kind}; load it with task={task!r}.")

@@ -122,6 +122,11 @@ def _eval_mode(model):
         model.train(was_training)
 
 
+def _framed(tokenizer, text: str) -> list[int]:
+    """[bos] + encode(text) + [eos]: an encoder's input (edt source, bert text)."""
+    return [tokenizer.bos_id] + list(tokenizer.encode(text)) + [tokenizer.eos_id]
+
+
 def _device(model) -> torch.device:
     p = next(model.parameters(), None)
     return p.device if p is not None else torch.device("cpu")
@@ -231,6 +236,7 @@ def _generate(model, tokenizer, ids, n_tokens, sampling, gen, use_cache, alterna
     start = max(0, len(seq) - l_max)  # the window is seq[start:], never longer than l_max
     stream = _TextStream(tokenizer, seq)
     cache = None
+    exclude = _never_sampled(tokenizer)
     with _eval_mode(model):
         for _ in range(n_tokens):
             if len(seq) - start > l_max:  # full: slide the window and rebuild the cache
@@ -241,7 +247,7 @@ def _generate(model, tokenizer, ids, n_tokens, sampling, gen, use_cache, alterna
                 logits = model(torch.tensor([seq[start:]], device=dev), cache=cache)[0, -1]
             else:
                 logits = model(torch.tensor([seq[-1:]], device=dev), cache=cache)[0, -1]
-            y, info = sample_next(logits, generator=gen, exclude=_never_sampled(tokenizer), **sampling)
+            y, info = sample_next(logits, generator=gen, exclude=exclude, **sampling)
             if stop_at_eos and y == tokenizer.eos_id:
                 return
             yield _choice(tokenizer, y, info, stream, alternatives)
@@ -261,7 +267,7 @@ def translate(model, tokenizer, source: str, *, max_tokens: int | None = None, t
     _require_arch(model, ("edt",), "translate", "use generate for 'gpt'/'gopher' and fill_mask for 'bert'.")
     _check_sampling(temperature, top_k, top_p)
     l_max = _l_max(model)
-    z = [tokenizer.bos_id] + list(tokenizer.encode(source)) + [tokenizer.eos_id]
+    z = _framed(tokenizer, source)
     _check_length(len(z), l_max, "source with bos and eos")
     max_tokens = l_max - 1 if max_tokens is None else max_tokens
     if not isinstance(max_tokens, int) or max_tokens < 0:
@@ -274,12 +280,13 @@ def translate(model, tokenizer, source: str, *, max_tokens: int | None = None, t
 def _translate(model, tokenizer, z, max_tokens, sampling, gen, alternatives):
     dev = _device(model)
     stream = _TextStream(tokenizer, [])
+    exclude = _never_sampled(tokenizer)
     with _eval_mode(model):
         Z = model.encode(torch.tensor([z], device=dev))
         cache, last = KVCache(), tokenizer.bos_id
         for _ in range(max_tokens):
             logits = model.decode(torch.tensor([[last]], device=dev), Z, cache=cache)[0, -1]
-            last, info = sample_next(logits, generator=gen, exclude=_never_sampled(tokenizer), **sampling)
+            last, info = sample_next(logits, generator=gen, exclude=exclude, **sampling)
             if last == tokenizer.eos_id:
                 return
             yield _choice(tokenizer, last, info, stream, alternatives)
@@ -342,7 +349,7 @@ def classify(model, tokenizer, text: str, class_names: Sequence[str]) -> list[tu
     n = model.config.n_classes
     if len(class_names) != n:
         raise ValueError(f"{len(class_names)} class names were given, but the model has n_classes = {n}.")
-    x = [tokenizer.bos_id] + list(tokenizer.encode(text)) + [tokenizer.eos_id]
+    x = _framed(tokenizer, text)
     _check_length(len(x), _l_max(model), "text with bos and eos")
     with _eval_mode(model):
         p = model.classify(torch.tensor([x], device=_device(model)))[0].float().softmax(-1).cpu().tolist()
@@ -373,6 +380,12 @@ def png_bytes(rgb: np.ndarray) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
 
 
+def attention_entropy(A: np.ndarray) -> np.ndarray:
+    """The mean over queries of each attention row's entropy in nats (0 log 0 = 0), for (..., T_q, T_k)."""
+    A = np.asarray(A, dtype=np.float64)
+    return -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).mean(-1)
+
+
 @dataclass
 class AttentionMaps:
     """Every head's softmax(S/√d_attn) (Algorithm 4) from one forward pass, as numpy arrays.
@@ -388,8 +401,7 @@ class AttentionMaps:
 
     def entropy(self, name: str) -> np.ndarray:
         """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0)."""
-        A = self.maps[name].astype(np.float64)
-        return -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).mean(-1)
+        return attention_entropy(self.maps[name])
 
     def mean_over_heads(self, name: str) -> np.ndarray:
         """(T_query, T_key): the heads' average."""
@@ -487,7 +499,7 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     elif arch == "edt":
         if source is None:
             raise ValueError("an 'edt' model attends to a source text: pass source=... (the text to translate).")
-        z = [tokenizer.bos_id] + list(tokenizer.encode(source)) + [tokenizer.eos_id]
+        z = _framed(tokenizer, source)
         _check_length(len(z), l_max, "source with bos and eos")
         x = [tokenizer.bos_id] + list(tokenizer.encode(text))
     else:
@@ -496,6 +508,7 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     return attention_maps_for_ids(model, tokenizer, x, z)
 
 
+@torch.no_grad()
 def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Sequence[int] | None = None) -> AttentionMaps:
     """One forward pass with ``return_attention=True`` on exactly these token ids (and, for an edt, the
     encoder's ``context_ids``): every head's softmax(S/√d_attn) of Algorithm 4 in the model's own dtype
@@ -511,4 +524,4 @@ def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Se
 
 
 __all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "AttentionMaps", "MASK_MARKER", "sample_next",
-           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids", "encode_masked", "colormap", "png_bytes"]
+           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "colormap", "png_bytes"]

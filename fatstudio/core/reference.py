@@ -28,16 +28,11 @@ def positional_embedding(t: int, W_p: Tensor) -> Tensor:
 
 def sinusoidal_W_p(l_max: int, d_e: int, b: float) -> Tensor:
     """W_p[2i-1, t] = sin(t / b^{2i/d_e}), W_p[2i, t] = cos(t / b^{2i/d_e}), 0 < i ≤ d_e/2, t = 1..ℓ_max."""
-    W_p = torch.zeros(d_e, l_max, dtype=F64)
-    for t in range(1, l_max + 1):
-        for i in range(1, d_e // 2 + 1):
-            W_p[2 * i - 2, t - 1] = math.sin(t / b ** (2 * i / d_e))
-            W_p[2 * i - 1, t - 1] = math.cos(t / b ** (2 * i / d_e))
-    return W_p
+    return torch.stack([sinusoid(t, d_e, b) for t in range(1, l_max + 1)], 1)
 
 
 def sinusoid(t: int, d: int, b: float) -> Tensor:
-    """The column r_t of the same sinusoidal table for any (possibly negative) integer t."""
+    """The column r_t of the sinusoidal table for any (possibly negative) integer t."""
     r = torch.zeros(d, dtype=F64)
     for i in range(1, d // 2 + 1):
         r[2 * i - 2] = math.sin(t / b ** (2 * i / d))

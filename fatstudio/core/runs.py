@@ -50,6 +50,10 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
+def _jsonl(rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
     if not path.exists():
@@ -149,7 +153,7 @@ class Run:
     def _append(self, name: str, rows: list[dict]) -> None:
         if rows:
             with open(self.path / name, "a", encoding="utf-8") as f:
-                f.write("".join(json.dumps(r) + "\n" for r in rows))
+                f.write(_jsonl(rows))
                 f.flush()
 
     def truncate_after(self, step: int) -> None:
@@ -157,7 +161,7 @@ class Run:
         for name in (METRICS, SAMPLES):
             rows = _read_jsonl(self.path / name)
             if any(r.get("step", 0) > step for r in rows):
-                atomic_write(self.path / name, "".join(json.dumps(r) + "\n" for r in rows if r.get("step", 0) <= step))
+                atomic_write(self.path / name, _jsonl(r for r in rows if r.get("step", 0) <= step))
 
     def metrics(self) -> list[dict]:
         return _read_jsonl(self.path / METRICS)

@@ -33,7 +33,7 @@ from tokenizers import Regex
 from tokenizers import Tokenizer as _HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from .config import TOKENIZERS
+from .config import TOKENIZERS, _check_choice
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -63,6 +63,11 @@ def split_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
         start = cut
     if start < n:
         yield text[start:]
+
+
+def token_dtype(vocab_size: int) -> type:
+    """The numpy dtype that holds token ids compactly: uint16 if N_V < 65536, else int32."""
+    return np.uint16 if vocab_size < 65536 else np.int32
 
 
 def _byte_of_char() -> dict[str, int]:
@@ -207,8 +212,7 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
                     progress: Progress | None = None) -> Tokenizer:
     """Train a ``kind`` tokenizer on ``texts``. ``vocab_size`` is the most N_V may be (word, bpe; char
     takes every character). Progress is reported as a fraction of characters when ``texts`` is a sequence."""
-    if kind not in TOKENIZERS:
-        raise ValueError(f"tokenizer = {kind!r} is not allowed; choose one of {', '.join(map(repr, TOKENIZERS))}.")
+    _check_choice("tokenizer", kind, TOKENIZERS)
     pieces = _pieces(texts, progress, "read")
     if kind == "char":
         alphabet: set[str] = set()
@@ -256,7 +260,7 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
     Encodes ``BATCH_PIECES`` pieces of ``CHUNK_CHARS`` characters at a time (in parallel), so memory stays
     near twice the resulting array. The texts of an iterable follow one another with no separator added.
     """
-    dtype = np.uint16 if tokenizer.vocab_size < 65536 else np.int32
+    dtype = token_dtype(tokenizer.vocab_size)
     parts: list[np.ndarray] = []
     batch: list[str] = []
 

@@ -14,20 +14,17 @@ import math
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
+from .data import IGNORE, Prepared
 from .runs import LoadedModel, Run
 
-if TYPE_CHECKING:
-    from .data import Prepared
-
-IGNORE = -100
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
 
 
@@ -160,16 +157,20 @@ class Control:
 
 
 # ---- pieces ---------------------------------------------------------------------------------------------
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("train.device = 'cuda' but no CUDA GPU is available; use 'auto' or 'cpu'.")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    if name == "mps" and not _mps_available():
         raise ValueError("train.device = 'mps' but Apple's MPS is not available; use 'auto' or 'cpu'.")
     return torch.device(name)
 
@@ -255,8 +256,8 @@ def evaluate(model, dataset, task: str, t: TrainConfig, device, seed: int) -> tu
 
 
 def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: int) -> LoadedModel:
-    """A CPU copy of the weights for prompting while training goes on."""
-    m = copy.deepcopy(getattr(model, "_orig_mod", model)).to("cpu").float().eval()
+    """A CPU copy of the weights for prompting while training goes on (``model`` is never the compiled one)."""
+    m = copy.deepcopy(model).to("cpu").float().eval()
     return LoadedModel(m, tokenizer, config, list(class_names), f"{run.name} · snapshot at step {step}", step)
 
 
@@ -296,7 +297,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
     data settings, e.g. by the GUI's preview) is used instead of loading and training them again; one made
     for other settings is ignored. Bad input raises ValueError while iterating."""
-    from .data import build_dataset, load_corpus
+    from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
     from .model import build_model
     from .tokenization import train_tokenizer
 

@@ -9,7 +9,7 @@ def _style() -> str:
         from fatstudio.core.resources import resource_path
         path = resource_path("style.qss")
         return path.read_text(encoding="utf-8") if path.exists() else ""
-    except (OSError, FileNotFoundError):
+    except OSError:
         return ""
 
 
@@ -30,7 +30,6 @@ def _close_on_sigint(window) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Create the QApplication (or reuse one), show the main window, run the event loop; return its exit code."""
-    from PySide6.QtCore import QThreadPool
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "fatstudio", *(argv or [])])
@@ -42,12 +41,13 @@ def main(argv: list[str] | None = None) -> int:
         app.setStyleSheet(style)
 
     from .main_window import MainWindow
+    from .workers import wait_for_workers
 
     window = MainWindow()
     window.show()
     _close_on_sigint(window)
     code = app.exec()
-    QThreadPool.globalInstance().waitForDone()  # corpus loading or model loading still in flight
+    wait_for_workers()  # corpus loading or model loading still in flight
     return int(code)
 
 

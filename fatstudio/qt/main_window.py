@@ -171,7 +171,7 @@ class MainWindow(QMainWindow):
 
     # ============================================================================ startup, presets, validation
     def _after_start(self) -> None:
-        if self._closing():
+        if self._close_pending:
             return
         if self.corpus_panel.info is None and not self.corpus_panel.loading:
             self.corpus_panel.reload()
@@ -209,9 +209,6 @@ class MainWindow(QMainWindow):
         self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
         if self.loaded_model is not None:
             self._set_prompt_model(self.loaded_model)
-
-    def _closing(self) -> bool:
-        return self._close_pending
 
     def apply_preset(self, preset, load: bool = True) -> None:
         """Set the model, corpus and training settings from a Preset."""
@@ -417,9 +414,8 @@ class MainWindow(QMainWindow):
         job, self.job = self.job, None
         self.plots.flush()
         self.train_view.flush_progress()
-        self.train_view.progressBar.setFormat(
-            self.train_view.progressBar.format() if self.last_status == "finished" else
-            f"{self.last_status or 'ended'}".replace("%", "%%"))
+        if self.last_status != "finished":  # a finished run keeps its last progress text
+            self.train_view.progressBar.setFormat(f"{self.last_status or 'ended'}".replace("%", "%%"))
         self._set_state("idle")
         self.revalidate()
         if job is not None:

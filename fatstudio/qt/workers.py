@@ -175,11 +175,9 @@ class Call(QObject):
         self._worker.finished.connect(self._on_done)
         self._running = False
 
-    def _emit_progress(self, fraction=0.0, message="", *_):
-        if isinstance(fraction, str):  # tolerate (message, fraction)
-            fraction, message = (message if isinstance(message, (int, float)) else 0.0), fraction
+    def _emit_progress(self, fraction: float, message: str = "") -> None:
         try:
-            self._sig.progress.emit(float(fraction or 0.0), str(message or ""))
+            self._sig.progress.emit(float(fraction), str(message))
         except RuntimeError:  # the receiver is gone
             pass
 

@@ -127,27 +127,31 @@ def test_one_click_training(qtbot, window, runs_root):
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)  # the model went to the Prompt panel
 
 
-def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, window, monkeypatch):
+def forbid_preparing_again(monkeypatch):
+    """Loading a corpus or training a tokenizer from now on fails the test: training must reuse the panel's."""
     from fatstudio.core import data, tokenization
-
-    w = window
-    set_tiny(w, steps=5)
-    qtbot.waitUntil(lambda: w.corpus_panel.prepared() is not None, timeout=LONG)
-    vocab = w.corpus_panel.prepared().tokenizer.vocab_size
 
     def again(*_a, **_k):
         raise AssertionError("prepared a second time")
     monkeypatch.setattr(data, "load_corpus", again)
     monkeypatch.setattr(tokenization, "train_tokenizer", again)
+
+
+def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, window, monkeypatch):
+    w = window
+    set_tiny(w, steps=5)
+    qtbot.waitUntil(lambda: w.corpus_panel.prepared() is not None, timeout=LONG)
+    vocab = w.corpus_panel.prepared().tokenizer.vocab_size
+
+    forbid_preparing_again(monkeypatch)
     qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
     from fatstudio.core.runs import Run
     assert Run.open(w.run_dir).load_tokenizer().vocab_size == vocab
 
-def test_synthetic_corpus_follows_the_training_seed_and_is_reused(qtbot, window, monkeypatch):
-    from fatstudio.core import data, tokenization
 
+def test_synthetic_corpus_follows_the_training_seed_and_is_reused(qtbot, window, monkeypatch):
     w, panel = window, window.corpus_panel
     set_tiny(w, steps=5, corpus="reverse")
     qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.spec == "reverse", timeout=LONG)
@@ -157,13 +161,11 @@ def test_synthetic_corpus_follows_the_training_seed_and_is_reused(qtbot, window,
     qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.seed == 7, timeout=LONG)
     assert panel.info.preview != before
 
-    def again(*_a, **_k):
-        raise AssertionError("prepared a second time")
-    monkeypatch.setattr(data, "load_corpus", again)
-    monkeypatch.setattr(tokenization, "train_tokenizer", again)
+    forbid_preparing_again(monkeypatch)
     qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
+
 
 def test_pause_resume_and_stop(qtbot, window):
     w = window

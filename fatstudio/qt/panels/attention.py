@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxL
                                QPushButton, QScrollArea, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
+from fatstudio.core.inference import attention_entropy
+
 from ..widgets.heatmap import HeadGrid, HeatmapView, display_token
 from ..widgets.token_view import TokenView, weight_tint
 
@@ -36,12 +38,6 @@ KIND_NAMES = {
 }
 _KIND_ORDER = ("self", "enc", "dec", "cross")
 MEAN = -1  # head index of "mean over heads"
-
-
-def _entropy_rows(A: np.ndarray) -> np.ndarray:
-    """Mean over queries of each row's entropy in nats, for (..., T_q, T_k) (0 log 0 = 0)."""
-    A = np.asarray(A, dtype=np.float64)
-    return -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).mean(-1)
 
 
 class AttentionPanel(QWidget):
@@ -56,6 +52,7 @@ class AttentionPanel(QWidget):
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
         self.query: int | None = None
+        self._cross = False  # the queries are not the keys: a separate query strip is shown
         self._updating = False
         self._build()
 
@@ -310,13 +307,14 @@ class AttentionPanel(QWidget):
             self.headCombo.clear()
             for h in range(self.n_heads()):
                 self.headCombo.addItem(f"{h + 1}  (H = {ent[h]:.2f} nats)", h)
-            mean_ent = float(_entropy_rows(self.maps.mean_over_heads(self.current_name())))
+            mean_ent = float(attention_entropy(self.maps.mean_over_heads(self.current_name())))
             self.headCombo.addItem(f"mean over heads  (H = {mean_ent:.2f} nats)", MEAN)
             self.headCombo.setCurrentIndex(self.n_heads() if self.head == MEAN else self.head)
         finally:
             self._updating = False
         if new_maps:
             self._draw_grid()
+            self._set_strips()
         self._draw_large()
         self.viewChanged.emit()
 
@@ -326,7 +324,7 @@ class AttentionPanel(QWidget):
             name = f"{self.kind}/{l}"
             A = self.maps.maps[name]
             rows.append((f"l{l}", A, self.maps.entropy(name)))
-            mean_ents.append(float(_entropy_rows(A.mean(0))))
+            mean_ents.append(float(attention_entropy(A.mean(0))))
         if self.headGrid.set_maps(rows, with_mean=True, mean_entropies=mean_ents):
             self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
         n_cols = self.headGrid.grid_shape()[1]
@@ -343,15 +341,17 @@ class AttentionPanel(QWidget):
         t.setHorizontalHeaderLabels([f"h{h + 1}" for h in range(n_heads)] + ["mean"])
         t.setVerticalHeaderLabels([label for label, _, _ in rows])
         T = max(2, self.maps.maps[self.current_name()].shape[-1])
+        log_T = np.log(T)
+        layers = self.layers()
         for r, (_, A, ent) in enumerate(rows):
             for c, e in enumerate(list(ent) + [mean_ents[r]]):
                 item = QTableWidgetItem(f"{e:.2f}")
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 shade = QColor(70, 130, 180)  # darker = more focused (lower entropy)
-                shade.setAlphaF(max(0.0, 1.0 - float(e) / np.log(T)) * 0.6)
+                shade.setAlphaF(max(0.0, 1.0 - float(e) / log_T) * 0.6)
                 item.setBackground(shade)
-                item.setToolTip(f"layer {self.layers()[r]}, {'mean over heads' if c == len(ent) else f'head {c + 1}'}: "
-                                f"{e:.4f} nats (uniform over {T} keys would be {np.log(T):.2f})")
+                item.setToolTip(f"layer {layers[r]}, {'mean over heads' if c == len(ent) else f'head {c + 1}'}: "
+                                f"{e:.4f} nats (uniform over {T} keys would be {log_T:.2f})")
                 t.setItem(r, c, item)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         t.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -375,25 +375,29 @@ class AttentionPanel(QWidget):
         A = self.current_matrix()
         name = self.current_name()
         head = "mean over heads" if self.head == MEAN else f"head {self.head + 1}"
-        ent = float(_entropy_rows(A))
+        ent = float(attention_entropy(A))
         title = f"{KIND_NAMES.get(self.kind, self.kind)} · layer {self.layer} · {head} · H = {ent:.2f} nats"
         self.attentionView.set_matrix(A, self.query_tokens(), self.key_tokens(), title=html.escape(title))
         self.headGrid.set_selected(*self._grid_cell())
-        cross = self.query_tokens() != self.key_tokens() or self.kind == "cross"
-        self.queryCaption.setVisible(cross)
-        self.queryStrip.setVisible(cross)
-        if cross:
-            self.queryStrip.set_tokens(self.query_tokens())
-        self.tokenStrip.set_tokens(self.key_tokens())
         if self.query is None or self.query >= A.shape[0]:
             self.query = A.shape[0] - 1  # the last query: what the model looked at to predict the next token
         self._overlay()
         self.hoverLabel.setText(f"{name}: hover the map for a weight; click a row or a token to lay its "
                                 "attention over the text.")
 
+    def _set_strips(self) -> None:
+        """The token strips of the current kind (the same for all its layers and heads)."""
+        queries, keys = self.query_tokens(), self.key_tokens()
+        cross = self._cross = queries != keys or self.kind == "cross"
+        self.queryCaption.setVisible(cross)
+        self.queryStrip.setVisible(cross)
+        if cross:
+            self.queryStrip.set_tokens(queries)
+        self.tokenStrip.set_tokens(keys)
+
     def _overlay(self) -> None:
         """Token backgrounds of the text strip = the chosen query's attention row."""
-        A = self.current_matrix()
+        A = self.attentionView.matrix
         q = self.query
         row = np.asarray(A[q], dtype=np.float64)
         keys, queries = self.key_tokens(), self.query_tokens()
@@ -402,7 +406,7 @@ class AttentionPanel(QWidget):
         # the fixed 0-1 scale of the heatmaps, through a square root so that weights of a few percent show
         self.tokenStrip.set_colors([weight_tint(np.sqrt(max(w, 0.0))) for w in row], tips)
         self.attentionView.set_query_highlight(q)
-        if self.queryStrip.isVisible():
+        if self._cross:  # not isVisible(): that is False for all while the panel is hidden
             self.queryStrip.set_marked(q)
             self.tokenStrip.set_marked(None)
         else:
@@ -416,13 +420,13 @@ class AttentionPanel(QWidget):
     # ---- interaction --------------------------------------------------------------------------------------
     def select_query(self, q: int) -> None:
         """Lay query ``q``'s attention row over the text (and outline the row in the large map)."""
-        if self.maps is None or not 0 <= q < self.current_matrix().shape[0]:
+        if self.maps is None or not 0 <= q < self.attentionView.matrix.shape[0]:
             return
         self.query = q
         self._overlay()
 
     def _on_strip_clicked(self, i: int) -> None:
-        if not self.queryStrip.isVisible():
+        if not self._cross:
             self.select_query(i)
 
     def _on_kind_combo(self, index: int) -> None:

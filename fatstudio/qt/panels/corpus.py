@@ -4,6 +4,7 @@ that shows token boundaries; the validation split and the task. Loading and toke
 worker thread with progress."""
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,7 +102,7 @@ def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, seed: in
     from fatstudio.core import data
 
     progress(0.0, f"loading {spec}")
-    corpus = data.load_corpus(spec, task, progress=lambda f=0.0, m="", *a: progress(0.6 * float(f or 0), m),
+    corpus = data.load_corpus(spec, task, progress=lambda f, m="": progress(0.6 * float(f), m),
                               seed=seed)
     info = CorpusInfo(spec=spec, task=task, seed=seed, seeded=data.seeded(spec), name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
                       stats=dict(corpus.stats()), preview=corpus.preview(PREVIEW_CHARS),
@@ -113,13 +114,8 @@ def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, seed: in
 
 def retokenize(info: CorpusInfo, kind: str, vocab_size: int, progress) -> CorpusInfo:
     """Worker: only retrain the tokenizer on an already loaded corpus."""
-    new = CorpusInfo(**{**info.__dict__, "tokens": [], "vocab_size": None, "prepared": None})
+    new = dataclasses.replace(info, tokens=[], vocab_size=None, prepared=None)
     return _tokenize(new, info.corpus, kind, vocab_size, progress)
-
-
-def builtin_names():
-    from fatstudio.core import data
-    return dict(data.BUILTINS)
 
 
 def tokens_html(tokens: list[str]) -> str:

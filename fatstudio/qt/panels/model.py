@@ -162,7 +162,7 @@ class ModelPanel(QWidget):
 
     # -- the configuration -------------------------------------------------------------------------------
     def config(self) -> ModelConfig:
-        g = {k: w for k, w in self.fields.items()}
+        g = self.fields
 
         def opt(name):
             v = g[name].value()
@@ -246,6 +246,7 @@ class ModelPanel(QWidget):
 
     def _field_changed(self, *_):
         if not self._updating:
+            self._update_visibility()
             self._user_changed()
 
     def _user_changed(self) -> None:
@@ -263,7 +264,6 @@ class ModelPanel(QWidget):
         self.form.set_row_visible("position_base", self.fields["positions"].value() in ("sinusoidal", "rope"))
 
     def _refresh(self) -> None:
-        self.form.set_row_visible("position_base", self.fields["positions"].value() in ("sinusoidal", "rope"))
         cfg = self.config()
         try:
             cfg.validate()
@@ -286,9 +286,3 @@ class ModelPanel(QWidget):
             f"<small>weights {human_bytes(mem['weights'])}, optimizer {human_bytes(mem['optimizer'])}, "
             f"activations {human_bytes(mem['activations'])}</small>")
         self.pseudocodeView.setPlainText(pseudocode(cfg))
-
-    def total_parameters(self) -> int | None:
-        try:
-            return sum(costs.parameter_counts(self.config().validate()).values())
-        except ValueError:
-            return None

@@ -24,7 +24,6 @@ import threading
 import time
 from typing import Iterator
 
-import torch
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (QAbstractItemView, QDoubleSpinBox, QHBoxLayout, QHeaderView, QLabel,
@@ -73,8 +72,6 @@ def mode_for(loaded) -> str | None:
     return None
 
 
-# ------------------------------------------------------------------------------ attention capture (no Qt)
-@torch.no_grad()
 # ------------------------------------------------------------------------------------ the worker's jobs
 # Each job is a generator run in a worker thread. It yields (kind, value) events: ("tokens", [TokenChoice]),
 # ("masks", [MaskPrediction]), ("classes", [(name, p)]), ("attention", AttentionMaps), ("note", str),
@@ -141,7 +138,8 @@ def _fill_mask_job(loaded, text: str, top: int):
     yield ("status", "finished")
 
 
-def _classify_job(loaded, text: str):
+def _classify_job(loaded, text: str, ids: list[int]):
+    """``ids``: [bos] + encode(text) + [eos], the sequence `inference.classify` reads (for its attention)."""
     model, tok = loaded.model, loaded.tokenizer
     names = list(loaded.class_names) or [f"class {i}" for i in range(model.config.n_classes)]
     try:
@@ -151,7 +149,7 @@ def _classify_job(loaded, text: str):
         yield ("status", "failed")
         return
     yield ("classes", probs)
-    yield _attention_event(model, tok, [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id])
+    yield _attention_event(model, tok, ids)
     yield ("status", "finished")
 
 
@@ -517,7 +515,7 @@ class PromptPanel(QWidget):
             if len(ids) > l_max:
                 raise ValueError(f"the text is {len(ids)} tokens long with bos and eos, more than this model's "
                                  f"ℓ_max = {l_max}; shorten it.")
-            return _classify_job(loaded, text), notes
+            return _classify_job(loaded, text, ids), notes
         raise ValueError("this model's architecture has no prompt mode.")
 
     def _start(self, job) -> None:

@@ -365,11 +365,18 @@ class TrainView(QWidget):
         self.progressBar.setFormat(f"preparing: {message}".replace("%", "%%"))
 
     def add_sample(self, step: int, text: str) -> None:
+        self._show_later(self._append_sample(step, text))
+
+    def _append_sample(self, step: int, text: str) -> int:
+        """Append a sample; return the number of its first block."""
         view = self.samplesView
-        first = view.blockCount() if view.toPlainText() else 0
+        first = 0 if view.document().isEmpty() else view.blockCount()  # without copying out all the text
         view.appendPlainText(f"── step {step:,} ──\n{text}\n")
+        return first
+
+    def _show_later(self, first: int) -> None:
         # the newest sample from its first line (after the view has laid out the new text)
-        QTimer.singleShot(0, view, lambda: self._show_block(first))
+        QTimer.singleShot(0, self.samplesView, lambda: self._show_block(first))
 
     def _show_block(self, number: int) -> None:
         view = self.samplesView
@@ -379,8 +386,11 @@ class TrainView(QWidget):
 
     def set_samples(self, rows: list[dict]) -> None:
         self.samplesView.clear()
+        first = None
         for r in rows:
-            self.add_sample(int(r.get("step", 0)), str(r.get("text", "")))
+            first = self._append_sample(int(r.get("step", 0)), str(r.get("text", "")))
+        if first is not None:  # scroll once, to the newest
+            self._show_later(first)
 
     def show_error(self, message: str | None) -> None:
         self.errorLabel.setText(message or "")

@@ -39,9 +39,24 @@ def display_token(token: str, max_chars: int = 14) -> str:
     return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
 
 
-def weight_color(w: float) -> QColor:
-    """The heatmaps' colour of a weight in [0, 1]."""
-    return COLORMAP.map(float(np.clip(w, 0.0, 1.0)), mode="qcolor")
+def _image_item() -> pg.ImageItem:
+    """An image ``[query, key]`` on the fixed 0-1 scale."""
+    img = pg.ImageItem(axisOrder="row-major")
+    img.setColorMap(COLORMAP)
+    img.setLevels(LEVELS)
+    return img
+
+
+def _outline(width: float) -> QGraphicsRectItem:
+    """A red outline (a selected row or thumbnail), hidden until placed."""
+    item = QGraphicsRectItem()
+    pen = QPen(QColor(255, 64, 64))
+    pen.setWidthF(width)
+    pen.setCosmetic(True)
+    item.setPen(pen)
+    item.setZValue(10)
+    item.setVisible(False)
+    return item
 
 
 def _palette_colors(widget: QWidget) -> tuple[QColor, QColor]:
@@ -156,17 +171,9 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         self.vb: pg.ViewBox = self.plot.getViewBox()
         self.vb.invertY(True)  # query 0 at the top, as a matrix is read
         self.vb.setDefaultPadding(0.0)
-        self.image = pg.ImageItem(axisOrder="row-major")
-        self.image.setColorMap(COLORMAP)
-        self.image.setLevels(LEVELS)
+        self.image = _image_item()
         self.plot.addItem(self.image)
-        self._row = QGraphicsRectItem()
-        pen = QPen(QColor(255, 64, 64))
-        pen.setWidthF(2.0)
-        pen.setCosmetic(True)
-        self._row.setPen(pen)
-        self._row.setZValue(10)
-        self._row.setVisible(False)
+        self._row = _outline(2.0)
         self.plot.addItem(self._row)
         self.colorbar = None
         if colorbar:
@@ -336,17 +343,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 vb = self.ci.addViewBox(row=2 * r + 1, col=c + 1, lockAspect=False, enableMouse=False,
                                         enableMenu=False, invertY=True, defaultPadding=0.0)
                 vb.setMinimumSize(36, 36)
-                img = pg.ImageItem(axisOrder="row-major")
-                img.setColorMap(COLORMAP)
-                img.setLevels(LEVELS)
+                img = _image_item()
                 vb.addItem(img)
-                frame = QGraphicsRectItem()
-                pen = QPen(QColor(255, 64, 64))
-                pen.setWidthF(3.0)
-                pen.setCosmetic(True)
-                frame.setPen(pen)
-                frame.setZValue(10)
-                frame.setVisible(False)
+                frame = _outline(3.0)
                 vb.addItem(frame)
                 vrow.append(vb)
                 irow.append(img)

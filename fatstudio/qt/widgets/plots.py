@@ -11,17 +11,19 @@ thread's share of the GIL at a few percent while training. Smoothing is an expon
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pyqtgraph as pg
-import time
-
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout,
                                QWidget)
 
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)
+LR_COLOR = (44, 160, 44)
+GRAD_COLOR = (148, 103, 189)
+SPEED_COLOR = (255, 127, 14)
 OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
 
 
@@ -169,12 +171,11 @@ class TrainingPlots(QWidget):
         self.trainCurve = _curve(self.lossPlot, TRAIN_COLOR, 2)
         self.valCurve = _curve(self.lossPlot, VAL_COLOR, 2, symbol="o", symbolSize=5,
                                symbolBrush=VAL_COLOR, symbolPen=None)
-        self.lrCurve = _curve(self.lrPlot, (44, 160, 44), 1.5)
-        self.gradRawCurve = _curve(self.gradPlot, (148, 103, 189), 1, alpha=70)
-        self.gradCurve = _curve(self.gradPlot, (148, 103, 189), 1.5)
-        self.speedCurve = _curve(self.speedPlot, (255, 127, 14), 1.5)
-        self._overlays: dict[str, list] = {}
-        self._overlay_meta: dict[str, tuple] = {}
+        self.lrCurve = _curve(self.lrPlot, LR_COLOR, 1.5)
+        self.gradRawCurve = _curve(self.gradPlot, GRAD_COLOR, 1, alpha=70)
+        self.gradCurve = _curve(self.gradPlot, GRAD_COLOR, 1.5)
+        self.speedCurve = _curve(self.speedPlot, SPEED_COLOR, 1.5)
+        self._overlays: dict[str, tuple[tuple, list]] = {}  # name: (colour, curve items)
 
         self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
         self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
@@ -229,7 +230,7 @@ class TrainingPlots(QWidget):
             return f"<span style='color:rgb({r},{g},{b})'>{line}</span>&nbsp;{text}"
 
         parts = [swatch(TRAIN_COLOR, "train"), swatch(VAL_COLOR, "validation ●")]
-        for name, (color, _items) in self._overlay_meta.items():
+        for name, (color, _items) in self._overlays.items():
             parts.append(swatch(color, f"{name} <small>(faded; dashed = validation)</small>"))
         self.legendLabel.setText("&nbsp;&nbsp;&nbsp;".join(parts))
 
@@ -356,14 +357,14 @@ class TrainingPlots(QWidget):
         smooth = self.smoothingSlider.value() > 0
         self._follow_x()
         self.trainRawCurve.setData(self.train.x, self.train.y)
-        self.trainCurve.setData(self.train.smooth.x, self.train.smooth.y) if smooth else self.trainCurve.setData([], [])
+        self.trainCurve.setData(*((self.train.smooth.x, self.train.smooth.y) if smooth else ([], [])))
         self.valCurve.setData(self.val.x, self.val.y)
         self._last_loss = now
         self._dirty = False
         if force_small or now - self._last_small >= self.SMALL_INTERVAL_S:
             self.lrCurve.setData(self.lr.x, self.lr.y)
             self.gradRawCurve.setData(self.grad.x, self.grad.y)
-            self.gradCurve.setData(self.grad.smooth.x, self.grad.smooth.y) if smooth else self.gradCurve.setData([], [])
+            self.gradCurve.setData(*((self.grad.smooth.x, self.grad.smooth.y) if smooth else ([], [])))
             self.speedCurve.setData(self.speed.x, self.speed.y)
             self._last_small = now
         else:
@@ -375,7 +376,7 @@ class TrainingPlots(QWidget):
         smooth = self.smoothingSlider.value() > 0
         alpha = 70 if smooth else 255
         self.trainRawCurve.setPen(pg.mkPen(color=(*TRAIN_COLOR, alpha), width=1 if smooth else 1.5))
-        self.gradRawCurve.setPen(pg.mkPen(color=(148, 103, 189, alpha), width=1 if smooth else 1.5))
+        self.gradRawCurve.setPen(pg.mkPen(color=(*GRAD_COLOR, alpha), width=1 if smooth else 1.5))
 
     def n_points(self) -> int:
         return self.train.n
@@ -384,7 +385,7 @@ class TrainingPlots(QWidget):
     def add_overlay(self, name: str, rows: list[dict]) -> None:
         """Another run's train (and validation) loss as faded curves."""
         self.remove_overlay(name)
-        used = {c for c, _ in self._overlay_meta.values()}
+        used = {c for c, _ in self._overlays.values()}
         color = next((c for c in OVERLAY_COLORS if c not in used), OVERLAY_COLORS[len(self._overlays) % len(OVERLAY_COLORS)])
         xs = [r["step"] for r in rows if "train_loss" in r and "step" in r]
         ys = [r["train_loss"] for r in rows if "train_loss" in r and "step" in r]
@@ -398,16 +399,14 @@ class TrainingPlots(QWidget):
                        symbolBrush=(*color, 110), symbolPen=None)
             v.setData([a for a, _ in ev], [b for _, b in ev])
             items.append(v)
-        self._overlays[name] = items
-        self._overlay_meta[name] = (color, items)
+        self._overlays[name] = (color, items)
         self.clearOverlaysButton.setEnabled(True)
         self._update_legend()
         self._follow_x()
 
     def remove_overlay(self, name: str) -> None:
-        for item in self._overlays.pop(name, []):
+        for item in self._overlays.pop(name, (None, []))[1]:
             self.lossPlot.removeItem(item)
-        self._overlay_meta.pop(name, None)
         self.clearOverlaysButton.setEnabled(bool(self._overlays))
         self._update_legend()
         self._follow_x()
@@ -418,7 +417,7 @@ class TrainingPlots(QWidget):
 
     def _overlay_xmax(self) -> list[float]:
         out = []
-        for items in self._overlays.values():
+        for _color, items in self._overlays.values():
             for item in items:
                 x, _y = item.getData()
                 if x is not None and len(x):
