@@ -200,3 +200,14 @@ def test_export_png_and_csv(qtbot, panel, tmp_path):
 def test_export_without_maps_is_an_error(panel, tmp_path):
     with pytest.raises(ValueError):
         panel.export_csv(tmp_path / "x.csv")
+
+
+def test_cross_attention_query_is_marked_on_the_query_strip_while_hidden(panel):
+    loaded = make_loaded("edt")  # the panel is never shown, as when maps arrive while another tab is open
+    tok = loaded.tokenizer
+    z = [tok.bos_id] + tok.encode("hello world") + [tok.eos_id]
+    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    panel.set_view(kind="cross", layer=0, head=0)
+    panel.select_query(3)
+    assert panel.queryStrip._marked == 3  # the decoder query "g"
+    assert panel.tokenStrip._marked is None  # not source token 3
