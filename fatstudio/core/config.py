@@ -166,6 +166,7 @@ class ModelConfig(_Config):
 
 
 TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "word", "bpe")
 TASK_ARCHS = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",), "seq2seq": ("edt",),
               "classification": ("bert",)}
@@ -215,7 +216,7 @@ class TrainConfig(_Config):
     sample_tokens: int = 200  # length of the sample text written at each evaluation (0 = none)
     seed: int = 1337
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "mps"
-    precision: str = "fp32"  # "fp32" | "bf16" | "fp16"
+    precision: str = "auto"  # "auto" (bf16 on GPUs that do it natively, else fp32) | "fp32" | "bf16" | "fp16"
     compile: bool = False
 
     def validate(self) -> "TrainConfig":
@@ -228,7 +229,7 @@ class TrainConfig(_Config):
         _check_choice("train.optimizer", self.optimizer, ("adamw", "sgd"))
         _check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
         _check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
-        _check_choice("train.precision", self.precision, ("fp32", "bf16", "fp16"))
+        _check_choice("train.precision", self.precision, PRECISIONS)
         _check_number("train.lr", self.lr, 0.0, 10.0, lo_open=True)
         _check_number("train.min_lr", self.min_lr, 0.0, 10.0)
         _check_number("train.weight_decay", self.weight_decay, 0.0, 10.0)

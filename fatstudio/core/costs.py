@@ -54,15 +54,21 @@ def flops_per_token(cfg: ModelConfig, T: int | None = None) -> dict[str, float]:
     return {"forward": float(forward), "training": float(3 * forward)}
 
 
-def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: str = "adamw", bytes_per_value: int = 4) -> dict[str, int]:
-    """A rough training-memory estimate in bytes: weights, gradients, optimizer state and activations."""
+def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: str = "adamw",
+                    precision: str = "fp32") -> dict[str, int]:
+    """A rough training-memory estimate in bytes: weights, gradients and optimizer state in fp32 (autocast
+    keeps the master weights in fp32), and the activations the backward pass keeps, 2 bytes each under bf16
+    or fp16 autocast. Attention is fused (scaled_dot_product_attention keeps no T×T matrix, only one number
+    per query and head), except that Transformer-XL relative positions keep their (B, H, T, T) score terms
+    and ALiBi its (H, T, T) bias."""
     c = cfg.resolved()
     n = sum(parameter_counts(c).values())
     layers = c.L_enc + 2 * c.L_dec if c.arch == "edt" else c.L
-    T = c.l_max
-    per_layer = batch_size * T * (12 * c.d_e + 3 * c.d_mlp) + batch_size * c.H * T * T
-    activations = (layers * per_layer + batch_size * T * c.vocab_size * 2) * bytes_per_value
-    weights = n * bytes_per_value
+    T, B = c.l_max, batch_size
+    scores = {"relative": B * c.H * T * T, "alibi": c.H * T * T}.get(c.positions, B * c.H * T)
+    per_layer = B * T * (12 * c.d_e + 3 * c.d_mlp) + scores
+    activations = (layers * per_layer + B * T * c.vocab_size * 2) * (2 if precision in ("bf16", "fp16") else 4)
+    weights = n * 4
     state = weights * (2 if optimizer == "adamw" else 0)
     return {"weights": weights, "gradients": weights, "optimizer": state, "activations": activations,
             "total": 2 * weights + state + activations}

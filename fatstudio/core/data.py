@@ -428,8 +428,9 @@ class Dataset:
 
     def batch(self, split: str, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """``batch_size`` random rows of ``split`` ("train" or "val"), drawn with ``generator``; long or bool
-        CPU tensors, T ≤ l_max. next_token: x, y (B, T). masked_lm: x, y, mask (B, T). seq2seq: z, z_mask
-        (B, T_z), x, x_mask, y (B, T_x). classification: x, mask (B, T), label (B,)."""
+        CPU tensors, T ≤ l_max. next_token and masked_lm: x, y (B, T) (windows of a stream have no padding,
+        so no padding mask). seq2seq: z, z_mask (B, T_z), x, x_mask, y (B, T_x). classification: x, mask (B, T)
+        (False at padding), label (B,)."""
         raise NotImplementedError
 
     def sizes(self) -> dict:
@@ -467,8 +468,7 @@ class _StreamDataset(Dataset):
         masked = torch.rand(w.shape, generator=generator) < self.p_mask  # (B, T)
         rows = (~masked.any(1)).nonzero(as_tuple=True)[0]  # at least one masked position per row
         masked[rows, torch.randint(T, (len(rows),), generator=generator)] = True
-        return {"x": torch.where(masked, self.tokenizer.mask_id, w), "y": torch.where(masked, w, IGNORE),
-                "mask": torch.ones_like(masked)}
+        return {"x": torch.where(masked, self.tokenizer.mask_id, w), "y": torch.where(masked, w, IGNORE)}
 
 
 def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -486,12 +486,11 @@ def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndar
 
 def _pad(rows: list[np.ndarray], value: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Rows padded on the right with ``value`` to (B, T) long, and the (B, T) bool mask of real tokens."""
-    out = torch.full((len(rows), max(map(len, rows))), value, dtype=torch.long)
-    mask = torch.zeros(out.shape, dtype=torch.bool)
-    for r, row in enumerate(rows):
-        out[r, :len(row)] = torch.from_numpy(row.astype(np.int64))
-        mask[r, :len(row)] = True
-    return out, mask
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    mask = np.arange(lengths.max()) < lengths[:, None]
+    out = np.full(mask.shape, value, np.int64)
+    out[mask] = np.concatenate(rows)  # row-major: each row's tokens land left-aligned in that row
+    return torch.from_numpy(out), torch.from_numpy(mask)
 
 
 class _ExampleDataset(Dataset):

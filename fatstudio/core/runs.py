@@ -210,6 +210,8 @@ class Run:
         from safetensors import safe_open
         from safetensors.torch import load_model
 
+        from .device import is_out_of_memory
+
         path = self.path / WEIGHTS
         if not path.exists():
             raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
@@ -218,6 +220,8 @@ class Run:
                 step = int((f.metadata() or {}).get("step", 0))
             missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
         except Exception as e:  # safetensors raises its own error types for bad headers and shapes
+            if is_out_of_memory(e):
+                raise  # the file is fine; the device is full
             raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
         if missing or unexpected:
             raise ValueError(f"{path} does not match the run's config (missing {sorted(missing)[:3]}, "

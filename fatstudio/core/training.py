@@ -9,11 +9,9 @@ honours a `Control`'s stop / pause / snapshot requests between steps. A non-fini
 """
 from __future__ import annotations
 
-import copy
 import math
 import threading
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -23,6 +21,9 @@ import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
 from .data import IGNORE, Prepared
+from .device import (OutOfMemory, autocast, configure_matmul, deterministic, free_memory, is_out_of_memory,
+                     model_device, oom_message, pin, resolve_device, resolve_precision, rng_state, set_rng_state,
+                     to_device)
 from .runs import LoadedModel, Run
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
@@ -49,6 +50,8 @@ class Started(Event):
     total_steps: int
     n_parameters: int
     device: str
+    precision: str  # what train.precision resolved to on this device ("auto" → "bf16" or "fp32")
+    deterministic: bool  # whether the same seed repeats the run bit for bit (not for GPU kernels)
     config: dict
 
 
@@ -98,6 +101,12 @@ class Resumed(Event):
 @dataclass(frozen=True)
 class Snapshot(Event):
     step: int
+    message: str = ""  # why no snapshot was made (then the Control holds none)
+
+
+@dataclass(frozen=True)
+class Note(Event):
+    message: str  # something a person should know about the run, e.g. that torch.compile was not used
 
 
 @dataclass(frozen=True)
@@ -145,7 +154,7 @@ class Control:
     def snapshot_wanted(self) -> bool:
         return self._snapshot_wanted.is_set()
 
-    def _deliver(self, snapshot: LoadedModel) -> None:
+    def _deliver(self, snapshot: LoadedModel | None) -> None:
         with self._lock:
             self._snapshot = snapshot
         self._snapshot_wanted.clear()
@@ -157,24 +166,6 @@ class Control:
 
 
 # ---- pieces ---------------------------------------------------------------------------------------------
-def _mps_available() -> bool:
-    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if _mps_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device = 'cuda' but no CUDA GPU is available; use 'auto' or 'cpu'.")
-    if name == "mps" and not _mps_available():
-        raise ValueError("train.device = 'mps' but Apple's MPS is not available; use 'auto' or 'cpu'.")
-    return torch.device(name)
-
-
 def lr_at(step: int, t: TrainConfig) -> float:
     """Linear warm-up over ``warmup`` steps, then cosine from lr down to min_lr at ``steps`` (or constant)."""
     if step < t.warmup:
@@ -192,73 +183,75 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     if t.optimizer == "sgd":
         return torch.optim.SGD(groups, lr=t.lr)
-    fused = all(p.device.type in ("cpu", "cuda") for p in params)  # one kernel for the whole update
+    fused = all(p.device.type in ("cpu", "cuda", "mps") for p in params)  # one kernel for the whole update
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
 def task_loss(model, batch: dict, task: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean cross-entropy over the counted positions (Algorithms 11, 12, 13; classification), with the
-    logits and targets it was computed from. The paper sums over positions; the mean only rescales η."""
+    logits and targets it was computed from. The paper sums over positions; the mean only rescales η.
+    ``batch`` is on the model's device (see `device.to_device`)."""
     if task == "classification":
         logits = model.classify(batch["x"], mask=batch["mask"])
-        return F.cross_entropy(logits, batch["label"]), logits, batch["label"]
+        return F.cross_entropy(_at_least_fp32(logits), batch["label"]), logits, batch["label"]
     if task == "seq2seq":  # Algorithm 11: P = EDTransformer(z, x)
         logits = model(batch["x"], context=batch["z"], mask=batch["x_mask"], context_mask=batch["z_mask"])
-    elif task == "masked_lm":  # Algorithm 12: only masked positions count
-        logits = model(batch["x"], mask=batch["mask"])
-    else:  # Algorithm 13
-        logits = model(batch["x"])
+    else:  # Algorithm 12 (only masked positions count) and Algorithm 13; a window without padding has no mask
+        logits = model(batch["x"], mask=batch.get("mask"))
     y = batch["y"]
-    flat = logits.flatten(0, 1)
-    flat = flat.float() if flat.dtype in (torch.float16, torch.bfloat16) else flat  # the loss in ≥ fp32
-    return F.cross_entropy(flat, y.flatten(), ignore_index=IGNORE), logits, y
+    return F.cross_entropy(_at_least_fp32(logits.flatten(0, 1)), y.flatten(), ignore_index=IGNORE), logits, y
 
 
-def _accuracy(logits: torch.Tensor, y: torch.Tensor) -> tuple[int, int]:
-    keep = y != IGNORE
-    return int((logits.argmax(-1)[keep] == y[keep]).sum()), int(keep.sum())
-
-
-def _autocast(device: torch.device, precision: str):
-    if precision == "fp32":
-        return nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
-
-
-def _to(batch: dict, device: torch.device) -> dict:
-    return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+def _at_least_fp32(logits: torch.Tensor) -> torch.Tensor:
+    """The loss is computed in fp32 (or the model's float64) even when autocast made the logits half."""
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 def _tokens_in(batch: dict) -> int:
     return int(batch["x"].numel() + (batch["z"].numel() if "z" in batch else 0))
 
 
+def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator, dev: torch.device) -> dict:
+    """A minibatch drawn on the CPU (so the data order does not depend on the device) and moved to ``dev``,
+    through pinned memory on CUDA so the copy does not stall the GPU."""
+    return to_device(pin(dataset.batch(split, batch_size, generator), dev), dev)
+
+
 @torch.no_grad()
-def evaluate(model, dataset, task: str, t: TrainConfig, device, seed: int) -> tuple[float, float, float]:
-    """Mean loss on ``eval_iters`` batches of each split (the same batches every time), and val accuracy."""
+def evaluate(model, dataset, task: str, t: TrainConfig, dev: torch.device, seed: int,
+             precision: str = "fp32") -> tuple[float, float, float]:
+    """Mean loss on ``eval_iters`` batches of each split (the same batches every time), and val accuracy.
+    The numbers stay on the device until the one read at the end."""
     was_training = model.training
     model.eval()
-    out = []
-    correct = counted = 0
+    sums = []
+    correct = torch.zeros((), dtype=torch.long, device=dev)
+    counted = torch.zeros((), dtype=torch.long, device=dev)
     for split in ("train", "val"):
         g = torch.Generator().manual_seed(seed + (1 if split == "val" else 0))
-        losses = []
+        total = torch.zeros((), device=dev)
         for _ in range(t.eval_iters):
-            with _autocast(device, t.precision):
-                loss, logits, y = task_loss(model, _to(dataset.batch(split, t.batch_size, g), device), task)
-            losses.append(loss.item())
+            with autocast(dev, precision):
+                loss, logits, y = task_loss(model, next_batch(dataset, split, t.batch_size, g, dev), task)
+            total += loss.float()
             if split == "val":
-                c, n = _accuracy(logits, y)
-                correct, counted = correct + c, counted + n
-        out.append(sum(losses) / len(losses))
+                keep = y != IGNORE
+                correct += (logits.argmax(-1) == y)[keep].sum()
+                counted += keep.sum()
+        sums.append(total)
     model.train(was_training)
-    return out[0], out[1], correct / max(1, counted)
+    tr, va, c, n = torch.stack([*sums, correct.float(), counted.float()]).tolist()
+    return tr / t.eval_iters, va / t.eval_iters, c / max(1.0, n)
 
 
 def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: int) -> LoadedModel:
-    """A CPU copy of the weights for prompting while training goes on (``model`` is never the compiled one)."""
-    m = copy.deepcopy(model).to("cpu").float().eval()
-    return LoadedModel(m, tokenizer, config, list(class_names), f"{run.name} · snapshot at step {step}", step)
+    """A float32 CPU copy of the weights for prompting while training goes on, made from the state dict so
+    nothing new is allocated on the GPU (``model`` is never the compiled one)."""
+    from .model import build_model
+
+    m = build_model(config.model)
+    m.load_state_dict({k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()})
+    return LoadedModel(m.eval(), tokenizer, config, list(class_names), f"{run.name} · snapshot at step {step}", step)
 
 
 def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int, split: str = "val") -> str:
@@ -282,11 +275,55 @@ def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int,
         probs = inference.classify(model, tokenizer, text, dataset.class_names)
         truth = dataset.class_names[int(batch["label"][0])]
         return f"{text} → {probs[0][0]} ({probs[0][1]:.0%})   (true: {truth})"
-    x = batch["x"][0][batch["mask"][0]]
+    x = batch["x"][0]
+    was_training = model.training
+    model.eval()
     with torch.no_grad():
-        pred = model(x[None]).argmax(-1)[0]
+        pred = model(**to_device({"x": x[None]}, model_device(model)))[0].argmax(-1).cpu()
+    model.train(was_training)
     filled = torch.where(x == tokenizer.mask_id, pred, x)
     return f"{tokenizer.decode(x.tolist())}\n→ {tokenizer.decode(filled.tolist())}"
+
+
+def compile_problem(dev: torch.device) -> str | None:
+    """Why torch.compile cannot work here, or None: no Dynamo for this Python, no Triton for the GPU (e.g. on
+    Windows), no C++ compiler for the CPU."""
+    import shutil
+
+    import torch._dynamo
+
+    if not torch._dynamo.is_dynamo_supported():
+        return "torch.compile is not supported on this Python"
+    if dev.type == "cuda":
+        from torch.utils._triton import has_triton
+        if not has_triton():
+            return "torch.compile needs Triton for the GPU, and it is not installed"
+    if dev.type == "cpu" and not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cl")):
+        return "torch.compile needs a C++ compiler for the CPU, and none was found"
+    return None
+
+
+def _loss_function(model, task: str, compiled: bool):
+    """What each training step calls: task_loss on ``model``, compiled as a whole (so classification's
+    ``model.classify`` is compiled too, not only ``forward``) or eager. Compiling starts from a clean slate:
+    what an earlier run in this process compiled is dropped (torch._dynamo.reset)."""
+    def loss(batch):
+        return task_loss(model, batch, task)
+    if not compiled:
+        return loss
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    return torch.compile(loss)
+
+
+def _sanitize(rows: list[dict]) -> None:
+    """Steps that loss scaling skipped (their gradient overflowed) keep their loss but no gradient norm, so
+    metrics.jsonl stays strict JSON and the plots see no inf/NaN."""
+    for row in rows:
+        if not math.isfinite(row["grad_norm"]):
+            row["grad_norm"] = None
+            row["skipped"] = True
 
 
 # ---- the loop -------------------------------------------------------------------------------------------
@@ -296,22 +333,46 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     """Train per ``config``; yield events. ``resume=True`` continues the run at ``run_dir`` from its last
     checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
     data settings, e.g. by the GUI's preview) is used instead of loading and training them again; one made
-    for other settings is ignored. Bad input raises ValueError while iterating."""
-    from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
-    from .model import build_model
-    from .tokenization import train_tokenizer
-
+    for other settings is ignored. Bad input raises ValueError while iterating; running out of memory while
+    setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed."""
     control = control or Control()
     config.validate()
-    t, d = config.train, config.data
-    device = resolve_device(t.device)
-    if t.precision == "fp16" and device.type == "cpu":
-        raise ValueError("train.precision = 'fp16' needs a GPU; on the CPU use 'bf16' or 'fp32'.")
+    t = config.train
+    dev = resolve_device(t.device)
+    precision = resolve_precision(t.precision, dev)
     torch.manual_seed(t.seed)
-
     run = Run.open(run_dir) if resume else None
     if resume and not run.has_checkpoint:
         raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
+    tokenizer, dataset, config = yield from _prepare_data(config, run, prepared)
+    yield Prepare("building the model", 0.9)
+    loop = _Loop(config, dev, precision, tokenizer, dataset, control)
+    try:
+        start = loop.open(run, run_dir, runs_root)
+    except Exception as e:
+        if not is_out_of_memory(e):
+            raise
+        loop = None
+        free_memory(dev)
+        raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
+    if t.compile:
+        problem = compile_problem(dev)
+        if problem:
+            yield Note(f"{problem}; training without compiling.")
+        loop.compiled = not problem
+        loop.loss = _loss_function(loop.model, config.data.task, compiled=loop.compiled)
+    yield Started(str(loop.run.path), start, t.steps, loop.model.num_parameters(), str(dev), precision,
+                  deterministic(dev), config.to_dict())
+    yield from loop.run_steps(start)
+
+
+def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None):
+    """Corpus, tokenizer (the run's own when resuming) and dataset, as Prepare events while they load;
+    returns them with the config whose N_V and n_classes come from them."""
+    from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
+    from .tokenization import train_tokenizer
+
+    t, d = config.train, config.data
     if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, d.vocab_size, t.seed):
         prepared = None
     if prepared:
@@ -335,124 +396,206 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
         corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress), 0.4, 0.9)
     mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,
                                 n_classes=dataset.n_classes if d.task == "classification" else 0)
-    config = RunConfig(mcfg, d, t).validate()
-    yield Prepare("building the model", 0.9)
-    model = build_model(mcfg).to(device)
-    optimizer = make_optimizer(model, t)
-    data_gen = torch.Generator().manual_seed(t.seed)
-    start = 0
-    if run:
-        start = run.load_weights(model)
-        state = run.load_training_state()
-        if state and state.get("step") == start:
-            optimizer.load_state_dict(state["optimizer"])
-            data_gen.set_state(state["data_rng"])
-            torch.set_rng_state(state["torch_rng"])
-        run.truncate_after(start)
-        run.write_config(config)
-    else:
-        out = Path(run_dir) if run_dir else None
-        run = Run.create(config, out.parent if out else runs_root, out.name if out else None)
-        run.save_tokenizer(tokenizer)
-    run.write_meta(status="running", total_steps=t.steps, device=str(device), n_parameters=model.num_parameters(),
-                   class_names=dataset.class_names, seed=t.seed, data_sizes=dataset.sizes())
-    has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
-    step_model = torch.compile(model) if t.compile else model
-    scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
-    yield Started(str(run.path), start, t.steps, model.num_parameters(), str(device), config.to_dict())
+    return tokenizer, dataset, RunConfig(mcfg, d, t).validate()
 
-    def snapshot(step: int) -> Snapshot:
-        control._deliver(_snapshot(model, tokenizer, config, dataset.class_names, run, step))
-        return Snapshot(step)
 
-    def checkpoint(step: int) -> Checkpoint:
-        run.save_checkpoint(model, optimizer, step, {"data_rng": data_gen.get_state(), "torch_rng": torch.get_rng_state()})
-        return Checkpoint(step, str(run.path / "model.safetensors"))
+class _Loop:
+    """One run's model, optimizer and run folder, and the steps between checkpoints. Losses and gradient
+    norms stay on the device and are read once per emission (about ten times a second), where the
+    non-finite check runs too; a checkpoint always comes after such a check."""
 
-    pending: list[dict] = []
-    t_start = t_emit = time.perf_counter()
-    tokens_window = 0
-    step = start
-    model.train()
-    status, message = "finished", f"trained {t.steps} steps"
-    try:
-        while step < t.steps:
-            if control.paused and not control.stopping:
-                yield Paused(step)
-                while control.paused and not control.stopping:
-                    control.wait_while_paused(0.1)
-                    if control.snapshot_wanted:
-                        yield snapshot(step)
-                yield Resumed(step)
-                t_emit = time.perf_counter()
-            if control.stopping:
-                status, message = "stopped", f"stopped at step {step}"
-                break
-            if control.snapshot_wanted:
-                yield snapshot(step)
-            lr = lr_at(step, t)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            batch = _to(dataset.batch("train", t.batch_size, data_gen), device)
-            with _autocast(device, t.precision):
-                loss, _, _ = task_loss(step_model, batch, d.task)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
-            scaler.step(optimizer)
-            scaler.update()
-            loss_value = loss.item()
-            step += 1
-            if not math.isfinite(loss_value):
-                status = "failed"
-                last = run.meta.get("checkpoint_step")
-                message = (f"the loss became {loss_value} at step {step}; training stopped. "
-                           + (f"The last good checkpoint (step {last}) is kept. " if last else "")
-                           + "Try a lower learning rate or gradient clipping.")
-                break
-            tokens_window += _tokens_in(batch)
-            pending.append({"step": step, "train_loss": loss_value, "lr": lr, "grad_norm": float(grad_norm)})
-            evaluating = step % t.eval_interval == 0 or step == t.steps
-            now = time.perf_counter()
-            if now - t_emit >= EMIT_INTERVAL_S or evaluating or step == t.steps:
+    def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer, dataset, control: Control):
+        self.config, self.dev, self.precision = config, dev, precision
+        self.tokenizer, self.dataset, self.control = tokenizer, dataset, control
+        self.t, self.task = config.train, config.data.task
+        self.data_gen = torch.Generator().manual_seed(self.t.seed)
+        self.has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
+
+    def open(self, run: Run | None, run_dir, runs_root) -> int:
+        """Build the model and optimizer on the device, resume or create the run folder; the start step."""
+        from .model import build_model
+
+        t, mcfg = self.t, self.config.model
+        configure_matmul(self.dev, self.precision)
+        self.model = build_model(mcfg).to(self.dev)
+        self.optimizer = make_optimizer(self.model, t)
+        self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.precision == "fp16")
+        self.compiled = False
+        self.loss = _loss_function(self.model, self.task, compiled=False)
+        start = 0
+        if run:
+            start = run.load_weights(self.model)
+            state = run.load_training_state()
+            if state and state.get("step") == start:
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.data_gen.set_state(state["data_rng"])
+                set_rng_state(state, self.dev)
+            run.truncate_after(start)
+            run.write_config(self.config)
+        else:
+            out = Path(run_dir) if run_dir else None
+            run = Run.create(self.config, out.parent if out else runs_root, out.name if out else None)
+            run.save_tokenizer(self.tokenizer)
+        self.run = run
+        run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
+                       n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
+                       data_sizes=self.dataset.sizes())
+        return start
+
+    # -- one step ---------------------------------------------------------------------------------------------
+    def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """One minibatch update at learning rate lr_at(step); the loss and gradient norm as device scalars."""
+        t, lr = self.t, lr_at(step, self.t)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev)
+        with autocast(self.dev, self.precision):
+            loss, _, _ = self.loss(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.scale(loss).backward()
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return loss.detach(), grad_norm, _tokens_in(batch)
+
+    def _first_step(self, step: int):
+        """The first step, where torch.compile compiles; if compiling fails the step runs again eagerly."""
+        try:
+            return self.step(step), None
+        except Exception as e:
+            if is_out_of_memory(e) or not self.compiled:
+                raise
+            self.compiled = False
+            self.loss = _loss_function(self.model, self.task, compiled=False)
+            self.optimizer.zero_grad(set_to_none=True)
+            reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+            return self.step(step), Note(f"torch.compile failed ({reason}); training without compiling.")
+
+    # -- the steps ---------------------------------------------------------------------------------------------
+    def run_steps(self, start: int) -> Iterator[Event]:
+        t, control, run = self.t, self.control, self.run
+        steps: list[int] = []
+        lrs: list[float] = []
+        values: list[torch.Tensor] = []  # (loss, grad_norm) per pending step, on the device
+        step, tokens_window = start, 0
+        t_start = t_emit = None  # set after the first step: start-up and compilation are not step time
+        self.model.train()
+        status, message = "finished", f"trained {t.steps} steps"
+        try:
+            while step < t.steps:
+                if control.paused and not control.stopping:
+                    yield Paused(step)
+                    while control.paused and not control.stopping:
+                        control.wait_while_paused(0.1)
+                        if control.snapshot_wanted:
+                            yield self.snapshot(step)
+                    yield Resumed(step)
+                    t_emit = time.perf_counter()
+                    tokens_window = 0
+                if control.stopping:
+                    status, message = "stopped", f"stopped at step {step}"
+                    break
+                if control.snapshot_wanted:
+                    yield self.snapshot(step)
+                if t_start is None:
+                    (loss, grad_norm, tokens), note = self._first_step(step)
+                    if note:
+                        yield note
+                else:
+                    loss, grad_norm, tokens = self.step(step)
+                    tokens_window += tokens
+                steps.append(step + 1)
+                lrs.append(lr_at(step, t))
+                values.append(torch.stack([loss.float(), grad_norm.float()]))
+                step += 1
+                if t_start is None:
+                    loss.item()  # wait for the device: what follows is step time
+                    t_start = t_emit = time.perf_counter()
+                evaluating = step % t.eval_interval == 0 or step == t.steps
+                checkpointing = step % t.checkpoint_interval == 0 and step < t.steps
+                now = time.perf_counter()
+                if not (now - t_emit >= EMIT_INTERVAL_S or evaluating or checkpointing or step == t.steps):
+                    continue
+                rows = [{"step": s, "train_loss": lv, "lr": lr, "grad_norm": gn}
+                        for s, lr, (lv, gn) in zip(steps, lrs, torch.stack(values).tolist())]  # one device read
+                now = time.perf_counter()
+                steps, lrs, values = [], [], []
+                bad = next((r for r in rows if not math.isfinite(r["train_loss"])
+                            or (not self.scaler.is_enabled() and not math.isfinite(r["grad_norm"]))), None)
+                if bad:
+                    rows = rows[:rows.index(bad)]
+                    _sanitize(rows)
+                    run.append_metrics(rows)
+                    status, message, step = "failed", self._diverged(bad), bad["step"] - 1
+                    break
+                _sanitize(rows)
                 tps = tokens_window / max(now - t_emit, 1e-9)
-                for row in pending:
+                for row in rows:
                     row["tokens_per_s"] = tps
-                elapsed = now - t_start
-                eta = elapsed / max(1, step - start) * (t.steps - step)
-                yield Steps([r["step"] for r in pending], [r["train_loss"] for r in pending], [r["lr"] for r in pending],
-                            [r["grad_norm"] for r in pending], tps, step, t.steps, elapsed, eta)
+                done = max(1, step - start - 1)
+                eta = (now - t_start) / done * (t.steps - step)
+                yield Steps([r["step"] for r in rows], [r["train_loss"] for r in rows], [r["lr"] for r in rows],
+                            [r["grad_norm"] for r in rows], tps, step, t.steps, now - t_start, eta)
                 evaluation = None
-                if evaluating and has_val:
-                    tr, va, acc = evaluate(model, dataset, d.task, t, device, t.seed)
-                    pending[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
+                if evaluating and self.has_val:
+                    tr, va, acc = evaluate(self.model, self.dataset, self.task, t, self.dev, t.seed, self.precision)
+                    rows[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
                     run.write_meta(step=step, best_val_loss=min(va, run.meta.get("best_val_loss", math.inf)), val_loss=va)
                     evaluation = Evaluation(step, tr, va, acc)
-                run.append_metrics(pending)  # on disk before the events that announce it
-                pending = []
+                run.append_metrics(rows)  # on disk before the events that announce it
                 if evaluation:
                     yield evaluation
                 if evaluating and t.sample_tokens:
-                    text = make_sample(model, tokenizer, dataset, d.task, t, t.seed + step, "val" if has_val else "train")
+                    text = make_sample(self.model, self.tokenizer, self.dataset, self.task, t, t.seed + step,
+                                       "val" if self.has_val else "train")
                     run.append_sample(step, text)
                     yield Sample(step, text)
+                if checkpointing:
+                    yield self.checkpoint(step)
+                    run.write_meta(step=step)
                 t_emit, tokens_window = time.perf_counter(), 0
-            if step % t.checkpoint_interval == 0 and step < t.steps:
-                yield checkpoint(step)
-                run.write_meta(step=step)
-    except torch.OutOfMemoryError:
-        status, message = "failed", (f"out of GPU memory at step {step + 1}; lower batch_size, l_max or d_e. "
-                                     "The last checkpoint is kept.")
-    except BaseException as e:  # anything else (or the consumer closing us): never leave the run "running"
-        run.append_metrics(pending)
-        run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
-        raise
-    run.append_metrics(pending)
-    if status != "failed":
-        yield checkpoint(step)
-    run.write_meta(status=status, step=step)
-    yield Finished(step, status, message)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                run.write_meta(status="failed", step=step)
+                raise
+            self.optimizer.zero_grad(set_to_none=True)
+            free_memory(self.dev)
+            status = "failed"
+            message = oom_message(f"training at step {step + 1}", self.dev) + " The last checkpoint is kept."
+        except BaseException as e:  # the consumer closing us (GeneratorExit), Ctrl-C: never leave the run "running"
+            run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
+            raise
+        if status != "failed":
+            yield self.checkpoint(step)
+        run.write_meta(status=status, step=step)
+        yield Finished(step, status, message)
+
+    def _diverged(self, row: dict) -> str:
+        last = self.run.meta.get("checkpoint_step")
+        what = (f"the loss became {row['train_loss']}" if not math.isfinite(row["train_loss"])
+                else f"the gradient norm became {row['grad_norm']}")
+        return (f"{what} at step {row['step']}; training stopped. "
+                + (f"The last good checkpoint (step {last}) is kept. " if last else "")
+                + "Try a lower learning rate or gradient clipping.")
+
+    def checkpoint(self, step: int) -> Checkpoint:
+        self.run.save_checkpoint(self.model, self.optimizer, step,
+                                 {"data_rng": self.data_gen.get_state(), **rng_state(self.dev)})
+        return Checkpoint(step, str(self.run.path / "model.safetensors"))
+
+    def snapshot(self, step: int) -> Snapshot:
+        """Hand the Control a CPU copy of the weights; running out of memory for it is told, not fatal."""
+        try:
+            snap = _snapshot(self.model, self.tokenizer, self.config, self.dataset.class_names, self.run, step)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            free_memory(self.dev)
+            self.control._deliver(None)
+            return Snapshot(step, oom_message("copying the weights for prompting", "cpu"))
+        self.control._deliver(snap)
+        return Snapshot(step)
 
 
 def _with_progress(fn, lo: float, hi: float):

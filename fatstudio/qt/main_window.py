@@ -162,6 +162,7 @@ class MainWindow(QMainWindow):
         self.corpus_panel.statusChanged.connect(self.revalidate)
         self.corpus_panel.vocabSizeChanged.connect(self.model_panel.set_vocab_size)
         self.train_panel.changed.connect(self._train_changed)
+        self.train_panel.precisionResolved.connect(self.model_panel.set_precision)
 
         # -- ready to train: the first preset and its built-in corpus --------------------------------------
         if self.presets:
@@ -378,7 +379,7 @@ class MainWindow(QMainWindow):
             if self.state == "starting":
                 self._set_state("running")
             tv.show_progress(ev.start_step, ev.total_steps)
-            tv.statusLabel.setText(f"Training {Path(ev.run_dir).name} on {ev.device}: "
+            tv.statusLabel.setText(f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: "
                                    f"{ev.n_parameters:,} parameters, steps {ev.start_step:,} → {ev.total_steps:,}.")
             self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
             self.refresh_runs()
@@ -392,9 +393,13 @@ class MainWindow(QMainWindow):
             if self.state != "stopping":
                 self._set_state("running")
             self.statusBar().showMessage(f"Resumed at step {ev.step:,}.", 4000)
+        elif kind == "note":
+            self.statusBar().showMessage(ev.message, 10000)
         elif kind == "snapshot":
             loaded = self.job.take_snapshot() if self.job else None
-            if loaded is not None:
+            if ev.message:
+                self.statusBar().showMessage(f"No snapshot: {ev.message}", 10000)
+            elif loaded is not None:
                 self._set_prompt_model(loaded)
                 self.viewTabs.setCurrentWidget(self._prompt_host)
                 self.statusBar().showMessage(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)

@@ -80,3 +80,26 @@ def test_tokens_html_shows_boundaries():
     html = tokens_html(["ab", " c", "\n", "d", Sep("  →  "), "e", Sep("\n")])
     assert html.count("background-color") == 5  # one span per token, none for separators
     assert "↵" in html and "→" in html
+
+
+def test_train_panel_says_what_auto_precision_chooses_here(qtbot):
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    assert panel.config().precision == "auto"  # the default
+    with qtbot.waitSignal(panel.precisionResolved, timeout=30000) as resolved:
+        pass
+    assert resolved.args == ["fp32"]  # this machine has no GPU
+    qtbot.waitUntil(lambda: "auto → fp32 on the CPU" in panel.choiceLabel.text(), timeout=30000)
+    assert "same seed → same run" in panel.choiceLabel.text()
+    panel.fields["precision"].set_value("fp16")
+    qtbot.waitUntil(lambda: "needs a GPU" in panel.choiceLabel.text(), timeout=30000)
+
+
+def test_model_panel_memory_follows_the_precision(qtbot):
+    panel = ModelPanel(load_presets())
+    qtbot.addWidget(panel)
+    panel.set_precision("bf16")
+    assert "bf16" in panel.costLabel.text()
+    cfg = panel.config()
+    want = costs.memory_estimate(cfg, 12, "adamw", "bf16")["activations"]
+    assert costs.memory_estimate(cfg, 12, "adamw", "fp32")["activations"] == 2 * want

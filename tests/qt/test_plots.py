@@ -73,3 +73,13 @@ def test_sci_spin_box(qtbot):
     w.stepBy(-2)
     assert math.isclose(w.value(), 5e-4)
     assert w.valueFromText("3e-4") == 3e-4
+
+
+def test_steps_skipped_by_loss_scaling_leave_no_gap_value_in_the_gradient_plot(qtbot):
+    plots = TrainingPlots()
+    qtbot.addWidget(plots)
+    plots.append_steps([1, 2, 3], [2.0, 1.9, 1.8], [1e-3] * 3, [0.5, None, 0.4], 1000.0)
+    assert list(plots.grad.x) == [1, 3] and all(map(math.isfinite, plots.grad.y))
+    plots.load_metrics([{"step": 1, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 0.5},
+                        {"step": 2, "train_loss": 1.9, "lr": 1e-3, "grad_norm": None, "skipped": True}])
+    assert list(plots.grad.x) == [1] and list(plots.train.x) == [1, 2]

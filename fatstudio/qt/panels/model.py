@@ -67,7 +67,7 @@ class ModelPanel(QWidget):
         self._updating = False
         self._n_classes = 0
         self._vocab_size = 65
-        self._batch_size, self._optimizer = 12, "adamw"
+        self._batch_size, self._optimizer, self._precision = 12, "adamw", "fp32"
 
         outer = QVBoxLayout(self)
         self.presetCombo = QComboBox(objectName="presetCombo")
@@ -218,6 +218,11 @@ class ModelPanel(QWidget):
         self._batch_size, self._optimizer = batch_size, optimizer
         self._refresh()
 
+    def set_precision(self, precision: str) -> None:
+        """…and on the precision training will use (what "auto" resolved to on the chosen device)."""
+        self._precision = precision
+        self._refresh()
+
     def show_error(self, message: str | None) -> None:
         self.errorLabel.setText(message or "")
         self.errorLabel.setVisible(bool(message))
@@ -274,14 +279,14 @@ class ModelPanel(QWidget):
         counts = costs.parameter_counts(cfg)
         total = sum(counts.values())
         fl = costs.flops_per_token(cfg)
-        mem = costs.memory_estimate(cfg, self._batch_size, self._optimizer)
+        mem = costs.memory_estimate(cfg, self._batch_size, self._optimizer, self._precision)
         rows = "".join(f"<tr><td>{k}</td><td align='right'>{v:,}</td></tr>" for k, v in counts.items() if v)
         self.costLabel.setText(
             f"<table cellspacing='0' cellpadding='1'>{rows}"
             f"<tr><td><b>parameters</b></td><td align='right'><b>{total:,}</b></td></tr>"
             f"<tr><td>FLOPs / token (forward)</td><td align='right'>{human_count(fl['forward'])}</td></tr>"
             f"<tr><td>FLOPs / token (training)</td><td align='right'>{human_count(fl['training'])}</td></tr>"
-            f"<tr><td>training memory (batch {self._batch_size})</td><td align='right'>{human_bytes(mem['total'])}</td></tr>"
+            f"<tr><td>training memory (batch {self._batch_size}, {self._precision})</td><td align='right'>{human_bytes(mem['total'])}</td></tr>"
             f"</table>"
             f"<small>weights {human_bytes(mem['weights'])}, optimizer {human_bytes(mem['optimizer'])}, "
             f"activations {human_bytes(mem['activations'])}</small>")

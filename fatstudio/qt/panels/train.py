@@ -19,13 +19,15 @@ from fatstudio.qt.widgets.forms import (Form, SciSpinBox, ValueCombo, check, flo
 from fatstudio.qt.widgets.plots import TrainingPlots
 
 DEVICES = [("auto (GPU if there is one)", "auto"), ("CPU", "cpu"), ("CUDA GPU", "cuda"), ("Apple MPS", "mps")]
-PRECISIONS = [("fp32", "fp32"), ("bf16 (autocast)", "bf16"), ("fp16 (autocast + loss scaling, GPU)", "fp16")]
+PRECISIONS = [("auto", "auto"), ("fp32", "fp32"), ("bf16 (autocast)", "bf16"),
+              ("fp16 (autocast + loss scaling, GPU)", "fp16")]
 
 
 class TrainPanel(QWidget):
     """The [train] table as a form. Signals ``changed``."""
 
     changed = Signal()
+    precisionResolved = Signal(str)  # what the chosen precision ("auto" too) means on the chosen device
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -63,12 +65,20 @@ class TrainPanel(QWidget):
         f.add("sample_tokens", "sample length", int_spin(0, 100_000, 200, step=50),
               "Tokens generated for the sample text at each evaluation (0 = no samples).")
         f.add("seed", "seed", int_spin(0, 2_147_483_647, 1337),
-              "The random seed: same seed, same config, same corpus → the same run.")
+              "The random seed: same seed, same config, same corpus → the same run on the CPU. On a GPU some "
+              "kernels sum in a different order each time, so runs agree closely but not bit for bit.")
         f.add("device", "device", ValueCombo(DEVICES), "Where to train: auto picks CUDA, then MPS, then the CPU.")
         f.add("precision", "precision", ValueCombo(PRECISIONS),
-              "fp32, or mixed precision: bf16, or fp16 with loss scaling (GPU only).")
+              "auto: bf16 autocast on GPUs that do bf16 natively, else fp32 (TF32 matmuls on CUDA). Or choose "
+              "fp32, bf16 autocast, or fp16 autocast with loss scaling (GPU only). The line below says what "
+              "training will use here.")
         f.add("compile", "compile", check("torch.compile the model"),
               "Compile the model with torch.compile (slow start, faster steps on a GPU).")
+        self.choiceLabel = QLabel()
+        self.choiceLabel.setObjectName("precisionChoice")
+        self.choiceLabel.setWordWrap(True)
+        f.layout.addRow(self.choiceLabel)
+        self._described: tuple[str, str] | None = None
         self.fields = f.fields
         lay = QVBoxLayout(self)
         box = QWidget()
@@ -79,6 +89,7 @@ class TrainPanel(QWidget):
             sig = getattr(w, "valueChanged", None) or getattr(w, "toggled")
             sig.connect(self._changed)
         self.set_config(TrainConfig())
+        QTimer.singleShot(0, self.describe_choice)  # once the event loop runs: the window opens first
 
     def config(self) -> TrainConfig:
         g = self.fields
@@ -109,6 +120,34 @@ class TrainPanel(QWidget):
     def _changed(self, *_):
         if not self._updating:
             self.changed.emit()
+        QTimer.singleShot(0, self.describe_choice)
+
+    def describe_choice(self) -> None:
+        """Ask the core (in a worker: it imports torch) what the device and precision resolve to here."""
+        choice = (self.fields["device"].value(), self.fields["precision"].value())
+        if choice == self._described:
+            return
+        self._described = choice
+        from fatstudio.qt.workers import call_in_thread
+
+        call_in_thread(_describe_choice, choice, on_result=self._show_choice)  # a slot: dropped with the panel
+
+    def _show_choice(self, answer: tuple[tuple[str, str], str, str]) -> None:
+        choice, precision, text = answer
+        if choice != self._described:
+            return  # an answer for settings changed since
+        self.choiceLabel.setText(f"<small>{'' if precision else '⚠ '}{html.escape(text)}</small>")
+        if precision:
+            self.precisionResolved.emit(precision)
+
+
+def _describe_choice(choice: tuple[str, str]) -> tuple[tuple[str, str], str, str]:
+    """(device, precision) → (the same, what the precision resolves to or "" if it cannot, the words)."""
+    from fatstudio.core.device import describe_choice  # in the worker: it imports torch
+    try:
+        return (choice, *describe_choice(*choice))
+    except ValueError as e:
+        return choice, "", str(e)
 
 
 def _when(ts) -> str:

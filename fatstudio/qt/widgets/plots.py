@@ -283,7 +283,8 @@ class TrainingPlots(QWidget):
         """One batch of per-step numbers (a core ``Steps`` event); redraws once."""
         self.train.extend(steps, train_loss)
         self.lr.extend(steps, lr)
-        self.grad.extend(steps, grad_norm)
+        scaled = [(s, g) for s, g in zip(steps, grad_norm) if g is not None]  # loss scaling skipped the others
+        self.grad.extend([s for s, _ in scaled], [g for _, g in scaled])
         if tokens_per_s is not None and len(steps):
             self.speed.extend(steps[-1:], [tokens_per_s])
         self._request()
@@ -322,7 +323,7 @@ class TrainingPlots(QWidget):
     def load_metrics(self, rows: list[dict]) -> None:
         """Restore the curves from a run's metrics.jsonl rows."""
         self.clear()
-        xs, tl, lr, gn, ev = [], [], [], [], []
+        xs, tl, lr, gx, gn, ev = [], [], [], [], [], []
         sp: list[tuple[int, float]] = []
         last_tps = None
         for r in rows:
@@ -333,7 +334,9 @@ class TrainingPlots(QWidget):
                 xs.append(s)
                 tl.append(r["train_loss"])
                 lr.append(r.get("lr", math.nan))
-                gn.append(r.get("grad_norm", math.nan))
+                if r.get("grad_norm") is not None:  # absent where loss scaling skipped the step
+                    gx.append(s)
+                    gn.append(r["grad_norm"])
             tps = r.get("tokens_per_s")
             if tps is not None and tps != last_tps:
                 sp.append((s, tps))
@@ -342,7 +345,7 @@ class TrainingPlots(QWidget):
                 ev.append((s, r["val_loss"]))
         self.train.extend(xs, tl)
         self.lr.extend(xs, lr)
-        self.grad.extend(xs, gn)
+        self.grad.extend(gx, gn)
         if sp:
             self.speed.extend([a for a, _ in sp], [b for _, b in sp])
         if ev:
