@@ -1,97 +1,140 @@
-"""Benchmark: nanoGPT's CPU recipe on tinyshakespeare through fatstudio's trainer (the same code path as
-`fatstudio train`). Prints ms/step, tokens/s and the final validation loss, and the ratio against
-nanoGPT's figures from benchmarks.md (measured on this kind of machine; 68.5 ms/step at 1 thread, val
-loss 1.8857). Run with OMP_NUM_THREADS=1:
+"""Benchmark: nanoGPT's CPU recipe for shakespeare_char, fatstudio against nanoGPT in the same run.
 
-    OMP_NUM_THREADS=1 python bench/bench_train.py [--steps N] [--seeds 1337 1338 …]
+    OMP_NUM_THREADS=1 python bench/bench_train.py [--steps 2000] [--seeds 1337 1338 1339 1340]
 
-A 20-batch validation estimate (nanoGPT's eval_iters=20) has a standard error of about 0.015, so each run
-also gets a 400-batch estimate (about 0.003), and with several seeds the benchmark prints mean and spread."""
+For each seed, in turn (A B A B ...), two whole processes, each timed by this parent from start to exit:
+  fatstudio  `fatstudio train bench/shakespeare_char.toml --set data.corpus=... --set train.seed=S --out DIR`
+  nanoGPT    `train.py config/train_shakespeare_char.py --device=cpu --compile=False --eval_iters=20
+             --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128
+             --max_iters=N --lr_decay_iters=N --dropout=0.0 --always_save_checkpoint=True`, in a temporary copy
+             of the checkout (see peers.py); train.py has no seed option, so a runner written into the copy
+             shifts its torch.manual_seed(1337) to S. always_save_checkpoint keeps the final model, not the
+             best of its 20-batch estimates.
+Both evaluate every 250 steps (every N when N is not a multiple of 250). Then both final models are scored
+on the SAME 400 validation batches: start offsets drawn once into the last 10% of the characters (both
+programs' validation split), each side's windows encoded with its own vocabulary (nanoGPT's meta.pkl stoi;
+fatstudio's char tokenizer, whose four specials come after the characters). Printed: per seed the
+whole-process seconds, median ms/step, each program's own val estimate and the same-window loss; then
+mean ± s.e. per side, the difference (parity: |diff| ≤ 0.01) and the speed ratio nanoGPT/fatstudio
+(target ≥ 1.2). A benchmark, not a test: numbers vary with the machine's load.
+"""
+from __future__ import annotations
+
 import argparse
+import contextlib
+import math
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import torch
-
-from fatstudio.core.config import RunConfig
-from fatstudio.core.data import build_dataset, load_corpus
-from fatstudio.core.runs import Run
-from fatstudio.core.training import task_loss, train
-
-HERE = Path(__file__).resolve().parent
-CORPUS = HERE.parents[1] / "shared" / "data" / "tinyshakespeare.txt"
-NANOGPT_MS_PER_STEP, NANOGPT_VAL_LOSS = 68.5, 1.8857
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers
 
 
-@torch.no_grad()
-def precise_val_loss(run_dir: Path, cfg: RunConfig, batches: int) -> float:
-    """The trained model's mean loss over many random validation windows."""
-    loaded = Run.open(run_dir).load_model()
-    d = cfg.data
-    ds = build_dataset(load_corpus(d.corpus, d.task), loaded.tokenizer, d.task, cfg.model.l_max, d.val_fraction)
-    g = torch.Generator().manual_seed(0)
-    return statistics.fmean(task_loss(loaded.model, ds.batch("val", cfg.train.batch_size, g), d.task)[0].item()
-                            for _ in range(batches))
+def eval_interval(steps: int) -> int:
+    return 250 if steps % 250 == 0 else steps
 
 
-def train_once(cfg: RunConfig) -> dict:
-    """One run of ``cfg``: median ms/step (evaluations excluded), the last 20-batch val loss, the 400-batch one."""
-    step_ms, t0, val = [], None, None
-    with tempfile.TemporaryDirectory() as tmp:
-        last_t, last_step = None, None
-        for ev in train(cfg, run_dir=Path(tmp) / "run"):
-            if ev.kind == "started":
-                t0 = time.perf_counter()
-            elif ev.kind == "steps":
-                now = time.perf_counter()
-                if last_t is not None and ev.step > 20:  # skip warm-up steps
-                    step_ms.append((now - last_t) * 1000 / (ev.step - last_step))
-                last_t, last_step = now, ev.step
-            elif ev.kind == "evaluation":
-                val = ev.val_loss
-                print(f"  step {ev.step}: train {ev.train_loss:.4f} val {ev.val_loss:.4f}", flush=True)
-                last_t = None  # evaluation time is not step time
-            elif ev.kind == "finished":
-                total = time.perf_counter() - t0
-        precise = precise_val_loss(Path(tmp) / "run", cfg, batches=400)
-    return {"ms": statistics.median(step_ms), "total": total, "val": val, "val400": precise}
+def run_fatstudio(seed: int, a, out: Path) -> dict:
+    sets = [f"data.corpus={peers.toml_str(a.corpus)}", f"train.seed={seed}", f"train.steps={a.steps}",
+            f"train.eval_interval={eval_interval(a.steps)}", *a.set]
+    p = peers.run_timed(peers.fatstudio_train_cmd(peers.RECIPE_TOML, out, sets)).check("fatstudio train")
+    from fatstudio.core.runs import Run
+
+    run = Run.open(out)
+    t = run.config.train
+    evals = peers.parse_evals(p.lines)
+    return {"wall": p.wall_s, "ms": peers.fatstudio_ms_per_step(out, t.batch_size * run.config.model.l_max),
+            "val": evals[-1][2] if evals else math.nan, "train_tokens": run.meta.get("data_sizes", {}).get("train_tokens")}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1337])
-    ap.add_argument("--corpus", default=str(CORPUS))
-    ap.add_argument("--set", action="append", default=[])
-    args = ap.parse_args()
-    if not Path(args.corpus).exists():
-        print(f"corpus not found: {args.corpus}", file=sys.stderr)
-        return 2
-    base = RunConfig.load(HERE / "shakespeare_char.toml").with_overrides(
-        [f'data.corpus="{args.corpus}"', f"train.steps={args.steps}", *args.set])
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
-    results = []
-    for seed in args.seeds:
-        print(f"seed {seed}:")
-        cfg = base.with_overrides([f"train.seed={seed}"])
-        r = train_once(cfg)
-        results.append(r)
-        tokens_per_s = cfg.train.batch_size * cfg.model.l_max / r["ms"] * 1000
-        print(f"  {r['ms']:.1f} ms/step (median), {tokens_per_s / 1000:.1f}k tokens/s, {r['total']:.1f} s in all; "
-              f"val loss {r['val']:.4f} (eval_iters={cfg.train.eval_iters}), {r['val400']:.4f} (400 batches)")
-    ms = statistics.median(r["ms"] for r in results)
-    print(f"nanoGPT (benchmarks.md): {NANOGPT_MS_PER_STEP} ms/step, val loss {NANOGPT_VAL_LOSS}")
-    print(f"speed ratio fatstudio/nanoGPT: {NANOGPT_MS_PER_STEP / ms:.2f}x")
-    if len(results) > 1:
-        for key, label in (("val", f"eval_iters={base.train.eval_iters}"), ("val400", "400 batches")):
-            v = [r[key] for r in results]
-            print(f"val loss ({label}) over {len(v)} seeds: mean {statistics.fmean(v):.4f}, sd {statistics.stdev(v):.4f}, "
-                  f"min {min(v):.4f}, max {max(v):.4f}")
-    print("val loss ≤ 1.89: " + ", ".join(f"seed {s}: {r['val'] <= 1.89}" for s, r in zip(args.seeds, results)))
+def run_nanogpt(nano: peers.NanoGPT, seed: int, a) -> dict:
+    every = eval_interval(a.steps)
+    out = f"out-{seed}"
+    args = [*peers.NANOGPT_RECIPE, f"--out_dir={out}", f"--max_iters={a.steps}", f"--lr_decay_iters={a.steps}",
+            f"--eval_interval={every}"]
+    p = nano.run("train.py", args, seed=seed).check("nanoGPT train.py")
+    ms = [ms for i, _, ms in peers.parse_iters(p.lines) if i >= 5 and i % every]  # no warm-up, no evaluations
+    evals = peers.parse_evals(p.lines)
+    return {"wall": p.wall_s, "ms": statistics.median(ms) if ms else math.nan, "val": evals[-1][2],
+            "ckpt": nano.out_dir(out) / "ckpt.pt"}
+
+
+def same_window_loss(loss_fn, ids, starts, T: int) -> float:
+    """Mean of ``loss_fn(x, y)`` over the batches of windows ids[s : s+T+1] (one batch per row of starts)."""
+    import torch
+
+    offsets = torch.arange(T + 1)
+    with torch.no_grad():
+        return statistics.fmean(float(loss_fn(w[:, :-1].contiguous(), w[:, 1:].contiguous())) for w in (ids[row[:, None] + offsets] for row in starts))
+
+
+def score(fat_dir: Path, nano_ckpt: Path | None, model_mod, text: str, stoi: dict | None, a) -> tuple[float, float]:
+    """Both final models' loss on the same ``a.batches`` validation batches (12 windows of 64 characters)."""
+    import torch
+    import torch.nn.functional as F
+
+    from fatstudio.core.runs import Run
+
+    val = text[int(len(text) * 0.9):]
+    loaded = Run.open(fat_dir).load_model()
+    B, T = loaded.config.train.batch_size, loaded.config.model.l_max
+    starts = torch.randint(len(val) - T, (a.batches, B), generator=torch.Generator().manual_seed(0))
+    fat_ids = torch.tensor(loaded.tokenizer.encode(val))
+    assert len(fat_ids) == len(val), "fatstudio's char tokenizer should give one token per character"
+    fat = same_window_loss(lambda x, y: F.cross_entropy(loaded.model(x).flatten(0, 1).float(), y.flatten()),
+                           fat_ids, starts, T)
+    if nano_ckpt is None:
+        return fat, math.nan
+    model, _ = peers.load_nanogpt_checkpoint(model_mod, nano_ckpt)
+    nano_ids = torch.tensor([stoi[c] for c in val])
+    return fat, same_window_loss(lambda x, y: model(x, y)[1], nano_ids, starts, T)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=2000, help="training steps per run (default 2000)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1337, 1338, 1339, 1340], help="one pair of runs each")
+    ap.add_argument("--corpus", default=str(peers.CORPUS), help="tinyshakespeare (default ../shared/data/tinyshakespeare.txt)")
+    ap.add_argument("--batches", type=int, default=400, help="validation batches on the same windows (default 400)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="extra fatstudio override")
+    ap.add_argument("--fatstudio-only", action="store_true", help="skip nanoGPT")
+    a = ap.parse_args(argv)
+    a.corpus = str(peers.require_corpus(a.corpus))
+    checkout = None if a.fatstudio_only else peers.require_nanogpt()
+    peers.header("bench_train")
+    print(f"recipe: {a.steps} steps, seeds {a.seeds}; nanoGPT: {peers.describe(checkout) if checkout else 'skipped'}")
+    text = Path(a.corpus).read_text(encoding="utf-8")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as tmp, \
+            (peers.NanoGPT(checkout) if checkout else contextlib.nullcontext()) as nano:
+        stoi = nano.prepare_shakespeare_char(Path(a.corpus))["stoi"] if checkout else None
+        model_mod = peers.nanogpt_model(nano.dir) if checkout else None
+        for seed in a.seeds:
+            f = run_fatstudio(seed, a, Path(tmp) / f"fat-{seed}")
+            if f["train_tokens"] not in (None, int(len(text) * 0.9)):
+                print(f"  warning: fatstudio's train split has {f['train_tokens']} tokens, not {int(len(text) * 0.9)}")
+            n = run_nanogpt(nano, seed, a) if checkout else {"wall": math.nan, "ms": math.nan, "val": math.nan, "ckpt": None}
+            f["val400"], n["val400"] = score(Path(tmp) / f"fat-{seed}", n["ckpt"], model_mod, text, stoi, a)
+            rows.append((f, n))
+            print(f"seed {seed}: whole process fatstudio {f['wall']:.1f} s, nanoGPT {n['wall']:.1f} s "
+                  f"(nanoGPT/fatstudio {peers.ratio(n['wall'], f['wall'])}); ms/step {f['ms']:.1f} vs {n['ms']:.1f}; "
+                  f"own val estimate {f['val']:.4f} vs {n['val']:.4f}; {a.batches} same batches {f['val400']:.4f} vs "
+                  f"{n['val400']:.4f}", flush=True)
+    fat, nan = [r[0] for r in rows], [r[1] for r in rows]
+    for key, label in (("val400", f"{a.batches} same batches"), ("val", "own 20-batch estimate")):
+        (mf, sf), (mn, sn) = peers.mean_se(r[key] for r in fat), peers.mean_se(r[key] for r in nan)
+        print(f"val loss, {label}: fatstudio {mf:.4f} ± {sf:.4f}, nanoGPT {mn:.4f} ± {sn:.4f} (mean ± s.e.)"
+              + ("" if checkout is None else f"; difference {mf - mn:+.4f}"
+                 + (f" → parity (|diff| ≤ 0.01): {abs(mf - mn) <= 0.01}" if key == "val400" else "")))
+    wf, wn = statistics.median(r["wall"] for r in fat), statistics.median(r["wall"] for r in nan)
+    mf, mn = statistics.median(r["ms"] for r in fat), statistics.median(r["ms"] for r in nan)
+    print(f"whole process, median: fatstudio {wf:.1f} s, nanoGPT {wn:.1f} s → speed ratio nanoGPT/fatstudio "
+          f"{peers.ratio(wn, wf)} (target ≥ 1.2)")
+    print(f"ms/step, median: fatstudio {mf:.1f}, nanoGPT {mn:.1f} → {peers.ratio(mn, mf)}")
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())
