@@ -8,6 +8,8 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Iterable
+from itertools import chain
 from pathlib import Path
 
 EXIT_ERROR = 2
@@ -95,6 +97,8 @@ def cmd_train(args) -> int:
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control):
             if ev.kind == "prepare":
                 bar.note(f"{ev.message}…")
+            elif ev.kind == "note":
+                bar.note(ev.message)
             elif ev.kind == "started":
                 bar.start(ev)
             elif ev.kind == "steps":
@@ -134,7 +138,7 @@ class _ProgressBar:
         self._out(text, final=True)
 
     def start(self, ev) -> None:
-        self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device}, "
+        self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device} in {ev.precision}, "
                   f"steps {ev.start_step}→{ev.total_steps}", final=True)
 
     def update(self, ev) -> None:
@@ -166,14 +170,11 @@ def cmd_generate(args) -> int:
     model, tok = loaded.model, loaded.tokenizer
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
     if task == "next_token":
-        sys.stdout.write(args.prompt)
-        for choice in inference.generate(model, tok, args.prompt, tokens=args.tokens, **sampling):
-            sys.stdout.write(choice.text)
-            sys.stdout.flush()
-        sys.stdout.write("\n")
+        choices = inference.generate(model, tok, args.prompt, tokens=args.tokens, alternatives=0, **sampling)
+        _write_by_line(chain([args.prompt], (c.text for c in choices), ["\n"]))
     elif task == "seq2seq":
-        out = "".join(c.text for c in inference.translate(model, tok, args.prompt, max_tokens=args.tokens, **sampling))
-        print(out)
+        choices = inference.translate(model, tok, args.prompt, max_tokens=args.tokens, alternatives=0, **sampling)
+        print("".join(c.text for c in choices))
     elif task == "masked_lm":
         for pred in inference.fill_mask(model, tok, args.prompt):
             cands = ", ".join(f"{text!r} {p:.1%}" for text, p in pred.candidates)
@@ -182,6 +183,22 @@ def cmd_generate(args) -> int:
         for label, p in inference.classify(model, tok, args.prompt, loaded.class_names):
             print(f"{label}\t{p:.4f}")
     return 0
+
+
+def _write_by_line(pieces: Iterable[str]) -> None:
+    """Write a stream of text pieces to stdout a line at a time: one write and flush per line, not per piece
+    (however stdout is buffered); what is pending is written even when the stream is interrupted."""
+    pending: list[str] = []
+    try:
+        for piece in pieces:
+            pending.append(piece)
+            if "\n" in piece:
+                sys.stdout.write("".join(pending))
+                sys.stdout.flush()
+                pending.clear()
+    finally:
+        sys.stdout.write("".join(pending))
+        sys.stdout.flush()
 
 
 def cmd_attention(args) -> int:

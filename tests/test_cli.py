@@ -1,4 +1,5 @@
 """The command line as a user runs it: train, generate, attention, resume after SIGKILL, clear errors."""
+import io
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from fatstudio.cli import main
+from fatstudio.core import inference
 
 TOML = """
 [model]
@@ -66,6 +68,52 @@ def test_train_generate_attention(cfg_file, tmp_path, capsys):
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("trained")
+    corpus = tmp / "c.txt"
+    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
+    cfg = tmp / "cfg.toml"
+    cfg.write_text(TOML.format(corpus=corpus.as_posix(), steps=10), encoding="utf-8")
+    assert main(["train", str(cfg), "--out", str(tmp / "run"), "--quiet"]) == 0
+    return tmp / "run"
+
+
+class CountingOut(io.StringIO):
+    def __init__(self):
+        super().__init__()
+        self.writes = 0
+
+    def write(self, s):
+        self.writes += 1
+        return super().write(s)
+
+
+def test_generate_writes_a_line_at_a_time_and_asks_for_no_alternatives(trained_run, monkeypatch):
+    asked = {}
+    generate = inference.generate
+    monkeypatch.setattr(inference, "generate", lambda *a, **kw: asked.update(kw) or generate(*a, **kw))
+    monkeypatch.setattr(sys, "stdout", out := CountingOut())
+    assert main(["generate", str(trained_run), "--prompt", "hello", "--tokens", "60", "--seed", "1"]) == 0
+    text = out.getvalue()
+    assert text.startswith("hello") and text.endswith("\n") and len(text) > len("hello\n")
+    assert out.writes <= text.count("\n") + 1  # not one write (and flush) per token
+    assert asked["alternatives"] == 0  # the CLI shows no alternatives, so none are computed
+
+
+def test_generate_imports_no_gui(trained_run):
+    code = ("import sys\n"
+            "import fatstudio\n"
+            "print('TORCH', 'torch' in sys.modules)\n"
+            "from fatstudio import ModelConfig, build_model\n"
+            "from fatstudio.cli import main\n"
+            f"main(['generate', {str(trained_run)!r}, '--prompt', 'hello', '--tokens', '5'])\n"
+            "print('GUI', [m for m in ('PySide6', 'pyqtgraph', 'fatstudio.qt') if m in sys.modules])\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert "TORCH False" in r.stdout and "GUI []" in r.stdout, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("args,words", [
     (["train", "missing.toml"], "missing.toml"),
     (["train", "{cfg}", "--set", "model.H_kv=3"], "H_kv = 3"),
@@ -103,3 +151,17 @@ def test_sigkill_then_resume(cfg_file, tmp_path):
     assert meta["status"] == "finished" and meta["step"] == ckpt + 15
     steps = [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == list(range(1, ckpt + 16))  # rows past the checkpoint were dropped, then continued
+
+
+def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
+    """The run line says what precision "auto" chose; a note (here: compile unavailable) reaches the terminal."""
+    from fatstudio import cli
+    from fatstudio.core import training
+
+    monkeypatch.setattr(training, "compile_problem", lambda dev: "torch.compile needs a C++ compiler")
+    code = cli.main(["train", "--preset", "gpt-char", "--set", "train.steps=2", "--set", "train.eval_interval=2",
+                     "--set", "train.sample_tokens=0", "--set", "model.L=1", "--set", "model.d_e=16",
+                     "--set", "model.d_mlp=16", "--set", "model.H=2", "--set", "train.compile=true",
+                     "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 0 and "in fp32" in err and "C++ compiler" in err

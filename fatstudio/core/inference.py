@@ -1,10 +1,11 @@
 """Inference: DInference (Algorithm 14), EDInference (Algorithm 15), sampling with temperature, top-k and
 nucleus (top-p) filtering, BERT's fill-mask, classification (paper §3) and attention maps.
 
-Qt-free. Every function runs under ``torch.no_grad()`` and puts the model in eval mode, restoring its
-previous mode afterwards (for the generators: when they finish or are closed). Token ids are the model's;
-texts go through a tokenizer with ``encode``, ``decode``, ``token_strings``, ``vocab_size`` and the special
-ids ``pad_id``, ``mask_id``, ``bos_id``, ``eos_id``. Unknown symbols raise the tokenizer's ValueError.
+Qt-free. Every function runs under ``torch.inference_mode()`` (tensors it returns are for reading, not for
+autograd) and puts the model in eval mode, restoring its previous mode afterwards (for the generators: when
+they finish or are closed). Token ids are the model's; texts go through a tokenizer with ``encode``,
+``decode``, ``token_strings``, ``vocab_size`` and the special ids ``pad_id``, ``mask_id``, ``bos_id``,
+``eos_id``. Unknown symbols raise the tokenizer's ValueError.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +33,7 @@ MASK_MARKER = "[MASK]"  # what a user types for a masked position (the tokenizer
 class SampleInfo:
     """What `sample_next` saw: the model's distribution and what the filters kept."""
 
-    probs: torch.Tensor  # softmax(logits) at τ = 1, the model's own distribution (CPU float32, (N_V,))
+    probs: torch.Tensor  # softmax(logits) at τ = 1, the model's own distribution (float32, (N_V,))
     sampling_probs: torch.Tensor  # the distribution y was drawn from: ∝ p^{1/τ}, filtered (one-hot at τ = 0)
     top_k_cutoff: float | None  # the smallest model probability top-k keeps (None when top-k is off)
     top_p_cutoff: float | None  # the smallest model probability the nucleus keeps (None when top-p is off)
@@ -60,50 +61,79 @@ def _check_sampling(temperature, top_k, top_p) -> None:
         raise ValueError(f"top_p = {top_p!r} is not allowed; use a number in (0, 1] (1 = off).")
 
 
-@torch.no_grad()
+class _Draw(NamedTuple):
+    """One draw of `_Sampler`, still on the logits' device."""
+
+    at: torch.Tensor  # (3,) ids: y, then the tokens at the top-k and top-p cut-offs (y where a filter is off)
+    probs: torch.Tensor  # softmax(logits) at τ = 1, float32
+    q: torch.Tensor | None  # the distribution y was drawn from (None when greedy)
+
+
+class _Sampler:
+    """Algorithm 14's sampling step with fixed settings, on the device of the logits; see `sample_next`.
+
+    Built once per generation (the -∞ added at excluded ids too). Nothing is read back to the host: y is drawn
+    as argmax(q / E) with E ~ Exp(1) drawn on the CPU from ``generator`` (and sent to the device without a
+    wait), which is exactly how torch.multinomial draws one sample on the CPU, so a seed gives the same tokens
+    as CPU sampling wherever q is computed.
+    """
+
+    def __init__(self, n: int, device, *, temperature: float, top_k: int, top_p: float,
+                 generator: torch.Generator | None, exclude: Sequence[int]):
+        _check_sampling(temperature, top_k, top_p)
+        self.temperature, self.top_k, self.top_p, self.generator = temperature, top_k, top_p, generator
+        excluded = torch.tensor(list(exclude), dtype=torch.long, device=device)
+        self.never = torch.zeros(n, dtype=torch.float32, device=device).index_fill_(0, excluded, float("-inf"))
+        self.pinned = torch.device(device).type == "cuda"  # the noise goes to the GPU asynchronously
+
+    def __call__(self, logits: torch.Tensor) -> _Draw:
+        logits = logits.float()
+        probs = logits.softmax(-1)  # the model's own distribution, reported as is
+        logits = logits + self.never
+        n = logits.numel()
+        k_at = p_at = None
+        if self.top_k:
+            top = logits.topk(min(self.top_k, n))
+            k_at = top.indices[-1]
+            if self.top_k < n:  # keep the k most likely, ties at the k-th too
+                logits = logits.masked_fill(logits < top.values[-1], float("-inf"))
+        if self.temperature == 0:
+            y, q = logits.argmax(), None  # as τ → 0 the nucleus is y alone
+        else:
+            q = (logits / self.temperature).softmax(-1)
+            if self.top_p < 1:
+                q_sorted, order = q.sort(descending=True)
+                kept = ((q_sorted.cumsum(-1) - q_sorted) < self.top_p) & (q_sorted > 0)  # the first always
+                p_at = order.take(kept.sum() - 1)  # the last kept, without reading the count back to the host
+                q = torch.zeros_like(q).scatter_(0, order, q_sorted * kept)
+                q = q / q.sum()
+            noise = torch.empty(n, dtype=q.dtype, pin_memory=self.pinned).exponential_(generator=self.generator)
+            y = q.div(noise.to(q.device, non_blocking=self.pinned)).argmax()
+        return _Draw(torch.stack([y, y if k_at is None else k_at, y if p_at is None else p_at]), probs, q)
+
+    def cutoffs(self, at_probs: Sequence[float]) -> tuple[float | None, float | None]:
+        """(top-k, top-p cut-off) from the model probabilities of a draw's ``at`` (None where a filter is off)."""
+        return at_probs[1] if self.top_k else None, at_probs[2] if self.top_p < 1 else None
+
+
+@torch.inference_mode()
 def sample_next(logits_row, *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                 generator: torch.Generator | None = None, exclude: Sequence[int] = ()) -> tuple[int, SampleInfo]:
     """Draw y ∝ p^{1/τ} from one row of logits (Algorithm 14's sampling step); τ = 0 is greedy (argmax).
 
     Filters, in this order: top-k keeps the k most likely tokens (ties at the k-th kept), then top-p keeps the
-    smallest set of most likely tokens whose tempered probability reaches p. Work is done on the CPU in
-    float32, so ``generator`` is a CPU ``torch.Generator`` (None: torch's global RNG).
+    smallest set of most likely tokens whose tempered probability reaches p. Work is done in float32 on the
+    logits' device; ``generator`` is a CPU ``torch.Generator`` (None: torch's global RNG), and a seed draws
+    what torch.multinomial draws on the CPU.
     ``exclude`` lists ids never drawn (the special tokens pad, mask, bos that text never continues with).
     Returns (y, SampleInfo); ``info.probs[y]`` is the model's probability of y.
     """
-    _check_sampling(temperature, top_k, top_p)
-    logits = torch.as_tensor(logits_row).detach().reshape(-1).float().cpu()
-    probs = logits.softmax(-1)  # the model's own distribution, reported as is
-    if len(exclude):
-        logits = logits.index_fill(0, torch.tensor(list(exclude)), float("-inf"))
-    n = logits.numel()
-    keep = None
-    k_cut = p_cut = None
-    if top_k:
-        kth_index = logits.topk(min(top_k, n)).indices[-1]
-        keep = logits >= logits[kth_index]
-        k_cut = float(probs[kth_index])
-    if temperature == 0:
-        y = int(logits.argmax())
-        q = torch.zeros_like(probs)
-        q[y] = 1.0
-        if top_p < 1:
-            p_cut = float(probs[y])  # as τ → 0 the nucleus is the argmax alone
-        return y, SampleInfo(probs, q, k_cut, p_cut)
-    scaled = logits / temperature
-    if keep is not None:
-        scaled = scaled.masked_fill(~keep, float("-inf"))
-    q = scaled.softmax(-1)
-    if top_p < 1:
-        q_sorted, order = q.sort(descending=True)
-        kept = ((q_sorted.cumsum(-1) - q_sorted) < top_p) & (q_sorted > 0)
-        kept[0] = True
-        n_kept = int(kept.sum())
-        p_cut = float(probs[order[n_kept - 1]])
-        q = torch.zeros_like(q).scatter_(0, order[:n_kept], q_sorted[:n_kept])
-        q = q / q.sum()
-    y = int(torch.multinomial(q, 1, generator=generator))
-    return y, SampleInfo(probs, q, k_cut, p_cut)
+    logits = torch.as_tensor(logits_row).reshape(-1)
+    sampler = _Sampler(logits.numel(), logits.device, temperature=temperature, top_k=top_k, top_p=top_p,
+                       generator=generator, exclude=exclude)
+    draw = sampler(logits)
+    q = draw.q if draw.q is not None else torch.zeros_like(draw.probs).index_fill_(0, draw.at[:1], 1.0)
+    return int(draw.at[0]), SampleInfo(draw.probs, q, *sampler.cutoffs(draw.probs.index_select(0, draw.at).tolist()))
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -162,39 +192,57 @@ def _alternatives(tokenizer, probs: torch.Tensor, n: int) -> list[tuple[str, flo
 class _TextStream:
     """Incremental detokenisation: the text each new id adds to decode(ids so far).
 
-    Decodes a short tail of ids (so the cost per token is constant) and holds back a piece that ends in
-    an incomplete UTF-8 character (U+FFFD) until the next token completes it.
+    Decodes a short tail of ids (so the cost per token is constant; the tail's own text is kept, so that is
+    one decode per token) and holds back a piece that ends in an incomplete UTF-8 character (U+FFFD) until
+    the next token completes it.
     """
 
     TAIL = 6
 
     def __init__(self, tokenizer, context_ids: Sequence[int]):
         self.tok = tokenizer
-        self.prefix = list(context_ids)[-self.TAIL:]
+        self._restart(list(context_ids))
         self.pending: list[int] = []
+
+    def _restart(self, ids: list[int]) -> None:
+        self.prefix = ids[-self.TAIL:]
+        self.head = self.tok.decode(self.prefix) if self.prefix else ""  # decode(prefix)
 
     def push(self, token_id: int) -> str:
         self.pending.append(token_id)
-        head = self.tok.decode(self.prefix) if self.prefix else ""
         full = self.tok.decode(self.prefix + self.pending)
-        if full.startswith(head):
-            piece = full[len(head):]
+        if full.startswith(self.head):
+            piece = full[len(self.head):]
             if piece.endswith("\ufffd") and len(self.pending) < 4:
                 return ""  # wait for the rest of a multi-byte character
         else:  # the tokenizer rewrote earlier text: fall back to the readable token strings
             piece = "".join(self.tok.token_strings(self.pending))
-        self.prefix = (self.prefix + self.pending)[-self.TAIL:]
+        self.prefix += self.pending
         self.pending = []
+        if len(self.prefix) > 2 * self.TAIL:
+            self._restart(self.prefix)
+        else:
+            self.head = full
         return piece
 
 
-def _choice(tokenizer, y: int, info: SampleInfo, stream: _TextStream, alternatives: int) -> TokenChoice:
-    return TokenChoice(y, stream.push(y), float(info.probs[y]), _alternatives(tokenizer, info.probs, alternatives),
-                       info.top_k_cutoff, info.top_p_cutoff)
+def _choice(tokenizer, sampler: _Sampler, draw: _Draw, stream: _TextStream, alternatives: int) -> TokenChoice:
+    """The TokenChoice of a draw, with the ``alternatives`` most likely tokens; what it reports reaches the
+    host in one copy."""
+    at = draw.at
+    if alternatives > 0:
+        at = torch.cat([at, draw.probs.topk(min(alternatives, draw.probs.numel())).indices])
+    ids, p = torch.stack([at.double(), draw.probs.index_select(0, at).double()]).tolist()
+    y = int(ids[0])
+    alts = list(zip(tokenizer.token_strings([int(i) for i in ids[3:]]), p[3:]))
+    return TokenChoice(y, stream.push(y), p[0], alts, *sampler.cutoffs(p))
 
 
-def _generator(seed: int | None) -> torch.Generator | None:
-    return torch.Generator().manual_seed(int(seed)) if seed is not None else None
+def _sampler(model, tokenizer, temperature, top_k, top_p, seed: int | None) -> _Sampler:
+    """The sampling step for ``model``'s logits; it never draws the ids of `_never_sampled`."""
+    generator = torch.Generator().manual_seed(int(seed)) if seed is not None else None
+    return _Sampler(model.config.vocab_size, _device(model), temperature=temperature, top_k=top_k, top_p=top_p,
+                    generator=generator, exclude=_never_sampled(tokenizer))
 
 
 # -------------------------------------------------------------------------------- Algorithm 14: generate
@@ -216,7 +264,7 @@ def generate(model, tokenizer, prompt: str, *, tokens: int = 200, temperature: f
     The prompt is encoded (and the arguments checked) when ``generate`` is called, so errors raise here.
     """
     _require_arch(model, ("gpt", "gopher"), "generate", "use fill_mask for 'bert' and translate for 'edt'.")
-    _check_sampling(temperature, top_k, top_p)
+    sampler = _sampler(model, tokenizer, temperature, top_k, top_p, seed)
     l_max = _l_max(model)
     slide = max(1, l_max // 8) if slide is None else slide
     if not isinstance(slide, int) or not 1 <= slide <= l_max:
@@ -225,18 +273,16 @@ def generate(model, tokenizer, prompt: str, *, tokens: int = 200, temperature: f
         raise ValueError(f"tokens = {tokens!r} is not allowed; use a whole number ≥ 0.")
     ids = ([tokenizer.bos_id] if add_bos else []) + list(tokenizer.encode(prompt))
     ids = ids or [tokenizer.bos_id]
-    return _generate(model, tokenizer, ids, tokens, dict(temperature=temperature, top_k=top_k, top_p=top_p),
-                     _generator(seed), use_cache, alternatives, stop_at_eos, slide)
+    return _generate(model, tokenizer, ids, tokens, sampler, use_cache, alternatives, stop_at_eos, slide)
 
 
-@torch.no_grad()
-def _generate(model, tokenizer, ids, n_tokens, sampling, gen, use_cache, alternatives, stop_at_eos, slide):
+@torch.inference_mode()
+def _generate(model, tokenizer, ids, n_tokens, sampler, use_cache, alternatives, stop_at_eos, slide):
     l_max, dev = _l_max(model), _device(model)
     seq = list(ids)
     start = max(0, len(seq) - l_max)  # the window is seq[start:], never longer than l_max
     stream = _TextStream(tokenizer, seq)
     cache = None
-    exclude = _never_sampled(tokenizer)
     with _eval_mode(model):
         for _ in range(n_tokens):
             if len(seq) - start > l_max:  # full: slide the window and rebuild the cache
@@ -244,14 +290,14 @@ def _generate(model, tokenizer, ids, n_tokens, sampling, gen, use_cache, alterna
                 cache = None
             if cache is None:
                 cache = KVCache() if use_cache else None
-                logits = model(torch.tensor([seq[start:]], device=dev), cache=cache)[0, -1]
-            else:
-                logits = model(torch.tensor([seq[-1:]], device=dev), cache=cache)[0, -1]
-            y, info = sample_next(logits, generator=gen, exclude=exclude, **sampling)
-            if stop_at_eos and y == tokenizer.eos_id:
+                x = torch.tensor([seq[start:]], device=dev)
+            draw = sampler(model(x, cache=cache)[0, -1])
+            choice = _choice(tokenizer, sampler, draw, stream, alternatives)
+            if stop_at_eos and choice.id == tokenizer.eos_id:
                 return
-            yield _choice(tokenizer, y, info, stream, alternatives)
-            seq.append(y)
+            yield choice
+            seq.append(choice.id)
+            x = draw.at[:1].view(1, 1)  # the next input: y, already on the device
 
 
 # ------------------------------------------------------------------------------- Algorithm 15: translate
@@ -265,31 +311,30 @@ def translate(model, tokenizer, source: str, *, max_tokens: int | None = None, t
     default. A source longer than l_max - 2 raises ValueError.
     """
     _require_arch(model, ("edt",), "translate", "use generate for 'gpt'/'gopher' and fill_mask for 'bert'.")
-    _check_sampling(temperature, top_k, top_p)
+    sampler = _sampler(model, tokenizer, temperature, top_k, top_p, seed)
     l_max = _l_max(model)
     z = _framed(tokenizer, source)
     _check_length(len(z), l_max, "source with bos and eos")
     max_tokens = l_max - 1 if max_tokens is None else max_tokens
     if not isinstance(max_tokens, int) or max_tokens < 0:
         raise ValueError(f"max_tokens = {max_tokens!r} is not allowed; use a whole number ≥ 0.")
-    return _translate(model, tokenizer, z, min(max_tokens, l_max),
-                      dict(temperature=temperature, top_k=top_k, top_p=top_p), _generator(seed), alternatives)
+    return _translate(model, tokenizer, z, min(max_tokens, l_max), sampler, alternatives)
 
 
-@torch.no_grad()
-def _translate(model, tokenizer, z, max_tokens, sampling, gen, alternatives):
+@torch.inference_mode()
+def _translate(model, tokenizer, z, max_tokens, sampler, alternatives):
     dev = _device(model)
     stream = _TextStream(tokenizer, [])
-    exclude = _never_sampled(tokenizer)
     with _eval_mode(model):
         Z = model.encode(torch.tensor([z], device=dev))
-        cache, last = KVCache(), tokenizer.bos_id
+        cache, x = KVCache(), torch.tensor([[tokenizer.bos_id]], device=dev)
         for _ in range(max_tokens):
-            logits = model.decode(torch.tensor([[last]], device=dev), Z, cache=cache)[0, -1]
-            last, info = sample_next(logits, generator=gen, exclude=exclude, **sampling)
-            if last == tokenizer.eos_id:
+            draw = sampler(model.decode(x, Z, cache=cache)[0, -1])
+            choice = _choice(tokenizer, sampler, draw, stream, alternatives)
+            if choice.id == tokenizer.eos_id:
                 return
-            yield _choice(tokenizer, last, info, stream, alternatives)
+            yield choice
+            x = draw.at[:1].view(1, 1)
 
 
 # ------------------------------------------------------------------------------- BERT: fill-mask, classify
@@ -324,7 +369,7 @@ def encode_masked(tokenizer, text: str, mask_symbol: str) -> tuple[list[int], li
     return x + [tokenizer.eos_id], positions, offsets
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def fill_mask(model, tokenizer, text: str, *, mask_symbol: str = MASK_MARKER, top: int = 5) -> list[MaskPrediction]:
     """BERT's masked-token prediction (the task of Algorithm 12): the ``top`` candidates at each marker.
 
@@ -342,7 +387,7 @@ def fill_mask(model, tokenizer, text: str, *, mask_symbol: str = MASK_MARKER, to
     return [MaskPrediction(t, _alternatives(tokenizer, probs[t], top), o) for t, o in zip(positions, offsets)]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def classify(model, tokenizer, text: str, class_names: Sequence[str]) -> list[tuple[str, float]]:
     """P(c | x) (paper §3) of a 'bert' model with a class head on [bos]+encode(text)+[eos], most likely first."""
     _require_arch(model, ("bert",), "classify", "classification uses a 'bert' model with n_classes > 0.")
@@ -483,7 +528,7 @@ class AttentionMaps:
                        {k: d[k] for k in d.files if k not in ("tokens", "context_tokens")})
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def attention_maps(model, tokenizer, text: str, *, source: str | None = None, add_bos: bool = False,
                    mask_symbol: str = MASK_MARKER) -> AttentionMaps:
     """The attention weights of one forward pass with ``return_attention=True`` (exactly the model's numbers).
@@ -508,7 +553,7 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     return attention_maps_for_ids(model, tokenizer, x, z)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Sequence[int] | None = None) -> AttentionMaps:
     """One forward pass with ``return_attention=True`` on exactly these token ids (and, for an edt, the
     encoder's ``context_ids``): every head's softmax(S/√d_attn) of Algorithm 4 in the model's own dtype

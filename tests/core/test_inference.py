@@ -4,15 +4,17 @@ import json
 import math
 import struct
 import zlib
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import POSITIONS
-from fatstudio.core.inference import (AttentionMaps, TokenChoice, attention_maps, classify, fill_mask, generate,
-                                      sample_next, translate)
+from fatstudio.core.inference import (AttentionMaps, TokenChoice, _TextStream, attention_maps, classify, fill_mask,
+                                      generate, sample_next, translate)
 
 
 class CharTok:
@@ -130,6 +132,17 @@ def test_sampling_arguments_are_checked():
             sample_next(torch.zeros(4), **kw)
 
 
+def test_a_seed_draws_what_torch_multinomial_draws():
+    """y = argmax(q / E) with E ~ Exp(1) from the generator is torch.multinomial's own one-sample draw on the
+    CPU, so seeds give the tokens they gave when sampling called torch.multinomial."""
+    g = torch.Generator().manual_seed(5)
+    for kw in (dict(), dict(temperature=0.7, top_k=6), dict(temperature=1.3, top_p=0.8)):
+        for seed in range(20):
+            logits = torch.randn(TOK.vocab_size, generator=g) * 2
+            y, info = sample_next(logits, generator=torch.Generator().manual_seed(seed), exclude=(TOK.bos_id,), **kw)
+            assert y == int(torch.multinomial(info.sampling_probs, 1, generator=torch.Generator().manual_seed(seed)))
+
+
 # ------------------------------------------------------------------------------------------------ generate
 @pytest.mark.parametrize("arch", ["gpt", "gopher"])
 @pytest.mark.parametrize("positions", POSITIONS)
@@ -180,6 +193,70 @@ def test_token_choice_is_the_full_forward_probability():
         assert c.top_p_cutoff is None
         seq.append(c.id)
     assert "".join(c.text for c in choices) == TOK.decode(seq[len(prompt) + 1:])
+
+
+class FixedLogits(torch.nn.Module):
+    """A stand-in gpt that returns the same logits at every position: the loop around the model, alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = SimpleNamespace(arch="gpt", l_max=L_MAX, vocab_size=TOK.vocab_size)
+        self.logits = torch.nn.Parameter(torch.randn(TOK.vocab_size))
+
+    def forward(self, x, cache=None):
+        return self.logits.expand(*x.shape, -1)
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the ops that read one tensor value back to the host (``.item()``, ``int(t)``, ``if t:``...)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func is torch.ops.aten._local_scalar_dense.default
+        return func(*args, **(kwargs or {}))
+
+
+def test_generation_copies_to_the_host_once_per_token(monkeypatch):
+    """Around the model, each token reads nothing back value by value (on a GPU, each read is a sync): sampling
+    stays on the logits' device, the next input is the sampled id's tensor, and everything a TokenChoice
+    reports comes back in one ``tolist``."""
+    copies = []
+    tolist = torch.Tensor.tolist
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda t: copies.append(t) or tolist(t))
+    n = 2 * L_MAX + 3  # past l_max: the window slides
+    for kw in (dict(temperature=0, top_k=3, top_p=0.5), dict(temperature=0.9, top_k=5, top_p=0.8, seed=1), {}):
+        copies.clear()
+        with HostReads() as reads:
+            choices = list(generate(FixedLogits(), TOK, "ab", tokens=n, alternatives=3, **kw))
+        assert len(choices) == n and reads.count == 0 and len(copies) == n
+
+
+@pytest.mark.parametrize("positions", POSITIONS)
+def test_a_model_that_generated_still_trains(positions):
+    """Generation runs under inference_mode; nothing the model keeps from it may break a later backward."""
+    model = tiny("gpt", positions=positions).train().requires_grad_(True)
+    list(generate(model, TOK, "abc", tokens=L_MAX + 3, seed=0))
+    model(torch.tensor([TOK.encode("abcd")])).logsumexp(-1).sum().backward()
+
+
+def test_text_stream_decodes_once_per_token():
+    calls = []
+
+    class CountingTok(CharTok):
+        def decode(self, ids):
+            calls.append(len(ids))
+            return super().decode(ids)
+
+    tok = CountingTok()
+    ids = tok.encode("abc defg hijk lmno. " * 5)
+    text = tok.decode(ids[4:])
+    stream = _TextStream(tok, ids[:4])
+    calls.clear()
+    assert "".join(stream.push(i) for i in ids[4:]) == text
+    assert len(calls) <= 1.2 * len(ids[4:]) and max(calls) <= 2 * _TextStream.TAIL + 1  # was 2 per token
 
 
 def test_seed_reproducibility_and_model_mode_restored():
@@ -334,7 +411,6 @@ def test_attention_maps_save_and_reload(tmp_path):
 
 # --------------------------------------------------------------------------------------- real tokenizer
 def test_with_the_real_tokenizers():
-    from fatstudio.core.inference import _TextStream
     from fatstudio.core.tokenization import train_tokenizer
 
     text = "the cat sat on the mat.\nhéllo wörld, 日本語 🙂\n" * 3
