@@ -7,24 +7,53 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ModelConfig
-from .positions import alibi_slopes, apply_rope, relative_distances, rope_angles, scale, sinusoids
+from .positions import FixedTables, alibi_slopes, apply_rope, rope_angles, scale, sinusoids
 
 
-class KVCache:
-    """Keys and values of the positions seen so far, one slot per attention layer (DInference with caching).
+class KVSlot:
+    """One attention layer's cached keys and values (B, H_kv, n, d) and key mask (B, n), None until first use.
 
-    ``length`` is the number of positions already processed; the model advances it after each call.
+    Self-attention appends (`append`): the first call allocates room for l_max positions, each call writes
+    its positions into it and ``n`` counts those filled. Cross-attention keeps the encoder's k, v and mask.
     """
 
     def __init__(self):
-        self.layers: dict[str, dict[str, torch.Tensor]] = {}
+        self.k = self.v = self.mask = None
+        self.n = 0
+
+    def append(self, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None, l_max: int):
+        """Write the new positions' k, v (B, H_kv, T, d) and key_mask (B, T) or None; return those of all
+        positions so far (views of the preallocated tensors)."""
+        B, H_kv, T, _ = k.shape
+        if self.k is None:
+            self.k = k.new_empty(B, H_kv, l_max, k.shape[-1])
+            self.v = v.new_empty(B, H_kv, l_max, v.shape[-1])
+        if key_mask is not None and self.mask is None:
+            self.mask = key_mask.new_ones(B, l_max)  # positions that came without a mask are real
+        start, self.n = self.n, self.n + T
+        self.k[:, :, start:self.n], self.v[:, :, start:self.n] = k, v
+        if key_mask is not None:
+            self.mask[:, start:self.n] = key_mask
+        return self.k[:, :, :self.n], self.v[:, :, :self.n], None if self.mask is None else self.mask[:, :self.n]
+
+
+class KVCache:
+    """Keys and values of the positions seen so far, one `KVSlot` per attention layer (DInference with
+    caching). ``length`` is the number of positions already processed; the model advances it after each call.
+    Meant for inference: slots are written in place, which autograd cannot follow from one step to the next.
+    """
+
+    def __init__(self):
+        self.layers: dict[str, KVSlot] = {}
         self.length = 0
 
-    def slot(self, name: str) -> dict[str, torch.Tensor]:
-        return self.layers.setdefault(name, {})
+    def slot(self, name: str) -> KVSlot:
+        if name not in self.layers:
+            self.layers[name] = KVSlot()
+        return self.layers[name]
 
 
-class MHAttention(nn.Module):
+class MHAttention(FixedTables):
     """MHAttention(X, Z | 𝒲, Mask) of Algorithm 5: H heads of Algorithm 4, stacked and projected by W_o.
 
     The weights of all heads sit in one matrix each: W_q (H·d_attn × d_e), W_k (H_kv·d_attn × d_e),
@@ -34,102 +63,111 @@ class MHAttention(nn.Module):
 
     def __init__(self, cfg: ModelConfig, causal: bool, cross: bool = False):
         super().__init__()
-        self.H, self.H_kv, self.d_attn, self.d_mid = cfg.H, cfg.H_kv, cfg.d_attn, cfg.d_mid
+        self.H, self.H_kv, self.d_attn, self.d_mid, self.l_max = cfg.H, cfg.H_kv, cfg.d_attn, cfg.d_mid, cfg.l_max
         self.causal, self.cross = causal, cross
         self.positions = "none" if cross else cfg.positions  # cross-attention has no positional terms
-        self.base, self.dropout = cfg.position_base, cfg.dropout
+        self.dropout, self.scale = cfg.dropout, scale(cfg.d_attn)
         self.W_q = nn.Linear(cfg.d_e, cfg.H * cfg.d_attn, bias=cfg.bias)
         self.W_k = nn.Linear(cfg.d_e, cfg.H_kv * cfg.d_attn, bias=cfg.bias)
         self.W_v = nn.Linear(cfg.d_e, cfg.H_kv * cfg.d_mid, bias=cfg.bias)
         self.W_o = nn.Linear(cfg.H * cfg.d_mid, cfg.d_e, bias=cfg.bias)
-        if self.positions == "relative":  # Transformer-XL: W_r, u, v of each layer
+        if self.positions == "relative":  # Transformer-XL: W_r, u, v of each layer, r_d for d = 1-ℓ_max..ℓ_max-1
             self.W_r = nn.Linear(cfg.d_e, cfg.H * cfg.d_attn, bias=False)
             self.u = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
             self.v = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
-        if self.positions == "alibi":
-            self.register_buffer("slopes", alibi_slopes(cfg.H), persistent=False)
+            self.register_table("r", sinusoids(torch.arange(1 - cfg.l_max, cfg.l_max), cfg.d_e, cfg.position_base))
+        elif self.positions == "alibi":
+            self.register_table("slopes", alibi_slopes(cfg.H))
+        elif self.positions == "rope":  # the rotary angles of positions 0..ℓ_max-1
+            cos, sin = rope_angles(cfg.l_max, cfg.d_attn, cfg.position_base)
+            self.register_table("rope_cos", cos)
+            self.register_table("rope_sin", sin)
 
     def forward(self, X: torch.Tensor, Z: torch.Tensor | None = None, *, key_mask: torch.Tensor | None = None,
-                cache: dict | None = None, need_weights: bool = False):
+                cache: KVSlot | None = None, need_weights: bool = False):
         """X: (B, T_x, d_e) the tokens that query; Z: (B, T_z, d_e) the tokens attended to (None: Z = X).
 
         key_mask: (B, T_z) bool, False at padding. cache: this layer's slot of a KVCache.
         Returns (Ṽ projected by W_o: (B, T_x, d_e), softmax(S/√d_attn) as (B, H, T_x, T_z) or None).
         """
         B, T_x, _ = X.shape
-        q = self.W_q(X).view(B, T_x, self.H, self.d_attn).transpose(1, 2)  # (B, H, T_x, d_attn)
-        past = cache["k"].shape[2] if cache and "k" in cache and not self.cross else 0
-        pos_q = torch.arange(past, past + T_x, device=X.device)
-        if self.cross and cache and "k" in cache:  # the encoder's keys/values are computed once
-            k, v, key_mask = cache["k"], cache["v"], cache.get("mask")
+        past = cache.n if cache is not None else 0  # positions already cached (always 0 for cross-attention)
+        if self.cross and cache is not None and cache.k is not None:  # the encoder's keys/values, computed once
+            q, k, v, key_mask = self._heads(self.W_q(X), self.H), cache.k, cache.v, cache.mask
         else:
-            Z = X if Z is None else Z
-            T_z = Z.shape[1]
-            k = self.W_k(Z).view(B, T_z, self.H_kv, self.d_attn).transpose(1, 2)  # (B, H_kv, T_z, d_attn)
-            v = self.W_v(Z).view(B, T_z, self.H_kv, self.d_mid).transpose(1, 2)  # (B, H_kv, T_z, d_mid)
-            if self.positions == "rope":
-                cos, sin = rope_angles(pos_q, self.d_attn, self.base)
+            q, k, v = self._qkv(X, Z)
+            q, k, v = self._heads(q, self.H), self._heads(k, self.H_kv), self._heads(v, self.H_kv)
+            if self.positions == "rope":  # self-attention: Z = X at positions past..past+T_x-1
+                cos, sin = self.rope_cos[past:past + T_x], self.rope_sin[past:past + T_x]
                 q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-            if cache is not None:
-                if past:
-                    k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-                    if key_mask is not None or "mask" in cache:
-                        old = cache.get("mask", torch.ones(B, past, dtype=torch.bool, device=X.device))
-                        new = key_mask if key_mask is not None else torch.ones(B, T_x, dtype=torch.bool, device=X.device)
-                        key_mask = torch.cat([old, new], 1)
-                cache["k"], cache["v"] = k, v
-                if key_mask is not None:
-                    cache["mask"] = key_mask
-        pos_k = torch.arange(k.shape[2], device=X.device)
-        q, bias = self._scores_bias(q, pos_q, pos_k, key_mask)
-        s = scale(self.d_attn)
+            if cache is not None and self.cross:
+                cache.k, cache.v, cache.mask = k, v, key_mask
+            elif cache is not None:
+                k, v, key_mask = cache.append(k, v, key_mask, self.l_max)
+        q, bias, is_causal = self._scores_bias(q, past, k.shape[2], key_mask, explicit=need_weights)
         p_drop = self.dropout if self.training else 0.0
+        group = self.H // self.H_kv
+        if group > 1 and (need_weights or bias is not None):  # SDPA's enable_gqa with a mask is its slow kernel
+            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # head h reads ⌊h·H_kv/H⌋
         if need_weights:
-            if self.H_kv != self.H:  # head h reads key/value head ⌊h·H_kv/H⌋
-                k, v = k.repeat_interleave(self.H // self.H_kv, 1), v.repeat_interleave(self.H // self.H_kv, 1)
-            S = (q @ k.transpose(-1, -2)) * s  # (B, H, T_x, T_z)
+            S = (q @ k.transpose(-1, -2)) * self.scale  # (B, H, T_x, T_z)
             if bias is not None:
                 S = S + bias
             A = S.softmax(-1)  # Algorithm 4: softmax(S/√d_attn), each query's row sums to 1
             Y = F.dropout(A, p_drop, self.training) @ v  # (B, H, T_x, d_mid)
         else:
             A = None
-            is_causal = self.causal and bias is None and past == 0 and T_x > 1
             Y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p_drop, is_causal=is_causal,
-                                               scale=s, enable_gqa=self.H_kv != self.H)
+                                               scale=self.scale, enable_gqa=k.shape[1] != self.H)
         Y = Y.transpose(1, 2).reshape(B, T_x, self.H * self.d_mid)  # Y = [Y¹; …; Y^H]
         return self.W_o(Y), A
 
-    def _scores_bias(self, q, pos_q, pos_k, key_mask):
-        """The query actually dotted with the keys, and the additive terms of S/√d_attn (masks as -∞).
+    def _qkv(self, X, Z):
+        """Q, K, V of Algorithm 4, each (B, T, heads·d); in self-attention (Z = X) one product [W_q; W_k; W_v] X."""
+        if Z is not None:
+            return self.W_q(X), self.W_k(Z), self.W_v(Z)
+        Ws = (self.W_q, self.W_k, self.W_v)
+        b = None if self.W_q.bias is None else torch.cat([W.bias for W in Ws])
+        return F.linear(X, torch.cat([W.weight for W in Ws]), b).split([W.out_features for W in Ws], -1)
 
-        Returns (q', bias) with bias broadcastable to (B, H, T_x, T_z), or None when nothing is added.
+    @staticmethod
+    def _heads(t, n: int):
+        """(B, T, n·d) -> (B, n, T, d): one slice per head."""
+        return t.view(t.shape[0], t.shape[1], n, -1).transpose(1, 2)
+
+    def _scores_bias(self, q, past: int, T_z: int, key_mask, explicit: bool):
+        """The query actually dotted with the keys, the additive terms of S/√d_attn (masks as -∞), and whether
+        the Mask is SDPA's own ``is_causal`` instead (no mask tensor, so CUDA can use FlashAttention).
+
+        Queries are positions past..past+T_x-1, keys 0..T_z-1: Python ints, so nothing waits for the device.
+        Returns (q', bias broadcastable to (B, H, T_x, T_z) or None, is_causal).
         """
-        T_x, T_z = len(pos_q), len(pos_k)
-        allowed = None
-        if self.causal and not (T_x == 1 and pos_q[0] >= pos_k[-1]):
-            allowed = pos_k[None, :] <= pos_q[:, None]  # Mask[t_z, t_x] = [t_z ≤ t_x]
+        T_x = q.shape[2]
+        causal = self.causal and T_x > 1  # Mask[t_z, t_x] = [t_z ≤ t_x] hides a key (a last query sees all)
+        # is_causal aligns the mask top-left, which is the paper's Mask only without a cache (past = 0)
+        if key_mask is None and self.positions not in ("alibi", "relative") and not (causal and (past or explicit)):
+            return q, None, causal
+        pos_q = torch.arange(past, past + T_x, device=q.device)[:, None]  # (T_x, 1)
+        pos_k = torch.arange(T_z, device=q.device)  # (T_z,)
+        bias = None
+        if self.positions == "alibi":
+            bias = -self.slopes.to(q.dtype)[:, None, None] * (pos_q - pos_k).abs().to(q.dtype)  # (H, T_x, T_z)
+        elif self.positions == "relative":
+            # Transformer-XL: S_ij = (q_i + u)ᵀk_j + (q_i + v)ᵀ W_r r_{i-j}, i - j from d_min to past+T_x-1
+            d_min = past + 1 - T_z
+            r = self.r[d_min + self.l_max - 1:past + T_x + self.l_max - 1]  # r_{d_min}, …: (n_d, d_e)
+            Rk = self.W_r(r).view(-1, self.H, self.d_attn).transpose(0, 1)  # (H, n_d, d_attn)
+            BD = (q + self.v.to(q.dtype)[:, None, :]) @ Rk.transpose(-1, -2)  # (B, H, T_x, n_d)
+            BD = BD.gather(-1, (pos_q - pos_k - d_min).expand(*BD.shape[:2], T_x, T_z))  # (B, H, T_x, T_z)
+            bias = BD * self.scale
+            q = q + self.u.to(q.dtype)[:, None, :]
+        allowed = pos_k <= pos_q if causal else None
         if key_mask is not None:
             km = key_mask[:, None, None, :]  # (B, 1, 1, T_z)
             if not self.cross:  # a padding query still sees itself, so no row is empty
-                km = km | (pos_k[None, :] == pos_q[:, None])
+                km = km | (pos_k == pos_q)
             allowed = km if allowed is None else allowed & km
-        bias = None
-        if self.positions == "alibi":
-            dist = relative_distances(pos_q, pos_k).abs().to(q.dtype)
-            bias = -self.slopes.to(q.dtype)[:, None, None] * dist  # (H, T_x, T_z)
-        elif self.positions == "relative":
-            # Transformer-XL: S_ij = (q_i + u)ᵀk_j + (q_i + v)ᵀ W_r r_{i-j}
-            dist = relative_distances(pos_q, pos_k)
-            d_min = int(dist.min())
-            r = sinusoids(torch.arange(d_min, int(dist.max()) + 1, device=q.device), self.W_r.in_features,
-                          self.base).to(q.dtype)  # (n_d, d_e)
-            Rk = self.W_r(r).view(-1, self.H, self.d_attn).transpose(0, 1)  # (H, n_d, d_attn)
-            BD = (q + self.v[:, None, :]) @ Rk.transpose(-1, -2)  # (B, H, T_x, n_d)
-            BD = BD.gather(-1, (dist - d_min).expand(*BD.shape[:2], T_x, T_z))  # (B, H, T_x, T_z)
-            bias = BD * scale(self.d_attn)
-            q = q + self.u[:, None, :]
         if allowed is not None:
             neg = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, float("-inf"))
             bias = neg if bias is None else bias + neg
-        return q, bias
+        return q, bias, False

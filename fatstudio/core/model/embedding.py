@@ -6,10 +6,10 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from .positions import sinusoids
+from .positions import FixedTables, sinusoids
 
 
-class Embedding(nn.Module):
+class Embedding(FixedTables):
     """e_t = W_e[:, x[t]] + W_p[:, t]. ``W_e.weight`` is W_eᵀ (N_V × d_e); learned ``W_p.weight`` is W_pᵀ.
 
     Sinusoidal W_p is a fixed buffer; rotary, ALiBi and relative positions act inside attention instead.
@@ -22,9 +22,8 @@ class Embedding(nn.Module):
         if cfg.positions == "learned":
             self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
         elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
-            table = sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base)  # float64; cast at use
-            self.register_buffer("W_p_table", table, persistent=False)
-        self.drop = nn.Dropout(cfg.dropout)
+            self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base))
+        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # Identity: less per-call work
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e)."""
@@ -36,7 +35,7 @@ class Embedding(nn.Module):
         if self.positions == "learned":
             e = e + self.W_p.weight[offset:offset + T]
         elif self.positions == "sinusoidal":
-            e = e + self.W_p_table[offset:offset + T].to(e.dtype)
+            e = e + self.W_p_table[offset:offset + T]
         return self.drop(e)
 
 

@@ -45,7 +45,7 @@ class Layer(nn.Module):
         self.norm_cross = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cross else None
         self.mlp = MLP(cfg)
         self.norm_mlp = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # Identity: less per-call work
 
     def _residual(self, X, norm, f):
         """Pre-LN: X + f(norm(X)); post-LN: norm(X + f(X)). f returns (output, attention or None)."""

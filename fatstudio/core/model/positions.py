@@ -1,44 +1,64 @@
 """Positional information (Algorithm 2 and the variations): sinusoidal tables, rotary positions (RoPE),
-ALiBi slopes and the sinusoids of Transformer-XL relative distances (Gopher)."""
+ALiBi slopes and the sinusoids of Transformer-XL relative distances (Gopher).
+
+The tables are computed once, in float64 on the CPU, and kept as buffers in the model's dtype and device
+(`FixedTables`), so a forward pass never computes them again nor touches float64 (Apple MPS has none)."""
 import math
 
 import torch
+from torch import nn
 
 
 def sinusoids(t: torch.Tensor, d: int, base: float) -> torch.Tensor:
-    """Rows [sin(t/b^{2i/d}), cos(t/b^{2i/d})] interleaved, i = 1..d/2 (Algorithm 2): (len(t), d).
+    """Rows [sin(t/b^{2i/d}), cos(t/b^{2i/d})] interleaved, i = 1..d/2 (Algorithm 2): (len(t), d), float64.
 
     Row ``2i-1`` (1-based) holds the sine and row ``2i`` the cosine, exactly as the paper's W_p[:, t].
     """
-    i = torch.arange(1, d // 2 + 1, dtype=torch.float64, device=t.device)
+    i = torch.arange(1, d // 2 + 1, dtype=torch.float64)
     angle = t.to(torch.float64)[:, None] / base ** (2 * i / d)  # (T, d/2)
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (T, d)
 
 
-def rope_angles(pos: torch.Tensor, d: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of the rotary angles pos·b^{-2i/d}, i = 0..d/2-1, each (T, d/2)."""
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=pos.device) / d)
-    angle = pos.to(torch.float64)[:, None] * inv_freq
+def rope_angles(n: int, d: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of the rotary angles t·b^{-2i/d} of positions t = 0..n-1, i = 0..d/2-1: each (n, d/2)."""
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq
     return angle.cos(), angle.sin()
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_{2i}, x_{2i+1}) of the last axis by its angle. x: (..., T, d)."""
+    """Rotate each pair (x_{2i}, x_{2i+1}) of the last axis by its angle. x: (..., T, d); cos, sin: (T, d/2)."""
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d/2)
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
+    cos, sin = cos.to(x.dtype), sin.to(x.dtype)  # x is lower precision under autocast
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
 
 
 def alibi_slopes(H: int) -> torch.Tensor:
-    """ALiBi's head slopes m_h = 2^{-8h/H}, h = 1..H (Press et al.)."""
+    """ALiBi's head slopes m_h = 2^{-8h/H}, h = 1..H (Press et al.), float64."""
     return torch.tensor([2.0 ** (-8.0 * h / H) for h in range(1, H + 1)], dtype=torch.float64)
-
-
-def relative_distances(pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
-    """i - j for every query position i and key position j: (T_q, T_k)."""
-    return pos_q[:, None] - pos_k[None, :]
 
 
 def scale(d_attn: int) -> float:
     """The 1/√d_attn of Algorithms 3-4."""
     return 1.0 / math.sqrt(d_attn)
+
+
+class FixedTables(nn.Module):
+    """A module with fixed tables: non-persistent buffers in the module's dtype and device whose float64
+    master copies stay on the CPU. Casting or moving the module (``.to``, ``.double()``, ``.half()``, …)
+    re-derives each buffer from its master, so a float64 model gets the tables exact, not float32 upcast."""
+
+    def __init__(self):
+        super().__init__()
+        self._masters: dict[str, torch.Tensor] = {}
+
+    def register_table(self, name: str, master: torch.Tensor) -> None:
+        self._masters[name] = master
+        self.register_buffer(name, master.to(torch.get_default_dtype()), persistent=False)
+
+    def _apply(self, fn, recurse=True):
+        super()._apply(fn, recurse)
+        for name, master in self._masters.items():
+            now = self._buffers[name]
+            self._buffers[name] = master.to(now.dtype).to(now.device)  # cast on the CPU: MPS takes no float64
+        return self
