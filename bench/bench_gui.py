@@ -115,7 +115,7 @@ def child_startup() -> dict:
     app = QApplication([])
 
     class FirstPaint(QObject):
-        def eventFilter(self, obj, ev):  # noqa: N802
+        def eventFilter(self, obj, ev):
             if ev.type() == QEvent.Type.Paint and hasattr(obj, "window") and \
                     type(obj.window()).__name__ == "MainWindow":
                 print(json.dumps({"shown_at": time.time()}), flush=True)

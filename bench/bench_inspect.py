@@ -24,8 +24,8 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
 
 def build(l_max: int, L: int, H: int, d_e: int):
@@ -75,8 +75,8 @@ def bench_capture(loaded, T: int, repeat: int) -> dict:
 def bench_grid(loaded, T: int, repeat: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
-    from fatstudio.qt.panels.attention import AttentionPanel
     from fatstudio.core.inference import attention_maps_for_ids as capture_attention
+    from fatstudio.qt.panels.attention import AttentionPanel
 
     app = QApplication.instance() or QApplication([])
     model, tok = loaded.model, loaded.tokenizer

@@ -67,7 +67,8 @@ def same_window_loss(loss_fn, ids, starts, T: int) -> float:
 
     offsets = torch.arange(T + 1)
     with torch.no_grad():
-        return statistics.fmean(float(loss_fn(w[:, :-1].contiguous(), w[:, 1:].contiguous())) for w in (ids[row[:, None] + offsets] for row in starts))
+        windows = (ids[row[:, None] + offsets] for row in starts)
+        return statistics.fmean(float(loss_fn(w[:, :-1].contiguous(), w[:, 1:].contiguous())) for w in windows)
 
 
 def score(fat_dir: Path, nano_ckpt: Path | None, model_mod, text: str, stoi: dict | None, a) -> tuple[float, float]:

@@ -127,7 +127,7 @@ class Proc:
     def text(self) -> str:
         return "\n".join(self.lines)
 
-    def check(self, what: str) -> "Proc":
+    def check(self, what: str) -> Proc:
         if self.rc not in (0, None) and not self.stopped:
             tail = "\n".join(self.lines[-25:])
             raise SystemExit(f"{what} failed (exit {self.rc}):\n{tail}")
@@ -200,7 +200,7 @@ class NanoGPT:
             ".git", "__pycache__", "out*", "*.bin", "*.pkl", "*.pt", "input.txt", "*.ipynb"))
         (self.dir / "_seeded.py").write_text(_RUNNER, encoding="utf-8")
 
-    def __enter__(self) -> "NanoGPT":
+    def __enter__(self) -> NanoGPT:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,7 +1,7 @@
 """``fatstudio.app.MainWindow``: the desktop app's window (imports Qt only when the name is used)."""
 from __future__ import annotations
 
-__all__ = ["MainWindow", "main"]
+__all__ = ["MainWindow", "main"]  # noqa: F822 (provided by __getattr__)
 
 
 def __getattr__(name):

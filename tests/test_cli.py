@@ -155,8 +155,10 @@ def test_sigkill_then_resume(cfg_file, tmp_path):
 
 def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     """The run line says what precision "auto" chose; a note (here: compile unavailable) reaches the terminal."""
+    import torch
+
     from fatstudio import cli
-    from fatstudio.core import training
+    from fatstudio.core import device, training
 
     monkeypatch.setattr(training, "compile_problem", lambda dev: "torch.compile needs a C++ compiler")
     code = cli.main(["train", "--preset", "gpt-char", "--set", "train.steps=2", "--set", "train.eval_interval=2",
@@ -164,4 +166,5 @@ def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
                      "--set", "model.d_mlp=16", "--set", "model.H=2", "--set", "train.compile=true",
                      "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
-    assert code == 0 and "in fp32" in err and "C++ compiler" in err
+    here = device.resolve_precision("auto", torch.device("cpu"))  # bf16 on a CPU with AVX-512 BF16, else fp32
+    assert code == 0 and f"in {here}" in err and "C++ compiler" in err

@@ -7,10 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 ARCHS = ("edt", "bert", "gpt", "gopher")
 NORMS = ("layer", "rms")
@@ -64,7 +65,8 @@ class _Config:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}; known fields are {', '.join(sorted(known))}.")
+            raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}; "
+                             f"known fields are {', '.join(sorted(known))}.")
         return cls(**d)
 
     def replace(self, **changes):
@@ -102,7 +104,7 @@ class ModelConfig(_Config):
     norm_eps: float = 1e-5  # ε under the root of layer_norm / RMSnorm
     n_classes: int = 0  # >0 adds a class head to a bert model (paper §3 classification)
 
-    def resolved(self) -> "ModelConfig":
+    def resolved(self) -> ModelConfig:
         """A copy with every ``None`` replaced by the architecture's paper default."""
         d = self.to_dict()
         for k, v in ARCH_DEFAULTS.get(self.arch, {}).items():
@@ -121,7 +123,7 @@ class ModelConfig(_Config):
     def causal(self) -> bool:
         return self.arch in CAUSAL_ARCHS
 
-    def validate(self) -> "ModelConfig":
+    def validate(self) -> ModelConfig:
         """Raise ValueError naming the field, the value and what is allowed; return self if valid."""
         _check_choice("arch", self.arch, ARCHS)
         for name in ("vocab_size", "l_max", "L", "L_enc", "L_dec", "H", "d_e", "d_mlp"):
@@ -183,7 +185,7 @@ class DataConfig(_Config):
     task: str = "next_token"
     p_mask: float = 0.15  # masked_lm (Algorithm 12)
 
-    def validate(self) -> "DataConfig":
+    def validate(self) -> DataConfig:
         if not isinstance(self.corpus, str) or not self.corpus.strip():
             raise ValueError("data.corpus is empty; give a file, a folder or the name of a built-in corpus.")
         _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
@@ -219,7 +221,7 @@ class TrainConfig(_Config):
     precision: str = "auto"  # "auto" (bf16 on GPUs that do it natively, else fp32) | "fp32" | "bf16" | "fp16"
     compile: bool = False
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
             _check_positive_int(f"train.{name}", getattr(self, name))
         for name in ("warmup", "sample_tokens", "seed"):
@@ -250,14 +252,14 @@ class RunConfig(_Config):
     train: TrainConfig = field(default_factory=TrainConfig)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+    def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         unknown = sorted(set(d) - {"model", "data", "train"})
         if unknown:
             raise ValueError(f"unknown config table(s): {', '.join(unknown)}; the tables are [model], [data], [train].")
         return cls(model=ModelConfig.from_dict(d.get("model", {})), data=DataConfig.from_dict(d.get("data", {})),
                    train=TrainConfig.from_dict(d.get("train", {})))
 
-    def validate(self) -> "RunConfig":
+    def validate(self) -> RunConfig:
         self.data.validate()
         self.train.validate()
         self.model.validate()
@@ -268,7 +270,7 @@ class RunConfig(_Config):
         return self
 
     @classmethod
-    def load(cls, path: str | Path) -> "RunConfig":
+    def load(cls, path: str | Path) -> RunConfig:
         """Read a TOML (or JSON) config file."""
         path = Path(path)
         try:
@@ -281,7 +283,7 @@ class RunConfig(_Config):
             raise ValueError(f"config file {path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}.") from None
         return cls.from_dict(d)
 
-    def with_overrides(self, assignments: list[str]) -> "RunConfig":
+    def with_overrides(self, assignments: list[str]) -> RunConfig:
         """Apply ``table.key=value`` assignments (the CLI's ``--set``); values parse as TOML, else as text."""
         d = self.to_dict()
         for a in assignments:

@@ -16,9 +16,10 @@ import math
 import re
 import struct
 import zlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -466,7 +467,7 @@ class AttentionMaps:
                 "entropy": {k: self.entropy(k).tolist() for k in self.maps}}
 
     @classmethod
-    def from_json_dict(cls, d: dict) -> "AttentionMaps":
+    def from_json_dict(cls, d: dict) -> AttentionMaps:
         return cls(list(d["tokens"]), d.get("context_tokens"),
                    {k: np.asarray(v, np.float32) for k, v in d["maps"].items()})
 
@@ -517,7 +518,7 @@ class AttentionMaps:
         return path
 
     @classmethod
-    def load(cls, path) -> "AttentionMaps":
+    def load(cls, path) -> AttentionMaps:
         """Read a .json or .npz file written by `save`."""
         path = Path(path)
         if path.suffix.lower() == ".json":
@@ -569,4 +570,5 @@ def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Se
 
 
 __all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "AttentionMaps", "MASK_MARKER", "sample_next",
-           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "colormap", "png_bytes"]
+           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids",
+           "attention_entropy", "encode_masked", "colormap", "png_bytes"]

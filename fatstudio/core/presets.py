@@ -1,8 +1,9 @@
 """Presets: ready-made run configurations shipped as TOML files in resources/presets."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
+
+import tomllib
 
 from .config import RunConfig
 from .resources import resource_path

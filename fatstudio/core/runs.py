@@ -5,6 +5,7 @@ into place. ``config.json``, ``meta.json``, ``tokenizer.json``, append-only ``me
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -93,7 +94,7 @@ class Run:
 
     # -- creating and opening ------------------------------------------------------------------------------
     @classmethod
-    def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None) -> "Run":
+    def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None) -> Run:
         root = Path(root) if root else default_runs_root()
         root.mkdir(parents=True, exist_ok=True)
         if name:  # an explicit folder (the CLI's --out): exactly there, and never over an earlier run
@@ -117,7 +118,7 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path: str | Path) -> "Run":
+    def open(cls, path: str | Path) -> Run:
         path = Path(path)
         if not path.is_dir():
             raise ValueError(f"{path} is not a fatstudio run: no such folder.")
@@ -266,8 +267,6 @@ def _versions() -> dict[str, str]:
     import importlib.metadata as md
     out = {"python": platform.python_version()}
     for pkg in ("fatstudio", "torch", "tokenizers", "safetensors"):
-        try:
+        with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            pass
     return out

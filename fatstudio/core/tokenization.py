@@ -29,9 +29,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
-from tokenizers import Regex
+from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
-from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from .config import TOKENIZERS, _check_choice
 
@@ -166,7 +165,7 @@ class Tokenizer:
         return self.backend.to_str()
 
     @classmethod
-    def from_json(cls, s: str) -> "Tokenizer":
+    def from_json(cls, s: str) -> Tokenizer:
         """Read a ``tokenizer.json`` text (pure JSON, nothing executed)."""
         try:
             d = json.loads(s)
@@ -184,7 +183,7 @@ class Tokenizer:
         Path(path).write_text(self.to_json(), encoding="utf-8")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Tokenizer":
+    def load(cls, path: str | Path) -> Tokenizer:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:

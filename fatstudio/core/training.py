@@ -12,18 +12,31 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
 from .data import IGNORE, Prepared
-from .device import (OutOfMemory, autocast, configure_matmul, deterministic, free_memory, is_out_of_memory,
-                     model_device, oom_message, pin, resolve_device, resolve_precision, rng_state, set_rng_state,
-                     to_device)
+from .device import (
+    OutOfMemory,
+    autocast,
+    configure_matmul,
+    deterministic,
+    free_memory,
+    is_out_of_memory,
+    model_device,
+    oom_message,
+    pin,
+    resolve_device,
+    resolve_precision,
+    rng_state,
+    set_rng_state,
+    to_device,
+)
 from .runs import LoadedModel, Run
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second

@@ -12,8 +12,17 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFrame, QLabel, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFrame,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from fatstudio.core.config import TASK_ARCHS, RunConfig
 from fatstudio.core.presets import load_presets
@@ -40,7 +49,7 @@ def _scroll(widget: QWidget) -> QScrollArea:
 
 def _import_view_panels():
     """Worker: import the Prompt and Attention panels (the prompt panel pulls in torch) off the GUI thread."""
-    import fatstudio.qt.panels.attention  # noqa: F401
+    import fatstudio.qt.panels.attention
     import fatstudio.qt.panels.prompt  # noqa: F401
     return True
 
@@ -493,7 +502,7 @@ class MainWindow(QMainWindow):
         self.loaded_model = loaded
         try:
             self.prompt_panel.set_model(loaded)
-        except Exception as e:  # noqa: BLE001 - another panel's failure is shown, not raised
+        except Exception as e:
             log.exception("prompt panel set_model failed")
             self.show_error(f"The Prompt panel could not take the model: {e}", dialog=False)
 
@@ -544,13 +553,13 @@ class MainWindow(QMainWindow):
             box.destroyed.connect(lambda *_: setattr(self, "_error_box", None))
 
     # ======================================================================================= drag and drop
-    def dragEnterEvent(self, event) -> None:  # noqa: N802
+    def dragEnterEvent(self, event) -> None:
         if self.state == "idle" and event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
         else:
             event.ignore()
 
-    def dropEvent(self, event) -> None:  # noqa: N802
+    def dropEvent(self, event) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths and self.state == "idle":
             self.corpus_panel.set_corpus(paths[0])
@@ -566,7 +575,7 @@ class MainWindow(QMainWindow):
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
 
-    def closeEvent(self, event) -> None:  # noqa: N802
+    def closeEvent(self, event) -> None:
         if self.job is not None and self.job.running:
             if not self._close_pending:
                 if not self.confirm_close():

@@ -10,9 +10,11 @@ functions, so the window opens without them.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QThreadPool, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker
@@ -66,7 +68,7 @@ def _training_generator(config, run_dir, resume, prepared):
         yield from training.train(config, run_dir=run_dir, resume=resume, control=control, prepared=prepared)
     except GeneratorExit:
         raise
-    except BaseException as e:  # noqa: BLE001 - every failure reaches the user as words
+    except BaseException as e:
         raise _as_failure(e) from None
 
 
@@ -166,7 +168,7 @@ class Call(QObject):
         def run():
             try:
                 return func(*args, **kwargs)
-            except BaseException as e:  # noqa: BLE001
+            except BaseException as e:
                 raise _as_failure(e) from None
 
         self._worker = FunctionWorker(run)
@@ -176,10 +178,8 @@ class Call(QObject):
         self._running = False
 
     def _emit_progress(self, fraction: float, message: str = "") -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the receiver is gone
             self._sig.progress.emit(float(fraction), str(message))
-        except RuntimeError:  # the receiver is gone
-            pass
 
     def _on_result(self, value) -> None:
         if not self.cancelled:
@@ -198,7 +198,7 @@ class Call(QObject):
     def running(self) -> bool:
         return self._running
 
-    def start(self) -> "Call":
+    def start(self) -> Call:
         self._running = True
         _LIVE.add(self)
         self._worker.start()

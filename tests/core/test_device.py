@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from fatstudio.core import device
-from fatstudio.core.costs import memory_estimate
 from fatstudio.core.config import ModelConfig
+from fatstudio.core.costs import memory_estimate
 
 
 class _FakeTensor:
@@ -56,10 +56,13 @@ def test_bf16_only_where_native(monkeypatch):
     assert device.resolve_precision("auto", cuda) == "bf16" == device.resolve_precision("bf16", cuda)
 
 
-def test_auto_precision_on_the_cpu_is_fp32_and_fp16_needs_a_gpu():
+@pytest.mark.parametrize("native", [True, False])
+def test_auto_precision_on_the_cpu_is_bf16_where_native_and_fp16_needs_a_gpu(native, monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     cpu = torch.device("cpu")
-    assert device.resolve_precision("auto", cpu) == "fp32"
-    assert device.resolve_precision("bf16", cpu) == "bf16"
+    assert device.resolve_precision("auto", cpu) == ("bf16" if native else "fp32")
+    assert device.resolve_precision("bf16", cpu) == "bf16"  # emulated where not native: allowed, slower
     with pytest.raises(ValueError, match="needs a GPU"):
         device.resolve_precision("fp16", cpu)
 
@@ -73,6 +76,8 @@ def test_fp32_on_cuda_uses_tf32_matmuls(monkeypatch):
 
 
 def test_the_choice_in_words_says_when_a_seed_does_not_repeat_a_run(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
     precision, text = device.describe_choice("cpu", "auto")
     assert precision == "fp32" and "auto → fp32 on the CPU" in text and "same seed → same run" in text
     _fake_cuda(monkeypatch, bf16=True)

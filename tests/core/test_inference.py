@@ -13,8 +13,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import POSITIONS
-from fatstudio.core.inference import (AttentionMaps, TokenChoice, _TextStream, attention_maps, classify, fill_mask,
-                                      generate, sample_next, translate)
+from fatstudio.core.inference import (
+    AttentionMaps,
+    TokenChoice,
+    _TextStream,
+    attention_maps,
+    classify,
+    fill_mask,
+    generate,
+    sample_next,
+    translate,
+)
 
 
 class CharTok:

@@ -77,7 +77,7 @@ def test_cost_estimates_scale_sensibly():
 
 
 def test_fixed_tables_are_buffers_not_parameters():
-    model = build_model(ModelConfig(positions="sinusoidal", **{k: v for k, v in SMALL.items()}))
+    model = build_model(ModelConfig(positions="sinusoidal", **SMALL))
     assert "embed.W_p_table" in dict(model.named_buffers())
     assert not any("W_p" in n for n, _ in model.named_parameters())
 

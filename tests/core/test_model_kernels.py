@@ -151,13 +151,31 @@ def test_grouped_query_heads_are_expanded_only_for_a_mask(monkeypatch):
 
 
 def test_relative_positions_stay_in_the_autocast_dtype(monkeypatch):
-    """u, v and the sinusoids in q's dtype: nothing of Transformer-XL's terms is upcast to float32."""
-    sdpa = SDPA(monkeypatch)
+    """u, v and the sinusoids in q's dtype: nothing of Transformer-XL's terms is upcast to float32 before the
+    attention kernel (which on the CPU alone computes in fp32, see the next test)."""
+    from fatstudio.core.model import attention
+
+    seen = []
+    real = attention._fused_attention
+    monkeypatch.setattr(attention, "_fused_attention", lambda q, k, v, bias, *a: seen.append((q, k, v, bias))
+                        or real(q, k, v, bias, *a))
     model = model_of("gopher").train()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         model(torch.randint(0, 13, (2, 6)))
+    assert seen and all({t.dtype for t in ts} == {torch.bfloat16} for ts in seen)
+
+
+def test_cpu_attention_kernel_runs_in_fp32_under_bf16_autocast(monkeypatch):
+    """The CPU's fused attention is several times slower in bf16 than in fp32 (forward and backward), so
+    half-precision q, k, v reach it as fp32 and its output returns in q's dtype; the gradients flow."""
+    sdpa = SDPA(monkeypatch)
+    model = model_of("gpt").train()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = model(torch.randint(0, 13, (2, 6)))
     calls = sdpa.took()
-    assert calls and all({c[n].dtype for n in ("q", "k", "v", "attn_mask")} == {torch.bfloat16} for c in calls)
+    assert calls and all(c[n].dtype == torch.float32 for c in calls for n in ("q", "k", "v"))
+    logits.float().sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
 
 
 @pytest.mark.parametrize("positions", ["learned", "rope", "relative"])

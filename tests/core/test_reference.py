@@ -54,9 +54,7 @@ def probs(logits):
 def check_against_reference(model, ref, x, z=None, mask=None, z_mask=None, tol=TOL64):
     """Forward a (possibly padded) batch through the fast model, each real sequence through the reference."""
     kw = {} if z is None else dict(context=z, context_mask=z_mask)
-    if z is None and mask is not None:
-        kw["mask"] = mask
-    elif mask is not None:
+    if z is None and mask is not None or mask is not None:
         kw["mask"] = mask
     plain = model(x, **kw)
     logits, attn = model(x, return_attention=True, **kw)

@@ -13,8 +13,8 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QThreadPool, Qt  # noqa: E402
-from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QWidget  # noqa: E402
+from PySide6.QtCore import Qt, QThreadPool
+from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QWidget
 
 LONG = 60_000  # ms: generous ceilings for waits on a slow, shared 2-CPU machine
 

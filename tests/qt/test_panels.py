@@ -6,13 +6,13 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from fatstudio.core import costs  # noqa: E402
-from fatstudio.core.config import ARCHS, ModelConfig, TrainConfig  # noqa: E402
-from fatstudio.core.presets import load_presets  # noqa: E402
-from fatstudio.qt.panels.corpus import Sep, tokens_html  # noqa: E402
-from fatstudio.qt.panels.model import ModelPanel  # noqa: E402
-from fatstudio.qt.panels.train import TrainPanel  # noqa: E402
-from fatstudio.qt.widgets.pseudocode import pseudocode  # noqa: E402
+from fatstudio.core import costs
+from fatstudio.core.config import ARCHS, ModelConfig, TrainConfig
+from fatstudio.core.presets import load_presets
+from fatstudio.qt.panels.corpus import Sep, tokens_html
+from fatstudio.qt.panels.model import ModelPanel
+from fatstudio.qt.panels.train import TrainPanel
+from fatstudio.qt.widgets.pseudocode import pseudocode
 
 
 @pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.key)
@@ -88,8 +88,10 @@ def test_train_panel_says_what_auto_precision_chooses_here(qtbot):
     assert panel.config().precision == "auto"  # the default
     with qtbot.waitSignal(panel.precisionResolved, timeout=30000) as resolved:
         pass
-    assert resolved.args == ["fp32"]  # this machine has no GPU
-    qtbot.waitUntil(lambda: "auto → fp32 on the CPU" in panel.choiceLabel.text(), timeout=30000)
+    from fatstudio.core.device import describe_choice
+    here, _ = describe_choice("auto", "auto")  # bf16 on a CPU with AVX-512 BF16, else fp32
+    assert resolved.args == [here]
+    qtbot.waitUntil(lambda: f"auto → {here}" in panel.choiceLabel.text(), timeout=30000)
     assert "same seed → same run" in panel.choiceLabel.text()
     panel.fields["precision"].set_value("fp16")
     qtbot.waitUntil(lambda: "needs a GPU" in panel.choiceLabel.text(), timeout=30000)

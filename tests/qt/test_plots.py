@@ -8,8 +8,8 @@ import pytest
 
 pytest.importorskip("pyqtgraph")
 
-from fatstudio.qt.widgets.forms import SciSpinBox, sci  # noqa: E402
-from fatstudio.qt.widgets.plots import Series, SmoothedSeries, TrainingPlots  # noqa: E402
+from fatstudio.qt.widgets.forms import SciSpinBox, sci
+from fatstudio.qt.widgets.plots import Series, SmoothedSeries, TrainingPlots
 
 
 def test_series_doubles_and_keeps_points():

@@ -21,9 +21,22 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QScrollArea, QSplitter, QStackedWidget, QTableWidget, QTableWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QScrollArea,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from fatstudio.core.inference import attention_entropy
 
@@ -198,7 +211,7 @@ class AttentionPanel(QWidget):
         self.exportPngButton.clicked.connect(self._export_png_dialog)
         self.exportCsvButton.clicked.connect(self._export_csv_dialog)
 
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802 (Qt override)
+    def eventFilter(self, obj, event) -> bool:
         if event.type() == QEvent.Type.Resize and obj is self.gridScroll:
             self._fit_grid()
         return super().eventFilter(obj, event)
@@ -343,7 +356,7 @@ class AttentionPanel(QWidget):
         T = max(2, self.maps.maps[self.current_name()].shape[-1])
         log_T = np.log(T)
         layers = self.layers()
-        for r, (_, A, ent) in enumerate(rows):
+        for r, (_, _, ent) in enumerate(rows):
             for c, e in enumerate(list(ent) + [mean_ents[r]]):
                 item = QTableWidgetItem(f"{e:.2f}")
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)

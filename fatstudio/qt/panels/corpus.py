@@ -11,8 +11,19 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFontDatabase
-from PySide6.QtWidgets import (QFileDialog, QGroupBox, QHBoxLayout, QLabel, QMenu, QPlainTextEdit, QProgressBar,
-                               QPushButton, QTextEdit, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
 
 from fatstudio.core.config import TASKS, TOKENIZERS, DataConfig, TrainConfig
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
@@ -104,7 +115,8 @@ def load_and_tokenize(spec: str, task: str, kind: str, vocab_size: int, seed: in
     progress(0.0, f"loading {spec}")
     corpus = data.load_corpus(spec, task, progress=lambda f, m="": progress(0.6 * float(f), m),
                               seed=seed)
-    info = CorpusInfo(spec=spec, task=task, seed=seed, seeded=data.seeded(spec), name=getattr(corpus, "name", spec), kind=getattr(corpus, "kind", ""),
+    info = CorpusInfo(spec=spec, task=task, seed=seed, seeded=data.seeded(spec), name=getattr(corpus, "name", spec),
+                      kind=getattr(corpus, "kind", ""),
                       stats=dict(corpus.stats()), preview=corpus.preview(PREVIEW_CHARS),
                       notes=list(getattr(corpus, "notes", []) or []), builtins=dict(data.BUILTINS),
                       builtin_tasks=dict(getattr(data, "BUILTIN_TASKS", {})), corpus=corpus)

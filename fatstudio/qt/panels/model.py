@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (QComboBox, QGroupBox, QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout, QWidget
 
 from fatstudio.core import costs
-from fatstudio.core.config import (ACTIVATIONS, ARCH_DEFAULTS, ARCH_NAMES, ARCHS, NORM_POSITIONS, NORMS, POSITIONS,
-                                   ModelConfig)
-from fatstudio.qt.widgets.forms import (Form, SciSpinBox, ValueCombo, check, float_spin, human_bytes, human_count,
-                                        int_spin)
+from fatstudio.core.config import (
+    ACTIVATIONS,
+    ARCH_DEFAULTS,
+    ARCH_NAMES,
+    ARCHS,
+    NORM_POSITIONS,
+    NORMS,
+    POSITIONS,
+    ModelConfig,
+)
+from fatstudio.qt.widgets.forms import (
+    Form,
+    SciSpinBox,
+    ValueCombo,
+    check,
+    float_spin,
+    human_bytes,
+    human_count,
+    int_spin,
+)
 from fatstudio.qt.widgets.pseudocode import pseudocode
 
 _ARCH_SHORT = {"edt": "EDTransformer · encoder-decoder (Alg. 8)", "bert": "ETransformer · BERT (Alg. 9)",
@@ -123,7 +138,7 @@ class ModelPanel(QWidget):
         for name, w in f.fields.items():
             if name in ("preset", "arch", "vocab_size"):
                 continue
-            sig = getattr(w, "valueChanged", None) or getattr(w, "toggled")
+            sig = getattr(w, "valueChanged", None) or w.toggled
             sig.connect(self._field_changed)
 
         box = QWidget()
@@ -286,7 +301,8 @@ class ModelPanel(QWidget):
             f"<tr><td><b>parameters</b></td><td align='right'><b>{total:,}</b></td></tr>"
             f"<tr><td>FLOPs / token (forward)</td><td align='right'>{human_count(fl['forward'])}</td></tr>"
             f"<tr><td>FLOPs / token (training)</td><td align='right'>{human_count(fl['training'])}</td></tr>"
-            f"<tr><td>training memory (batch {self._batch_size}, {self._precision})</td><td align='right'>{human_bytes(mem['total'])}</td></tr>"
+            f"<tr><td>training memory (batch {self._batch_size}, {self._precision})</td>"
+            f"<td align='right'>{human_bytes(mem['total'])}</td></tr>"
             f"</table>"
             f"<small>weights {human_bytes(mem['weights'])}, optimizer {human_bytes(mem['optimizer'])}, "
             f"activations {human_bytes(mem['activations'])}</small>")

@@ -22,13 +22,27 @@ import math
 import random
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
-from PySide6.QtWidgets import (QAbstractItemView, QDoubleSpinBox, QHBoxLayout, QHeaderView, QLabel,
-                               QPlainTextEdit, QProgressBar, QPushButton, QSizePolicy, QSpinBox, QSplitter,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 from superqt.utils import GeneratorWorker
 
 from ...core import inference
@@ -81,7 +95,7 @@ def mode_for(loaded) -> str | None:
 def _attention_event(model, tokenizer, ids, context_ids=None):
     try:
         return ("attention", inference.attention_maps_for_ids(model, tokenizer, ids, context_ids))
-    except Exception as e:  # noqa: BLE001 - shown to the user in words
+    except Exception as e:
         return ("note", f"No attention maps: {describe_error(e)}")
 
 
@@ -104,7 +118,7 @@ def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, p
             if stop.is_set():
                 status = "stopped"
                 break
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if buf:
             yield ("tokens", buf)
         yield ("error", describe_error(e))
@@ -129,7 +143,7 @@ def _fill_mask_job(loaded, text: str, top: int):
     model, tok = loaded.model, loaded.tokenizer
     try:
         preds = inference.fill_mask(model, tok, text, top=top)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         yield ("error", describe_error(e))
         yield ("status", "failed")
         return
@@ -144,7 +158,7 @@ def _classify_job(loaded, text: str, ids: list[int]):
     names = list(loaded.class_names) or [f"class {i}" for i in range(model.config.n_classes)]
     try:
         probs = inference.classify(model, tok, text, names)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         yield ("error", describe_error(e))
         yield ("status", "failed")
         return
@@ -158,7 +172,7 @@ def _guarded(job, run_id: int):
     try:
         for kind, value in job:
             yield (run_id, kind, value)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         yield (run_id, "error", describe_error(e))
         yield (run_id, "status", "failed")
     yield (run_id, "done", None)
@@ -465,7 +479,7 @@ class PromptPanel(QWidget):
         self._stop = threading.Event()  # the new job watches this one
         try:
             job, notes = self._make_job(text)
-        except Exception as e:  # noqa: BLE001 - bad input: say it in words
+        except Exception as e:
             self._show_message(describe_error(e))
             return False
         self._show_message(" ".join(notes), "info")

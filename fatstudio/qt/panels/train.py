@@ -9,13 +9,34 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QTextCursor
-from PySide6.QtWidgets import (QAbstractItemView, QGroupBox, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
-                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from fatstudio.core.config import TrainConfig
-from fatstudio.qt.widgets.forms import (Form, SciSpinBox, ValueCombo, check, float_spin, human_count, human_duration,
-                                        int_spin)
+from fatstudio.qt.widgets.forms import (
+    Form,
+    SciSpinBox,
+    ValueCombo,
+    check,
+    float_spin,
+    human_count,
+    human_duration,
+    int_spin,
+)
 from fatstudio.qt.widgets.plots import TrainingPlots
 
 DEVICES = [("auto (GPU if there is one)", "auto"), ("CPU", "cpu"), ("CUDA GPU", "cuda"), ("Apple MPS", "mps")]
@@ -86,7 +107,7 @@ class TrainPanel(QWidget):
         lay.addWidget(box)
         lay.addStretch(1)
         for w in f.fields.values():
-            sig = getattr(w, "valueChanged", None) or getattr(w, "toggled")
+            sig = getattr(w, "valueChanged", None) or w.toggled
             sig.connect(self._changed)
         self.set_config(TrainConfig())
         QTimer.singleShot(0, self.describe_choice)  # once the event loop runs: the window opens first

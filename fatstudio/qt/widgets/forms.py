@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLabel, QSpinBox, QWidget)
+from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLabel, QSpinBox, QWidget
 
 
 class SciSpinBox(QDoubleSpinBox):
@@ -20,10 +21,10 @@ class SciSpinBox(QDoubleSpinBox):
         self.setRange(minimum, maximum)
         self.setKeyboardTracking(False)
 
-    def textFromValue(self, value: float) -> str:  # noqa: N802 (Qt override)
+    def textFromValue(self, value: float) -> str:
         return sci(value)
 
-    def valueFromText(self, text: str) -> float:  # noqa: N802
+    def valueFromText(self, text: str) -> float:
         try:
             return float(text.strip())
         except ValueError:
@@ -42,7 +43,7 @@ class SciSpinBox(QDoubleSpinBox):
         ok = math.isfinite(v) and self.minimum() <= v <= self.maximum()
         return (QValidator.State.Acceptable if ok else QValidator.State.Intermediate), text, pos
 
-    def stepBy(self, steps: int) -> None:  # noqa: N802
+    def stepBy(self, steps: int) -> None:
         v = self.value()
         if v <= 0:
             v = max(self.minimum(), 1e-6) if steps > 0 else v

@@ -8,7 +8,7 @@ arrays handed in are kept as they are (no copy, no rescaling), so ``HeatmapView.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
@@ -123,7 +123,7 @@ class TokenAxis(pg.AxisItem):
         px_per_token = max(size_px, 1.0) / span
         return max(1, math.ceil(self._extent / px_per_token))
 
-    def tickValues(self, minVal, maxVal, size):  # noqa: N802 (pyqtgraph override)
+    def tickValues(self, minVal, maxVal, size):
         n = len(self._labels)
         if n == 0:
             return []
@@ -134,7 +134,7 @@ class TokenAxis(pg.AxisItem):
         last = min(n - 1, math.floor(hi - 0.5))
         return [(float(step), [i + 0.5 for i in range(first, last + 1, step)])]
 
-    def tickStrings(self, values, scale, spacing):  # noqa: N802
+    def tickStrings(self, values, scale, spacing):
         out = []
         for v in values:
             i = int(math.floor(v))

@@ -16,8 +16,7 @@ import time
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout, QWidget
 
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)
@@ -165,8 +164,8 @@ class TrainingPlots(QWidget):
         self.speed = Series(256)
 
         for p in self._all_plots():
-            p.getPlotItem().getViewBox().sigRangeChangedManually.connect(
-                lambda *_a, vb=p.getPlotItem().getViewBox(): self._manual(vb))
+            vb = p.getPlotItem().getViewBox()
+            vb.sigRangeChangedManually.connect(lambda *_a, vb=vb: self._manual(vb))
         self.trainRawCurve = _curve(self.lossPlot, TRAIN_COLOR, 1, alpha=70)
         self.trainCurve = _curve(self.lossPlot, TRAIN_COLOR, 2)
         self.valCurve = _curve(self.lossPlot, VAL_COLOR, 2, symbol="o", symbolSize=5,
@@ -306,7 +305,7 @@ class TrainingPlots(QWidget):
         if self._dirty and self.isVisible():
             self._draw(force_small=False)
 
-    def showEvent(self, event) -> None:  # noqa: N802
+    def showEvent(self, event) -> None:
         super().showEvent(event)
         if self._dirty:
             self._draw(force_small=True)

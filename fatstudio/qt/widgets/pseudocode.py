@@ -23,15 +23,15 @@ def _mat(r, c) -> str:
 def pseudocode(cfg: ModelConfig) -> str:
     try:
         c = cfg.resolved()
-    except Exception:  # noqa: BLE001 - an invalid config shows no pseudocode rather than failing
+    except Exception:
         return "(fix the configuration to see the pseudocode)"
     n_v, d_e, d_mlp = c.vocab_size, c.d_e, c.d_mlp
     norm = "layer_norm" if c.norm == "layer" else "rms_norm"
     sup = "⁰¹²³⁴⁵⁶⁷⁸⁹"
-    gb = lambda i, l="l": f"γ{sup[i]}_{l}, β{sup[i]}_{l}" if c.norm == "layer" else f"γ{sup[i]}_{l}"  # noqa: E731
+    gb = lambda i, l="l": f"γ{sup[i]}_{l}, β{sup[i]}_{l}" if c.norm == "layer" else f"γ{sup[i]}_{l}"
     act = _ACT.get(c.activation, c.activation)
     bias = c.bias
-    b = lambda name: f" + b_{name} 1ᵀ" if bias else ""  # noqa: E731
+    b = lambda name: f" + b_{name} 1ᵀ" if bias else ""
     if c.activation == "swiglu":
         mlp = f"W_mlp2 (SiLU(W_gate @{b('gate')}) ⊙ (W_mlp1 @{b('mlp1')})){b('mlp2')}"
     else:

@@ -7,7 +7,7 @@ something to colour); ``text()`` is always the real text, without those marks.
 from __future__ import annotations
 
 import bisect
-from typing import Sequence
+from collections.abc import Sequence
 
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
@@ -34,9 +34,9 @@ def probability_gradient_css() -> str:
     return f"qlineargradient(x1:0, y1:0, x2:1, y2:0, {stops})"
 
 
-def weight_tint(w: float, base: QColor = QColor(255, 140, 0)) -> QColor:
-    """A background for an attention weight in [0, 1]: transparent at 0, ``base`` at 1."""
-    c = QColor(base)
+def weight_tint(w: float, base: QColor | None = None) -> QColor:
+    """A background for an attention weight in [0, 1]: transparent at 0, ``base`` (orange) at 1."""
+    c = QColor(base) if base is not None else QColor(255, 140, 0)
     c.setAlphaF(min(max(float(w), 0.0), 1.0) * 0.85)
     return c
 
@@ -202,7 +202,7 @@ class TokenView(QTextEdit):
         x = (r1.x() + r2.x()) // 2 if r2.y() == r1.y() else r1.x() + 3
         return QPoint(x, r1.center().y())
 
-    def viewportEvent(self, event) -> bool:  # noqa: N802 (Qt override)
+    def viewportEvent(self, event) -> bool:
         if event.type() == QEvent.Type.ToolTip:
             i = self.token_at(event.pos())
             tip = self._tips[i] if i is not None else None
@@ -214,7 +214,7 @@ class TokenView(QTextEdit):
             return True
         return super().viewportEvent(event)
 
-    def mousePressEvent(self, event) -> None:  # noqa: N802
+    def mousePressEvent(self, event) -> None:
         if event.button() == Qt.MouseButton.LeftButton:
             i = self.token_at(event.position().toPoint())
             if i is not None:
