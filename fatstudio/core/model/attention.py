@@ -136,8 +136,11 @@ class MHAttention(FixedTables):
         return self.W_o(Y), A
 
     def _qkv(self, X, Z):
-        """Q, K, V of Algorithm 4, each (B, T, heads·d); in self-attention (Z = X) one product [W_q; W_k; W_v] X."""
-        if Z is not None:
+        """Q, K, V of Algorithm 4, each (B, T, heads·d). Training self-attention (Z = X) does one product
+        [W_q; W_k; W_v] X; without autograd (decoding a token at a time) three small products cost less than
+        concatenating the weights on every call."""
+        if Z is not None or not torch.is_grad_enabled():
+            Z = X if Z is None else Z
             return self.W_q(X), self.W_k(Z), self.W_v(Z)
         Ws = (self.W_q, self.W_k, self.W_v)
         b = None if self.W_q.bias is None else torch.cat([W.bias for W in Ws])

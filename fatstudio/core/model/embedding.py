@@ -23,7 +23,7 @@ class Embedding(FixedTables):
             self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
         elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
             self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base))
-        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # Identity: less per-call work
+        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e)."""
@@ -36,7 +36,7 @@ class Embedding(FixedTables):
             e = e + self.W_p.weight[offset:offset + T]
         elif self.positions == "sinusoidal":
             e = e + self.W_p_table[offset:offset + T]
-        return self.drop(e)
+        return self.drop(e) if self.drop is not None else e
 
 
 class Unembedding(nn.Module):

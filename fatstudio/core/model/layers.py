@@ -45,12 +45,12 @@ class Layer(nn.Module):
         self.norm_cross = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cross else None
         self.mlp = MLP(cfg)
         self.norm_mlp = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
-        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else nn.Identity()  # Identity: less per-call work
+        self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all per sublayer
 
     def _residual(self, X, norm, f):
         """Pre-LN: X + f(norm(X)); post-LN: norm(X + f(X)). f returns (output, attention or None)."""
         y, A = f(norm(X) if self.pre else X)
-        X = X + self.drop(y)
+        X = X + (self.drop(y) if self.drop is not None else y)
         return (X if self.pre else norm(X)), A
 
     def forward(self, X, *, mask=None, Z=None, z_mask=None, cache=None, names=("self", "cross"),
