@@ -9,7 +9,7 @@ import json
 import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import tomllib
 
@@ -54,14 +54,19 @@ def _check_number(name: str, value: Any, lo: float, hi: float, hi_open: bool = T
         raise ValueError(f"{name} = {value!r} is not allowed; it must be a number in {rng}.")
 
 
+_C = TypeVar("_C", bound="_Config")
+
+
 class _Config:
     """Shared dict/JSON plumbing for the config dataclasses."""
+
+    __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]  # set by @dataclass on each subclass
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]):
+    def from_dict(cls: type[_C], d: dict[str, Any]) -> _C:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -69,13 +74,14 @@ class _Config:
                              f"known fields are {', '.join(sorted(known))}.")
         return cls(**d)
 
-    def replace(self, **changes):
+    def replace(self: _C, **changes: Any) -> _C:
         return dataclasses.replace(self, **changes)
 
 
 @dataclass
 class ModelConfig(_Config):
-    """The hyperparameters of Algorithms 8-10 in the paper's names, plus the variations of formal-spec.md.
+    """The hyperparameters of Algorithms 8-10 in the paper's names, plus their variations (norms, norm
+    placement, activations, positions, grouped-query heads, tied embeddings, a class head).
 
     Fields left as ``None`` take the architecture's paper default (see `resolved`).
     """
@@ -96,7 +102,9 @@ class ModelConfig(_Config):
     norm_position: str | None = None  # "pre" | "post"
     activation: str | None = None  # "relu" | "gelu" | "gelu_tanh" | "swiglu"
     positions: str | None = None  # "learned" | "sinusoidal" | "rope" | "alibi" | "relative" | "none"
-    position_base: float = 10000.0  # b of the sinusoidal table (the paper writes ℓ_max; Vaswani et al. 10000)
+    # b, the base of every sinusoid: the sinusoidal W_p, the rotary angles and Transformer-XL's relative
+    # distances (the paper writes ℓ_max; Vaswani et al. 10000)
+    position_base: float = 10000.0
     tie_embeddings: bool = False  # W_u = W_eᵀ
     bias: bool = True  # b_q, b_k, b_v, b_o, b_mlp (norms keep β)
     H_kv: int | None = None  # key/value heads (default H; 1 = multi-query, else grouped-query)
@@ -104,20 +112,23 @@ class ModelConfig(_Config):
     norm_eps: float = 1e-5  # ε under the root of layer_norm / RMSnorm
     n_classes: int = 0  # >0 adds a class head to a bert model (paper §3 classification)
 
-    def resolved(self) -> ModelConfig:
-        """A copy with every ``None`` replaced by the architecture's paper default."""
+    def resolved(self) -> ResolvedModelConfig:
+        """This configuration with every ``None`` replaced by the architecture's paper default: what
+        `build_model` builds. A ValueError if ``arch`` or ``H`` is not valid (then there is no default)."""
+        _check_choice("arch", self.arch, ARCHS)
+        _check_positive_int("H", self.H)
         d = self.to_dict()
-        for k, v in ARCH_DEFAULTS.get(self.arch, {}).items():
+        for k, v in ARCH_DEFAULTS[self.arch].items():
             if d[k] is None:
                 d[k] = v
         for k in ("d_attn", "d_mid"):
             if d[k] is None:
-                d[k] = max(1, self.d_e // self.H) if isinstance(self.H, int) and self.H > 0 else None
+                d[k] = max(1, self.d_e // self.H)
         if d["d_f"] is None:
             d["d_f"] = self.d_e
         if d["H_kv"] is None:
             d["H_kv"] = self.H
-        return ModelConfig(**d)
+        return ResolvedModelConfig(**d)
 
     @property
     def causal(self) -> bool:
@@ -165,6 +176,44 @@ class ModelConfig(_Config):
             raise ValueError(f"n_classes = {self.n_classes} is not allowed with arch = {self.arch!r}; "
                              "classification uses the encoder-only 'bert' architecture.")
         return self
+
+
+@dataclass(frozen=True)
+class ResolvedModelConfig:
+    """A ModelConfig with the paper defaults filled in (`ModelConfig.resolved`): the same fields, none of
+    them ``None``, so the model reads ``d_attn``, ``norm``, ``positions``… without checking. Frozen: change the
+    ModelConfig and resolve it again. `as_config` gives the values back as a ModelConfig (``model.config``)."""
+
+    arch: str
+    vocab_size: int
+    l_max: int
+    L: int
+    L_enc: int
+    L_dec: int
+    H: int
+    d_e: int
+    d_mlp: int
+    d_attn: int
+    d_mid: int
+    d_f: int
+    norm: str
+    norm_position: str
+    activation: str
+    positions: str
+    position_base: float
+    tie_embeddings: bool
+    bias: bool
+    H_kv: int
+    dropout: float
+    norm_eps: float
+    n_classes: int
+
+    @property
+    def causal(self) -> bool:
+        return self.arch in CAUSAL_ARCHS
+
+    def as_config(self) -> ModelConfig:
+        return ModelConfig(**dataclasses.asdict(self))
 
 
 TASKS = ("next_token", "masked_lm", "seq2seq", "classification")

@@ -44,7 +44,7 @@ def flops_per_token(cfg: ModelConfig, T: int | None = None) -> dict[str, float]:
     2 per weight of every matrix applied to the token, plus the attention scores and weighted sums."""
     c = cfg.resolved()
     T = T or c.l_max
-    counts = parameter_counts(c)
+    counts = parameter_counts(cfg)
     matmul = counts["attention"] + counts["mlp"] + counts["head"] + c.vocab_size * (c.d_f if c.arch == "bert" else c.d_e)
     n_self = c.L_enc + c.L_dec if c.arch == "edt" else c.L
     n_cross = c.L_dec if c.arch == "edt" else 0
@@ -62,7 +62,7 @@ def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: str = "ad
     per query and head), except that Transformer-XL relative positions keep their (B, H, T, T) score terms
     and ALiBi its (H, T, T) bias."""
     c = cfg.resolved()
-    n = sum(parameter_counts(c).values())
+    n = sum(parameter_counts(cfg).values())
     layers = c.L_enc + 2 * c.L_dec if c.arch == "edt" else c.L
     T, B = c.l_max, batch_size
     scores = {"relative": B * c.H * T * T, "alibi": c.H * T * T}.get(c.positions, B * c.H * T)

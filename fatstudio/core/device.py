@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
 
 import torch
 
@@ -73,7 +74,7 @@ def configure_matmul(device: torch.device, precision: str) -> None:
         torch.set_float32_matmul_precision("high" if precision == "fp32" else "highest")
 
 
-def autocast(device: torch.device, precision: str):
+def autocast(device: torch.device, precision: str) -> AbstractContextManager[Any]:
     """The autocast context of a resolved precision (fp32: none)."""
     if precision == "fp32":
         return nullcontext()
@@ -95,7 +96,7 @@ def model_device(model: torch.nn.Module) -> torch.device:
 def to_device(tensors: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """Every model input goes through here: each tensor moved to ``device``, asynchronously only where that is
     safe (to CUDA from pinned memory; a non_blocking copy from pageable memory to MPS can read freed memory)."""
-    out = {}
+    out: dict[str, torch.Tensor] = {}
     for k, t in tensors.items():
         if t.device == device:
             out[k] = t

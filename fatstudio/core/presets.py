@@ -18,7 +18,7 @@ class Preset:
 
 def load_presets() -> list[Preset]:
     """Every preset, in file-name order (the first is the app's default)."""
-    out = []
+    out: list[Preset] = []
     for path in sorted(resource_path("presets").glob("*.toml")):
         d = tomllib.loads(path.read_text(encoding="utf-8"))
         name = d.pop("name", path.stem)

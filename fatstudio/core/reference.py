@@ -8,11 +8,17 @@ matrices (``W_e`` is d_e × N_V, etc.). Indices are 0-based; a position t here i
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
+from .config import ModelConfig
+
 Tensor = torch.Tensor
 F64 = torch.float64
+Mask = Callable[[int, int], bool]  # Mask[t_z, t_x]: whether query t_x may attend to key t_z
+Extra = TypeVar("Extra")  # what a sublayer returns besides its output (attention weights, or None)
 
 
 # ---- Algorithms 1, 2, 7: embeddings --------------------------------------------------------------------
@@ -93,7 +99,7 @@ def rotate(x: Tensor, t: int, b: float) -> Tensor:
     return y
 
 
-def attention(X: Tensor, Z: Tensor, W: dict, mask, pos: dict) -> tuple[Tensor, Tensor]:
+def attention(X: Tensor, Z: Tensor, W: dict[str, Any], mask: Mask, pos: dict[str, Any]) -> tuple[Tensor, Tensor]:
     """Algorithm 4: Ṽ = V · softmax(S/√d_attn) with S = KᵀQ and S[t_z, t_x] = -∞ where Mask[t_z, t_x] = 0.
 
     X: d_x × ℓ_x, Z: d_z × ℓ_z. Returns (Ṽ: d_mid × ℓ_x, A = softmax(S/√d_attn): ℓ_z × ℓ_x, columns sum to 1).
@@ -127,7 +133,7 @@ def attention(X: Tensor, Z: Tensor, W: dict, mask, pos: dict) -> tuple[Tensor, T
     return V @ A, A
 
 
-def mh_attention(X: Tensor, Z: Tensor, W: dict, mask, pos: dict) -> tuple[Tensor, list[Tensor]]:
+def mh_attention(X: Tensor, Z: Tensor, W: dict[str, Any], mask: Mask, pos: dict[str, Any]) -> tuple[Tensor, list[Tensor]]:
     """Algorithm 5: Y^h = Attention(X, Z | W_qkv^h, Mask) for h ∈ [H]; return W_o [Y¹; …; Y^H] + b_o 1ᵀ."""
     H, H_kv, d_attn, d_mid = W["H"], W["H_kv"], W["d_attn"], W["d_mid"]
     Ys, As = [], []
@@ -164,11 +170,12 @@ class ReferenceTransformer:
     the same keys as the fast model, each a list over heads of ℓ_x × ℓ_z row-major matrices).
     """
 
-    def __init__(self, cfg, params: dict[str, Tensor]):
+    def __init__(self, cfg: ModelConfig, params: dict[str, Tensor]) -> None:
         self.cfg = cfg.resolved()
         self.p = {k: v.detach().to("cpu", F64) for k, v in params.items()}
         c = self.cfg
         self.W_e = self.p["embed.W_e.weight"].T  # d_e × N_V
+        self.W_p: Tensor | None
         if c.positions == "learned":
             self.W_p = self.p["embed.W_p.weight"].T  # d_e × ℓ_max
         elif c.positions == "sinusoidal":
@@ -176,7 +183,7 @@ class ReferenceTransformer:
         else:
             self.W_p = None
 
-    def _get(self, name: str, size: int | None = None) -> Tensor:
+    def _get(self, name: str, size: int) -> Tensor:
         """A parameter by name; an absent bias is a zero vector (bias=False)."""
         if name in self.p:
             return self.p[name]
@@ -190,9 +197,9 @@ class ReferenceTransformer:
     def _norm_columns(self, prefix: str, X: Tensor) -> Tensor:
         return torch.stack([self._norm(prefix, X[:, t]) for t in range(X.shape[1])], 1)
 
-    def _attn_weights(self, prefix: str, cross: bool) -> tuple[dict, dict]:
+    def _attn_weights(self, prefix: str, cross: bool) -> tuple[dict[str, Any], dict[str, Any]]:
         c = self.cfg
-        W = {"H": c.H, "H_kv": c.H_kv, "d_attn": c.d_attn, "d_mid": c.d_mid}
+        W: dict[str, Any] = {"H": c.H, "H_kv": c.H_kv, "d_attn": c.d_attn, "d_mid": c.d_mid}
         for n, size in (("q", c.H * c.d_attn), ("k", c.H_kv * c.d_attn), ("v", c.H_kv * c.d_mid), ("o", c.d_e)):
             W[f"W_{n}"] = self.p[f"{prefix}.W_{n}.weight"]
             W[f"b_{n}"] = self._get(f"{prefix}.W_{n}.bias", size)
@@ -211,7 +218,7 @@ class ReferenceTransformer:
             h = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}[c.activation](h)
         return self.p[f"{prefix}.W_mlp2.weight"] @ h + self._get(f"{prefix}.W_mlp2.bias", c.d_e)
 
-    def _sublayer(self, X: Tensor, norm: str, f) -> tuple[Tensor, object]:
+    def _sublayer(self, X: Tensor, norm: str, f: Callable[[Tensor], tuple[Tensor, Extra]]) -> tuple[Tensor, Extra]:
         """Pre-LN: X̃ ← norm(X); X ← X + f(X̃). Post-LN: X ← norm(X + f(X))."""
         if self.cfg.norm_position == "pre":
             Y, A = f(self._norm_columns(norm, X))
@@ -219,11 +226,12 @@ class ReferenceTransformer:
         Y, A = f(X)
         return self._norm_columns(norm, X + Y), A
 
-    def _layer(self, prefix: str, X: Tensor, mask, Z: Tensor | None = None) -> tuple[Tensor, list, list]:
+    def _layer(self, prefix: str, X: Tensor, mask: Mask,
+               Z: Tensor | None = None) -> tuple[Tensor, list[Tensor], list[Tensor] | None]:
         """One layer l of Algorithms 8-10."""
         W, pos = self._attn_weights(f"{prefix}.attn", cross=False)
         X, A_self = self._sublayer(X, f"{prefix}.norm_attn", lambda Xn: mh_attention(Xn, Xn, W, mask, pos))
-        A_cross = None
+        A_cross: list[Tensor] | None = None
         if Z is not None:
             Wc, posc = self._attn_weights(f"{prefix}.cross", cross=True)
             X, A_cross = self._sublayer(X, f"{prefix}.norm_cross",
@@ -242,7 +250,8 @@ class ReferenceTransformer:
             cols.append(e)
         return torch.stack(cols, 1)
 
-    def _stack(self, prefix: str, kind: str, n: int, X: Tensor, mask, attn: dict, Z=None) -> Tensor:
+    def _stack(self, prefix: str, kind: str, n: int, X: Tensor, mask: Mask, attn: dict[str, list[Tensor]],
+               Z: Tensor | None = None) -> Tensor:
         for l in range(n):
             X, A, Ac = self._layer(f"{prefix}.{l}", X, mask, Z)
             attn[f"{kind}/{l}"] = [a.T for a in A]
@@ -256,8 +265,9 @@ class ReferenceTransformer:
     def _probabilities(self, X: Tensor, W_u: Tensor) -> Tensor:
         return torch.stack([unembedding(X[:, t], W_u) for t in range(X.shape[1])], 1)
 
-    def forward(self, x: list[int], z: list[int] | None = None) -> tuple[Tensor, dict]:
-        c, attn = self.cfg, {}
+    def forward(self, x: list[int], z: list[int] | None = None) -> tuple[Tensor, dict[str, list[Tensor]]]:
+        c = self.cfg
+        attn: dict[str, list[Tensor]] = {}
         W_u = self.p["unembed.W_u.weight"]
         if c.arch in ("gpt", "gopher"):  # Algorithm 10
             X = self._stack("layers", "self", c.L, self._embed(x), unidirectional, attn)
@@ -267,6 +277,8 @@ class ReferenceTransformer:
             X = self.features(X)
             return self._probabilities(X, W_u), attn
         # Algorithm 8
+        if z is None:
+            raise ValueError("an 'edt' model needs the source sequence z.")
         Z = self._final("norm_enc", self._stack("encoder", "enc", c.L_enc, self._embed(z), bidirectional, attn))
         X = self._stack("decoder", "dec", c.L_dec, self._embed(x), unidirectional, attn, Z=Z)
         return self._probabilities(self._final("norm_dec", X), W_u), attn
@@ -278,7 +290,8 @@ class ReferenceTransformer:
 
     def class_probabilities(self, x: list[int]) -> Tensor:
         """P(c | x) from the first position's final vector (the class head of paper §3)."""
-        c, attn = self.cfg, {}
+        c = self.cfg
+        attn: dict[str, list[Tensor]] = {}
         X = self._final("norm_final", self._stack("layers", "self", c.L, self._embed(x), bidirectional, attn))
         e = self.features(X)[:, 0]
         return softmax(self.p["class_head.weight"] @ e + self.p["class_head.bias"])

@@ -20,6 +20,9 @@ N_V-2..N_V: ``pad = N_V-4, mask = N_V-3, bos = N_V-2, eos = N_V-1`` (padding is 
 none). The special strings written in a text (``"<mask>"`` in a fill-mask prompt) encode to their ids.
 A tokenizer is stored as one ``tokenizer.json`` in the ``tokenizers`` format; the kind is read back from
 the model type and pre-tokenizer, and loading only parses JSON.
+
+`TokenizerLike` is what inference and sampling ask of a tokenizer; `Tokenizer` is one, and so is any
+stand-in with the same few members.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
@@ -86,19 +90,51 @@ def _shorten(symbols: Sequence[str], n: int = 5) -> str:
     return shown + (f" and {len(symbols) - n} more" if len(symbols) > n else "")
 
 
+class TokenizerLike(Protocol):
+    """What inference and sampling use of a tokenizer: text to ids and back, one readable string per id, N_V
+    and the special ids (pad, mask, bos, eos). `Tokenizer` has these; a stand-in needs only these."""
+
+    @property
+    def vocab_size(self) -> int: ...
+    @property
+    def pad_id(self) -> int: ...
+    @property
+    def mask_id(self) -> int: ...
+    @property
+    def bos_id(self) -> int: ...
+    @property
+    def eos_id(self) -> int: ...
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``, no specials added; a ValueError for text the tokenizer cannot encode."""
+        ...
+
+    def decode(self, ids: Iterable[int]) -> str: ...
+
+    def token_strings(self, ids: Iterable[int]) -> list[str]: ...
+
+
+def _token(backend: _HFTokenizer, i: int) -> str:
+    piece = backend.id_to_token(i)
+    if piece is None:
+        raise ValueError(f"this tokenizer has no token with id {i} below its vocabulary size, so fatstudio cannot "
+                         "use it; train a new one.")
+    return piece
+
+
 class Tokenizer:
     """A char, word or BPE tokenizer with N_V = ``vocab_size`` tokens, the four specials last."""
 
-    def __init__(self, backend: _HFTokenizer, kind: str):
+    def __init__(self, backend: _HFTokenizer, kind: str) -> None:
         self.backend, self.kind = backend, kind
         self.vocab_size = n = backend.get_vocab_size(with_added_tokens=True)
-        ids = [backend.token_to_id(s) for s in SPECIALS]
-        if ids != list(range(n - 4, n)):
+        ids = list(range(n - 4, n))
+        if [backend.token_to_id(s) for s in SPECIALS] != ids:
             raise ValueError(f"this tokenizer does not hold {', '.join(SPECIALS)} as its last four ids, "
                              "so fatstudio cannot use it; train a new one.")
         self.pad_id, self.mask_id, self.bos_id, self.eos_id = ids
         self.unk_id = backend.token_to_id(UNK) if kind == "word" else None
-        pieces = [backend.id_to_token(i) for i in range(n)]
+        pieces = [_token(backend, i) for i in range(n)]
         self._known = frozenset(pieces)
         specials = SPECIALS + ((UNK,) if kind == "word" else ())
         self._special_re = re.compile("|".join(map(re.escape, specials)))
@@ -143,19 +179,19 @@ class Tokenizer:
         return [e.ids for e in self.backend.encode_batch(list(texts), add_special_tokens=False)]
 
     # --- decoding -----------------------------------------------------------------------------------
-    def _ids(self, ids) -> list[int]:
+    def _ids(self, ids: Iterable[int]) -> list[int]:
         ids = ids.tolist() if hasattr(ids, "tolist") else [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(f"token id {bad[0]} is outside the vocabulary (N_V = {self.vocab_size}).")
         return ids
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Iterable[int]) -> str:
         """Text of ``ids``; pad, bos and eos are skipped, mask shows as ``<mask>`` (and unknowns as ``<unk>``)."""
         skip = (self.pad_id, self.bos_id, self.eos_id)
         return self.backend.decode([i for i in self._ids(ids) if i not in skip], skip_special_tokens=False)
 
-    def token_strings(self, ids) -> list[str]:
+    def token_strings(self, ids: Iterable[int]) -> list[str]:
         """One readable string per id: its text (byte-level pieces decoded: ``'Ġthe'`` → ``' the'``; a piece
         that is part of a multi-byte character shows its bytes as ``'\\xe6'``), or the special's name."""
         return [self._strings[i] for i in self._ids(ids)]
@@ -229,7 +265,8 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
         counter = _HFTokenizer(models.WordLevel(unk_token=UNK))
         counter.pre_tokenizer = split
         counter.train_from_iterator(pieces, trainers.WordLevelTrainer(vocab_size=vocab_size - 5, show_progress=False))
-        words = sorted(counter.get_vocab(), key=counter.token_to_id)  # most frequent first
+        ranks = counter.get_vocab()  # piece -> id, ids in order of frequency
+        words = sorted(ranks, key=ranks.__getitem__)  # most frequent first
         if not words:
             raise ValueError("cannot train a tokenizer on an empty corpus.")
         backend = _HFTokenizer(models.WordLevel({w: i for i, w in enumerate([*words, UNK])}, unk_token=UNK))

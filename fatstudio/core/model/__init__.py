@@ -1,5 +1,6 @@
 """The model: Algorithms 1-10 and their variations."""
-from .attention import KVCache, MHAttention
-from .transformers import DTransformer, EDTransformer, ETransformer, build_model
+from .attention import KVCache, KVSlot, MHAttention
+from .transformers import AttentionWeights, DTransformer, EDTransformer, ETransformer, Transformer, build_model
 
-__all__ = ["KVCache", "MHAttention", "DTransformer", "EDTransformer", "ETransformer", "build_model"]
+__all__ = ["AttentionWeights", "KVCache", "KVSlot", "MHAttention", "Transformer", "DTransformer", "EDTransformer",
+           "ETransformer", "build_model"]

@@ -6,11 +6,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import ResolvedModelConfig
 from .positions import FixedTables, alibi_slopes, apply_rope, rope_angles, scale, sinusoids
 
 
-def _fused_attention(q, k, v, bias, p_drop: float, is_causal: bool, scale: float, gqa: bool) -> torch.Tensor:
+def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, p_drop: float,
+                     is_causal: bool, scale: float, gqa: bool) -> torch.Tensor:
     """softmax(S/√d_attn + bias) V by the fused kernel. On the CPU half-precision inputs run in fp32: its
     kernel is several times slower in bf16 (forward and backward) than in fp32, while the matrix products
     around it are twice as fast in bf16."""
@@ -31,22 +32,25 @@ class KVSlot:
     its positions into it and ``n`` counts those filled. Cross-attention keeps the encoder's k, v and mask.
     """
 
-    def __init__(self):
-        self.k = self.v = self.mask = None
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.mask: torch.Tensor | None = None
         self.n = 0
 
-    def append(self, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None, l_max: int):
+    def append(self, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None,
+               l_max: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Write the new positions' k, v (B, H_kv, T, d) and key_mask (B, T) or None; return those of all
         positions so far (views of the preallocated tensors)."""
         B, H_kv, T, _ = k.shape
-        if self.k is None:
+        if self.k is None or self.v is None:
             self.k = k.new_empty(B, H_kv, l_max, k.shape[-1])
             self.v = v.new_empty(B, H_kv, l_max, v.shape[-1])
-        if key_mask is not None and self.mask is None:
-            self.mask = key_mask.new_ones(B, l_max)  # positions that came without a mask are real
         start, self.n = self.n, self.n + T
         self.k[:, :, start:self.n], self.v[:, :, start:self.n] = k, v
         if key_mask is not None:
+            if self.mask is None:
+                self.mask = key_mask.new_ones(B, l_max)  # positions that came without a mask are real
             self.mask[:, start:self.n] = key_mask
         return self.k[:, :, :self.n], self.v[:, :, :self.n], None if self.mask is None else self.mask[:, :self.n]
 
@@ -57,7 +61,7 @@ class KVCache:
     Meant for inference: slots are written in place, which autograd cannot follow from one step to the next.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.layers: dict[str, KVSlot] = {}
         self.length = 0
 
@@ -75,7 +79,13 @@ class MHAttention(FixedTables):
     stores its weight as (out, in), which is the paper's column convention, so ``W_q.weight`` *is* W_q.
     """
 
-    def __init__(self, cfg: ModelConfig, causal: bool, cross: bool = False):
+    # the fixed tables of the positional variations (`FixedTables`), each registered only where it is used
+    r: torch.Tensor  # relative: the sinusoids r_d of the distances d = 1-ℓ_max..ℓ_max-1, (2ℓ_max-1, d_e)
+    slopes: torch.Tensor  # alibi: the head slopes m_h, (H,)
+    rope_cos: torch.Tensor  # rope: cos and sin of the rotary angles of positions 0..ℓ_max-1, (ℓ_max, d_attn/2)
+    rope_sin: torch.Tensor
+
+    def __init__(self, cfg: ResolvedModelConfig, causal: bool, cross: bool = False) -> None:
         super().__init__()
         self.H, self.H_kv, self.d_attn, self.d_mid, self.l_max = cfg.H, cfg.H_kv, cfg.d_attn, cfg.d_mid, cfg.l_max
         self.causal, self.cross = causal, cross
@@ -98,7 +108,7 @@ class MHAttention(FixedTables):
             self.register_table("rope_sin", sin)
 
     def forward(self, X: torch.Tensor, Z: torch.Tensor | None = None, *, key_mask: torch.Tensor | None = None,
-                cache: KVSlot | None = None, need_weights: bool = False):
+                cache: KVSlot | None = None, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """X: (B, T_x, d_e) the tokens that query; Z: (B, T_z, d_e) the tokens attended to (None: Z = X).
 
         key_mask: (B, T_z) bool, False at padding. cache: this layer's slot of a KVCache.
@@ -106,7 +116,8 @@ class MHAttention(FixedTables):
         """
         B, T_x, _ = X.shape
         past = cache.n if cache is not None else 0  # positions already cached (always 0 for cross-attention)
-        if self.cross and cache is not None and cache.k is not None:  # the encoder's keys/values, computed once
+        if self.cross and cache is not None and cache.k is not None and cache.v is not None:
+            # the encoder's keys and values, computed at the first call and kept
             q, k, v, key_mask = self._heads(self.W_q(X), self.H), cache.k, cache.v, cache.mask
         else:
             q, k, v = self._qkv(X, Z)
@@ -135,7 +146,7 @@ class MHAttention(FixedTables):
         Y = Y.transpose(1, 2).reshape(B, T_x, self.H * self.d_mid)  # Y = [Y¹; …; Y^H]
         return self.W_o(Y), A
 
-    def _qkv(self, X, Z):
+    def _qkv(self, X: torch.Tensor, Z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q, K, V of Algorithm 4, each (B, T, heads·d). Training self-attention (Z = X) does one product
         [W_q; W_k; W_v] X; without autograd (decoding a token at a time) three small products cost less than
         concatenating the weights on every call."""
@@ -144,14 +155,16 @@ class MHAttention(FixedTables):
             return self.W_q(X), self.W_k(Z), self.W_v(Z)
         Ws = (self.W_q, self.W_k, self.W_v)
         b = None if self.W_q.bias is None else torch.cat([W.bias for W in Ws])
-        return F.linear(X, torch.cat([W.weight for W in Ws]), b).split([W.out_features for W in Ws], -1)
+        q, k, v = F.linear(X, torch.cat([W.weight for W in Ws]), b).split([W.out_features for W in Ws], -1)
+        return q, k, v
 
     @staticmethod
-    def _heads(t, n: int):
+    def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
         """(B, T, n·d) -> (B, n, T, d): one slice per head."""
         return t.view(t.shape[0], t.shape[1], n, -1).transpose(1, 2)
 
-    def _scores_bias(self, q, past: int, T_z: int, key_mask, explicit: bool):
+    def _scores_bias(self, q: torch.Tensor, past: int, T_z: int, key_mask: torch.Tensor | None,
+                     explicit: bool) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
         """The query actually dotted with the keys, the additive terms of S/√d_attn (masks as -∞), and whether
         the Mask is SDPA's own ``is_causal`` instead (no mask tensor, so CUDA can use FlashAttention).
 
@@ -165,7 +178,7 @@ class MHAttention(FixedTables):
             return q, None, causal
         pos_q = torch.arange(past, past + T_x, device=q.device)[:, None]  # (T_x, 1)
         pos_k = torch.arange(T_z, device=q.device)  # (T_z,)
-        bias = None
+        bias: torch.Tensor | None = None
         if self.positions == "alibi":
             bias = -self.slopes.to(q.dtype)[:, None, None] * (pos_q - pos_k).abs().to(q.dtype)  # (H, T_x, T_z)
         elif self.positions == "relative":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import ResolvedModelConfig
 from .positions import FixedTables, sinusoids
 
 
@@ -15,7 +15,9 @@ class Embedding(FixedTables):
     Sinusoidal W_p is a fixed buffer; rotary, ALiBi and relative positions act inside attention instead.
     """
 
-    def __init__(self, cfg: ModelConfig):
+    W_p_table: torch.Tensor  # the sinusoidal W_pᵀ (ℓ_max × d_e), a fixed table
+
+    def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__()
         self.l_max, self.positions = cfg.l_max, cfg.positions
         self.W_e = nn.Embedding(cfg.vocab_size, cfg.d_e)
@@ -42,7 +44,7 @@ class Embedding(FixedTables):
 class Unembedding(nn.Module):
     """Algorithm 7: logits W_u e (softmax is applied by the loss or the sampler). W_u: N_V × d."""
 
-    def __init__(self, d: int, vocab_size: int):
+    def __init__(self, d: int, vocab_size: int) -> None:
         super().__init__()
         self.W_u = nn.Linear(d, vocab_size, bias=False)
 

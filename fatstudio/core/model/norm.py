@@ -10,7 +10,7 @@ class Norm(nn.Module):
     ``kind="rms"`` is RMSnorm: m = β = 0, ê = e/√(mean(e²) + ε) ⊙ γ.
     """
 
-    def __init__(self, d: int, kind: str = "layer", eps: float = 1e-5):
+    def __init__(self, d: int, kind: str = "layer", eps: float = 1e-5) -> None:
         super().__init__()
         self.kind, self.eps = kind, eps
         self.gamma = nn.Parameter(torch.ones(d))

@@ -3,7 +3,10 @@ ALiBi slopes and the sinusoids of Transformer-XL relative distances (Gopher).
 
 The tables are computed once, in float64 on the CPU, and kept as buffers in the model's dtype and device
 (`FixedTables`), so a forward pass never computes them again nor touches float64 (Apple MPS has none)."""
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -48,7 +51,7 @@ class FixedTables(nn.Module):
     master copies stay on the CPU. Casting or moving the module (``.to``, ``.double()``, ``.half()``, …)
     re-derives each buffer from its master, so a float64 model gets the tables exact, not float32 upcast."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self._masters: dict[str, torch.Tensor] = {}
 
@@ -56,9 +59,10 @@ class FixedTables(nn.Module):
         self._masters[name] = master
         self.register_buffer(name, master.to(torch.get_default_dtype()), persistent=False)
 
-    def _apply(self, fn, recurse=True):
+    def _apply(self, fn: Callable[[torch.Tensor], torch.Tensor], recurse: bool = True) -> FixedTables:
         super()._apply(fn, recurse)
         for name, master in self._masters.items():
             now = self._buffers[name]
+            assert now is not None  # a table is registered as a tensor, never as None
             self._buffers[name] = master.to(now.dtype).to(now.device)  # cast on the CPU: MPS takes no float64
         return self

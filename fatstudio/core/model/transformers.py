@@ -1,49 +1,60 @@
 """The architectures: EDTransformer (Algorithm 8), ETransformer/BERT (Algorithm 9) and DTransformer/GPT-2
 (Algorithm 10; Gopher is this with RMSnorm and relative positions). Each returns the logits W_u X whose
-softmax is the paper's P; ``return_attention=True`` also returns every head's softmax(S/√d_attn)."""
+softmax is the paper's P; ``return_attention=True`` also returns every head's softmax(S/√d_attn):
+(logits, attention maps)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import ModelConfig, ResolvedModelConfig
 from .attention import KVCache
 from .embedding import Embedding, Unembedding
 from .layers import Layer
 from .norm import Norm
 
+AttentionWeights = dict[str, torch.Tensor]  # "self/l", "enc/l", "dec/l", "cross/l" -> (B, H, T_query, T_key)
+Output = torch.Tensor | tuple[torch.Tensor, AttentionWeights]  # logits, or (logits, maps) with return_attention
 
-class _Transformer(nn.Module):
-    """What the architectures share: the embedding, running a stack of layers, the unembedding, init."""
 
-    def __init__(self, cfg: ModelConfig):
+class Transformer(nn.Module):
+    """What the architectures share: the embedding, running a stack of layers, the unembedding, init.
+
+    Built from a resolved configuration (`build_model` resolves it); ``config`` is that configuration as a
+    ModelConfig, every paper default filled in.
+    """
+
+    def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__()
-        self.config = cfg
+        self.config: ModelConfig = cfg.as_config()
         self.pre = cfg.norm_position == "pre"
         self.embed = Embedding(cfg)
 
-    def _final_norm(self, d: int):
+    def _final_norm(self, cfg: ResolvedModelConfig) -> nn.Module:
         """Pre-LN stacks end with a norm (Algorithm 10's γ, β); post-LN stacks are already normed."""
-        return Norm(d, self.config.norm, self.config.norm_eps) if self.pre else nn.Identity()
+        return Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if self.pre else nn.Identity()
 
-    def _unembedding(self, d: int) -> Unembedding:
-        u = Unembedding(d, self.config.vocab_size)
-        if self.config.tie_embeddings:  # W_u = W_eᵀ
+    def _unembedding(self, cfg: ResolvedModelConfig, d: int) -> Unembedding:
+        u = Unembedding(d, cfg.vocab_size)
+        if cfg.tie_embeddings:  # W_u = W_eᵀ
             u.W_u.weight = self.embed.W_e.weight
         return u
 
     @staticmethod
-    def _run(layers, X, attn, kind, **kw):
+    def _run(layers: nn.ModuleList, X: torch.Tensor, attn: AttentionWeights | None, kind: str,
+             **kw: Any) -> torch.Tensor:
+        """X through each layer of the stack; with ``attn``, each layer's attention maps added to it."""
         for l, layer in enumerate(layers):
             X, a = layer(X, names=(f"{kind}/{l}", f"cross/{l}"), need_weights=attn is not None, **kw)
             if attn is not None:
                 attn.update(a)
         return X
 
-    def _init_weights(self, n_layers: int):
+    def _init_weights(self, n_layers: int) -> None:
         """N(0, 0.02) for matrices, 0.02/√(2·layers) for the residual projections W_o and W_mlp2 (GPT-2);
         γ = 1; biases, β, u and v = 0."""
         for name, p in self.named_parameters():
@@ -57,92 +68,100 @@ class _Transformer(nn.Module):
                     p.zero_()
 
     @staticmethod
-    def _result(logits, attn, return_attention):
-        return (logits, attn) if return_attention else logits
+    def _result(logits: torch.Tensor, attn: AttentionWeights | None) -> Output:
+        """The logits, or (logits, attention maps) when they were asked for (``attn`` is not None)."""
+        return logits if attn is None else (logits, attn)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
 
-class DTransformer(_Transformer):
+class DTransformer(Transformer):
     """Algorithm 10: decoder-only, causal. Column t of softmax(logits) is P̂(x[t+1] | x[1:t])."""
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
         self.layers = nn.ModuleList(Layer(cfg, causal=True) for _ in range(cfg.L))
-        self.norm_final = self._final_norm(cfg.d_e)
-        self.unembed = self._unembedding(cfg.d_e)
+        self.norm_final = self._final_norm(cfg)
+        self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L)
 
-    def forward(self, x, context=None, *, return_attention=False, mask=None, cache: KVCache | None = None):
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
+                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> Output:
         """x: (B, T) ids -> logits (B, T, N_V) [, {"self/l": (B, H, T, T_past + T)}]. mask: (B, T) bool, False
         at padding. cache: a KVCache to continue from (positions start at cache.length)."""
         if context is not None:
             raise ValueError(f"a {self.config.arch!r} model takes no context; only 'edt' models do.")
-        attn = {} if return_attention else None
+        attn: AttentionWeights | None = {} if return_attention else None
         X = self.embed(x, cache.length if cache else 0)
         X = self.norm_final(self._run(self.layers, X, attn, "self", mask=mask, cache=cache))
         if cache is not None:
             cache.length += x.shape[1]
-        return self._result(self.unembed(X), attn, return_attention)
+        return self._result(self.unembed(X), attn)
 
 
-class ETransformer(_Transformer):
+class ETransformer(Transformer):
     """Algorithm 9 (BERT): bidirectional encoder, then X ← layer_norm(GELU(W_f X + b_f)), logits W_u X.
 
     With ``n_classes`` > 0 a class head reads the final vector of the first token (bos) for P(c | x).
     """
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
         self.layers = nn.ModuleList(Layer(cfg, causal=False) for _ in range(cfg.L))
-        self.norm_final = self._final_norm(cfg.d_e)
+        self.norm_final = self._final_norm(cfg)
         self.W_f = nn.Linear(cfg.d_e, cfg.d_f)
         self.norm_f = Norm(cfg.d_f, cfg.norm, cfg.norm_eps)
-        self.unembed = self._unembedding(cfg.d_f)
+        self.unembed = self._unembedding(cfg, cfg.d_f)
         self.class_head = nn.Linear(cfg.d_f, cfg.n_classes) if cfg.n_classes else None
         self._init_weights(cfg.L)
 
-    def features(self, x, mask=None, attn=None) -> torch.Tensor:
+    def features(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                 attn: AttentionWeights | None = None) -> torch.Tensor:
         """The final representations (B, T, d_f)."""
         X = self.norm_final(self._run(self.layers, self.embed(x), attn, "self", mask=mask))
         return self.norm_f(F.gelu(self.W_f(X)))
 
-    def forward(self, x, context=None, *, return_attention=False, mask=None, cache=None):
-        """x: (B, T) ids (with mask tokens) -> logits (B, T, N_V): column t predicts the token at t."""
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
+                mask: torch.Tensor | None = None, cache: KVCache | None = None) -> Output:
+        """x: (B, T) ids (with mask tokens) -> logits (B, T, N_V): column t predicts the token at t.
+        ``cache`` is accepted for a common signature and unused: every position attends to every other."""
         if context is not None:
             raise ValueError("a 'bert' model takes no context; only 'edt' models do.")
-        attn = {} if return_attention else None
-        return self._result(self.unembed(self.features(x, mask, attn)), attn, return_attention)
+        attn: AttentionWeights | None = {} if return_attention else None
+        return self._result(self.unembed(self.features(x, mask, attn)), attn)
 
-    def classify(self, x, *, mask=None, return_attention=False):
-        """Class logits (B, n_classes) from the first position's final vector."""
+    def classify(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, return_attention: bool = False) -> Output:
+        """Class logits (B, n_classes) from the first position's final vector [, attention maps]."""
         if self.class_head is None:
             raise ValueError("this model has no class head; build it with n_classes > 0.")
-        attn = {} if return_attention else None
-        return self._result(self.class_head(self.features(x, mask, attn)[:, 0]), attn, return_attention)
+        attn: AttentionWeights | None = {} if return_attention else None
+        return self._result(self.class_head(self.features(x, mask, attn)[:, 0]), attn)
 
 
-class EDTransformer(_Transformer):
+class EDTransformer(Transformer):
     """Algorithm 8: an encoder over the context z and a causal decoder over x with cross-attention to it.
 
     Column t of softmax(logits) is P̂(x[t+1] | x[1:t], z). Attention keys: "enc/l", "dec/l", "cross/l".
     """
 
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
         self.encoder = nn.ModuleList(Layer(cfg, causal=False) for _ in range(cfg.L_enc))
-        self.norm_enc = self._final_norm(cfg.d_e)
+        self.norm_enc = self._final_norm(cfg)
         self.decoder = nn.ModuleList(Layer(cfg, causal=True, cross=True) for _ in range(cfg.L_dec))
-        self.norm_dec = self._final_norm(cfg.d_e)
-        self.unembed = self._unembedding(cfg.d_e)
+        self.norm_dec = self._final_norm(cfg)
+        self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L_enc + cfg.L_dec)
 
-    def encode(self, z, *, context_mask=None, attn=None) -> torch.Tensor:
+    def encode(self, z: torch.Tensor, *, context_mask: torch.Tensor | None = None,
+               attn: AttentionWeights | None = None) -> torch.Tensor:
         """Z = the encoder's output (B, T_z, d_e)."""
         return self.norm_enc(self._run(self.encoder, self.embed(z), attn, "enc", mask=context_mask))
 
-    def decode(self, x, Z, *, mask=None, context_mask=None, cache: KVCache | None = None, attn=None):
+    def decode(self, x: torch.Tensor, Z: torch.Tensor, *, mask: torch.Tensor | None = None,
+               context_mask: torch.Tensor | None = None, cache: KVCache | None = None,
+               attn: AttentionWeights | None = None) -> torch.Tensor:
         """Logits (B, T_x, N_V) of the decoder on x attending to the encoded Z."""
         X = self.embed(x, cache.length if cache else 0)
         X = self._run(self.decoder, X, attn, "dec", mask=mask, Z=Z, z_mask=context_mask, cache=cache)
@@ -150,20 +169,24 @@ class EDTransformer(_Transformer):
             cache.length += x.shape[1]
         return self.unembed(self.norm_dec(X))
 
-    def forward(self, x, context=None, *, return_attention=False, mask=None, context_mask=None, cache=None):
+    def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
+                mask: torch.Tensor | None = None, context_mask: torch.Tensor | None = None,
+                cache: KVCache | None = None) -> Output:
+        """x: (B, T_x) target ids, context: (B, T_z) source ids z -> logits (B, T_x, N_V) [, attention maps].
+        mask, context_mask: (B, T_x), (B, T_z) bool, False at padding. cache: the decoder's KVCache."""
         if context is None:
             raise ValueError("an 'edt' model needs the source sequence: call model(x, context=z).")
-        attn = {} if return_attention else None
+        attn: AttentionWeights | None = {} if return_attention else None
         Z = self.encode(context, context_mask=context_mask, attn=attn)
         logits = self.decode(x, Z, mask=mask, context_mask=context_mask, cache=cache, attn=attn)
-        return self._result(logits, attn, return_attention)
+        return self._result(logits, attn)
 
 
-ARCHITECTURES = {"edt": EDTransformer, "bert": ETransformer, "gpt": DTransformer, "gopher": DTransformer}
+ARCHITECTURES: dict[str, type[Transformer]] = {"edt": EDTransformer, "bert": ETransformer, "gpt": DTransformer,
+                                               "gopher": DTransformer}
 
 
-def build_model(cfg: ModelConfig) -> nn.Module:
+def build_model(cfg: ModelConfig) -> Transformer:
     """Validate ``cfg`` and build its architecture with the paper's defaults filled in."""
-    cfg.validate()
-    cfg = cfg.resolved()
-    return ARCHITECTURES[cfg.arch](cfg)
+    resolved = cfg.validate().resolved()
+    return ARCHITECTURES[resolved.arch](resolved)
