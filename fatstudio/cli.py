@@ -8,9 +8,10 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
+from typing import Any
 
 EXIT_ERROR = 2
 
@@ -87,26 +88,21 @@ def _load_config(args):
 
 
 def cmd_train(args) -> int:
-    from .core.training import Control, train
+    from .core.training import Control, Evaluation, Finished, Note, Prepare, Started, Steps, train
 
     config = _load_config(args)
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop())  # Ctrl-C: stop, checkpoint, exit
     bar = _ProgressBar(enabled=not args.quiet)
+    show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
+        Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
+        Finished: bar.finish}
     try:
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control):
-            if ev.kind == "prepare":
-                bar.note(f"{ev.message}…")
-            elif ev.kind == "note":
-                bar.note(ev.message)
-            elif ev.kind == "started":
-                bar.start(ev)
-            elif ev.kind == "steps":
-                bar.update(ev)
-            elif ev.kind == "evaluation":
-                bar.evaluation(ev)
-            elif ev.kind == "finished":
-                bar.finish(ev)
+            handler = show.get(type(ev))
+            if handler:
+                handler(ev)
+            if isinstance(ev, Finished):
                 return 0 if ev.status != "failed" else 1
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -119,7 +115,8 @@ def _duration(s: float) -> str:
 
 
 class _ProgressBar:
-    """One line redrawn in place on a terminal (ETA, loss, tokens/s); plain lines elsewhere."""
+    """One line redrawn in place on a terminal (ETA, loss, tokens/s); plain lines elsewhere. One method per
+    kind of trainer event it shows."""
 
     def __init__(self, enabled: bool = True, width: int = 24):
         self.enabled, self.width, self.tty = enabled, width, sys.stderr.isatty()
@@ -134,8 +131,11 @@ class _ProgressBar:
             sys.stderr.write(text + "\n")
         sys.stderr.flush()
 
-    def note(self, text: str) -> None:
-        self._out(text, final=True)
+    def prepare(self, ev) -> None:
+        self._out(f"{ev.message}…", final=True)
+
+    def note(self, ev) -> None:
+        self._out(ev.message, final=True)
 
     def start(self, ev) -> None:
         self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device} in {ev.precision}, "
@@ -154,7 +154,7 @@ class _ProgressBar:
     def evaluation(self, ev) -> None:
         self.val = ev.val_loss
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
-        self._out(f"step {ev.step}: train loss {ev.train_loss:.4f}, val loss {ev.val_loss:.4f}{acc}", final=True)
+        self._out(f"step {ev.step}: train loss {ev.eval_train_loss:.4f}, val loss {ev.val_loss:.4f}{acc}", final=True)
 
     def finish(self, ev) -> None:
         self._out(f"{ev.status}: {ev.message}", final=True)
@@ -162,25 +162,25 @@ class _ProgressBar:
 
 # ---- generate / attention ---------------------------------------------------------------------------
 def cmd_generate(args) -> int:
-    from .core import inference
+    from .core import inference, prompting
     from .core.runs import Run
 
     loaded = Run.open(args.run_dir).load_model()
-    task = loaded.config.data.task
+    mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
     model, tok = loaded.model, loaded.tokenizer
     sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
-    if task == "next_token":
+    if mode == "generate":
         choices = inference.generate(model, tok, args.prompt, tokens=args.tokens, alternatives=0, **sampling)
         _write_by_line(chain([args.prompt], (c.text for c in choices), ["\n"]))
-    elif task == "seq2seq":
+    elif mode == "translate":
         choices = inference.translate(model, tok, args.prompt, max_tokens=args.tokens, alternatives=0, **sampling)
         print("".join(c.text for c in choices))
-    elif task == "masked_lm":
+    elif mode == "fill_mask":
         for pred in inference.fill_mask(model, tok, args.prompt):
             cands = ", ".join(f"{text!r} {p:.1%}" for text, p in pred.candidates)
             print(f"mask at {pred.position}: {cands}")
     else:
-        for label, p in inference.classify(model, tok, args.prompt, loaded.class_names):
+        for label, p in inference.classify(model, tok, args.prompt, loaded.class_names or None):
             print(f"{label}\t{p:.4f}")
     return 0
 

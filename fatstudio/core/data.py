@@ -3,7 +3,10 @@
 A ``Corpus`` is raw text, (source, target) pairs or (text, label) examples; ``load_corpus`` makes one
 from a path or a built-in name. ``build_dataset`` tokenizes it once and returns a ``Dataset`` whose
 ``batch`` gives CPU tensors for Algorithm 11 (seq2seq), 12 (masked_lm), 13 (next_token) or the paper's
-classification task (§3). Sequences are padded on the right with ``pad_id``; ignored targets are -100.
+classification task (§3). Sequences are padded on the right with ``pad_id``, and a batch with padding
+carries a padding mask for each padded tensor: ``x_pad_mask`` for ``x``, ``z_pad_mask`` for ``z`` (True at
+real tokens). These are not masked-LM masking, which replaces tokens of ``x`` with ``mask_id``. Ignored
+targets are -100.
 """
 from __future__ import annotations
 
@@ -52,10 +55,10 @@ class Corpus:
         """All text to train a tokenizer on: the text, or every source and target, or every example's text
         (labels are classes, not tokens). A list, so ``train_tokenizer`` can report progress."""
         if self.kind == "text":
-            return [self.text]
+            return [self.text or ""]
         if self.kind == "pairs":
-            return [s for pair in self.pairs for s in pair]
-        return [text for text, _ in self.labelled]
+            return [s for pair in self.examples for s in pair]
+        return [text for text, _ in self.examples]
 
     def stats(self) -> dict:
         """Numbers for the GUI: characters, lines, words, distinct symbols, and examples/classes."""
@@ -67,7 +70,7 @@ class Corpus:
             words += len(piece.split())
             symbols.update(piece)
         if self.kind == "text":
-            lines += bool(self.text) and not self.text.endswith("\n")
+            lines += bool(self.text) and not (self.text or "").endswith("\n")
         else:
             lines = len(self.examples)
         s = {"name": self.name, "kind": self.kind, "chars": chars, "lines": lines, "words": words,
@@ -75,13 +78,13 @@ class Corpus:
         if self.kind != "text":
             s["examples"] = len(self.examples)
         if self.kind == "labelled":
-            s["classes"] = dict(sorted(Counter(label for _, label in self.labelled).items()))
+            s["classes"] = dict(sorted(Counter(label for _, label in self.examples).items()))
         return s
 
     def preview(self, n_chars: int = 2000) -> str:
         """The first ``n_chars`` characters, examples shown one a line as ``source → target`` or ``[label] text``."""
         if self.kind == "text":
-            return self.text[:n_chars]
+            return (self.text or "")[:n_chars]
         out, size = [], 0
         for a, b in self.examples:
             line = f"{a} → {b}" if self.kind == "pairs" else f"[{b}] {a}"
@@ -239,7 +242,8 @@ def _add(rng):
 
 def _brackets(rng):
     """A prefix of a balanced string and the closers it still needs: ``([(`` → ``)])``."""
-    out, stack = [], []
+    out: list[str] = []
+    stack: list[str] = []
     for _ in range(rng.randint(3, 10)):
         if stack and rng.random() < 0.45:
             out.append(_CLOSE[stack.pop()])
@@ -287,7 +291,9 @@ def _sum_right_or_wrong(rng):
 
 
 def _balanced_or_not(rng):
-    out, stack, opens = [], [], rng.randint(1, 6)
+    out: list[str] = []
+    stack: list[str] = []
+    opens = rng.randint(1, 6)
     while opens or stack:
         if opens and (not stack or rng.random() < 0.5):
             stack.append(rng.choice("(["))
@@ -396,21 +402,22 @@ def load_corpus(spec: str, task: str = "next_token", progress: Progress | None =
 class Prepared:
     """A corpus loaded and a tokenizer trained on it for some data settings (and ``seed``, which only the
     synthetic built-ins depend on). ``training.train(prepared=…)`` reuses both when its own settings ask
-    for the same, so work done for a preview is not done twice."""
+    for the same, so work done for a preview is not done twice. ``vocab_cap`` is the data settings'
+    ``vocab_size``: the most tokens the tokenizer was allowed; its actual N_V is ``tokenizer.vocab_size``."""
 
     corpus_spec: str
     task: str
     tokenizer_kind: str
-    vocab_size: int
+    vocab_cap: int
     seed: int
     corpus: Corpus
     tokenizer: Tokenizer
 
-    def serves(self, corpus: str, task: str, tokenizer: str, vocab_size: int, seed: int) -> bool:
+    def serves(self, corpus: str, task: str, tokenizer: str, vocab_cap: int, seed: int) -> bool:
         """Whether these are what ``load_corpus(corpus, task, seed=seed)`` and ``train_tokenizer(tokenizer,
-        …, vocab_size)`` would make."""
-        made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_size)
-        return made_for == (corpus, task, tokenizer, vocab_size) and (self.seed == seed or not seeded(corpus))
+        …, vocab_cap)`` would make (``vocab_cap``: data.vocab_size)."""
+        made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_cap)
+        return made_for == (corpus, task, tokenizer, vocab_cap) and (self.seed == seed or not seeded(corpus))
 
 
 def seeded(spec: str) -> bool:
@@ -424,13 +431,15 @@ class Dataset:
 
     def __init__(self, task: str, tokenizer: Tokenizer, l_max: int):
         self.task, self.tokenizer, self.l_max = task, tokenizer, l_max
-        self.n_classes, self.class_names = 0, []  # classification only
+        self.n_classes = 0  # classification only
+        self.class_names: list[str] = []
 
     def batch(self, split: str, batch_size: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """``batch_size`` random rows of ``split`` ("train" or "val"), drawn with ``generator``; long or bool
         CPU tensors, T ≤ l_max. next_token and masked_lm: x, y (B, T) (windows of a stream have no padding,
-        so no padding mask). seq2seq: z, z_mask (B, T_z), x, x_mask, y (B, T_x). classification: x, mask (B, T)
-        (False at padding), label (B,)."""
+        so no padding mask; masked_lm's masking is in x itself, as ``mask_id``). seq2seq: z, z_pad_mask
+        (B, T_z), x, x_pad_mask, y (B, T_x). classification: x, x_pad_mask (B, T), label (B,). A padding
+        mask is False at padding."""
         raise NotImplementedError
 
     def sizes(self) -> dict:
@@ -473,8 +482,9 @@ class _StreamDataset(Dataset):
 
 def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """All ``texts`` encoded into one flat array plus offsets (text i is ``flat[off[i]:off[i+1]]``)."""
-    dtype = token_dtype(tokenizer.vocab_size)
-    flat, lengths = [], []
+    dtype = token_dtype(tokenizer.vocab_size)  # the tokenizer's N_V
+    flat: list[np.ndarray] = []
+    lengths: list[int] = []
     for s in range(0, len(texts), 4096):
         ids = tokenizer.encode_batch(texts[s:s + 4096])
         lengths += map(len, ids)
@@ -485,12 +495,13 @@ def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndar
 
 
 def _pad(rows: list[np.ndarray], value: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows padded on the right with ``value`` to (B, T) long, and the (B, T) bool mask of real tokens."""
+    """Rows padded on the right with ``value`` to (B, T) long, and the (B, T) bool padding mask (True at
+    real tokens)."""
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-    mask = np.arange(lengths.max()) < lengths[:, None]
-    out = np.full(mask.shape, value, np.int64)
-    out[mask] = np.concatenate(rows)  # row-major: each row's tokens land left-aligned in that row
-    return torch.from_numpy(out), torch.from_numpy(mask)
+    real = np.arange(lengths.max()) < lengths[:, None]
+    out = np.full(real.shape, value, np.int64)
+    out[real] = np.concatenate(rows)  # row-major: each row's tokens land left-aligned in that row
+    return torch.from_numpy(out), torch.from_numpy(real)
 
 
 class _ExampleDataset(Dataset):
@@ -533,15 +544,15 @@ class _ExampleDataset(Dataset):
         bos, eos, L = [self.tokenizer.bos_id], [self.tokenizer.eos_id], self.l_max
         flat, off = self._a
         # classification's x, seq2seq's z: [bos] + the text (cut to fit l_max) + [eos]
-        z, z_mask = _pad([np.concatenate((bos, flat[off[i]:off[i + 1]][:L - 2], eos)) for i in idx],
-                         self.tokenizer.pad_id)
+        z, z_pad_mask = _pad([np.concatenate((bos, flat[off[i]:off[i + 1]][:L - 2], eos)) for i in idx],
+                             self.tokenizer.pad_id)
         if self.task == "classification":
-            return {"x": z, "mask": z_mask, "label": torch.from_numpy(self._labels[idx])}
+            return {"x": z, "x_pad_mask": z_pad_mask, "label": torch.from_numpy(self._labels[idx])}
         flat, off = self._b
         b = [flat[off[i]:off[i + 1]] for i in idx]
-        x, x_mask = _pad([np.concatenate((bos, t))[:L] for t in b], self.tokenizer.pad_id)
+        x, x_pad_mask = _pad([np.concatenate((bos, t))[:L] for t in b], self.tokenizer.pad_id)
         y, _ = _pad([np.concatenate((t, eos))[:L] for t in b], IGNORE)
-        return {"z": z, "z_mask": z_mask, "x": x, "x_mask": x_mask, "y": y}
+        return {"z": z, "z_pad_mask": z_pad_mask, "x": x, "x_pad_mask": x_pad_mask, "y": y}
 
 
 _CORPUS_KIND = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs", "classification": "labelled"}
@@ -563,7 +574,7 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
     if task == "masked_lm" and not 0 < p_mask <= 1:
         raise ValueError(f"p_mask = {p_mask!r} is not allowed; it must be in (0, 1].")
     if corpus.kind == "text":
-        data = encode_corpus(tokenizer, corpus.text, progress)
+        data = encode_corpus(tokenizer, corpus.text or "", progress)
         n_train = int(len(data) * (1 - val_fraction))
         need = 2 if task == "next_token" else 1  # tokens per split
         if n_train < need or (val_fraction > 0 and len(data) - n_train < need):

@@ -2,6 +2,13 @@
 into place. ``config.json``, ``meta.json``, ``tokenizer.json``, append-only ``metrics.jsonl`` and
 ``samples.jsonl``, weights as ``model.safetensors`` and the optimizer state as ``optimizer.pt`` (read with
 ``weights_only=True``). Loading a run never executes code from it.
+
+``metrics.jsonl`` holds one row per step: ``step``, ``train_loss``, ``lr``, ``grad_norm`` (None, with
+``skipped``, where loss scaling skipped the step), ``tokens_per_s``, and on evaluated steps
+``eval_train_loss``, ``val_loss`` and ``accuracy``. The trainer measures throughput once per emission
+window (a batch of steps announced together), so every row of a window carries the window's
+``tokens_per_s`` and the window's last row carries ``window_end: true``: the throughput curve is the
+``tokens_per_s`` of those rows.
 """
 from __future__ import annotations
 
@@ -15,12 +22,17 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .config import RunConfig
 
+if TYPE_CHECKING:
+    from .model import Transformer
+    from .tokenization import Tokenizer
+
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
+METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
 
 
 def default_runs_root() -> Path:
@@ -72,10 +84,11 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 @dataclass
 class LoadedModel:
-    """A model ready for prompting: on the CPU, in eval mode, never the live training model."""
+    """A model ready for prompting: in eval mode (on the CPU unless `Run.load_model` was asked for another
+    device), never the live training model."""
 
-    model: Any
-    tokenizer: Any
+    model: Transformer  # built by `model.build_model` from config.model
+    tokenizer: Tokenizer
     config: RunConfig
     class_names: list[str] = field(default_factory=list)
     label: str = ""
@@ -114,7 +127,8 @@ class Run:
         run.write_config(config)
         now = time.time()
         run.write_meta(status="created", step=0, total_steps=config.train.steps, created=now, arch=config.model.arch,
-                       corpus=config.data.corpus, task=config.data.task, versions=_versions())
+                       corpus=config.data.corpus, task=config.data.task, versions=_versions(),
+                       **{METRICS_WINDOWS: True})
         return run
 
     @classmethod
@@ -146,6 +160,7 @@ class Run:
         atomic_write(self.path / META, json.dumps(self.meta, indent=2))
 
     def append_metrics(self, rows: list[dict]) -> None:
+        """Append metrics rows (see the module docstring for their fields)."""
         self._append(METRICS, rows)
 
     def append_sample(self, step: int, text: str) -> None:
@@ -165,7 +180,12 @@ class Run:
                 atomic_write(self.path / name, _jsonl(r for r in rows if r.get("step", 0) <= step))
 
     def metrics(self) -> list[dict]:
-        return _read_jsonl(self.path / METRICS)
+        """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs
+        that fatstudio wrote before it marked them)."""
+        rows = _read_jsonl(self.path / METRICS)
+        if not self.meta.get(METRICS_WINDOWS):
+            _mark_window_ends(rows)
+        return rows
 
     def samples(self) -> list[dict]:
         return _read_jsonl(self.path / SAMPLES)
@@ -247,6 +267,14 @@ class Run:
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
                            f"{self.name} · step {step}", step)
+
+
+def _mark_window_ends(rows: list[dict]) -> None:
+    """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
+    throughput onto all of the window's rows, so a window ends where the next row's value differs."""
+    for row, after in zip(rows, [*rows[1:], {}]):
+        if row.get("tokens_per_s") is not None and row["tokens_per_s"] != after.get("tokens_per_s"):
+            row["window_end"] = True
 
 
 def list_runs(root: Path | None = None) -> list[Run]:

@@ -12,15 +12,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
-from .data import IGNORE, Prepared
+from .data import IGNORE, Dataset, Prepared
 from .device import (
     OutOfMemory,
     autocast,
@@ -38,8 +38,11 @@ from .device import (
     to_device,
 )
 from .runs import LoadedModel, Run
+from .tokenization import Tokenizer
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
+
+Batch = dict[str, torch.Tensor]  # see `data.Dataset.batch` for each task's keys
 
 
 # ---- events --------------------------------------------------------------------------------------------
@@ -70,11 +73,13 @@ class Started(Event):
 
 @dataclass(frozen=True)
 class Steps(Event):
+    """The steps since the last Steps event (one emission window), each with its own numbers."""
+
     steps: list[int]
-    train_loss: list[float]
+    train_loss: list[float]  # each step's minibatch loss
     lr: list[float]
-    grad_norm: list[float]
-    tokens_per_s: float
+    grad_norm: list[float | None]  # before clipping; None where loss scaling skipped the step
+    tokens_per_s: float  # the window's throughput
     step: int
     total_steps: int
     elapsed_s: float
@@ -84,7 +89,7 @@ class Steps(Event):
 @dataclass(frozen=True)
 class Evaluation(Event):
     step: int
-    train_loss: float
+    eval_train_loss: float  # mean loss over eval_iters batches of the train split (not one step's loss)
     val_loss: float
     accuracy: float | None = None  # token (or class) accuracy on the validation split
 
@@ -200,17 +205,18 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
     return torch.optim.AdamW(groups, lr=t.lr, betas=(t.beta1, t.beta2), fused=fused)
 
 
-def task_loss(model, batch: dict, task: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def task_loss(model, batch: Batch, task: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean cross-entropy over the counted positions (Algorithms 11, 12, 13; classification), with the
     logits and targets it was computed from. The paper sums over positions; the mean only rescales η.
-    ``batch`` is on the model's device (see `device.to_device`)."""
+    ``batch`` is on the model's device (see `device.to_device`); its ``*_pad_mask`` are padding masks,
+    passed as the model's ``mask`` / ``context_mask``."""
     if task == "classification":
-        logits = model.classify(batch["x"], mask=batch["mask"])
+        logits = model.classify(batch["x"], mask=batch["x_pad_mask"])
         return F.cross_entropy(_at_least_fp32(logits), batch["label"]), logits, batch["label"]
     if task == "seq2seq":  # Algorithm 11: P = EDTransformer(z, x)
-        logits = model(batch["x"], context=batch["z"], mask=batch["x_mask"], context_mask=batch["z_mask"])
-    else:  # Algorithm 12 (only masked positions count) and Algorithm 13; a window without padding has no mask
-        logits = model(batch["x"], mask=batch.get("mask"))
+        logits = model(batch["x"], context=batch["z"], mask=batch["x_pad_mask"], context_mask=batch["z_pad_mask"])
+    else:  # Algorithm 12 (only masked positions count) and Algorithm 13; a window without padding has no padding mask
+        logits = model(batch["x"], mask=batch.get("x_pad_mask"))
     y = batch["y"]
     return F.cross_entropy(_at_least_fp32(logits.flatten(0, 1)), y.flatten(), ignore_index=IGNORE), logits, y
 
@@ -220,11 +226,11 @@ def _at_least_fp32(logits: torch.Tensor) -> torch.Tensor:
     return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
-def _tokens_in(batch: dict) -> int:
+def _tokens_in(batch: Batch) -> int:
     return int(batch["x"].numel() + (batch["z"].numel() if "z" in batch else 0))
 
 
-def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator, dev: torch.device) -> dict:
+def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator, dev: torch.device) -> Batch:
     """A minibatch drawn on the CPU (so the data order does not depend on the device) and moved to ``dev``,
     through pinned memory on CUDA so the copy does not stall the GPU."""
     return to_device(pin(dataset.batch(split, batch_size, generator), dev), dev)
@@ -284,7 +290,7 @@ def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int,
         out = "".join(c.text for c in inference.translate(model, tokenizer, source))
         return f"{source} → {out}   (target: {target})"
     if task == "classification":
-        text = tokenizer.decode(batch["x"][0][batch["mask"][0]].tolist())
+        text = tokenizer.decode(batch["x"][0][batch["x_pad_mask"][0]].tolist())
         probs = inference.classify(model, tokenizer, text, dataset.class_names)
         truth = dataset.class_names[int(batch["label"][0])]
         return f"{text} → {probs[0][0]} ({probs[0][1]:.0%})   (true: {truth})"
@@ -316,11 +322,14 @@ def compile_problem(dev: torch.device) -> str | None:
     return None
 
 
-def _loss_function(model, task: str, compiled: bool):
+LossFunction = Callable[[Batch], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def _loss_function(model, task: str, compiled: bool) -> LossFunction:
     """What each training step calls: task_loss on ``model``, compiled as a whole (so classification's
     ``model.classify`` is compiled too, not only ``forward``) or eager. Compiling starts from a clean slate:
     what an earlier run in this process compiled is dropped (torch._dynamo.reset)."""
-    def loss(batch):
+    def loss(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return task_loss(model, batch, task)
     if not compiled:
         return loss
@@ -330,33 +339,28 @@ def _loss_function(model, task: str, compiled: bool):
     return torch.compile(loss)
 
 
-def _sanitize(rows: list[dict]) -> None:
-    """Steps that loss scaling skipped (their gradient overflowed) keep their loss but no gradient norm, so
-    metrics.jsonl stays strict JSON and the plots see no inf/NaN."""
-    for row in rows:
-        if not math.isfinite(row["grad_norm"]):
-            row["grad_norm"] = None
-            row["skipped"] = True
-
-
 # ---- the loop -------------------------------------------------------------------------------------------
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
           control: Control | None = None, runs_root: Path | None = None,
           prepared: Prepared | None = None) -> Iterator[Event]:
     """Train per ``config``; yield events. ``resume=True`` continues the run at ``run_dir`` from its last
     checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
-    data settings, e.g. by the GUI's preview) is used instead of loading and training them again; one made
-    for other settings is ignored. Bad input raises ValueError while iterating; running out of memory while
-    setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed."""
+    data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again; one
+    made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory
+    while setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed."""
     control = control or Control()
     config.validate()
     t = config.train
     dev = resolve_device(t.device)
     precision = resolve_precision(t.precision, dev)
     torch.manual_seed(t.seed)
-    run = Run.open(run_dir) if resume else None
-    if resume and not run.has_checkpoint:
-        raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
+    run = None
+    if resume:
+        if run_dir is None:
+            raise ValueError("resuming needs the folder of the run to continue.")
+        run = Run.open(run_dir)
+        if not run.has_checkpoint:
+            raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
     tokenizer, dataset, config = yield from _prepare_data(config, run, prepared)
     yield Prepare("building the model", 0.9)
     loop = _Loop(config, dev, precision, tokenizer, dataset, control)
@@ -365,7 +369,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     except Exception as e:
         if not is_out_of_memory(e):
             raise
-        loop = None
+        del loop  # drop the model and optimizer state before freeing the device's cache
         free_memory(dev)
         raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
     if t.compile:
@@ -379,14 +383,16 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     yield from loop.run_steps(start)
 
 
-def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None):
+def _prepare_data(config: RunConfig, run: Run | None,
+                  prepared: Prepared | None) -> Generator[Prepare, None, tuple[Tokenizer, Dataset, RunConfig]]:
     """Corpus, tokenizer (the run's own when resuming) and dataset, as Prepare events while they load;
-    returns them with the config whose N_V and n_classes come from them."""
+    returns them with the config whose N_V (model.vocab_size) and n_classes come from them."""
     from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
     from .tokenization import train_tokenizer
 
     t, d = config.train, config.data
-    if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, d.vocab_size, t.seed):
+    vocab_cap = d.vocab_size  # data.vocab_size: the most tokens the tokenizer may have (word, bpe)
+    if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, vocab_cap, t.seed):
         prepared = None
     if prepared:
         corpus = prepared.corpus
@@ -403,13 +409,87 @@ def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None)
     else:
         yield Prepare(f"training the {d.tokenizer} tokenizer", 0.2)
         tokenizer = yield from _with_progress(
-            lambda progress: train_tokenizer(d.tokenizer, corpus.texts(), d.vocab_size, progress), 0.2, 0.4)
+            lambda progress: train_tokenizer(d.tokenizer, corpus.texts(), vocab_cap, progress), 0.2, 0.4)
     yield Prepare("tokenizing the corpus", 0.4)
     dataset = yield from _with_progress(lambda progress: build_dataset(
         corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress), 0.4, 0.9)
-    mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,
+    mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,  # N_V: the tokenizer's actual size
                                 n_classes=dataset.n_classes if d.task == "classification" else 0)
     return tokenizer, dataset, RunConfig(mcfg, d, t).validate()
+
+
+@dataclass
+class _Numbers:
+    """One emission window's per-step numbers as Python values (``grad_norm`` as the device computed it:
+    possibly inf or NaN)."""
+
+    steps: list[int]
+    lr: list[float]
+    train_loss: list[float]
+    grad_norm: list[float]
+
+    def first_non_finite(self, loss_scaling: bool) -> int | None:
+        """The index of the first step whose loss is not finite, or whose gradient norm is not, unless loss
+        scaling is on (it skips such steps and lowers its scale); None if every step is fine."""
+        for i, (loss, norm) in enumerate(zip(self.train_loss, self.grad_norm)):
+            if not math.isfinite(loss) or (not loss_scaling and not math.isfinite(norm)):
+                return i
+        return None
+
+    def head(self, n: int) -> _Numbers:
+        return _Numbers(self.steps[:n], self.lr[:n], self.train_loss[:n], self.grad_norm[:n])
+
+    def finite_grad_norms(self) -> list[float | None]:
+        """The gradient norms with None for the steps loss scaling skipped (their gradient overflowed), so
+        metrics.jsonl stays strict JSON and the plots see no inf/NaN."""
+        return [g if math.isfinite(g) else None for g in self.grad_norm]
+
+    def rows(self, tokens_per_s: float | None = None) -> list[dict]:
+        """metrics.jsonl rows, one per step (see `runs`); with ``tokens_per_s`` (the window's throughput) on
+        each, the last marked ``window_end``."""
+        rows = []
+        for step, lr, loss, norm in zip(self.steps, self.lr, self.train_loss, self.finite_grad_norms()):
+            row: dict = {"step": step, "train_loss": loss, "lr": lr, "grad_norm": norm}
+            if norm is None:
+                row["skipped"] = True
+            if tokens_per_s is not None:
+                row["tokens_per_s"] = tokens_per_s
+            rows.append(row)
+        if rows and tokens_per_s is not None:
+            rows[-1]["window_end"] = True
+        return rows
+
+
+@dataclass
+class _Window:
+    """The steps since the last emission. Their losses and gradient norms wait on the device until `read`;
+    ``tokens`` counts what was trained on since ``since``, the start of the window's timing."""
+
+    since: float = 0.0
+    tokens: int = 0
+    steps: list[int] = field(default_factory=list)
+    lr: list[float] = field(default_factory=list)
+    values: list[torch.Tensor] = field(default_factory=list)  # (loss, grad_norm) per step, on the device
+
+    def add(self, step: int, lr: float, loss: torch.Tensor, grad_norm: torch.Tensor, tokens: int) -> None:
+        self.steps.append(step)
+        self.lr.append(lr)
+        self.values.append(torch.stack([loss.float(), grad_norm.float()]))
+        self.tokens += tokens
+
+    def restart_clock(self) -> None:
+        """Time from now on (after start-up, a pause or an emission's evaluation, sample and checkpoint)."""
+        self.since, self.tokens = time.perf_counter(), 0
+
+    def tokens_per_s(self, now: float) -> float:
+        return self.tokens / max(now - self.since, 1e-9)
+
+    def read(self) -> _Numbers:
+        """The pending steps' numbers, read from the device at once; the window keeps no steps after it."""
+        pairs = torch.stack(self.values).tolist()
+        numbers = _Numbers(self.steps, self.lr, [loss for loss, _ in pairs], [norm for _, norm in pairs])
+        self.steps, self.lr, self.values = [], [], []
+        return numbers
 
 
 class _Loop:
@@ -417,14 +497,18 @@ class _Loop:
     norms stay on the device and are read once per emission (about ten times a second), where the
     non-finite check runs too; a checkpoint always comes after such a check."""
 
-    def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer, dataset, control: Control):
+    def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer: Tokenizer, dataset: Dataset,
+                 control: Control):
         self.config, self.dev, self.precision = config, dev, precision
         self.tokenizer, self.dataset, self.control = tokenizer, dataset, control
         self.t, self.task = config.train, config.data.task
         self.data_gen = torch.Generator().manual_seed(self.t.seed)
         self.has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
+        self.window = _Window()
+        self.start = 0
+        self.t_start: float | None = None  # when the step after the first began: start-up is not step time
 
-    def open(self, run: Run | None, run_dir, runs_root) -> int:
+    def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> int:
         """Build the model and optimizer on the device, resume or create the run folder; the start step."""
         from .model import build_model
 
@@ -472,7 +556,7 @@ class _Loop:
         self.scaler.update()
         return loss.detach(), grad_norm, _tokens_in(batch)
 
-    def _first_step(self, step: int):
+    def _first_step(self, step: int) -> tuple[tuple[torch.Tensor, torch.Tensor, int], Note | None]:
         """The first step, where torch.compile compiles; if compiling fails the step runs again eagerly."""
         try:
             return self.step(step), None
@@ -485,110 +569,140 @@ class _Loop:
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             return self.step(step), Note(f"torch.compile failed ({reason}); training without compiling.")
 
+    def _timed_step(self, step: int) -> Note | None:
+        """Step ``step`` into the window. The first step (start-up, compiling) is left out of the timing:
+        the clocks start once the device has finished it."""
+        if self.t_start is not None:
+            (loss, grad_norm, tokens), note = self.step(step), None
+        else:
+            (loss, grad_norm, tokens), note = self._first_step(step)
+        self.window.add(step + 1, lr_at(step, self.t), loss, grad_norm, tokens)
+        if self.t_start is None:
+            loss.item()  # wait for the device: what follows is step time
+            self.window.restart_clock()
+            self.t_start = self.window.since
+        return note
+
     # -- the steps ---------------------------------------------------------------------------------------------
     def run_steps(self, start: int) -> Iterator[Event]:
-        t, control, run = self.t, self.control, self.run
-        steps: list[int] = []
-        lrs: list[float] = []
-        values: list[torch.Tensor] = []  # (loss, grad_norm) per pending step, on the device
-        step, tokens_window = start, 0
-        t_start = t_emit = None  # set after the first step: start-up and compilation are not step time
+        """Step from ``start`` to train.steps, honouring the Control between steps, emitting (see `_emit`)
+        about ten times a second and at every evaluation and checkpoint; then checkpoint and finish.
+        Whatever happens, the run folder is not left "running"."""
+        t, control = self.t, self.control
+        self.start, step = start, start
         self.model.train()
         status, message = "finished", f"trained {t.steps} steps"
         try:
             while step < t.steps:
                 if control.paused and not control.stopping:
-                    yield Paused(step)
-                    while control.paused and not control.stopping:
-                        control.wait_while_paused(0.1)
-                        if control.snapshot_wanted:
-                            yield self.snapshot(step)
-                    yield Resumed(step)
-                    t_emit = time.perf_counter()
-                    tokens_window = 0
+                    yield from self._pause(step)
                 if control.stopping:
                     status, message = "stopped", f"stopped at step {step}"
                     break
                 if control.snapshot_wanted:
                     yield self.snapshot(step)
-                if t_start is None:
-                    (loss, grad_norm, tokens), note = self._first_step(step)
-                    if note:
-                        yield note
-                else:
-                    loss, grad_norm, tokens = self.step(step)
-                    tokens_window += tokens
-                steps.append(step + 1)
-                lrs.append(lr_at(step, t))
-                values.append(torch.stack([loss.float(), grad_norm.float()]))
+                note = self._timed_step(step)
+                if note:
+                    yield note
                 step += 1
-                if t_start is None:
-                    loss.item()  # wait for the device: what follows is step time
-                    t_start = t_emit = time.perf_counter()
-                evaluating = step % t.eval_interval == 0 or step == t.steps
-                checkpointing = step % t.checkpoint_interval == 0 and step < t.steps
-                now = time.perf_counter()
-                if not (now - t_emit >= EMIT_INTERVAL_S or evaluating or checkpointing or step == t.steps):
-                    continue
-                rows = [{"step": s, "train_loss": lv, "lr": lr, "grad_norm": gn}
-                        for s, lr, (lv, gn) in zip(steps, lrs, torch.stack(values).tolist())]  # one device read
-                now = time.perf_counter()
-                steps, lrs, values = [], [], []
-                bad = next((r for r in rows if not math.isfinite(r["train_loss"])
-                            or (not self.scaler.is_enabled() and not math.isfinite(r["grad_norm"]))), None)
-                if bad:
-                    rows = rows[:rows.index(bad)]
-                    _sanitize(rows)
-                    run.append_metrics(rows)
-                    status, message, step = "failed", self._diverged(bad), bad["step"] - 1
-                    break
-                _sanitize(rows)
-                tps = tokens_window / max(now - t_emit, 1e-9)
-                for row in rows:
-                    row["tokens_per_s"] = tps
-                done = max(1, step - start - 1)
-                eta = (now - t_start) / done * (t.steps - step)
-                yield Steps([r["step"] for r in rows], [r["train_loss"] for r in rows], [r["lr"] for r in rows],
-                            [r["grad_norm"] for r in rows], tps, step, t.steps, now - t_start, eta)
-                evaluation = None
-                if evaluating and self.has_val:
-                    tr, va, acc = evaluate(self.model, self.dataset, self.task, t, self.dev, t.seed, self.precision)
-                    rows[-1].update(eval_train_loss=tr, val_loss=va, accuracy=acc)
-                    run.write_meta(step=step, best_val_loss=min(va, run.meta.get("best_val_loss", math.inf)), val_loss=va)
-                    evaluation = Evaluation(step, tr, va, acc)
-                run.append_metrics(rows)  # on disk before the events that announce it
-                if evaluation:
-                    yield evaluation
-                if evaluating and t.sample_tokens:
-                    text = make_sample(self.model, self.tokenizer, self.dataset, self.task, t, t.seed + step,
-                                       "val" if self.has_val else "train")
-                    run.append_sample(step, text)
-                    yield Sample(step, text)
-                if checkpointing:
-                    yield self.checkpoint(step)
-                    run.write_meta(step=step)
-                t_emit, tokens_window = time.perf_counter(), 0
+                if self._emission_due(step):
+                    diverged = yield from self._emit(step)
+                    if diverged:
+                        message, step = diverged
+                        status = "failed"
+                        break
         except Exception as e:
             if not is_out_of_memory(e):
-                run.write_meta(status="failed", step=step)
+                self.run.write_meta(status="failed", step=step)
                 raise
             self.optimizer.zero_grad(set_to_none=True)
             free_memory(self.dev)
             status = "failed"
             message = oom_message(f"training at step {step + 1}", self.dev) + " The last checkpoint is kept."
         except BaseException as e:  # the consumer closing us (GeneratorExit), Ctrl-C: never leave the run "running"
-            run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
+            self.run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
             raise
         if status != "failed":
             yield self.checkpoint(step)
-        run.write_meta(status=status, step=step)
+        self.run.write_meta(status=status, step=step)
         yield Finished(step, status, message)
 
-    def _diverged(self, row: dict) -> str:
+    def _pause(self, step: int) -> Iterator[Event]:
+        """Wait while paused (or until stopped), making the snapshots asked for meanwhile."""
+        control = self.control
+        yield Paused(step)
+        while control.paused and not control.stopping:
+            control.wait_while_paused(0.1)
+            if control.snapshot_wanted:
+                yield self.snapshot(step)
+        yield Resumed(step)
+        self.window.restart_clock()
+
+    def _evaluation_due(self, step: int) -> bool:
+        return step % self.t.eval_interval == 0 or step == self.t.steps
+
+    def _checkpoint_due(self, step: int) -> bool:
+        return step % self.t.checkpoint_interval == 0 and step < self.t.steps
+
+    def _emission_due(self, step: int) -> bool:
+        return (time.perf_counter() - self.window.since >= EMIT_INTERVAL_S or self._evaluation_due(step)
+                or self._checkpoint_due(step) or step == self.t.steps)
+
+    def _emit(self, step: int) -> Generator[Event, None, tuple[str, int] | None]:
+        """Announce the window's steps, all done up to ``step``: read their numbers from the device once, check
+        them, yield Steps, write them to metrics.jsonl, then the evaluation, sample and checkpoint due now.
+        A non-finite number ends it early: the steps before it are written (with no throughput: the window
+        did not finish) and (the message, the last good step) returned."""
+        numbers = self.window.read()
+        now = time.perf_counter()
+        bad = numbers.first_non_finite(loss_scaling=self.scaler.is_enabled())
+        if bad is not None:
+            self.run.append_metrics(numbers.head(bad).rows())
+            return self._diverged(numbers, bad), numbers.steps[bad] - 1
+        tokens_per_s = self.window.tokens_per_s(now)
+        yield self._steps_event(numbers, tokens_per_s, step, now)
+        rows = numbers.rows(tokens_per_s)
+        evaluating = self._evaluation_due(step)
+        evaluation = self._evaluate(step) if evaluating and self.has_val else None
+        if evaluation:
+            rows[-1].update(eval_train_loss=evaluation.eval_train_loss, val_loss=evaluation.val_loss,
+                            accuracy=evaluation.accuracy)
+        self.run.append_metrics(rows)  # on disk before the events that announce it
+        if evaluation:
+            yield evaluation
+        if evaluating and self.t.sample_tokens:
+            yield self._sample(step)
+        if self._checkpoint_due(step):
+            yield self.checkpoint(step)
+            self.run.write_meta(step=step)
+        self.window.restart_clock()
+        return None
+
+    def _steps_event(self, numbers: _Numbers, tokens_per_s: float, step: int, now: float) -> Steps:
+        """Steps with the elapsed time and the time to go, both from step time only (no start-up)."""
+        assert self.t_start is not None  # set by the first step, before any emission
+        t, elapsed = self.t, now - self.t_start
+        eta = elapsed / max(1, step - self.start - 1) * (t.steps - step)
+        return Steps(numbers.steps, numbers.train_loss, numbers.lr, numbers.finite_grad_norms(), tokens_per_s,
+                     step, t.steps, elapsed, eta)
+
+    def _evaluate(self, step: int) -> Evaluation:
+        """Evaluate both splits (`evaluate`) and record the validation loss in meta.json."""
+        tr, va, acc = evaluate(self.model, self.dataset, self.task, self.t, self.dev, self.t.seed, self.precision)
+        self.run.write_meta(step=step, best_val_loss=min(va, self.run.meta.get("best_val_loss", math.inf)), val_loss=va)
+        return Evaluation(step, tr, va, acc)
+
+    def _sample(self, step: int) -> Sample:
+        text = make_sample(self.model, self.tokenizer, self.dataset, self.task, self.t, self.t.seed + step,
+                           "val" if self.has_val else "train")
+        self.run.append_sample(step, text)
+        return Sample(step, text)
+
+    def _diverged(self, numbers: _Numbers, i: int) -> str:
         last = self.run.meta.get("checkpoint_step")
-        what = (f"the loss became {row['train_loss']}" if not math.isfinite(row["train_loss"])
-                else f"the gradient norm became {row['grad_norm']}")
-        return (f"{what} at step {row['step']}; training stopped. "
+        loss, norm, step = numbers.train_loss[i], numbers.grad_norm[i], numbers.steps[i]
+        what = f"the loss became {loss}" if not math.isfinite(loss) else f"the gradient norm became {norm}"
+        return (f"{what} at step {step}; training stopped. "
                 + (f"The last good checkpoint (step {last}) is kept. " if last else "")
                 + "Try a lower learning rate or gradient clipping.")
 

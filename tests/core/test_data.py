@@ -225,7 +225,7 @@ def test_masked_lm_masks_about_p_mask_and_targets_only_masked_positions():
     ds = build_dataset(corpus, tok, "masked_lm", l_max=64, p_mask=0.15)
     b = ds.batch("train", 256, _gen())
     x, y = b["x"], b["y"]
-    assert x.shape == y.shape == (256, 64) and "mask" not in b  # a window has no padding: no all-true mask
+    assert set(b) == {"x", "y"} and x.shape == y.shape == (256, 64)  # a window has no padding: no padding mask
     masked = x == tok.mask_id
     assert abs(masked.float().mean().item() - 0.15) < 0.02
     assert torch.equal(y != IGNORE, masked) and (y[masked] < tok.vocab_size - 4).all()
@@ -245,8 +245,8 @@ def test_seq2seq_batches_and_held_out_pairs_disjoint_from_train():
     assert not {a for a, _ in train} & {a for a, _ in val}
     assert ds.sizes() == {"train_examples": len(train), "val_examples": len(val), "duplicates_removed": 0}
     b = ds.batch("val", 16, _gen())
-    assert set(b) == {"z", "z_mask", "x", "x_mask", "y"}
-    z, zm, x, xm, y = (b[k] for k in ("z", "z_mask", "x", "x_mask", "y"))
+    assert set(b) == {"z", "z_pad_mask", "x", "x_pad_mask", "y"}
+    z, zm, x, xm, y = (b[k] for k in ("z", "z_pad_mask", "x", "x_pad_mask", "y"))
     assert z.dtype == x.dtype == y.dtype == torch.long and zm.dtype == xm.dtype == torch.bool
     assert x.shape == y.shape == xm.shape and z.shape == zm.shape and z.shape[1] <= 16
     assert (z[:, 0] == tok.bos_id).all() and (x[:, 0] == tok.bos_id).all()
@@ -271,7 +271,7 @@ def test_seq2seq_truncates_to_l_max_and_removes_duplicates(tmp_path):
     for split in ("train", "val"):
         b = ds.batch(split, 64, _gen())
         assert b["z"].shape[1] <= 6 and b["x"].shape[1] <= 6
-        assert (b["z"][b["z_mask"].sum(1) == 6][:, -1] == tok.eos_id).all()  # a truncated source keeps eos
+        assert (b["z"][b["z_pad_mask"].sum(1) == 6][:, -1] == tok.eos_id).all()  # a truncated source keeps eos
     same = Corpus("same", "pairs", pairs=[("a", "b"), ("a", "b")])
     with pytest.raises(ValueError, match="1 distinct example"):
         build_dataset(same, _char(same), "seq2seq", l_max=8)
@@ -283,8 +283,8 @@ def test_classification_batches():
     ds = build_dataset(corpus, tok, "classification", l_max=32)
     assert ds.n_classes == 2 and ds.class_names == ["balanced", "unbalanced"]
     b = ds.batch("train", 32, _gen())
-    assert set(b) == {"x", "mask", "label"} and b["label"].shape == (32,) and b["label"].dtype == torch.long
-    assert (b["x"][:, 0] == tok.bos_id).all() and torch.equal(b["x"] == tok.pad_id, ~b["mask"])
+    assert set(b) == {"x", "x_pad_mask", "label"} and b["label"].shape == (32,) and b["label"].dtype == torch.long
+    assert (b["x"][:, 0] == tok.bos_id).all() and torch.equal(b["x"] == tok.pad_id, ~b["x_pad_mask"])
     for row, label in zip(b["x"], b["label"]):
         assert row[row != tok.pad_id][-1] == tok.eos_id
         assert _balanced(tok.decode(row)) == (ds.class_names[label] == "balanced")

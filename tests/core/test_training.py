@@ -83,12 +83,12 @@ def test_losses_equal_reference(task):
         xm[0, masked] = 6  # the mask token
         y = torch.full_like(x, -100)
         y[0, masked] = x[0, masked]
-        loss, _, _ = task_loss(model, {"x": xm, "y": y, "mask": torch.ones_like(x, dtype=torch.bool)}, task)
+        loss, _, _ = task_loss(model, {"x": xm, "y": y, "x_pad_mask": torch.ones_like(x, dtype=torch.bool)}, task)
         expected, n = e_loss(ref, xm[0].tolist(), x[0].tolist(), masked), 3
     else:
         z = torch.randint(0, 9, (1, 5))
         ones = lambda t: torch.ones_like(t, dtype=torch.bool)
-        loss, _, _ = task_loss(model, {"z": z, "z_mask": ones(z), "x": x[:, :-1], "x_mask": ones(x[:, :-1]),
+        loss, _, _ = task_loss(model, {"z": z, "z_pad_mask": ones(z), "x": x[:, :-1], "x_pad_mask": ones(x[:, :-1]),
                                        "y": x[:, 1:]}, task)
         expected, n = ed_loss(ref, z[0].tolist(), x[0].tolist()), 7
     assert loss.item() * n == pytest.approx(expected, abs=1e-9)
@@ -112,12 +112,30 @@ def test_event_stream_and_run_folder(text_file, tmp_path):
     assert [r["step"] for r in rows] == list(range(1, 31))
     assert all({"train_loss", "lr", "tokens_per_s", "grad_norm"} <= set(r) for r in rows)
     assert [r["step"] for r in rows if "val_loss" in r] == [10, 20, 30]
+    assert [r["eval_train_loss"] for r in rows if "val_loss" in r] == [e.eval_train_loss for e in evals]
+    windows = [e for e in events if e.kind == "steps"]  # each one emission window, its throughput measured once
+    assert [r["step"] for r in rows if r.get("window_end")] == [e.steps[-1] for e in windows]
+    assert [r["tokens_per_s"] for r in rows] == [e.tokens_per_s for e in windows for _ in e.steps]
     assert run.meta["status"] == "finished" and run.meta["step"] == 30
     for f in ("config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl", "model.safetensors"):
         assert (run.path / f).exists(), f
     assert not list(run.path.glob("*.tmp"))  # no half-written files left behind
     assert json.loads((run.path / "config.json").read_text())["model"]["vocab_size"] > 4
     assert rows[-1]["train_loss"] < rows[0]["train_loss"]
+
+
+def test_metrics_written_before_window_ends_were_marked_read_the_same(text_file, tmp_path):
+    """Runs of the previous format gave every row its window's tokens_per_s and marked no window ends."""
+    run_all(config(text_file, steps=20), run_dir=tmp_path / "run")
+    path = tmp_path / "run"
+    rows = Run.open(path).metrics()
+    assert sum(bool(r.get("window_end")) for r in rows) >= 2
+    old = [{k: v for k, v in r.items() if k != "window_end"} for r in rows]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    meta = json.loads((path / "meta.json").read_text())
+    del meta["metrics_window_ends"]
+    (path / "meta.json").write_text(json.dumps(meta))
+    assert Run.open(path).metrics() == rows
 
 
 def test_stop_checkpoints_and_marks_stopped(text_file, tmp_path):

@@ -59,8 +59,11 @@ def test_training_plots(qtbot):
     assert p.overlays() == [] and len(item.listDataItems()) == 3  # train raw, train smoothed, val
     p.load_metrics([{"step": 1, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 5.0},
                     {"step": 2, "train_loss": 1.5, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 5.0,
-                     "val_loss": 1.7}])
-    assert p.n_points() == 2 and p.val.n == 1 and p.speed.n == 1
+                     "window_end": True, "val_loss": 1.7},
+                    {"step": 3, "train_loss": 1.4, "lr": 1e-3, "grad_norm": 1.0, "tokens_per_s": 6.0,
+                     "window_end": True}])
+    assert p.n_points() == 3 and p.val.n == 1
+    assert list(p.speed.x) == [2, 3] and list(p.speed.y) == [5.0, 6.0]  # one point per window, at its end
 
 
 def test_sci_spin_box(qtbot):

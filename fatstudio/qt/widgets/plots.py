@@ -320,35 +320,18 @@ class TrainingPlots(QWidget):
         self._request()
 
     def load_metrics(self, rows: list[dict]) -> None:
-        """Restore the curves from a run's metrics.jsonl rows."""
+        """Restore the curves from a run's metrics.jsonl rows (`Run.metrics`): one point per row, the
+        throughput once per emission window (its ``window_end`` row), as the live plots got them."""
         self.clear()
-        xs, tl, lr, gx, gn, ev = [], [], [], [], [], []
-        sp: list[tuple[int, float]] = []
-        last_tps = None
-        for r in rows:
-            s = r.get("step")
-            if s is None:
-                continue
-            if "train_loss" in r:
-                xs.append(s)
-                tl.append(r["train_loss"])
-                lr.append(r.get("lr", math.nan))
-                if r.get("grad_norm") is not None:  # absent where loss scaling skipped the step
-                    gx.append(s)
-                    gn.append(r["grad_norm"])
-            tps = r.get("tokens_per_s")
-            if tps is not None and tps != last_tps:
-                sp.append((s, tps))
-                last_tps = tps
-            if r.get("val_loss") is not None:
-                ev.append((s, r["val_loss"]))
-        self.train.extend(xs, tl)
-        self.lr.extend(xs, lr)
-        self.grad.extend(gx, gn)
-        if sp:
-            self.speed.extend([a for a, _ in sp], [b for _, b in sp])
-        if ev:
-            self.val.extend([a for a, _ in ev], [b for _, b in ev])
+        steps = [r for r in rows if "step" in r and "train_loss" in r]
+        scaled = [r for r in steps if r.get("grad_norm") is not None]  # loss scaling skipped the others
+        window_ends = [r for r in rows if "step" in r and r.get("window_end") and r.get("tokens_per_s") is not None]
+        evaluated = [r for r in rows if "step" in r and r.get("val_loss") is not None]
+        self.train.extend([r["step"] for r in steps], [r["train_loss"] for r in steps])
+        self.lr.extend([r["step"] for r in steps], [r.get("lr", math.nan) for r in steps])
+        self.grad.extend([r["step"] for r in scaled], [r["grad_norm"] for r in scaled])
+        self.speed.extend([r["step"] for r in window_ends], [r["tokens_per_s"] for r in window_ends])
+        self.val.extend([r["step"] for r in evaluated], [r["val_loss"] for r in evaluated])
         self.redraw()
 
     def redraw(self) -> None:
