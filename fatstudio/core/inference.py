@@ -2,31 +2,34 @@
 nucleus (top-p) filtering, BERT's fill-mask, classification (paper §3) and attention maps.
 
 Qt-free. Every function runs under ``torch.inference_mode()`` (tensors it returns are for reading, not for
-autograd) and puts the model in eval mode, restoring its previous mode afterwards (for the generators: when
-they finish or are closed). Token ids are the model's; texts go through a tokenizer with ``encode``,
+autograd) and puts the model in eval mode, restoring its previous mode afterwards (for a `Generation`: when
+it finishes or is closed). Token ids are the model's; texts go through a tokenizer with ``encode``,
 ``decode``, ``token_strings``, ``vocab_size`` and the special ids ``pad_id``, ``mask_id``, ``bos_id``,
 ``eos_id``. Unknown symbols raise the tokenizer's ValueError.
+
+Which call fits a run, and what the model reads for a text in each (framing, mask markers), is decided in
+`prompting`: every call here takes either the text or the `prompting.EncodedPrompt` made from it, so a caller
+that encoded a text once (to check it) does not encode it again. `fill_mask` and `classify` can return the
+attention maps of their own forward pass (``return_attention=True``); a `Generation` computes the maps of
+the text it ends with. The maps, their names, colours and files are `attention_maps.AttentionMaps`.
 """
 from __future__ import annotations
 
 import contextlib
-import csv
-import json
 import math
-import re
-import struct
-import zlib
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
-import numpy as np
 import torch
 
+from .attention_maps import AttentionMaps, attention_entropy, colormap, png_bytes
+from .device import model_device
 from .model.attention import KVCache
+from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, encode_prompt, framed, has_mask_marker
 
-MASK_MARKER = "[MASK]"  # what a user types for a masked position (the tokenizer's own mask string works too)
+if TYPE_CHECKING:
+    from .tokenization import TokenizerLike
 
 
 # --------------------------------------------------------------------------------------------- sampling
@@ -138,7 +141,7 @@ def sample_next(logits_row, *, temperature: float = 1.0, top_k: int = 0, top_p: 
 
 
 # ------------------------------------------------------------------------------------------- helpers
-def _never_sampled(tokenizer) -> tuple[int, ...]:
+def _never_sampled(tokenizer: TokenizerLike) -> tuple[int, ...]:
     """pad, mask and bos: generated text never continues with them (eos may end it)."""
     return tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id
 
@@ -151,16 +154,6 @@ def _eval_mode(model):
         yield model
     finally:
         model.train(was_training)
-
-
-def _framed(tokenizer, text: str) -> list[int]:
-    """[bos] + encode(text) + [eos]: an encoder's input (edt source, bert text)."""
-    return [tokenizer.bos_id] + list(tokenizer.encode(text)) + [tokenizer.eos_id]
-
-
-def _device(model) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
 
 
 def _arch(model) -> str:
@@ -177,13 +170,7 @@ def _l_max(model) -> int:
     return model.config.l_max
 
 
-def _check_length(n: int, l_max: int, what: str) -> None:
-    if n > l_max:
-        raise ValueError(f"the {what} is {n} tokens long, more than this model's l_max = {l_max}; "
-                         "shorten it (or train a model with a larger l_max).")
-
-
-def _alternatives(tokenizer, probs: torch.Tensor, n: int) -> list[tuple[str, float]]:
+def _alternatives(tokenizer: TokenizerLike, probs: torch.Tensor, n: int) -> list[tuple[str, float]]:
     if n <= 0:
         return []
     top = probs.topk(min(n, probs.numel()))
@@ -200,7 +187,7 @@ class _TextStream:
 
     TAIL = 6
 
-    def __init__(self, tokenizer, context_ids: Sequence[int]):
+    def __init__(self, tokenizer: TokenizerLike, context_ids: Sequence[int]):
         self.tok = tokenizer
         self._restart(list(context_ids))
         self.pending: list[int] = []
@@ -227,7 +214,7 @@ class _TextStream:
         return piece
 
 
-def _choice(tokenizer, sampler: _Sampler, draw: _Draw, stream: _TextStream, alternatives: int) -> TokenChoice:
+def _choice(tokenizer: TokenizerLike, sampler: _Sampler, draw: _Draw, stream: _TextStream, alternatives: int) -> TokenChoice:
     """The TokenChoice of a draw, with the ``alternatives`` most likely tokens; what it reports reaches the
     host in one copy."""
     at = draw.at
@@ -239,22 +226,82 @@ def _choice(tokenizer, sampler: _Sampler, draw: _Draw, stream: _TextStream, alte
     return TokenChoice(y, stream.push(y), p[0], alts, *sampler.cutoffs(p))
 
 
-def _sampler(model, tokenizer, temperature, top_k, top_p, seed: int | None) -> _Sampler:
+def _sampler(model, tokenizer: TokenizerLike, temperature, top_k, top_p, seed: int | None) -> _Sampler:
     """The sampling step for ``model``'s logits; it never draws the ids of `_never_sampled`."""
     generator = torch.Generator().manual_seed(int(seed)) if seed is not None else None
-    return _Sampler(model.config.vocab_size, _device(model), temperature=temperature, top_k=top_k, top_p=top_p,
+    return _Sampler(model.config.vocab_size, model_device(model), temperature=temperature, top_k=top_k, top_p=top_p,
                     generator=generator, exclude=_never_sampled(tokenizer))
 
 
+def _as_prompt(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, mode: str, **kw: Any) -> EncodedPrompt:
+    """``prompt`` encoded for ``mode`` (see `prompting.encode_prompt`), or checked when it already is."""
+    if not isinstance(prompt, EncodedPrompt):
+        return encode_prompt(tokenizer, prompt, mode, l_max=_l_max(model), **kw)
+    if prompt.mode != mode or prompt.l_max != _l_max(model):
+        raise ValueError(f"this prompt was encoded for {prompt.mode} with l_max = {prompt.l_max}, not for {mode} "
+                         f"with this model's l_max = {_l_max(model)}; encode it again.")
+    return prompt
+
+
+def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[int] | None,
+          attn: dict[str, torch.Tensor]) -> AttentionMaps:
+    """The AttentionMaps of a forward pass's attention (batch row 0), in the model's own dtype (half precision
+    is widened to float32 for numpy)."""
+    wide = lambda v: v.float() if v.dtype in (torch.float16, torch.bfloat16) else v
+    maps = {k: wide(v[0]).detach().cpu().numpy() for k, v in attn.items()}
+    ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
+    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
+
+
+class Generation(Iterator[TokenChoice]):
+    """The tokens of one `generate` or `translate` call: an iterator of TokenChoice that samples each token
+    when it is asked for (``close()`` stops early and restores the model's mode), and what the model read.
+
+    ``prompt`` is the `EncodedPrompt` (encoded once, when the call was made); ``output_ids`` the ids yielded
+    so far. `attention` gives the attention maps of the text the generation ends with.
+    """
+
+    def __init__(self, steps: Iterator[TokenChoice], model, tokenizer: TokenizerLike, prompt: EncodedPrompt):
+        self._steps, self._model, self._tokenizer = steps, model, tokenizer
+        self.prompt = prompt
+        self.output_ids: list[int] = []
+
+    def __next__(self) -> TokenChoice:
+        choice = next(self._steps)
+        self.output_ids.append(choice.id)
+        return choice
+
+    def close(self) -> None:
+        close = getattr(self._steps, "close", None)
+        if close is not None:
+            close()
+
+    def attention_input(self) -> tuple[list[int], list[int] | None]:
+        """(x, z) of the text the generation ends with: decoder-only, the last l_max ids of prompt + output
+        (the window the model would read next) and no z; translate, [bos] + output (at most l_max) and the
+        encoder's z = [bos] + source + [eos]."""
+        l_max = _l_max(self._model)
+        ids = [*self.prompt.ids, *self.output_ids]
+        if self.prompt.context_ids is None:
+            return ids[-l_max:], None
+        return ids[:l_max], list(self.prompt.context_ids)
+
+    def attention(self) -> AttentionMaps:
+        """The attention maps of one forward pass over `attention_input` (the last token sampled is read too)."""
+        return attention_maps_for_ids(self._model, self._tokenizer, *self.attention_input())
+
+
 # -------------------------------------------------------------------------------- Algorithm 14: generate
-def generate(model, tokenizer, prompt: str, *, tokens: int = 200, temperature: float = 1.0, top_k: int = 0,
-             top_p: float = 1.0, seed: int | None = None, use_cache: bool = True, alternatives: int = 5,
-             stop_at_eos: bool = False, add_bos: bool = False, slide: int | None = None) -> Iterator[TokenChoice]:
+def generate(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, *, tokens: int = 200, temperature: float = 1.0,
+             top_k: int = 0, top_p: float = 1.0, seed: int | None = None, use_cache: bool = True,
+             alternatives: int = 5, stop_at_eos: bool = False, add_bos: bool = False,
+             slide: int | None = None) -> Generation:
     """DInference (Algorithm 14) with a decoder-only model ('gpt', 'gopher'): yields ``tokens`` TokenChoices.
 
     The prompt is ``encode(prompt)``, preceded by bos when ``add_bos`` (the paper's convention). The default
     is no bos, because next-token training on a corpus uses raw windows of the token stream without one; an
     empty prompt starts from bos either way. A prompt longer than l_max is cropped to its last l_max tokens.
+    ``prompt`` may also be an `EncodedPrompt` for "generate" (``add_bos`` is then the one it was encoded with).
 
     With ``use_cache`` the window is prefilled once and each new token goes through ``model(x_last,
     cache=cache)``. When the context is full the window slides by ``slide`` tokens (default l_max // 8, at
@@ -272,14 +319,15 @@ def generate(model, tokenizer, prompt: str, *, tokens: int = 200, temperature: f
         raise ValueError(f"slide = {slide!r} is not allowed; use a whole number from 1 to l_max = {l_max}.")
     if not isinstance(tokens, int) or tokens < 0:
         raise ValueError(f"tokens = {tokens!r} is not allowed; use a whole number ≥ 0.")
-    ids = ([tokenizer.bos_id] if add_bos else []) + list(tokenizer.encode(prompt))
-    ids = ids or [tokenizer.bos_id]
-    return _generate(model, tokenizer, ids, tokens, sampler, use_cache, alternatives, stop_at_eos, slide)
+    encoded = _as_prompt(model, tokenizer, prompt, "generate", add_bos=add_bos)
+    steps = _generate(model, tokenizer, list(encoded.ids), tokens, sampler, use_cache, alternatives, stop_at_eos,
+                      slide)
+    return Generation(steps, model, tokenizer, encoded)
 
 
 @torch.inference_mode()
-def _generate(model, tokenizer, ids, n_tokens, sampler, use_cache, alternatives, stop_at_eos, slide):
-    l_max, dev = _l_max(model), _device(model)
+def _generate(model, tokenizer: TokenizerLike, ids, n_tokens, sampler, use_cache, alternatives, stop_at_eos, slide):
+    l_max, dev = _l_max(model), model_device(model)
     seq = list(ids)
     start = max(0, len(seq) - l_max)  # the window is seq[start:], never longer than l_max
     stream = _TextStream(tokenizer, seq)
@@ -302,29 +350,31 @@ def _generate(model, tokenizer, ids, n_tokens, sampler, use_cache, alternatives,
 
 
 # ------------------------------------------------------------------------------- Algorithm 15: translate
-def translate(model, tokenizer, source: str, *, max_tokens: int | None = None, temperature: float = 0.0,
-              top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
-              alternatives: int = 5) -> Iterator[TokenChoice]:
+def translate(model, tokenizer: TokenizerLike, source: str | EncodedPrompt, *, max_tokens: int | None = None,
+              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+              alternatives: int = 5) -> Generation:
     """EDInference (Algorithm 15) with an 'edt' model: z = [bos]+encode(source)+[eos], Z = encode(z) once,
     x̂ = [bos], then one token at a time through the decoder with a KV cache (the cross-attention keys and
     values of Z are computed on the first step and kept in the cache) until eos (not yielded) or
     ``max_tokens`` tokens (default l_max - 1; at most l_max, the decoder's positions). τ = 0 (greedy) by
-    default. A source longer than l_max - 2 raises ValueError.
+    default. A source longer than l_max - 2 raises ValueError. ``source`` may also be an `EncodedPrompt` for
+    "translate".
     """
     _require_arch(model, ("edt",), "translate", "use generate for 'gpt'/'gopher' and fill_mask for 'bert'.")
     sampler = _sampler(model, tokenizer, temperature, top_k, top_p, seed)
     l_max = _l_max(model)
-    z = _framed(tokenizer, source)
-    _check_length(len(z), l_max, "source with bos and eos")
+    encoded = _as_prompt(model, tokenizer, source, "translate")
     max_tokens = l_max - 1 if max_tokens is None else max_tokens
     if not isinstance(max_tokens, int) or max_tokens < 0:
         raise ValueError(f"max_tokens = {max_tokens!r} is not allowed; use a whole number ≥ 0.")
-    return _translate(model, tokenizer, z, min(max_tokens, l_max), sampler, alternatives)
+    z = list(encoded.context_ids or ())
+    return Generation(_translate(model, tokenizer, z, min(max_tokens, l_max), sampler, alternatives),
+                      model, tokenizer, encoded)
 
 
 @torch.inference_mode()
-def _translate(model, tokenizer, z, max_tokens, sampler, alternatives):
-    dev = _device(model)
+def _translate(model, tokenizer: TokenizerLike, z, max_tokens, sampler, alternatives):
+    dev = model_device(model)
     stream = _TextStream(tokenizer, [])
     with _eval_mode(model):
         Z = model.encode(torch.tensor([z], device=dev))
@@ -342,195 +392,95 @@ def _translate(model, tokenizer, z, max_tokens, sampler, alternatives):
 @dataclass
 class MaskPrediction:
     """The top candidates for one masked position. ``position`` indexes the model input [bos]+ids+[eos]
-    (bos is 0); ``char_offset`` is where the marker starts in the user's text."""
+    (bos is 0); the marker stood at ``text[char_offset:char_end]`` in the user's text."""
 
     position: int
     candidates: list[tuple[str, float]]
     char_offset: int | None = None
+    char_end: int | None = None
 
 
-def _mask_markers(tokenizer, mask_symbol: str) -> list[str]:
-    own = tokenizer.token_strings([tokenizer.mask_id])[0]
-    return sorted({m for m in (mask_symbol, own) if m}, key=len, reverse=True)
-
-
-def encode_masked(tokenizer, text: str, mask_symbol: str) -> tuple[list[int], list[int], list[int]]:
-    """[bos] + ids + [eos] with mask_id wherever a marker stands; returns (x, mask positions, char offsets)."""
-    pattern = "|".join(map(re.escape, _mask_markers(tokenizer, mask_symbol)))
-    x, positions, offsets, pos = [tokenizer.bos_id], [], [], 0
-    for m in re.finditer(pattern, text):
-        if m.start() > pos:
-            x += tokenizer.encode(text[pos:m.start()])
-        positions.append(len(x))
-        offsets.append(m.start())
-        x.append(tokenizer.mask_id)
-        pos = m.end()
+def fill_in(text: str, predictions: Sequence[MaskPrediction]) -> list[str | MaskPrediction]:
+    """``text`` cut at its mask markers, in order: the plain pieces (str) and, in each marker's place, its
+    MaskPrediction (those without a place in the text are left out)."""
+    out: list[str | MaskPrediction] = []
+    pos = 0
+    placed = sorted(((p.char_offset, p.char_end, p) for p in predictions
+                     if p.char_offset is not None and p.char_end is not None), key=lambda t: t[0])
+    for start, end, p in placed:
+        if start < pos:
+            continue
+        if start > pos:
+            out.append(text[pos:start])
+        out.append(p)
+        pos = end
     if pos < len(text):
-        x += tokenizer.encode(text[pos:])
-    return x + [tokenizer.eos_id], positions, offsets
+        out.append(text[pos:])
+    return out
 
 
+@overload
+def fill_mask(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, *, mask_symbol: str = ..., top: int = ...,
+              return_attention: Literal[False] = ...) -> list[MaskPrediction]: ...
+@overload
+def fill_mask(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, *, mask_symbol: str = ..., top: int = ...,
+              return_attention: Literal[True]) -> tuple[list[MaskPrediction], AttentionMaps]: ...
 @torch.inference_mode()
-def fill_mask(model, tokenizer, text: str, *, mask_symbol: str = MASK_MARKER, top: int = 5) -> list[MaskPrediction]:
+def fill_mask(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, *, mask_symbol: str = MASK_MARKER, top: int = 5,
+              return_attention: bool = False) -> list[MaskPrediction] | tuple[list[MaskPrediction], AttentionMaps]:
     """BERT's masked-token prediction (the task of Algorithm 12): the ``top`` candidates at each marker.
 
     Mark a position with ``mask_symbol`` ("[MASK]") or the tokenizer's own mask token string; the text
-    between markers is encoded as usual. The input is [bos] + ids + [eos]; one forward pass of Algorithm 9.
+    between markers is encoded as usual (or pass the `EncodedPrompt` for "fill_mask"). The input is
+    [bos] + ids + [eos]; one forward pass of Algorithm 9, whose attention maps come back too with
+    ``return_attention=True``: (predictions, AttentionMaps).
     """
     _require_arch(model, ("bert",), "fill_mask", "use generate for 'gpt'/'gopher' and translate for 'edt'.")
-    if not any(m in text for m in _mask_markers(tokenizer, mask_symbol)):
-        raise ValueError(f"the text has no masked position; write {mask_symbol} where a token should be "
-                         f"predicted, e.g. 'the {mask_symbol} sat on the mat'.")
-    x, positions, offsets = encode_masked(tokenizer, text, mask_symbol)
-    _check_length(len(x), _l_max(model), "text with bos and eos")
+    unmarked = ValueError(f"the text has no masked position; write {mask_symbol} where a token should be "
+                          f"predicted, e.g. 'the {mask_symbol} sat on the mat'.")
+    if isinstance(text, str) and not has_mask_marker(tokenizer, text, mask_symbol):
+        raise unmarked  # before encoding: words about the marker, not about the rest of the text
+    prompt = _as_prompt(model, tokenizer, text, "fill_mask", mask_symbol=mask_symbol)
+    if not prompt.masks:
+        raise unmarked
     with _eval_mode(model):
-        probs = model(torch.tensor([x], device=_device(model)))[0].float().softmax(-1).cpu()
-    return [MaskPrediction(t, _alternatives(tokenizer, probs[t], top), o) for t, o in zip(positions, offsets)]
+        out = model(torch.tensor([prompt.ids], device=model_device(model)), return_attention=return_attention)
+    logits, attn = out if return_attention else (out, None)
+    probs = logits[0].float().softmax(-1).cpu()
+    preds = [MaskPrediction(m.position, _alternatives(tokenizer, probs[m.position], top), m.start, m.end)
+             for m in prompt.masks]
+    return (preds, _maps(tokenizer, prompt.ids, None, attn)) if attn is not None else preds
 
 
+@overload
+def classify(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, class_names: Sequence[str] | None = ..., *,
+             return_attention: Literal[False] = ...) -> list[tuple[str, float]]: ...
+@overload
+def classify(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, class_names: Sequence[str] | None = ..., *,
+             return_attention: Literal[True]) -> tuple[list[tuple[str, float]], AttentionMaps]: ...
 @torch.inference_mode()
-def classify(model, tokenizer, text: str, class_names: Sequence[str]) -> list[tuple[str, float]]:
-    """P(c | x) (paper §3) of a 'bert' model with a class head on [bos]+encode(text)+[eos], most likely first."""
+def classify(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, class_names: Sequence[str] | None = None, *,
+             return_attention: bool = False) -> list[tuple[str, float]] | tuple[list[tuple[str, float]], AttentionMaps]:
+    """P(c | x) (paper §3) of a 'bert' model with a class head on [bos]+encode(text)+[eos] (or the
+    `EncodedPrompt` for "classify"), most likely first. ``class_names`` default to "class 0", "class 1", ….
+    With ``return_attention=True``: (probabilities, the AttentionMaps of the same forward pass)."""
     _require_arch(model, ("bert",), "classify", "classification uses a 'bert' model with n_classes > 0.")
     n = model.config.n_classes
-    if len(class_names) != n:
-        raise ValueError(f"{len(class_names)} class names were given, but the model has n_classes = {n}.")
-    x = _framed(tokenizer, text)
-    _check_length(len(x), _l_max(model), "text with bos and eos")
+    names = [f"class {i}" for i in range(n)] if class_names is None else list(class_names)
+    if len(names) != n:
+        raise ValueError(f"{len(names)} class names were given, but the model has n_classes = {n}.")
+    prompt = _as_prompt(model, tokenizer, text, "classify")
     with _eval_mode(model):
-        p = model.classify(torch.tensor([x], device=_device(model)))[0].float().softmax(-1).cpu().tolist()
-    return sorted(zip(class_names, p), key=lambda c: -c[1])
+        out = model.classify(torch.tensor([prompt.ids], device=model_device(model)), return_attention=return_attention)
+    logits, attn = out if return_attention else (out, None)
+    p = logits[0].float().softmax(-1).cpu().tolist()
+    ranked = sorted(zip(names, p), key=lambda c: -c[1])
+    return (ranked, _maps(tokenizer, prompt.ids, None, attn)) if attn is not None else ranked
 
 
 # ---------------------------------------------------------------------------------------- attention maps
-# A viridis-like colormap: a few anchor colours, linearly interpolated.
-_ANCHORS = np.array([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)], float)
-
-
-def colormap(values: np.ndarray) -> np.ndarray:
-    """Map values in [0, 1] to RGB uint8 (..., 3) on a dark-purple → teal → yellow scale."""
-    v = np.clip(np.nan_to_num(values), 0.0, 1.0)
-    xs = np.linspace(0.0, 1.0, len(_ANCHORS))
-    return np.stack([np.interp(v, xs, _ANCHORS[:, c]) for c in range(3)], -1).round().astype(np.uint8)
-
-
-def png_bytes(rgb: np.ndarray) -> bytes:
-    """A PNG file (8-bit RGB, no filtering) of an (height, width, 3) uint8 image."""
-    h, w, _ = rgb.shape
-    raw = np.concatenate([np.zeros((h, 1), np.uint8), np.ascontiguousarray(rgb, np.uint8).reshape(h, 3 * w)], 1)
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
-
-
-def attention_entropy(A: np.ndarray) -> np.ndarray:
-    """The mean over queries of each attention row's entropy in nats (0 log 0 = 0), for (..., T_q, T_k)."""
-    A = np.asarray(A, dtype=np.float64)
-    return -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).mean(-1)
-
-
-@dataclass
-class AttentionMaps:
-    """Every head's softmax(S/√d_attn) (Algorithm 4) from one forward pass, as numpy arrays.
-
-    ``maps[name]`` is (H, T_query, T_key); names as the model's: "self/l" (gpt, gopher, bert), "enc/l",
-    "dec/l", "cross/l" (edt). ``tokens`` label the queries (the decoder side for edt); ``context_tokens``
-    label the encoder side of an edt (enc keys and queries, cross keys), else None.
-    """
-
-    tokens: list[str]
-    context_tokens: list[str] | None
-    maps: dict[str, np.ndarray] = field(default_factory=dict)
-
-    def entropy(self, name: str) -> np.ndarray:
-        """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0)."""
-        return attention_entropy(self.maps[name])
-
-    def mean_over_heads(self, name: str) -> np.ndarray:
-        """(T_query, T_key): the heads' average."""
-        return self.maps[name].mean(0)
-
-    def key_tokens(self, name: str) -> list[str]:
-        """The labels of the keys of map ``name``."""
-        return self.context_tokens if name.startswith(("enc", "cross")) and self.context_tokens else self.tokens
-
-    def query_tokens(self, name: str) -> list[str]:
-        return self.context_tokens if name.startswith("enc") and self.context_tokens else self.tokens
-
-    def to_json_dict(self) -> dict:
-        """Plain JSON: tokens, context_tokens, maps as nested lists (rounded to 1e-7), per-head entropy."""
-        return {"tokens": list(self.tokens), "context_tokens": self.context_tokens,
-                "maps": {k: np.round(v.astype(np.float64), 7).tolist() for k, v in self.maps.items()},
-                "entropy": {k: self.entropy(k).tolist() for k in self.maps}}
-
-    @classmethod
-    def from_json_dict(cls, d: dict) -> AttentionMaps:
-        return cls(list(d["tokens"]), d.get("context_tokens"),
-                   {k: np.asarray(v, np.float32) for k, v in d["maps"].items()})
-
-    def to_png(self) -> bytes:
-        """A grid of heatmaps on a fixed 0-1 scale: one row per attention layer, one column per head."""
-        if not self.maps:
-            raise ValueError("there are no attention maps to draw.")
-        names = list(self.maps)
-        t = max(max(a.shape[1:]) for a in self.maps.values())
-        s = max(1, min(16, 160 // t))  # pixels per attention weight
-        gap = 4
-        cell_h = max(a.shape[1] for a in self.maps.values()) * s
-        cell_w = max(a.shape[2] for a in self.maps.values()) * s
-        heads = max(a.shape[0] for a in self.maps.values())
-        img = np.full((gap + len(names) * (cell_h + gap), gap + heads * (cell_w + gap), 3), 255, np.uint8)
-        for r, name in enumerate(names):
-            for h, A in enumerate(self.maps[name]):
-                tile = colormap(A).repeat(s, 0).repeat(s, 1)
-                y, x = gap + r * (cell_h + gap), gap + h * (cell_w + gap)
-                img[y:y + tile.shape[0], x:x + tile.shape[1]] = tile
-        return png_bytes(img)
-
-    def save(self, path) -> Path:
-        """Write .json (to_json_dict), .npz (exact float32 arrays named as ``maps``, plus "tokens" and
-        "context_tokens"), .png (a heatmap grid, see to_png) or .csv (map, head, query, key, tokens, weight)."""
-        path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix == ".json":
-            path.write_text(json.dumps(self.to_json_dict()), encoding="utf-8")
-        elif suffix == ".npz":
-            extra = {"tokens": np.array(self.tokens, dtype=str)}
-            if self.context_tokens is not None:
-                extra["context_tokens"] = np.array(self.context_tokens, dtype=str)
-            with open(path, "wb") as f:
-                np.savez(f, **self.maps, **extra)
-        elif suffix == ".png":
-            path.write_bytes(self.to_png())
-        elif suffix == ".csv":
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                w = csv.writer(f)
-                w.writerow(["map", "head", "query", "key", "query_token", "key_token", "weight"])
-                for name, A in self.maps.items():
-                    qt, kt = self.query_tokens(name), self.key_tokens(name)
-                    for h, i, j in np.ndindex(*A.shape):
-                        w.writerow([name, h, i, j, qt[i], kt[j], f"{A[h, i, j]:.7g}"])
-        else:
-            raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz, .png or .csv file.")
-        return path
-
-    @classmethod
-    def load(cls, path) -> AttentionMaps:
-        """Read a .json or .npz file written by `save`."""
-        path = Path(path)
-        if path.suffix.lower() == ".json":
-            return cls.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
-        with np.load(path, allow_pickle=False) as d:
-            ctx = d["context_tokens"].tolist() if "context_tokens" in d.files else None
-            return cls(d["tokens"].tolist(), ctx,
-                       {k: d[k] for k in d.files if k not in ("tokens", "context_tokens")})
-
-
 @torch.inference_mode()
-def attention_maps(model, tokenizer, text: str, *, source: str | None = None, add_bos: bool = False,
+def attention_maps(model, tokenizer: TokenizerLike, text: str, *, source: str | None = None, add_bos: bool = False,
                    mask_symbol: str = MASK_MARKER) -> AttentionMaps:
     """The attention weights of one forward pass with ``return_attention=True`` (exactly the model's numbers).
 
@@ -541,34 +491,33 @@ def attention_maps(model, tokenizer, text: str, *, source: str | None = None, ad
     arch, l_max = _arch(model), _l_max(model)
     z = None
     if arch == "bert":
-        x = encode_masked(tokenizer, text, mask_symbol)[0]
+        x = list(encode_prompt(tokenizer, text, "fill_mask", l_max=l_max, mask_symbol=mask_symbol).ids)
     elif arch == "edt":
         if source is None:
             raise ValueError("an 'edt' model attends to a source text: pass source=... (the text to translate).")
-        z = _framed(tokenizer, source)
-        _check_length(len(z), l_max, "source with bos and eos")
-        x = [tokenizer.bos_id] + list(tokenizer.encode(text))
+        z = list(encode_prompt(tokenizer, source, "translate", l_max=l_max).context_ids or ())
+        x = [tokenizer.bos_id, *tokenizer.encode(text)]
+        check_length(len(x), l_max, "text")
     else:
-        x = ([tokenizer.bos_id] if add_bos else []) + list(tokenizer.encode(text)) or [tokenizer.bos_id]
-    _check_length(len(x), l_max, "text" + (" with bos and eos" if arch == "bert" else ""))
+        x = list(encode_prompt(tokenizer, text, "generate", l_max=l_max, add_bos=add_bos).ids)
+        check_length(len(x), l_max, "text")
     return attention_maps_for_ids(model, tokenizer, x, z)
 
 
 @torch.inference_mode()
-def attention_maps_for_ids(model, tokenizer, ids: Sequence[int], context_ids: Sequence[int] | None = None) -> AttentionMaps:
+def attention_maps_for_ids(model, tokenizer: TokenizerLike, ids: Sequence[int],
+                           context_ids: Sequence[int] | None = None) -> AttentionMaps:
     """One forward pass with ``return_attention=True`` on exactly these token ids (and, for an edt, the
     encoder's ``context_ids``): every head's softmax(S/√d_attn) of Algorithm 4 in the model's own dtype
     (half precision is widened to float32 for numpy)."""
-    dev = _device(model)
+    dev = model_device(model)
     with _eval_mode(model):
         kw = {"context": torch.tensor([list(context_ids)], device=dev)} if context_ids is not None else {}
         _, attn = model(torch.tensor([list(ids)], device=dev), return_attention=True, **kw)
-    wide = lambda v: v.float() if v.dtype in (torch.float16, torch.bfloat16) else v
-    maps = {k: wide(v[0]).detach().cpu().numpy() for k, v in attn.items()}
-    ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
-    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
+    return _maps(tokenizer, ids, context_ids, attn)
 
 
-__all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "AttentionMaps", "MASK_MARKER", "sample_next",
-           "generate", "translate", "fill_mask", "classify", "attention_maps", "attention_maps_for_ids",
-           "attention_entropy", "encode_masked", "colormap", "png_bytes"]
+__all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "Generation", "AttentionMaps", "EncodedPrompt",
+           "MASK_MARKER", "sample_next", "generate", "translate", "fill_mask", "fill_in", "classify",
+           "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "framed", "colormap",
+           "png_bytes"]

@@ -15,15 +15,20 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import POSITIONS
 from fatstudio.core.inference import (
     AttentionMaps,
+    Generation,
+    MaskPrediction,
     TokenChoice,
     _TextStream,
     attention_maps,
+    attention_maps_for_ids,
     classify,
+    fill_in,
     fill_mask,
     generate,
     sample_next,
     translate,
 )
+from fatstudio.core.prompting import encode_prompt
 
 
 class CharTok:
@@ -354,6 +359,92 @@ def test_classify_sorted_probabilities():
     assert [q for _, q in out] == sorted((q for _, q in out), reverse=True)
     with pytest.raises(ValueError, match="n_classes = 3"):
         classify(model, TOK, "abc", ["a", "b"])
+
+
+def count_passes(model):
+    """A list that grows by one for each forward pass through the model's token embedding."""
+    passes = []
+    model.embed.register_forward_hook(lambda *_: passes.append(1))
+    return passes
+
+
+def test_fill_mask_and_classify_return_the_attention_of_their_own_pass():
+    bert = tiny("bert", n_classes=3)
+    passes = count_passes(bert)
+    preds, maps = fill_mask(bert, TOK, "ab[MASK]cd", top=3, return_attention=True)
+    assert len(passes) == 1  # one forward for the answer and its attention
+    x = [TOK.bos_id] + TOK.encode("ab") + [TOK.mask_id] + TOK.encode("cd") + [TOK.eos_id]
+    ref = attention_maps_for_ids(bert, TOK, x)
+    assert maps.tokens == ref.tokens and set(maps.maps) == set(ref.maps)
+    assert all(np.array_equal(maps.maps[k], ref.maps[k]) for k in ref.maps)
+    plain = fill_mask(bert, TOK, "ab[MASK]cd", top=3)
+    assert [s for s, _ in preds[0].candidates] == [s for s, _ in plain[0].candidates]
+    assert np.allclose([q for _, q in preds[0].candidates], [q for _, q in plain[0].candidates], atol=1e-6)
+    passes.clear()
+    probs, maps = classify(bert, TOK, "abc", return_attention=True)
+    assert len(passes) == 1 and [n for n, _ in probs] != [] and all(n.startswith("class ") for n, _ in probs)
+    x = [TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id]
+    assert maps.tokens == TOK.token_strings(x)
+    assert all(np.array_equal(maps.maps[k], v) for k, v in attention_maps_for_ids(bert, TOK, x).maps.items())
+    assert dict(probs) == pytest.approx(dict(classify(bert, TOK, "abc", ["class 0", "class 1", "class 2"])), abs=1e-6)
+
+
+def test_an_encoded_prompt_is_read_as_is():
+    class CountingTok(CharTok):
+        encoded = 0
+
+        def encode(self, text):
+            CountingTok.encoded += len(text)
+            return super().encode(text)
+
+    tok = CountingTok()
+    gpt, bert, edt = tiny("gpt"), tiny("bert", n_classes=2), tiny("edt")
+    for text, mode, call in (
+            ("abc", "generate", lambda p: list(generate(gpt, tok, p, tokens=3, seed=0))),
+            ("abc", "translate", lambda p: list(translate(edt, tok, p, max_tokens=3))),
+            ("a[MASK]c", "fill_mask", lambda p: fill_mask(bert, tok, p, return_attention=True)),
+            ("abc", "classify", lambda p: classify(bert, tok, p, return_attention=True))):
+        CountingTok.encoded = 0
+        prompt = encode_prompt(tok, text, mode, l_max=L_MAX)
+        call(prompt)
+        assert CountingTok.encoded == len(text.replace("[MASK]", ""))  # encoded once, by encode_prompt
+    assert [c.id for c in generate(gpt, tok, encode_prompt(tok, "abc", "generate", l_max=L_MAX), tokens=3, seed=0)] \
+        == [c.id for c in generate(gpt, tok, "abc", tokens=3, seed=0)]
+    with pytest.raises(ValueError, match="encoded for classify"):
+        fill_mask(bert, tok, encode_prompt(tok, "abc", "classify", l_max=L_MAX))
+    with pytest.raises(ValueError, match=r"no masked position; write \[MASK\]"):
+        fill_mask(bert, tok, encode_prompt(tok, "abc", "fill_mask", l_max=L_MAX))
+
+
+def test_a_generation_knows_what_the_model_read():
+    model = tiny("gpt")
+    gen = generate(model, TOK, "abcdefghijklmno", tokens=5, temperature=0)
+    assert isinstance(gen, Generation) and gen.prompt.ids == tuple(TOK.encode("abcdefghijklmno"))
+    out = [c.id for c in gen]
+    assert gen.output_ids == out
+    x, z = gen.attention_input()
+    assert x == (list(gen.prompt.ids) + out)[-L_MAX:] and z is None
+    maps = gen.attention()
+    assert maps.tokens == TOK.token_strings(x) and maps.maps["self/0"].shape == (2, L_MAX, L_MAX)
+    edt = tiny("edt")
+    with torch.no_grad():
+        edt.unembed.W_u.weight[TOK.eos_id] = 0
+    gen = translate(edt, TOK, "abc", max_tokens=4)
+    out = [c.id for c in gen]
+    assert gen.attention_input() == ([TOK.bos_id] + out, [TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id])
+    assert gen.attention().maps["cross/0"].shape == (2, 5, 5)
+    gen = generate(model, TOK, "ab", tokens=100)
+    next(gen)
+    gen.close()  # stops early
+    assert list(gen) == [] and gen.output_ids and not model.training
+
+
+def test_fill_in_puts_each_prediction_in_its_markers_place():
+    text = "ab[MASK]cd<mask>"
+    preds = fill_mask(tiny("bert"), TOK, text)
+    assert [(p.char_offset, p.char_end) for p in preds] == [(2, 8), (10, 16)]
+    assert fill_in(text, preds) == ["ab", preds[0], "cd", preds[1]]
+    assert fill_in("x", [MaskPrediction(1, [])]) == ["x"]  # no place in the text: left out
 
 
 # ------------------------------------------------------------------------------------------ attention maps

@@ -211,3 +211,16 @@ def test_cross_attention_query_is_marked_on_the_query_strip_while_hidden(panel):
     panel.select_query(3)
     assert panel.queryStrip._marked == 3  # the decoder query "g"
     assert panel.tokenStrip._marked is None  # not source token 3
+
+
+def test_exports_are_the_cores(panel, tmp_path):
+    """One export path: the panel writes what the core's AttentionMaps writes (the CLI's writers)."""
+    maps = gpt_maps()
+    panel.show_maps(maps)
+    panel.set_view(layer=1, head=MEAN)
+    assert panel.export_png(tmp_path / "v.png").read_bytes() == maps.head_png("self/1", MEAN)
+    assert panel.export_csv(tmp_path / "v.csv").read_bytes().decode() == maps.head_csv("self/1", MEAN)
+    grid = panel.export_png(tmp_path / "g.png", what="grid").read_bytes()
+    assert grid == maps.to_png(["self/0", "self/1"], with_mean=True)
+    with pytest.raises(ValueError, match="'view' or 'grid'"):
+        panel.export_png(tmp_path / "p.png", what="panel")

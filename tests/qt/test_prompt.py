@@ -217,7 +217,7 @@ def test_classify_too_long_is_a_message(panel):
     panel.set_model(make_loaded("cls", l_max=8))
     panel.promptEdit.setPlainText("the quick brown fox")
     assert panel.run() is False
-    assert "ℓ_max = 8" in panel.messageLabel.text()
+    assert "l_max = 8" in panel.messageLabel.text()  # the core's length check (the panel's own copy is gone)
 
 
 def test_new_model_while_generating(qtbot, panel):
@@ -240,3 +240,24 @@ def test_capture_attention_keeps_dtype():
     maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, ids)
     assert maps.maps["self/0"].dtype.name == "float64"
     assert maps.tokens == list("hello")
+
+
+@pytest.mark.parametrize(("kind", "text"), [("gpt", "the fox"), ("edt", "hello"), ("bert", "the [MASK]ox"),
+                                            ("cls", "the dog")])
+def test_a_run_encodes_its_text_once(qtbot, panel, monkeypatch, kind, text):
+    """The text is encoded once (in the GUI thread) for the answer and its attention; fill-mask and classify
+    take their attention from the forward pass of the answer."""
+    loaded = make_loaded(kind)
+    encoded, passes = [], []
+    encode = loaded.tokenizer.encode
+    monkeypatch.setattr(loaded.tokenizer, "encode", lambda t: encoded.append(t) or encode(t))
+    if kind in ("bert", "cls"):
+        loaded.model.embed.register_forward_hook(lambda *_: passes.append(1))
+    panel.set_model(loaded)
+    panel.promptEdit.setPlainText(text)
+    panel.tokensSpin.setValue(5)
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    assert run_and_wait(qtbot, panel) == "finished"
+    assert "".join(encoded) == text.replace("[MASK]", "") and maps
+    assert len(passes) == (1 if kind in ("bert", "cls") else 0)

@@ -8,13 +8,14 @@
   (the heads and "mean over heads");
 - click a query (a row of the large map, or a token of the text strip) to lay its attention row over the
   text as token backgrounds;
-- export the current view as PNG (`export_png`) and its numbers as CSV (`export_csv`).
+- export the large map as a PNG heatmap (`export_png`; "grid": the layers × heads of the kind shown) and its
+  numbers as CSV (`export_csv`), written by the core's `AttentionMaps` (the CLI's writers and colours).
 
-The arrays drawn are the ones in the `AttentionMaps` given to `show_maps`, untouched.
+The arrays drawn are the ones in the `AttentionMaps` given to `show_maps`, untouched; what there is (kinds,
+layers, heads) and every number shown come from it.
 """
 from __future__ import annotations
 
-import csv
 import html
 from pathlib import Path
 
@@ -38,29 +39,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.inference import attention_entropy
-
-from ..widgets.heatmap import HeadGrid, HeatmapView, display_token
+from ...core.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, attention_entropy, map_name
+from ...core.prompting import display_token
+from ..widgets.heatmap import HeadGrid, HeatmapView
 from ..widgets.token_view import TokenView, weight_tint
 
-KIND_NAMES = {
-    "self": "Self-attention",
-    "enc": "Encoder self-attention",
-    "dec": "Decoder self-attention (causal)",
-    "cross": "Cross-attention (decoder → encoder)",
-}
-_KIND_ORDER = ("self", "enc", "dec", "cross")
-MEAN = -1  # head index of "mean over heads"
+KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
+MEAN = MEAN_HEAD  # head index of "mean over heads"
 
 
 class AttentionPanel(QWidget):
-    """Shows an `inference.AttentionMaps`; the main window connects ``prompt.attentionReady`` to `show_maps`."""
+    """Shows an `AttentionMaps`; the main window connects ``prompt.attentionReady`` to `show_maps`."""
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.maps = None
+        self.maps: AttentionMaps | None = None
         self.kind: str | None = None
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
@@ -74,8 +69,8 @@ class AttentionPanel(QWidget):
         outer = QVBoxLayout(self)
         self.stack = QStackedWidget()
         outer.addWidget(self.stack)
-        self.placeholder = QLabel("No attention yet. Generate, translate or predict in the Prompt panel: the "
-                                  "attention weights of that forward pass appear here.")
+        self.placeholder = QLabel("No attention yet. Generate, translate, predict masks or classify in the Prompt "
+                                  "panel: the attention weights of that forward pass appear here.")
         self.placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.placeholder.setWordWrap(True)
         self.stack.addWidget(self.placeholder)
@@ -111,7 +106,9 @@ class AttentionPanel(QWidget):
         self.fitButton.setToolTip("Show the whole matrix again (zoom with the mouse wheel, pan by dragging).")
         self.exportPngButton = QPushButton("Export PNG…")
         self.exportPngButton.setObjectName("exportPngButton")
-        self.exportPngButton.setToolTip("Save the large map as shown (with its tokens and colour scale) as a PNG image.")
+        self.exportPngButton.setToolTip("Save the large map (the head, or the mean, shown) as a PNG heatmap: one "
+                                        "square of pixels per weight on the fixed 0-1 colour scale, drawn as "
+                                        "'fatstudio attention --out FILE.png' draws maps.")
         self.exportCsvButton = QPushButton("Export CSV…")
         self.exportCsvButton.setObjectName("exportCsvButton")
         self.exportCsvButton.setToolTip("Save the numbers of the large map: one row per query token, the key "
@@ -218,28 +215,22 @@ class AttentionPanel(QWidget):
 
     # ---- data ---------------------------------------------------------------------------------------------
     def kinds(self) -> list[str]:
-        if self.maps is None:
-            return []
-        found = {name.split("/")[0] for name in self.maps.maps}
-        return [k for k in _KIND_ORDER if k in found] + sorted(found - set(_KIND_ORDER))
+        return self.maps.kinds() if self.maps is not None else []
 
     def layers(self, kind: str | None = None) -> list[int]:
         kind = kind or self.kind
-        if self.maps is None or kind is None:
-            return []
-        return sorted(int(n.split("/")[1]) for n in self.maps.maps if n.split("/")[0] == kind)
+        return self.maps.layers(kind) if self.maps is not None and kind is not None else []
 
     def n_heads(self) -> int:
-        return self.maps.maps[self.current_name()].shape[0] if self.maps is not None else 0
+        return self.maps.n_heads(self.current_name()) if self.maps is not None else 0
 
     def current_name(self) -> str:
         """The map shown large, e.g. "self/1", "cross/0"."""
-        return f"{self.kind}/{self.layer}"
+        return map_name(self.kind, self.layer)
 
     def current_matrix(self) -> np.ndarray:
         """(T_query, T_key): the head shown large, or the mean over the layer's heads."""
-        A = self.maps.maps[self.current_name()]
-        return A.mean(0) if self.head == MEAN else A[self.head]
+        return self.maps.matrix(self.current_name(), self.head)
 
     def query_tokens(self) -> list[str]:
         return list(self.maps.query_tokens(self.current_name()))
@@ -248,7 +239,7 @@ class AttentionPanel(QWidget):
         return list(self.maps.key_tokens(self.current_name()))
 
     def show_maps(self, maps) -> None:
-        """Show an `inference.AttentionMaps` (the last forward pass). Keeps the chosen kind, layer and head
+        """Show an `AttentionMaps` (the last forward pass). Keeps the chosen kind, layer and head
         when the new maps have them."""
         if maps is None or not getattr(maps, "maps", None):
             self.clear()
@@ -290,7 +281,7 @@ class AttentionPanel(QWidget):
         elif self.layer not in layers:
             self.layer = layers[0]
         if head is not None:
-            if head != MEAN and not 0 <= head < self.maps.maps[self.current_name()].shape[0]:
+            if head != MEAN and not 0 <= head < self.n_heads():
                 raise ValueError(f"there is no head {head} (heads 0-{self.n_heads() - 1}, or -1 for the mean).")
             self.head = head
         elif self.head != MEAN and self.head >= self.n_heads():
@@ -320,7 +311,7 @@ class AttentionPanel(QWidget):
             self.headCombo.clear()
             for h in range(self.n_heads()):
                 self.headCombo.addItem(f"{h + 1}  (H = {ent[h]:.2f} nats)", h)
-            mean_ent = float(attention_entropy(self.maps.mean_over_heads(self.current_name())))
+            mean_ent = self.maps.mean_entropy(self.current_name())
             self.headCombo.addItem(f"mean over heads  (H = {mean_ent:.2f} nats)", MEAN)
             self.headCombo.setCurrentIndex(self.n_heads() if self.head == MEAN else self.head)
         finally:
@@ -334,10 +325,9 @@ class AttentionPanel(QWidget):
     def _draw_grid(self) -> None:
         rows, mean_ents = [], []
         for l in self.layers():
-            name = f"{self.kind}/{l}"
-            A = self.maps.maps[name]
-            rows.append((f"l{l}", A, self.maps.entropy(name)))
-            mean_ents.append(float(attention_entropy(A.mean(0))))
+            name = map_name(self.kind, l)
+            rows.append((f"l{l}", self.maps.maps[name], self.maps.entropy(name)))
+            mean_ents.append(self.maps.mean_entropy(name))
         if self.headGrid.set_maps(rows, with_mean=True, mean_entropies=mean_ents):
             self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
         n_cols = self.headGrid.grid_shape()[1]
@@ -458,7 +448,7 @@ class AttentionPanel(QWidget):
         layers = self.layers()
         if not 0 <= row < len(layers):
             return
-        heads = self.maps.maps[f"{self.kind}/{layers[row]}"].shape[0]
+        heads = self.maps.n_heads(map_name(self.kind, layers[row]))
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
 
     def _on_hover(self, q: int, k: int) -> None:
@@ -472,32 +462,25 @@ class AttentionPanel(QWidget):
 
     # ---- export ---------------------------------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
-        """Save an image of the large map ("view", with its tokens and colour bar), of the head grid ("grid")
-        or of the whole panel ("panel") as PNG. Returns the path."""
-        if self.maps is None:
-            raise ValueError("there is no attention map to export yet.")
-        widget = {"view": self.attentionView, "grid": self.headGrid, "panel": self}.get(what)
-        if widget is None:
-            raise ValueError(f"what = {what!r}: choose 'view', 'grid' or 'panel'.")
-        path = Path(path)
-        if not widget.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        """Save the large map ("view": the head, or the mean, shown) or the head grid ("grid": every layer × head
+        of the kind shown, then the mean over heads) as PNG heatmaps (the core's `AttentionMaps.save_head` /
+        `to_png`). Returns the path."""
+        maps = self._maps_to_export()
+        if what == "view":
+            return maps.save_head(path, self.current_name(), self.head)
+        if what == "grid":
+            return maps.save(path, [map_name(self.kind, l) for l in self.layers()], with_mean=True)
+        raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
 
     def export_csv(self, path) -> Path:
-        """Save the numbers of the large map: a header "query \\ key" + the key tokens, then one row per query:
-        its token and its weights (written with full precision, so they read back exactly)."""
+        """Save the numbers of the large map (the core's `AttentionMaps.head_csv`): a header "query \\ key" +
+        the key tokens, then one row per query: its token and its weights, with full precision."""
+        return self._maps_to_export().save_head(path, self.current_name(), self.head)
+
+    def _maps_to_export(self) -> AttentionMaps:
         if self.maps is None:
             raise ValueError("there is no attention map to export yet.")
-        path = Path(path)
-        A = self.current_matrix()
-        qt, kt = self.query_tokens(), self.key_tokens()
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f)
-            w.writerow(["query \\ key"] + [display_token(t, 10 ** 6) for t in kt])
-            for i in range(A.shape[0]):
-                w.writerow([display_token(qt[i], 10 ** 6)] + [repr(float(x)) for x in A[i]])
-        return path
+        return self.maps
 
     def _default_name(self) -> str:
         head = "mean" if self.head == MEAN else f"h{self.head + 1}"

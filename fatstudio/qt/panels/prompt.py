@@ -1,6 +1,7 @@
 """Prompt panel: talk to a trained model (or a snapshot taken during training).
 
-One panel, four modes chosen from the model's architecture and the run's task:
+One panel, four modes: the core's `prompting.prompt_mode` chooses one from the model's architecture and the
+run's task (the command line chooses the same way):
 
 - ``generate`` (gpt, gopher; next_token): DInference (Algorithm 14) with ℓ_gen, τ (0 = greedy), top-k,
   top-p and a seed. Tokens stream into the output as they are sampled, each coloured by the model's
@@ -10,10 +11,12 @@ One panel, four modes chosen from the model's architecture and the run's task:
 - ``translate`` (edt; seq2seq): EDInference (Algorithm 15) from a source text until eos, streamed the same way.
 - ``classify`` (bert with a class head; classification): P(c | x) as bars.
 
-All model work runs in a superqt worker thread; the GUI thread only appends what the worker yields (batched
-to at most ~30 updates a second). After each run the worker also makes one forward pass with attention
-capture over the whole text (prompt + output, or source and output) and the panel emits ``attentionReady``
-with the resulting `AttentionMaps`.
+The text is encoded once, in the GUI thread (`prompting.encode_prompt`: cheap, so bad input is reported at
+once, in words), and that `EncodedPrompt` is what the inference call reads. All model work runs in a superqt
+worker thread; the GUI thread only appends what the worker yields (batched to at most ~30 updates a second).
+Each run ends with the attention maps of its text, which the panel emits with ``attentionReady``: fill-mask
+and classify return those of their own forward pass; generate and translate make one more pass over the text
+they end with (`inference.Generation.attention`: prompt + output, or source and output).
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ import math
 import random
 import threading
 import time
-from collections.abc import Iterator
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
@@ -45,13 +47,14 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import GeneratorWorker
 
-from ...core import inference
-from ...core.inference import AttentionMaps, TokenChoice
-from ..widgets.heatmap import display_token
+from ...core import inference, prompting
+from ...core.attention_maps import AttentionMaps
+from ...core.inference import Generation, MaskPrediction, TokenChoice
+from ...core.prompting import EncodedPrompt, display_token, prompt_mode
 from ..widgets.token_view import TokenView, probability_color, probability_gradient_css
 from ..workers import describe_error
 
-MODES = ("generate", "fill_mask", "translate", "classify")
+mode_for = prompt_mode  # the mode of a LoadedModel (None: no model), decided in the core
 BATCH_SECONDS = 0.03  # the worker hands tokens to the GUI at most this often (the first one at once)
 N_ALTERNATIVES = 8
 
@@ -59,31 +62,12 @@ _BUTTON_TEXT = {"generate": "Generate", "fill_mask": "Predict masks", "translate
                 "classify": "Classify", None: "Generate"}
 _PLACEHOLDER = {
     "generate": "A prompt to continue (empty: start from bos). Ctrl+Enter generates.",
-    "fill_mask": f"A text with {inference.MASK_MARKER} where a token should be predicted, "
-                 f"e.g. 'the cat {inference.MASK_MARKER} on the mat'. Ctrl+Enter predicts.",
+    "fill_mask": f"A text with {prompting.MASK_MARKER} where a token should be predicted, "
+                 f"e.g. 'the cat {prompting.MASK_MARKER} on the mat'. Ctrl+Enter predicts.",
     "translate": "A source text; the model writes its output until eos. Ctrl+Enter translates.",
     "classify": "A text to classify. Ctrl+Enter classifies.",
     None: "Open a run, or take a snapshot while training, to prompt a model.",
 }
-
-
-def mode_for(loaded) -> str | None:
-    """The panel's mode for a LoadedModel: from the architecture, refined by the run's task."""
-    if loaded is None:
-        return None
-    cfg = getattr(loaded.model, "config", None) or loaded.config.model
-    arch = cfg.arch
-    task = getattr(getattr(loaded.config, "data", None), "task", None)
-    if arch in ("gpt", "gopher"):
-        return "generate"
-    if arch == "edt":
-        return "translate"
-    if arch == "bert":
-        n_classes = getattr(cfg, "n_classes", 0) or 0
-        if n_classes > 0 and (task == "classification" or task is None):
-            return "classify"
-        return "fill_mask"
-    return None
 
 
 # ------------------------------------------------------------------------------------ the worker's jobs
@@ -92,25 +76,13 @@ def mode_for(loaded) -> str | None:
 # ("error", str), ("status", "finished" | "stopped" | "failed"). It catches every exception itself, so the
 # user always gets words, never a traceback.
 
-def _attention_event(model, tokenizer, ids, context_ids=None):
-    try:
-        return ("attention", inference.attention_maps_for_ids(model, tokenizer, ids, context_ids))
-    except Exception as e:
-        return ("note", f"No attention maps: {describe_error(e)}")
-
-
-def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, prefix_ids: list[int],
-                context_ids: list[int] | None):
-    model, tok = loaded.model, loaded.tokenizer
-    l_max = model.config.l_max
-    ids = list(prefix_ids)
+def _stream_job(generation: Generation, stop: threading.Event):
     buf: list[TokenChoice] = []
     last = -math.inf
     status = "finished"
     try:
-        for ch in choices:
+        for ch in generation:
             buf.append(ch)
-            ids.append(ch.id)
             now = time.perf_counter()
             if now - last >= BATCH_SECONDS:
                 yield ("tokens", buf)
@@ -125,45 +97,39 @@ def _stream_job(loaded, choices: Iterator[TokenChoice], stop: threading.Event, p
         yield ("status", "failed")
         return
     finally:
-        close = getattr(choices, "close", None)
-        if close:
-            close()
+        generation.close()
     if buf:
         yield ("tokens", buf)
-    if context_ids is None:  # decoder-only: the last window the model can see
-        window = ids[-l_max:]
-    else:  # encoder-decoder: [bos] + output, at most l_max decoder positions
-        window = ids[:l_max]
-    if window:
-        yield _attention_event(model, tok, window, context_ids)
+    try:
+        event = ("attention", generation.attention())
+    except Exception as e:
+        event = ("note", f"No attention maps: {describe_error(e)}")
+    yield event
     yield ("status", status)
 
 
-def _fill_mask_job(loaded, text: str, top: int):
-    model, tok = loaded.model, loaded.tokenizer
+def _fill_mask_job(loaded, prompt: EncodedPrompt, top: int):
     try:
-        preds = inference.fill_mask(model, tok, text, top=top)
+        preds, maps = inference.fill_mask(loaded.model, loaded.tokenizer, prompt, top=top, return_attention=True)
     except Exception as e:
         yield ("error", describe_error(e))
         yield ("status", "failed")
         return
     yield ("masks", preds)
-    yield _attention_event(model, tok, inference.encode_masked(tok, text, inference.MASK_MARKER)[0])
+    yield ("attention", maps)
     yield ("status", "finished")
 
 
-def _classify_job(loaded, text: str, ids: list[int]):
-    """``ids``: [bos] + encode(text) + [eos], the sequence `inference.classify` reads (for its attention)."""
-    model, tok = loaded.model, loaded.tokenizer
-    names = list(loaded.class_names) or [f"class {i}" for i in range(model.config.n_classes)]
+def _classify_job(loaded, prompt: EncodedPrompt):
     try:
-        probs = inference.classify(model, tok, text, names)
+        probs, maps = inference.classify(loaded.model, loaded.tokenizer, prompt, loaded.class_names or None,
+                                         return_attention=True)
     except Exception as e:
         yield ("error", describe_error(e))
         yield ("status", "failed")
         return
     yield ("classes", probs)
-    yield _attention_event(model, tok, ids)
+    yield ("attention", maps)
     yield ("status", "finished")
 
 
@@ -229,8 +195,9 @@ class PromptPanel(QWidget):
         self.loaded = None
         self.mode: str | None = None
         self.generated: list[TokenChoice] = []
-        self.predictions: list = []  # MaskPrediction of the last fill-mask
+        self.predictions: list[MaskPrediction] = []  # of the last fill-mask
         self.class_probabilities: list[tuple[str, float]] = []
+        self.last_prompt: EncodedPrompt | None = None  # the text of the last run, as the model read it
         self.last_maps: AttentionMaps | None = None
         self.last_status: str | None = None
         self._worker: GeneratorWorker | None = None
@@ -398,7 +365,7 @@ class PromptPanel(QWidget):
             self._run_id += 1  # what the old run still yields is ignored
         old_mode = self.mode
         self.loaded = loaded
-        self.mode = mode_for(loaded)
+        self.mode = prompt_mode(loaded)
         m = self.mode
         decoderish = m in ("generate", "translate")
         for box in (self._tokens_box, self._temp_box, self._topk_box, self._topp_box, self._seed_box):
@@ -487,50 +454,39 @@ class PromptPanel(QWidget):
         return True
 
     def _make_job(self, text: str):
-        """Check the input in the GUI thread (cheap: encoding) and return (the worker's job, notes)."""
+        """Encode the text once, in the GUI thread (cheap; bad input raises here, in words), and return (the
+        worker's job, notes for the user)."""
         loaded, m = self.loaded, self.mode
         model, tok = loaded.model, loaded.tokenizer
-        l_max = model.config.l_max
+        prompt = prompting.encode_prompt(tok, text, m, l_max=model.config.l_max)
         notes: list[str] = []
-        unknown = getattr(tok, "unknown_symbols", None)
-        if unknown is not None and getattr(tok, "kind", "") == "word":
-            missing = unknown(text)
-            if missing:
-                shown = ", ".join(repr(s) for s in missing[:5]) + (" …" if len(missing) > 5 else "")
-                notes.append(f"Not in the vocabulary, read as <unk>: {shown}.")
+        missing = prompting.unknown_words(tok, prompt)
+        if missing:
+            shown = ", ".join(repr(s) for s in missing[:5]) + (" …" if len(missing) > 5 else "")
+            notes.append(f"Not in the vocabulary, read as <unk>: {shown}.")
+        if prompt.cropped:
+            notes.append(f"The prompt is {len(prompt.ids)} tokens long and ℓ_max = {prompt.l_max}: the model sees "
+                         f"only its last {prompt.l_max} tokens.")
+        self.last_prompt = prompt
         self.generated, self.predictions, self.class_probabilities = [], [], []
-        if m in ("generate", "translate"):
-            seed = self.seedSpin.value()
-            seed = random.randrange(2 ** 31) if seed < 0 else seed
-            self._sampling = dict(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
-                                  top_p=float(self.topPSpin.value()))
-            if m == "generate":
-                choices = inference.generate(model, tok, text, tokens=int(self.tokensSpin.value()), seed=seed,
-                                             alternatives=N_ALTERNATIVES, **self._sampling)
-                prefix = list(tok.encode(text)) or [tok.bos_id]
-                if len(prefix) > l_max:
-                    notes.append(f"The prompt is {len(prefix)} tokens long and ℓ_max = {l_max}: the model sees "
-                                 f"only its last {l_max} tokens.")
-                context = None
-            else:
-                choices = inference.translate(model, tok, text, max_tokens=int(self.tokensSpin.value()), seed=seed,
-                                              alternatives=N_ALTERNATIVES, **self._sampling)
-                context = [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id]
-                prefix = [tok.bos_id]
-            self.outputView.clear_tokens()
-            if m == "generate":
-                self.outputView.append_text(text, QColor(110, 110, 110))
-            return _stream_job(loaded, choices, self._stop, prefix, context), notes
         if m == "fill_mask":
-            tok.encode(text.replace(inference.MASK_MARKER, ""))  # unknown symbols: raise here, in words
-            return _fill_mask_job(loaded, text, int(self.topSpin.value())), notes
+            return _fill_mask_job(loaded, prompt, int(self.topSpin.value())), notes
         if m == "classify":
-            ids = [tok.bos_id] + list(tok.encode(text)) + [tok.eos_id]
-            if len(ids) > l_max:
-                raise ValueError(f"the text is {len(ids)} tokens long with bos and eos, more than this model's "
-                                 f"ℓ_max = {l_max}; shorten it.")
-            return _classify_job(loaded, text, ids), notes
-        raise ValueError("this model's architecture has no prompt mode.")
+            return _classify_job(loaded, prompt), notes
+        seed = self.seedSpin.value()
+        seed = random.randrange(2 ** 31) if seed < 0 else seed
+        self._sampling = dict(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
+                              top_p=float(self.topPSpin.value()))
+        if m == "generate":
+            generation = inference.generate(model, tok, prompt, tokens=int(self.tokensSpin.value()), seed=seed,
+                                            alternatives=N_ALTERNATIVES, **self._sampling)
+        else:
+            generation = inference.translate(model, tok, prompt, max_tokens=int(self.tokensSpin.value()), seed=seed,
+                                             alternatives=N_ALTERNATIVES, **self._sampling)
+        self.outputView.clear_tokens()
+        if m == "generate":
+            self.outputView.append_text(text, QColor(110, 110, 110))
+        return _stream_job(generation, self._stop), notes
 
     def _start(self, job) -> None:
         self._run_id += 1
@@ -609,24 +565,17 @@ class PromptPanel(QWidget):
                                       [choice_tooltip(c, s["temperature"], s["top_k"], s["top_p"]) for c in choices])
         self.statusLabel.setText(f"running… {len(self.generated)} tokens")
 
-    def _show_masks(self, preds) -> None:
+    def _show_masks(self, preds: list[MaskPrediction]) -> None:
+        """The text with each marker replaced by its best candidate (hover for the others), and the table."""
         self.predictions = list(preds)
-        text = self.promptEdit.toPlainText()
-        tok = self.loaded.tokenizer
-        markers = sorted({inference.MASK_MARKER, tok.token_strings([tok.mask_id])[0]}, key=len, reverse=True)
         view = self.outputView
         view.clear_tokens()
-        pos = 0
-        for p in sorted(self.predictions, key=lambda p: (p.char_offset is None, p.char_offset or 0)):
-            off = p.char_offset
-            if off is None or off < pos:
-                continue
-            view.append_text(text[pos:off])
-            best, prob = p.candidates[0] if p.candidates else ("?", 0.0)
-            view.append_tokens([best], [probability_color(prob)], [_candidates_tooltip(p.candidates)])
-            length = next((len(mk) for mk in markers if text.startswith(mk, off)), len(inference.MASK_MARKER))
-            pos = off + length
-        view.append_text(text[pos:])
+        for piece in inference.fill_in(self.last_prompt.text, self.predictions):
+            if isinstance(piece, str):
+                view.append_text(piece)
+            else:
+                best, prob = piece.candidates[0] if piece.candidates else ("?", 0.0)
+                view.append_tokens([best], [probability_color(prob)], [_candidates_tooltip(piece.candidates)])
         n = max((len(p.candidates) for p in self.predictions), default=0)
         t = self.maskTable
         t.clear()
@@ -659,9 +608,8 @@ class PromptPanel(QWidget):
             bar.setToolTip(f"P({name} | x) = {p:.6f}")
             t.setCellWidget(r, 2, bar)
         t.resizeColumnToContents(0)
-        text = self.promptEdit.toPlainText()
         self.outputView.clear_tokens()
-        self.outputView.append_text(text + "  →  ")
+        self.outputView.append_text(self.last_prompt.text + "  →  ")
         if probs:
             name, p = probs[0]
             self.outputView.append_tokens([str(name)], [probability_color(p)], [f"P({html.escape(str(name))} | x) = {p:.4f}"])

@@ -1,6 +1,7 @@
 """Attention heatmaps with pyqtgraph: one head large with the tokens on both axes, and a grid of
-layers × heads thumbnails. Every image is drawn on the same fixed 0-1 colour scale (viridis), so a weight
-reads the same everywhere; one `ColorBarItem` shows that scale.
+layers × heads thumbnails. Every image is drawn on the same fixed 0-1 colour scale, the core's viridis
+(`attention_maps.VIRIDIS`, the one its PNG export uses), so a weight reads the same everywhere and in an
+exported file; one `ColorBarItem` shows that scale.
 
 Images are set in row-major order: ``image[query, key]``, queries top to bottom, keys left to right. The
 arrays handed in are kept as they are (no copy, no rescaling), so ``HeatmapView.matrix`` *is* what is drawn.
@@ -16,27 +17,12 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QWidget
 
-COLORMAP = pg.colormap.get("viridis")
-LEVELS = (0.0, 1.0)
+from ...core.attention_maps import LEVELS, VIRIDIS, VIRIDIS_POSITIONS, max_pool
+from ...core.prompting import display_token
 
-_VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+COLORMAP = pg.ColorMap(VIRIDIS_POSITIONS, VIRIDIS, name="viridis")
 
-
-def display_token(token: str, max_chars: int = 14) -> str:
-    """A token as a short, visible label: whitespace as ␣ ↵ ⇥, other control characters escaped,
-    long tokens cut with an ellipsis."""
-    if token == "":
-        return "∅"
-    out = []
-    for c in token:
-        if c in _VISIBLE:
-            out.append(_VISIBLE[c])
-        elif not c.isprintable():
-            out.append(c.encode("unicode_escape").decode("ascii"))
-        else:
-            out.append(c)
-    s = "".join(out)
-    return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
+__all__ = ["COLORMAP", "LEVELS", "HeadGrid", "HeatmapView", "TokenAxis", "display_token", "max_pool"]
 
 
 def _image_item() -> pg.ImageItem:
@@ -62,31 +48,6 @@ def _outline(width: float) -> QGraphicsRectItem:
 def _palette_colors(widget: QWidget) -> tuple[QColor, QColor]:
     pal = widget.palette()
     return pal.color(QPalette.ColorRole.Base), pal.color(QPalette.ColorRole.Text)
-
-
-def max_pool(A: np.ndarray, max_cells: int) -> np.ndarray:
-    """``A`` reduced to at most ``max_cells`` per side by taking the largest weight of each block, so that a
-    thumbnail keeps the sharp, sparse patterns (a diagonal, an induction stripe) that averaging or skipping
-    pixels would lose. Unchanged when it is small enough."""
-    tq, tk = A.shape
-    bq, bk = math.ceil(tq / max_cells), math.ceil(tk / max_cells)
-    if bq == 1 and bk == 1:
-        return A
-    nq, nk = math.ceil(tq / bq), math.ceil(tk / bk)
-    if (nq * bq, nk * bk) != (tq, tk):
-        padded = np.zeros((nq * bq, nk * bk), dtype=A.dtype)
-        padded[:tq, :tk] = A
-        A = padded
-    # elementwise maxima of strided slices: ~10x faster than ndarray.max over the small block axes
-    cols = A.reshape(nq * bq, nk, bk)
-    out = cols[:, :, 0].copy()
-    for i in range(1, bk):
-        np.maximum(out, cols[:, :, i], out=out)
-    rows = out.reshape(nq, bq, nk)
-    pooled = rows[:, 0].copy()
-    for i in range(1, bq):
-        np.maximum(pooled, rows[:, i], out=pooled)
-    return pooled
 
 
 class TokenAxis(pg.AxisItem):

@@ -1,0 +1,314 @@
+"""Attention maps of one forward pass, and the one way they are named, measured, coloured and exported.
+
+Qt-free (numpy only). `inference` fills an `AttentionMaps` from ``model(x, return_attention=True)``; the
+command line saves it, the Attention panel draws it with the same colour scale (`VIRIDIS`, fixed 0-1) and
+exports through the same writers (`AttentionMaps.save`, `AttentionMaps.save_head`).
+
+A map's name is ``kind/l`` as the model returns it: "self/l" (gpt, gopher, bert), "enc/l", "dec/l",
+"cross/l" (edt); `parse_map_name` reads one.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+
+from .prompting import display_token
+
+# -------------------------------------------------------------------------------------------------- names
+KIND_TITLES = {  # in the order the kinds are listed
+    "self": "Self-attention",
+    "enc": "Encoder self-attention",
+    "dec": "Decoder self-attention (causal)",
+    "cross": "Cross-attention (decoder → encoder)",
+}
+MEAN_HEAD = -1  # the head index that stands for the mean over a layer's heads
+SAVE_SUFFIXES = (".json", ".npz", ".png", ".csv")  # the files `AttentionMaps.save` writes
+
+
+class MapName(NamedTuple):
+    kind: str  # "self", "enc", "dec", "cross"
+    layer: int  # l, 0-based
+
+
+def parse_map_name(name: str) -> MapName:
+    """``"cross/1"`` → MapName("cross", 1); ValueError, in words, for anything not ``kind/l``."""
+    kind, sep, layer = name.partition("/")
+    if not (sep and kind and layer.isdigit()):
+        raise ValueError(f"{name!r} is not the name of an attention map; names are kind/layer, e.g. 'self/0', "
+                         "'enc/1', 'dec/0', 'cross/0'.")
+    return MapName(kind, int(layer))
+
+
+def map_name(kind: str, layer: int) -> str:
+    return f"{kind}/{layer}"
+
+
+# -------------------------------------------------------------------------------------------- measures
+def attention_entropy(A: np.ndarray) -> np.ndarray:
+    """The mean over queries of each attention row's entropy in nats (0 log 0 = 0), for (..., T_q, T_k)."""
+    A = np.asarray(A, dtype=np.float64)
+    return -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1).mean(-1)
+
+
+def max_pool(A: np.ndarray, max_cells: int) -> np.ndarray:
+    """``A`` reduced to at most ``max_cells`` per side by taking the largest weight of each block, so that a
+    thumbnail keeps the sharp, sparse patterns (a diagonal, an induction stripe) that averaging or skipping
+    pixels would lose. Unchanged when it is small enough."""
+    tq, tk = A.shape
+    bq, bk = math.ceil(tq / max_cells), math.ceil(tk / max_cells)
+    if bq == 1 and bk == 1:
+        return A
+    nq, nk = math.ceil(tq / bq), math.ceil(tk / bk)
+    if (nq * bq, nk * bk) != (tq, tk):
+        padded = np.zeros((nq * bq, nk * bk), dtype=A.dtype)
+        padded[:tq, :tk] = A
+        A = padded
+    # elementwise maxima of strided slices: ~10x faster than ndarray.max over the small block axes
+    cols = A.reshape(nq * bq, nk, bk)
+    out = cols[:, :, 0].copy()
+    for i in range(1, bk):
+        np.maximum(out, cols[:, :, i], out=out)
+    rows = out.reshape(nq, bq, nk)
+    pooled = rows[:, 0].copy()
+    for i in range(1, bq):
+        np.maximum(pooled, rows[:, i], out=pooled)
+    return pooled
+
+
+# ------------------------------------------------------------------------------------------------ colour
+LEVELS = (0.0, 1.0)  # every map is drawn on this fixed scale, so a weight reads the same everywhere
+# viridis at 33 evenly spaced points (linearly interpolated, within 2/255 of the 256-colour table)
+VIRIDIS = np.array([
+    (68, 1, 84), (70, 12, 95), (72, 23, 105), (72, 34, 115), (71, 44, 122), (69, 54, 129),
+    (66, 63, 133), (62, 72, 137), (59, 81, 139), (55, 90, 140), (51, 98, 141), (47, 106, 142),
+    (44, 113, 142), (41, 121, 142), (38, 129, 142), (35, 136, 142), (33, 144, 140), (31, 151, 139),
+    (31, 159, 136), (33, 166, 133), (39, 173, 128), (49, 181, 122), (61, 188, 115), (76, 194, 107),
+    (92, 200, 98), (110, 206, 87), (129, 211, 76), (149, 216, 63), (170, 220, 49), (192, 223, 36),
+    (213, 226, 25), (234, 229, 26), (253, 231, 37),
+], dtype=np.uint8)
+VIRIDIS_POSITIONS = np.linspace(0.0, 1.0, len(VIRIDIS))
+
+
+def colormap(values: np.ndarray) -> np.ndarray:
+    """Map values in [0, 1] to RGB uint8 (..., 3) on the viridis scale (dark purple → teal → yellow)."""
+    v = np.clip(np.nan_to_num(np.asarray(values, dtype=np.float64)), *LEVELS)
+    anchors = VIRIDIS.astype(np.float64)
+    return np.stack([np.interp(v, VIRIDIS_POSITIONS, anchors[:, c]) for c in range(3)], -1).round().astype(np.uint8)
+
+
+def png_bytes(rgb: np.ndarray) -> bytes:
+    """A PNG file (8-bit RGB, no filtering) of an (height, width, 3) uint8 image."""
+    h, w, _ = rgb.shape
+    raw = np.concatenate([np.zeros((h, 1), np.uint8), np.ascontiguousarray(rgb, np.uint8).reshape(h, 3 * w)], 1)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
+
+
+def _grid_png(rows: Sequence[Sequence[np.ndarray]], budget: int) -> bytes:
+    """Heatmaps (T_q, T_k) in a grid (``rows`` of tiles), each weight a square of pixels: as many as make the
+    longest side about ``budget`` pixels (1 to 16), tiles 4 pixels apart on white."""
+    tiles = [A for row in rows for A in row]
+    s = max(1, min(16, budget // max(max(A.shape) for A in tiles)))  # pixels per attention weight
+    gap = 4
+    cell_h, cell_w = max(A.shape[0] for A in tiles) * s, max(A.shape[1] for A in tiles) * s
+    cols = max(len(row) for row in rows)
+    img = np.full((gap + len(rows) * (cell_h + gap), gap + cols * (cell_w + gap), 3), 255, np.uint8)
+    for r, row in enumerate(rows):
+        for c, A in enumerate(row):
+            tile = colormap(A).repeat(s, 0).repeat(s, 1)
+            y, x = gap + r * (cell_h + gap), gap + c * (cell_w + gap)
+            img[y:y + tile.shape[0], x:x + tile.shape[1]] = tile
+    return png_bytes(img)
+
+
+# -------------------------------------------------------------------------------------------------- maps
+@dataclass
+class AttentionMaps:
+    """Every head's softmax(S/√d_attn) (Algorithm 4) from one forward pass, as numpy arrays.
+
+    ``maps[name]`` is (H, T_query, T_key), named ``kind/l`` (see the module). ``tokens`` label the queries
+    (the decoder side for edt); ``context_tokens`` label the encoder side of an edt (enc keys and queries,
+    cross keys), else None.
+    """
+
+    tokens: list[str]
+    context_tokens: list[str] | None
+    maps: dict[str, np.ndarray] = field(default_factory=dict)
+
+    # ---- what there is ----
+    def kinds(self) -> list[str]:
+        """The kinds of attention present: self, enc, dec, cross in that order, then any other."""
+        found = {parse_map_name(n).kind for n in self.maps}
+        return [k for k in KIND_TITLES if k in found] + sorted(found - set(KIND_TITLES))
+
+    def layers(self, kind: str) -> list[int]:
+        """The layers l with a map ``kind/l``, ascending."""
+        return sorted(p.layer for p in map(parse_map_name, self.maps) if p.kind == kind)
+
+    def n_heads(self, name: str) -> int:
+        return self.maps[name].shape[0]
+
+    def key_tokens(self, name: str) -> list[str]:
+        """The labels of the keys of map ``name``."""
+        encoder_keys = parse_map_name(name).kind in ("enc", "cross")
+        return self.context_tokens if encoder_keys and self.context_tokens else self.tokens
+
+    def query_tokens(self, name: str) -> list[str]:
+        """The labels of the queries of map ``name``."""
+        return self.context_tokens if parse_map_name(name).kind == "enc" and self.context_tokens else self.tokens
+
+    # ---- numbers ----
+    def matrix(self, name: str, head: int = MEAN_HEAD) -> np.ndarray:
+        """(T_query, T_key): head ``head`` (0-based) of map ``name``, or the mean over heads for `MEAN_HEAD`."""
+        A = self.maps[name]
+        if head == MEAN_HEAD:
+            return A.mean(0)
+        if not 0 <= head < A.shape[0]:
+            raise ValueError(f"there is no head {head} of {name!r} (heads 0-{A.shape[0] - 1}, or "
+                             f"{MEAN_HEAD} for the mean).")
+        return A[head]
+
+    def entropy(self, name: str) -> np.ndarray:
+        """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0)."""
+        return attention_entropy(self.maps[name])
+
+    def mean_entropy(self, name: str) -> float:
+        """The entropy (as in `entropy`) of the mean over heads of map ``name``."""
+        return float(attention_entropy(self.mean_over_heads(name)))
+
+    def mean_over_heads(self, name: str) -> np.ndarray:
+        """(T_query, T_key): the heads' average."""
+        return self.maps[name].mean(0)
+
+    # ---- JSON ----
+    def to_json_dict(self) -> dict[str, Any]:
+        """Plain JSON: tokens, context_tokens, maps as nested lists (rounded to 1e-7), per-head entropy."""
+        return {"tokens": list(self.tokens), "context_tokens": self.context_tokens,
+                "maps": {k: np.round(v.astype(np.float64), 7).tolist() for k, v in self.maps.items()},
+                "entropy": {k: self.entropy(k).tolist() for k in self.maps}}
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> AttentionMaps:
+        return cls(list(d["tokens"]), d.get("context_tokens"),
+                   {k: np.asarray(v, np.float32) for k, v in d["maps"].items()})
+
+    # ---- export: images and tables ----
+    def _names(self, names: Sequence[str] | None) -> list[str]:
+        names = list(self.maps) if names is None else list(names)
+        missing = [n for n in names if n not in self.maps]
+        if missing:
+            raise ValueError(f"there is no attention map {missing[0]!r}; there are {', '.join(self.maps)}.")
+        if not names:
+            raise ValueError("there are no attention maps to export.")
+        return names
+
+    def to_png(self, names: Sequence[str] | None = None, *, with_mean: bool = False) -> bytes:
+        """A grid of heatmaps on the fixed 0-1 scale: one row per map (all, or ``names``), one column per
+        head (then the mean over heads, ``with_mean``)."""
+        rows = [[*self.maps[n], *([self.mean_over_heads(n)] if with_mean else [])] for n in self._names(names)]
+        return _grid_png(rows, 160)
+
+    def head_png(self, name: str, head: int = MEAN_HEAD) -> bytes:
+        """One heatmap on the fixed 0-1 scale: head ``head`` of map ``name`` (`MEAN_HEAD`: the mean)."""
+        return _grid_png([[self.matrix(self._names([name])[0], head)]], 640)
+
+    def to_csv(self, names: Sequence[str] | None = None) -> str:
+        """A long table: map, head, query, key, query_token, key_token, weight (7 significant digits)."""
+        f = io.StringIO(newline="")
+        self._write_csv(f, self._names(names))
+        return f.getvalue()
+
+    def _write_csv(self, f: IO[str], names: list[str]) -> None:
+        w = csv.writer(f)
+        w.writerow(["map", "head", "query", "key", "query_token", "key_token", "weight"])
+        for name in names:
+            A = self.maps[name]
+            qt, kt = self.query_tokens(name), self.key_tokens(name)
+            for h, i, j in np.ndindex(*A.shape):
+                w.writerow([name, h, i, j, qt[i], kt[j], f"{A[h, i, j]:.7g}"])
+
+    def head_csv(self, name: str, head: int = MEAN_HEAD) -> str:
+        """One matrix as a table: a header "query \\ key" + the key tokens, then one row per query: its token
+        and its weights (written with full precision, so they read back exactly). Tokens as `display_token`
+        shows them (whitespace visible), never cut."""
+        f = io.StringIO(newline="")
+        self._write_head_csv(f, name, head)
+        return f.getvalue()
+
+    def _write_head_csv(self, f: IO[str], name: str, head: int) -> None:
+        A = self.matrix(self._names([name])[0], head)
+        w = csv.writer(f)
+        w.writerow(["query \\ key"] + [display_token(t, 10 ** 6) for t in self.key_tokens(name)])
+        for t, row in zip(self.query_tokens(name), A):
+            w.writerow([display_token(t, 10 ** 6)] + [repr(float(x)) for x in row])
+
+    # ---- files ----
+    def save(self, path: str | Path, names: Sequence[str] | None = None, *, with_mean: bool = False) -> Path:
+        """Write the maps (all, or ``names``): .json (to_json_dict), .npz (exact arrays named as ``maps``, plus
+        "tokens" and "context_tokens"), .png (to_png, ``with_mean`` adding the mean over heads) or .csv
+        (to_csv). Returns the path."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix not in SAVE_SUFFIXES:
+            raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz, .png or .csv file.")
+        chosen = self._names(names)
+        if suffix == ".png":
+            path.write_bytes(self.to_png(chosen, with_mean=with_mean))
+        elif suffix == ".csv":
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                self._write_csv(f, chosen)
+        else:
+            part = AttentionMaps(self.tokens, self.context_tokens, {n: self.maps[n] for n in chosen})
+            if suffix == ".json":
+                path.write_text(json.dumps(part.to_json_dict()), encoding="utf-8")
+            else:
+                arrays: dict[str, Any] = dict(part.maps)
+                arrays["tokens"] = np.array(self.tokens, dtype=str)
+                if self.context_tokens is not None:
+                    arrays["context_tokens"] = np.array(self.context_tokens, dtype=str)
+                with open(path, "wb") as f:
+                    np.savez(f, **arrays)
+        return path
+
+    def save_head(self, path: str | Path, name: str, head: int = MEAN_HEAD) -> Path:
+        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean): .png (head_png) or .csv
+        (head_csv). Returns the path."""
+        path = Path(path)
+        suffix = path.suffix.lower()
+        if suffix == ".png":
+            path.write_bytes(self.head_png(name, head))
+        elif suffix == ".csv":
+            with open(path, "w", newline="", encoding="utf-8") as f:
+                self._write_head_csv(f, name, head)
+        else:
+            raise ValueError(f"cannot save one attention matrix as {path.name!r}; use a .png or .csv file.")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> AttentionMaps:
+        """Read a .json or .npz file written by `save`."""
+        path = Path(path)
+        if path.suffix.lower() == ".json":
+            return cls.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
+        with np.load(path, allow_pickle=False) as d:
+            ctx = d["context_tokens"].tolist() if "context_tokens" in d.files else None
+            return cls(d["tokens"].tolist(), ctx,
+                       {k: d[k] for k in d.files if k not in ("tokens", "context_tokens")})
+
+
+__all__ = ["AttentionMaps", "MapName", "KIND_TITLES", "MEAN_HEAD", "SAVE_SUFFIXES", "LEVELS", "VIRIDIS", "VIRIDIS_POSITIONS",
+           "parse_map_name", "map_name", "attention_entropy", "max_pool", "colormap", "png_bytes"]

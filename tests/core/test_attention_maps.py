@@ -1,0 +1,102 @@
+"""AttentionMaps: map names, what there is, the numbers of a head or the mean, and the one export path
+(PNG heatmaps on the fixed viridis scale, CSV tables) that the CLI and the Attention panel share."""
+import csv
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from fatstudio.core.attention_maps import (
+    MEAN_HEAD,
+    VIRIDIS,
+    AttentionMaps,
+    MapName,
+    colormap,
+    map_name,
+    max_pool,
+    parse_map_name,
+)
+
+
+def edt_maps():
+    rng = np.random.default_rng(0)
+
+    def rows(h, tq, tk):
+        A = rng.random((h, tq, tk)).astype(np.float32)
+        return A / A.sum(-1, keepdims=True)
+
+    maps = {"cross/1": rows(2, 3, 5), "enc/0": rows(2, 5, 5), "dec/0": rows(2, 3, 3), "enc/1": rows(2, 5, 5),
+            "cross/0": rows(2, 3, 5), "dec/1": rows(2, 3, 3)}
+    return AttentionMaps(["<bos>", "a", " "], ["<bos>", "c", "d", "e", "<eos>"], maps)
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    w, h = struct.unpack(">II", data[16:24])
+    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
+    assert len(zlib.decompress(idat)) == h * (1 + 3 * w)
+    return w, h
+
+
+def test_map_names():
+    assert parse_map_name("cross/1") == MapName("cross", 1) and map_name("enc", 3) == "enc/3"
+    for bad in ("self", "self/", "/0", "self/x", "self/-1"):
+        with pytest.raises(ValueError, match="kind/layer"):
+            parse_map_name(bad)
+
+
+def test_kinds_layers_heads_and_tokens():
+    am = edt_maps()
+    assert am.kinds() == ["enc", "dec", "cross"] and am.layers("enc") == [0, 1] and am.layers("self") == []
+    assert am.n_heads("dec/1") == 2
+    assert am.query_tokens("enc/0") == am.context_tokens == am.key_tokens("cross/0")
+    assert am.query_tokens("cross/0") == am.tokens == am.key_tokens("dec/0")
+    np.testing.assert_array_equal(am.matrix("enc/1", 1), am.maps["enc/1"][1])
+    np.testing.assert_array_equal(am.matrix("enc/1", MEAN_HEAD), am.maps["enc/1"].mean(0))
+    assert am.mean_entropy("enc/1") == pytest.approx(float(-(am.matrix("enc/1") * np.log(am.matrix("enc/1")))
+                                                           .sum(-1).mean()))
+    with pytest.raises(ValueError, match="no head 2"):
+        am.matrix("enc/1", 2)
+
+
+def test_one_colour_scale():
+    assert np.array_equal(colormap(np.array([0.0, 1.0, -3.0, 7.0, np.nan])),
+                          VIRIDIS[[0, -1, 0, -1, 0]])
+    assert colormap(np.full((2, 3), 0.5)).shape == (2, 3, 3)
+
+
+def test_head_exports(tmp_path):
+    am = edt_maps()
+    w, h = png_size(am.save_head(tmp_path / "x.png", "cross/0", 1).read_bytes())
+    s = min(16, 640 // 5)
+    assert (w, h) == (4 + 5 * s + 4, 4 + 3 * s + 4)
+    rows = list(csv.reader(am.save_head(tmp_path / "x.csv", "cross/0", MEAN_HEAD).open(encoding="utf-8")))
+    assert rows[0] == ["query \\ key", "<bos>", "c", "d", "e", "<eos>"]
+    assert [r[0] for r in rows[1:]] == ["<bos>", "a", "␣"]  # whitespace shown
+    np.testing.assert_array_equal(np.array([[float(v) for v in r[1:]] for r in rows[1:]]),
+                                  am.maps["cross/0"].mean(0))  # exact
+    assert am.head_csv("cross/0", MEAN_HEAD) == (tmp_path / "x.csv").read_bytes().decode("utf-8")
+    with pytest.raises(ValueError, match=".png or .csv"):
+        am.save_head(tmp_path / "x.json", "cross/0")
+    with pytest.raises(ValueError, match="no attention map 'self/0'"):
+        am.save_head(tmp_path / "x.png", "self/0")
+
+
+def test_chosen_maps_and_the_mean_column(tmp_path):
+    am = edt_maps()
+    names = ["enc/0", "enc/1"]
+    w, h = png_size(am.save(tmp_path / "g.png", names, with_mean=True).read_bytes())
+    s = min(16, 160 // 5)
+    assert (w, h) == (4 + 3 * (5 * s + 4), 4 + 2 * (5 * s + 4))  # two heads and their mean, two layers
+    back = AttentionMaps.load(am.save(tmp_path / "g.npz", names))
+    assert list(back.maps) == names and back.context_tokens == am.context_tokens
+    lines = list(csv.reader(io.StringIO(am.to_csv(names))))
+    assert len(lines) == 1 + sum(am.maps[n].size for n in names)
+
+
+def test_max_pool_keeps_sparse_patterns():
+    A = np.eye(200)[::-1]
+    assert np.array_equal(max_pool(A, 64), np.eye(50)[::-1])
+    assert max_pool(A[:60, :30], 64) is A[:60, :30] or max_pool(A[:60, :30], 64).shape == (60, 30)
