@@ -1,6 +1,8 @@
 """The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
-Attention). It drives the Qt-free core: ``training.train`` runs in a worker thread and its events are routed
-to the panels; runs are listed, reopened, resumed, overlaid and deleted through ``core.runs``.
+Attention). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
+Train panels are bound to and follow. It drives the Qt-free core: ``training.train`` runs in a worker thread
+and each of its events goes, by type, to one handler; runs are listed, reopened, resumed, overlaid and
+deleted through ``core.runs``.
 
 Heavy modules (torch, tokenizers, the core's data/training/runs/inference) are imported only inside worker
 functions or when first needed, so the window opens fast.
@@ -8,7 +10,9 @@ functions or when first needed, so the window opens fast.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -24,18 +28,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.config import TASK_ARCHS, RunConfig
+from fatstudio.core.config import RunConfig
 from fatstudio.core.presets import load_presets
+from fatstudio.qt.binding import Settings
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.workers import TrainingJob, call_in_thread
 
 log = logging.getLogger("fatstudio.qt")
-
-
-def tasks_for_arch(arch: str) -> list[str]:
-    return [t for t, archs in TASK_ARCHS.items() if arch in archs]
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -62,10 +63,11 @@ def _load_model(path: str):
 class MainWindow(QMainWindow):
     """fatstudio's window. Constructible with no arguments (tests set ``FATSTUDIO_RUNS`` first).
 
-    Useful attributes for tests and scripts: ``model_panel``, ``corpus_panel``, ``train_panel``,
-    ``train_view`` (``plots``), ``prompt_panel``, ``attention_panel``, ``state`` ("idle", "starting",
-    "running", "paused", "stopping"), ``run_dir`` (the current run's folder), ``last_status`` (the last
-    Finished status), ``last_error`` (the last message shown to the user), ``validation_error``.
+    Useful attributes for tests and scripts: ``settings`` (the settings a new run starts with),
+    ``model_panel``, ``corpus_panel``, ``train_panel``, ``train_view`` (``plots``), ``prompt_panel``,
+    ``attention_panel``, ``state`` ("idle", "starting", "running", "paused", "stopping"), ``run_dir`` (the
+    current run's folder), ``last_status`` (the last Finished status), ``last_error`` (the last message
+    shown to the user), ``validation_error``.
     """
 
     trainingFinished = Signal(str)  # the status: "finished" | "stopped" | "failed" | "error"
@@ -87,19 +89,34 @@ class MainWindow(QMainWindow):
         self.validation_error: str | None = None
         self.loaded_model = None
         self._close_pending = False
-        self._applying = False
         self._error_box: QMessageBox | None = None
         self._model_call = None
         self._runs_stale = False
+        self._event_handlers: dict[type, Callable[[Any], None]] | None = None
 
-        # -- panels -------------------------------------------------------------------------------------------
-        self.model_panel = ModelPanel(self.presets)
-        self.corpus_panel = CorpusPanel()
-        self.train_panel = TrainPanel()
+        # the settings: the first preset's, ready to train
+        self.settings = Settings(self.presets[0].config if self.presets else None, parent=self)
+        self._build_panels()
+        self.setCentralWidget(self._build_layout())
+        self.resize(1440, 920)
+        self.statusBar().showMessage("Ready: press Train to train the selected preset.")
+        self._build_menu()
+        self._connect()
+        if self.presets:
+            self.model_panel.select_preset(self.presets[0].key)
+        self.revalidate()
+        QTimer.singleShot(0, self._after_start)
+
+    # ============================================================================================== building
+    def _build_panels(self) -> None:
+        """The settings panels, bound to ``settings``, and the training view. The Prompt and Attention panels
+        are made once their modules are imported in a worker thread (the prompt panel imports torch);
+        ``prompt_panel`` / ``attention_panel`` make them on first use."""
+        self.model_panel = ModelPanel(self.presets, settings=self.settings)
+        self.corpus_panel = CorpusPanel(settings=self.settings)
+        self.train_panel = TrainPanel(settings=self.settings)
         self.train_view = TrainView()
         self.plots = self.train_view.plots
-        # The Prompt and Attention panels are made once their modules are imported in a worker thread
-        # (the prompt panel imports torch); `prompt_panel` / `attention_panel` make them on first use.
         self._prompt_panel = None
         self._attention_panel = None
         self._prompt_host = QWidget(objectName="promptHost")
@@ -109,6 +126,9 @@ class MainWindow(QMainWindow):
             hl.setContentsMargins(0, 0, 0, 0)
             hl.addWidget(QLabel("Loading…", alignment=Qt.AlignmentFlag.AlignCenter))
 
+    def _build_layout(self) -> QSplitter:
+        """The settings column (Model | Corpus | Train, and the validation message) beside the views
+        (Training | Prompt | Attention)."""
         self.settingsTabs = QTabWidget(objectName="settingsTabs")
         self.settingsTabs.addTab(_scroll(self.model_panel), "Model")
         self.settingsTabs.addTab(_scroll(self.corpus_panel), "Corpus")
@@ -128,7 +148,6 @@ class MainWindow(QMainWindow):
         self.viewTabs.addTab(self.train_view, "Training")
         self.viewTabs.addTab(self._prompt_host, "Prompt")
         self.viewTabs.addTab(self._attention_host, "Attention")
-        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
 
         split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplitter")
         split.addWidget(left)
@@ -137,11 +156,9 @@ class MainWindow(QMainWindow):
         split.setStretchFactor(1, 1)
         split.setSizes([440, 980])
         split.setChildrenCollapsible(False)
-        self.setCentralWidget(split)
-        self.resize(1440, 920)
-        self.statusBar().showMessage("Ready: press Train to train the selected preset.")
+        return split
 
-        # -- menu ---------------------------------------------------------------------------------------------
+    def _build_menu(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
         file_menu.addAction(QAction("Open corpus &file…", self, triggered=self.corpus_panel.open_file_dialog,
                                     shortcut=QKeySequence.StandardKey.Open))
@@ -154,7 +171,7 @@ class MainWindow(QMainWindow):
         run_menu.addAction(QAction("&Pause / Resume", self, triggered=self.toggle_pause, shortcut="Ctrl+P"))
         run_menu.addAction(QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+."))
 
-        # -- wiring -------------------------------------------------------------------------------------------
+    def _connect(self) -> None:
         tv = self.train_view
         tv.trainButton.clicked.connect(self.start_training)
         tv.pauseButton.clicked.connect(self.toggle_pause)
@@ -165,19 +182,10 @@ class MainWindow(QMainWindow):
         tv.runs.overlayRequested.connect(self.overlay_run)
         tv.runs.deleteRequested.connect(self.delete_run)
         tv.runs.refreshRequested.connect(self.refresh_runs)
+        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
         self.model_panel.presetChosen.connect(self.apply_preset)
-        self.model_panel.changed.connect(self._model_changed)
-        self.corpus_panel.changed.connect(self.revalidate)
+        self.settings.changed.connect(self.revalidate)
         self.corpus_panel.statusChanged.connect(self.revalidate)
-        self.corpus_panel.vocabSizeChanged.connect(self.model_panel.set_vocab_size)
-        self.train_panel.changed.connect(self._train_changed)
-        self.train_panel.precisionResolved.connect(self.model_panel.set_precision)
-
-        # -- ready to train: the first preset and its built-in corpus --------------------------------------
-        if self.presets:
-            self.apply_preset(self.presets[0], load=False)
-        self.revalidate()
-        QTimer.singleShot(0, self._after_start)
 
     # ============================================================================ startup, presets, validation
     def _after_start(self) -> None:
@@ -220,59 +228,26 @@ class MainWindow(QMainWindow):
         if self.loaded_model is not None:
             self._set_prompt_model(self.loaded_model)
 
-    def apply_preset(self, preset, load: bool = True) -> None:
-        """Set the model, corpus and training settings from a Preset."""
+    def apply_preset(self, preset) -> None:
+        """Set the model, corpus and training settings from a Preset (the panels follow)."""
         cfg: RunConfig = preset.config
-        self._applying = True
-        try:
-            self.model_panel.set_config(cfg.model)
-            self.model_panel.select_preset(preset.key)
-            self.corpus_panel.set_allowed_tasks(tasks_for_arch(cfg.model.arch), load=False)
-            self.train_panel.set_config(cfg.train)
-            self.corpus_panel.set_seed(cfg.train.seed, load=False)
-            self.corpus_panel.set_config(cfg.data, load=load)
-        finally:
-            self._applying = False
-        self.model_panel.set_training_context(cfg.train.batch_size, cfg.train.optimizer)
-        self.revalidate()
-
-    def _model_changed(self) -> None:
-        if self._applying:
-            return
-        self.corpus_panel.set_allowed_tasks(tasks_for_arch(self.model_panel.archCombo.value()))
-        self.revalidate()
-
-    def _train_changed(self) -> None:
-        if self._applying:
-            return
-        t = self.train_panel.config()
-        self.model_panel.set_training_context(t.batch_size, t.optimizer)
-        self.corpus_panel.set_seed(t.seed)
-        self.revalidate()
+        # N_V is the tokenizer's: it stays until the panel has trained the preset's tokenizer
+        keep = cfg.model.replace(vocab_size=self.settings.model.vocab_size)
+        self.settings.replace(RunConfig(model=keep, data=cfg.data, train=cfg.train))
+        self.model_panel.select_preset(preset.key)
 
     def current_config(self) -> RunConfig:
-        return RunConfig(model=self.model_panel.config(), data=self.corpus_panel.config(),
-                         train=self.train_panel.config())
+        """A copy of the settings a run would start with."""
+        return self.settings.config
 
-    def revalidate(self) -> str | None:
-        """Check the settings; explain a problem inline and keep Train disabled until it is fixed."""
-        if self._applying:
-            return self.validation_error
-        cfg = self.current_config()
-        message = model_message = None
-        try:
-            cfg.model.validate()
-        except ValueError as e:
-            model_message = message = f"Model: {e}"
-        if message is None:
-            try:
-                cfg.validate()
-            except ValueError as e:
-                message = str(e)
-        if message is None and self.corpus_panel.error and not self.corpus_panel.loading:
-            message = f"Corpus: {self.corpus_panel.error}"
+    def revalidate(self, *_args) -> str | None:
+        """Explain a problem of the settings (validated once per change) or of the corpus inline, and keep
+        Train disabled until it is fixed."""
+        message = self.settings.error
+        corpus = self.corpus_panel
+        if message is None and corpus.error and not corpus.loading:
+            message = f"Corpus: {corpus.error}"
         self.validation_error = message
-        self.model_panel.show_error(model_message)
         self.validationLabel.setText(message or "")
         self.validationLabel.setVisible(bool(message))
         self._update_train_enabled()
@@ -361,64 +336,90 @@ class MainWindow(QMainWindow):
         self.train_view.runs.set_busy(busy, self.run_dir)
         self._update_train_enabled()
 
+    # ========================================================================================= the trainer's events
     def _on_event(self, ev) -> None:
-        kind = getattr(ev, "kind", "")
-        tv = self.train_view
-        if kind == "steps":
-            self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
-            if self._runs_stale:  # show the step and best validation loss so far in the runs list
-                self._runs_stale = False
-                self.refresh_runs()
-            tv.show_progress(ev.step, ev.total_steps, ev.tokens_per_s, ev.eta_s,
-                             f"loss {ev.train_loss[-1]:.3f}" if ev.train_loss else None, throttle=True)
-        elif kind == "evaluation":
-            self.plots.add_eval(ev.step, ev.val_loss)
-            acc = getattr(ev, "accuracy", None)
-            tv.statusLabel.setText(f"Step {ev.step:,}: train loss {ev.train_loss:.4f}, validation loss "
-                                   f"{ev.val_loss:.4f}" + (f", accuracy {acc:.1%}" if acc is not None else "")
-                                   + f"  ·  {self.run_dir}")
-            self._runs_stale = True  # the trainer writes meta.json after the evaluation's sample
-        elif kind == "sample":
-            tv.add_sample(ev.step, ev.text)
-        elif kind == "prepare":
-            tv.show_preparing(ev.message, ev.fraction)
-        elif kind == "started":
-            self.run_dir = ev.run_dir
-            self.train_view.runs.set_busy(True, self.run_dir)
-            if self.state == "starting":
-                self._set_state("running")
-            tv.show_progress(ev.start_step, ev.total_steps)
-            tv.statusLabel.setText(f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: "
-                                   f"{ev.n_parameters:,} parameters, steps {ev.start_step:,} → {ev.total_steps:,}.")
-            self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
+        """Route an event of the trainer to its handler (the dispatch table, by event type)."""
+        handler = self._handlers().get(type(ev))
+        if handler is not None:
+            handler(ev)
+
+    def _handlers(self) -> dict[type, Callable[[Any], None]]:
+        if self._event_handlers is None:
+            from fatstudio.core import training as t  # imported by the worker already: the events are its
+
+            self._event_handlers = {
+                t.Prepare: self._on_prepare, t.Started: self._on_started, t.Steps: self._on_steps,
+                t.Evaluation: self._on_evaluation, t.Sample: self._on_sample, t.Checkpoint: self._on_checkpoint,
+                t.Paused: self._on_paused, t.Resumed: self._on_resumed, t.Note: self._on_note,
+                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished,
+            }
+        return self._event_handlers
+
+    def _on_prepare(self, ev) -> None:
+        self.train_view.show_preparing(ev.message, ev.fraction)
+
+    def _on_started(self, ev) -> None:
+        self.run_dir = ev.run_dir
+        self.train_view.runs.set_busy(True, self.run_dir)
+        if self.state == "starting":
+            self._set_state("running")
+        self.train_view.show_progress(ev.start_step, ev.total_steps)
+        self.train_view.statusLabel.setText(
+            f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
+            f"steps {ev.start_step:,} → {ev.total_steps:,}.")
+        self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
+        self.refresh_runs()
+
+    def _on_steps(self, ev) -> None:
+        self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
+        if self._runs_stale:  # show the step and best validation loss so far in the runs list
+            self._runs_stale = False
             self.refresh_runs()
-        elif kind == "checkpoint":
-            self.statusBar().showMessage(f"Checkpoint at step {ev.step:,} saved.", 4000)
-        elif kind == "paused":
-            if self.state != "stopping":
-                self._set_state("paused")
-            self.statusBar().showMessage(f"Paused at step {ev.step:,}.")
-        elif kind == "resumed":
-            if self.state != "stopping":
-                self._set_state("running")
-            self.statusBar().showMessage(f"Resumed at step {ev.step:,}.", 4000)
-        elif kind == "note":
-            self.statusBar().showMessage(ev.message, 10000)
-        elif kind == "snapshot":
-            loaded = self.job.take_snapshot() if self.job else None
-            if ev.message:
-                self.statusBar().showMessage(f"No snapshot: {ev.message}", 10000)
-            elif loaded is not None:
-                self._set_prompt_model(loaded)
-                self.viewTabs.setCurrentWidget(self._prompt_host)
-                self.statusBar().showMessage(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
-        elif kind == "finished":
-            self.last_status = ev.status
-            tv.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
-            if ev.status == "failed":
-                self.show_error(f"Training failed: {ev.message}")
-            elif ev.status == "finished":
-                tv.progressBar.setValue(1000)
+        self.train_view.show_progress(ev.step, ev.total_steps, ev.tokens_per_s, ev.eta_s,
+                                      f"loss {ev.train_loss[-1]:.3f}" if ev.train_loss else None, throttle=True)
+
+    def _on_evaluation(self, ev) -> None:
+        self.plots.add_eval(ev.step, ev.val_loss)
+        acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
+        self.train_view.statusLabel.setText(f"Step {ev.step:,}: train loss {ev.eval_train_loss:.4f}, validation loss "
+                                            f"{ev.val_loss:.4f}{acc}  ·  {self.run_dir}")
+        self._runs_stale = True  # the trainer writes meta.json after the evaluation's sample
+
+    def _on_sample(self, ev) -> None:
+        self.train_view.add_sample(ev.step, ev.text)
+
+    def _on_checkpoint(self, ev) -> None:
+        self.statusBar().showMessage(f"Checkpoint at step {ev.step:,} saved.", 4000)
+
+    def _on_paused(self, ev) -> None:
+        if self.state != "stopping":
+            self._set_state("paused")
+        self.statusBar().showMessage(f"Paused at step {ev.step:,}.")
+
+    def _on_resumed(self, ev) -> None:
+        if self.state != "stopping":
+            self._set_state("running")
+        self.statusBar().showMessage(f"Resumed at step {ev.step:,}.", 4000)
+
+    def _on_note(self, ev) -> None:
+        self.statusBar().showMessage(ev.message, 10000)
+
+    def _on_snapshot(self, ev) -> None:
+        loaded = self.job.take_snapshot() if self.job else None
+        if ev.message:
+            self.statusBar().showMessage(f"No snapshot: {ev.message}", 10000)
+        elif loaded is not None:
+            self._set_prompt_model(loaded)
+            self.viewTabs.setCurrentWidget(self._prompt_host)
+            self.statusBar().showMessage(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
+
+    def _on_finished(self, ev) -> None:
+        self.last_status = ev.status
+        self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
+        if ev.status == "failed":
+            self.show_error(f"Training failed: {ev.message}")
+        elif ev.status == "finished":
+            self.train_view.progressBar.setValue(1000)
 
     def _on_failed(self, message: str) -> None:
         self.last_status = "error"

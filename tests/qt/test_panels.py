@@ -1,6 +1,9 @@
-"""The Model, Corpus and Train panels on their own: round trips of the configuration, notation and tooltips,
-the live cost summary, the pseudocode and the tokenized preview."""
+"""The Model, Corpus and Train panels on their own and on one Settings: round trips of the configuration, the
+binding of every form to it, notation and tooltips, the live cost summary, the pseudocode and the tokenized
+preview."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -9,7 +12,8 @@ pytest.importorskip("PySide6")
 from fatstudio.core import costs
 from fatstudio.core.config import ARCHS, ModelConfig, TrainConfig
 from fatstudio.core.presets import load_presets
-from fatstudio.qt.panels.corpus import Sep, tokens_html
+from fatstudio.core.preview import Piece
+from fatstudio.qt.panels.corpus import tokens_html
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.train import TrainPanel
 from fatstudio.qt.widgets.pseudocode import pseudocode
@@ -32,7 +36,6 @@ def test_model_panel_costs_and_notation(qtbot):
     qtbot.addWidget(panel)
     cfg = ModelConfig(arch="gpt", vocab_size=65, l_max=64, L=4, H=4, d_e=128, d_mlp=512)
     panel.set_config(cfg)
-    panel.set_vocab_size(65)
     total = sum(costs.parameter_counts(cfg).values())
     assert f"{total:,}" in panel.costLabel.text()
     assert "FLOPs" in panel.costLabel.text()
@@ -77,7 +80,8 @@ def test_train_panel_round_trip(qtbot):
 
 
 def test_tokens_html_shows_boundaries():
-    html = tokens_html(["ab", " c", "\n", "d", Sep("  →  "), "e", Sep("\n")])
+    html = tokens_html([Piece("ab", 0), Piece(" c", 1), Piece("\n", 2), Piece("d", 3), Piece("  →  "), Piece("e", 4),
+                        Piece("\n")])
     assert html.count("background-color") == 5  # one span per token, none for separators
     assert "↵" in html and "→" in html
 
@@ -100,8 +104,65 @@ def test_train_panel_says_what_auto_precision_chooses_here(qtbot):
 def test_model_panel_memory_follows_the_precision(qtbot):
     panel = ModelPanel(load_presets())
     qtbot.addWidget(panel)
-    panel.set_precision("bf16")
+    panel.settings.set_derived("precision", "bf16")  # what the Train panel found "auto" means here
     assert "bf16" in panel.costLabel.text()
     cfg = panel.config()
     want = costs.memory_estimate(cfg, 12, "adamw", "bf16")["activations"]
     assert costs.memory_estimate(cfg, 12, "adamw", "fp32")["activations"] == 2 * want
+
+
+def test_settings_validate_once_and_announce_what_changed(qtbot, monkeypatch):
+    from fatstudio.core.config import RunConfig
+    from fatstudio.qt.binding import Settings
+
+    settings = Settings()
+    calls, changes = [], []
+    real = RunConfig.validate
+    monkeypatch.setattr(RunConfig, "validate", lambda self: calls.append(1) or real(self))
+    settings.changed.connect(changes.append)
+    assert settings.update("train", batch_size=7, seed=3)
+    assert len(calls) == 1 and changes[-1].of("train") == {"batch_size", "seed"}
+    assert not settings.update("train", batch_size=7) and len(changes) == 1  # no change, no news
+    preset = load_presets()[3].config  # another architecture, corpus, task and batch size
+    assert settings.replace(preset)
+    assert len(calls) == 2 and changes[-1].touches("model", "arch") and changes[-1].touches("data", "task")
+    settings.update("model", H_kv=3)
+    assert "H_kv" in settings.model_error and settings.error.startswith("Model: ")
+    assert settings.config.model.H_kv == 3 and settings.config is not settings.config  # copies to keep
+
+
+def test_one_binding_over_the_fields(qtbot):
+    from fatstudio.qt.binding import Settings
+
+    settings = Settings()
+    model, train = ModelPanel(settings=settings), TrainPanel(settings=settings)
+    qtbot.addWidget(model)
+    qtbot.addWidget(train)
+    assert set(train.binding.editors) == {f.name for f in dataclasses.fields(TrainConfig)}  # every field, no code each
+    model.fields["H_kv"].setValue(2)  # an edit writes the settings…
+    assert settings.model.H_kv == 2
+    model.fields["H_kv"].setValue(0)  # …"auto" is None
+    assert settings.model.H_kv is None
+    settings.update("train", lr=3e-4, optimizer="sgd")  # …and a change shows in the form
+    assert train.fields["lr"].text() == "3e-4" and train.fields["optimizer"].value() == "sgd"
+    settings.update("model", positions=None, arch="gopher")  # a variation left to the paper shows the paper's
+    assert model.fields["positions"].value() == "relative" and settings.model.positions is None
+    model.archCombo.set_value("edt")  # an architecture brings its variations along, in the same change
+    assert (settings.model.norm_position, settings.model.positions) == ("post", "learned")
+    assert model.presetCombo.currentText() == "(custom)"
+    model.fields["d_e"].lineEdit().setText("256")  # being typed, not yet entered…
+    settings.update("model", vocab_size=77)  # …when another field changes (the tokenizer trained)
+    assert model.fields["d_e"].text() == "256" and settings.model.d_e == 128
+
+
+def test_panels_follow_the_settings_not_each_other(qtbot):
+    from fatstudio.qt.binding import Settings
+
+    settings = Settings()
+    model, train = ModelPanel(settings=settings), TrainPanel(settings=settings)
+    qtbot.addWidget(model)
+    qtbot.addWidget(train)
+    train.fields["batch_size"].setValue(5)
+    assert "training memory (batch 5," in model.costLabel.text()
+    settings.update("model", vocab_size=77)  # what the corpus panel records from its tokenizer
+    assert model.vocabLabel.text().startswith("77") and "ℝ^(77×" in model.pseudocodeView.toPlainText()

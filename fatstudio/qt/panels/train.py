@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import TrainConfig
+from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,
     SciSpinBox,
@@ -44,108 +45,100 @@ PRECISIONS = [("auto", "auto"), ("fp32", "fp32"), ("bf16 (autocast)", "bf16"),
               ("fp16 (autocast + loss scaling, GPU)", "fp16")]
 
 
-class TrainPanel(QWidget):
-    """The [train] table as a form. Signals ``changed``."""
+def _form_rows() -> list[tuple[str, str, QWidget, str]]:
+    """(field, label, editor, tooltip) for every TrainConfig field."""
+    return [
+        ("steps", "steps", int_spin(1, 100_000_000, 2000, step=100),
+         "How many optimisation steps (minibatches) to train for."),
+        ("batch_size", "batch size", int_spin(1, 65536, 12),
+         "Sequences per minibatch (paper §8: minibatch gradient descent)."),
+        ("optimizer", "optimizer", ValueCombo([("AdamW", "adamw"), ("SGD (the paper's θ ← θ − η∇loss)", "sgd")]),
+         "AdamW (Adam with decoupled weight decay), or the paper's plain stochastic gradient descent."),
+        ("lr", "η (learning rate)", SciSpinBox(minimum=1e-8, maximum=10.0),
+         "The peak learning rate η. Type any number, e.g. 3e-4; the arrows double or halve it."),
+        ("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
+         "η rises linearly from ~0 to its peak over these first steps."),
+        ("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant")]),
+         "After warm-up, η follows a cosine down to min η at the last step, or stays constant."),
+        ("min_lr", "min η", SciSpinBox(minimum=0.0, maximum=10.0),
+         "The learning rate the cosine schedule ends at."),
+        ("weight_decay", "weight decay", float_spin(0.0, 10.0, 0.1, decimals=4, step=0.01),
+         "Decoupled weight decay (AdamW) on matrices only, never on biases, norms' γ and β."),
+        ("beta1", "β<sub>1</sub>", float_spin(0.0, 0.9999, 0.9, decimals=4, step=0.01),
+         "AdamW's decay rate of the first moment (the momentum)."),
+        ("beta2", "β<sub>2</sub>", float_spin(0.0, 0.9999, 0.99, decimals=4, step=0.001),
+         "AdamW's decay rate of the second moment."),
+        ("grad_clip", "gradient clipping", float_spin(0.0, 1e6, 1.0, decimals=3, step=0.1),
+         "Rescale the gradient when its norm exceeds this value (0 = off)."),
+        ("eval_interval", "evaluate every", int_spin(1, 10_000_000, 250, step=50),
+         "Measure the train and validation loss (and write a sample) every this many steps."),
+        ("eval_iters", "evaluation batches", int_spin(1, 100_000, 20),
+         "Minibatches averaged for each evaluation."),
+        ("checkpoint_interval", "checkpoint every", int_spin(1, 10_000_000, 500, step=50),
+         "Save the weights and optimizer state every this many steps (and always at the end)."),
+        ("sample_tokens", "sample length", int_spin(0, 100_000, 200, step=50),
+         "Tokens generated for the sample text at each evaluation (0 = no samples)."),
+        ("seed", "seed", int_spin(0, 2_147_483_647, 1337),
+         "The random seed: same seed, same config, same corpus → the same run on the CPU. On a GPU some "
+         "kernels sum in a different order each time, so runs agree closely but not bit for bit."),
+        ("device", "device", ValueCombo(DEVICES), "Where to train: auto picks CUDA, then MPS, then the CPU."),
+        ("precision", "precision", ValueCombo(PRECISIONS),
+         "auto: bf16 autocast on GPUs that do bf16 natively, else fp32 (TF32 matmuls on CUDA). Or choose "
+         "fp32, bf16 autocast, or fp16 autocast with loss scaling (GPU only). The line below says what "
+         "training will use here."),
+        ("compile", "compile", check("torch.compile the model"),
+         "Compile the model with torch.compile (slow start, faster steps on a GPU)."),
+    ]
 
-    changed = Signal()
+
+class TrainPanel(QWidget):
+    """The [train] table as a form bound to ``settings.train``, and a line saying what the chosen device
+    and precision mean on this machine. Signals ``precisionResolved(str)`` with what the precision ("auto"
+    too) resolves to, which it also records in the Settings (``derived["precision"]``). Without
+    ``settings`` the panel keeps its own (a panel on its own)."""
+
     precisionResolved = Signal(str)  # what the chosen precision ("auto" too) means on the chosen device
 
-    def __init__(self, parent=None):
+    def __init__(self, settings: Settings | None = None, parent=None):
         super().__init__(parent)
-        self._updating = False
+        self.settings = settings if settings is not None else Settings()
+        self._described: tuple[str, str] | None = None
+        lay = QVBoxLayout(self)
+        lay.addWidget(self._build_form())
+        lay.addStretch(1)
+        self.binding = Binding(self.settings, "train", self.fields)
+        self.settings.changed.connect(self._on_settings)
+        QTimer.singleShot(0, self.describe_choice)  # once the event loop runs: the window opens first
+
+    def _build_form(self) -> QWidget:
         f = Form(prefix="train")
         self.form = f
-        f.add("steps", "steps", int_spin(1, 100_000_000, 2000, step=100),
-              "How many optimisation steps (minibatches) to train for.")
-        f.add("batch_size", "batch size", int_spin(1, 65536, 12),
-              "Sequences per minibatch (paper §8: minibatch gradient descent).")
-        f.add("optimizer", "optimizer", ValueCombo([("AdamW", "adamw"), ("SGD (the paper's θ ← θ − η∇loss)", "sgd")]),
-              "AdamW (Adam with decoupled weight decay), or the paper's plain stochastic gradient descent.")
-        f.add("lr", "η (learning rate)", SciSpinBox(minimum=1e-8, maximum=10.0),
-              "The peak learning rate η. Type any number, e.g. 3e-4; the arrows double or halve it.")
-        f.add("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
-              "η rises linearly from ~0 to its peak over these first steps.")
-        f.add("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant")]),
-              "After warm-up, η follows a cosine down to min η at the last step, or stays constant.")
-        f.add("min_lr", "min η", SciSpinBox(minimum=0.0, maximum=10.0),
-              "The learning rate the cosine schedule ends at.")
-        f.add("weight_decay", "weight decay", float_spin(0.0, 10.0, 0.1, decimals=4, step=0.01),
-              "Decoupled weight decay (AdamW) on matrices only, never on biases, norms' γ and β.")
-        f.add("beta1", "β<sub>1</sub>", float_spin(0.0, 0.9999, 0.9, decimals=4, step=0.01),
-              "AdamW's decay rate of the first moment (the momentum).")
-        f.add("beta2", "β<sub>2</sub>", float_spin(0.0, 0.9999, 0.99, decimals=4, step=0.001),
-              "AdamW's decay rate of the second moment.")
-        f.add("grad_clip", "gradient clipping", float_spin(0.0, 1e6, 1.0, decimals=3, step=0.1),
-              "Rescale the gradient when its norm exceeds this value (0 = off).")
-        f.add("eval_interval", "evaluate every", int_spin(1, 10_000_000, 250, step=50),
-              "Measure the train and validation loss (and write a sample) every this many steps.")
-        f.add("eval_iters", "evaluation batches", int_spin(1, 100_000, 20),
-              "Minibatches averaged for each evaluation.")
-        f.add("checkpoint_interval", "checkpoint every", int_spin(1, 10_000_000, 500, step=50),
-              "Save the weights and optimizer state every this many steps (and always at the end).")
-        f.add("sample_tokens", "sample length", int_spin(0, 100_000, 200, step=50),
-              "Tokens generated for the sample text at each evaluation (0 = no samples).")
-        f.add("seed", "seed", int_spin(0, 2_147_483_647, 1337),
-              "The random seed: same seed, same config, same corpus → the same run on the CPU. On a GPU some "
-              "kernels sum in a different order each time, so runs agree closely but not bit for bit.")
-        f.add("device", "device", ValueCombo(DEVICES), "Where to train: auto picks CUDA, then MPS, then the CPU.")
-        f.add("precision", "precision", ValueCombo(PRECISIONS),
-              "auto: bf16 autocast on GPUs that do bf16 natively, else fp32 (TF32 matmuls on CUDA). Or choose "
-              "fp32, bf16 autocast, or fp16 autocast with loss scaling (GPU only). The line below says what "
-              "training will use here.")
-        f.add("compile", "compile", check("torch.compile the model"),
-              "Compile the model with torch.compile (slow start, faster steps on a GPU).")
+        for name, label, widget, tip in _form_rows():
+            f.add(name, label, widget, tip)
         self.choiceLabel = QLabel()
         self.choiceLabel.setObjectName("precisionChoice")
         self.choiceLabel.setWordWrap(True)
         f.layout.addRow(self.choiceLabel)
-        self._described: tuple[str, str] | None = None
         self.fields = f.fields
-        lay = QVBoxLayout(self)
         box = QWidget()
         box.setLayout(f.layout)
-        lay.addWidget(box)
-        lay.addStretch(1)
-        for w in f.fields.values():
-            sig = getattr(w, "valueChanged", None) or w.toggled
-            sig.connect(self._changed)
-        self.set_config(TrainConfig())
-        QTimer.singleShot(0, self.describe_choice)  # once the event loop runs: the window opens first
+        return box
 
     def config(self) -> TrainConfig:
-        g = self.fields
-        return TrainConfig(
-            steps=g["steps"].value(), batch_size=g["batch_size"].value(), optimizer=g["optimizer"].value(),
-            lr=float(g["lr"].value()), warmup=g["warmup"].value(), lr_schedule=g["lr_schedule"].value(),
-            min_lr=float(g["min_lr"].value()), weight_decay=round(g["weight_decay"].value(), 6),
-            beta1=round(g["beta1"].value(), 6), beta2=round(g["beta2"].value(), 6),
-            grad_clip=round(g["grad_clip"].value(), 6), eval_interval=g["eval_interval"].value(),
-            eval_iters=g["eval_iters"].value(), checkpoint_interval=g["checkpoint_interval"].value(),
-            sample_tokens=g["sample_tokens"].value(), seed=g["seed"].value(), device=g["device"].value(),
-            precision=g["precision"].value(), compile=g["compile"].isChecked())
+        """The training settings (a copy)."""
+        return self.settings.train.replace()
 
     def set_config(self, t: TrainConfig) -> None:
-        self._updating = True
-        try:
-            g = self.fields
-            for name in ("steps", "batch_size", "lr", "warmup", "min_lr", "weight_decay", "beta1", "beta2",
-                         "grad_clip", "eval_interval", "eval_iters", "checkpoint_interval", "sample_tokens", "seed"):
-                g[name].setValue(getattr(t, name))
-            for name in ("optimizer", "lr_schedule", "device", "precision"):
-                g[name].set_value(getattr(t, name))
-            g["compile"].setChecked(bool(t.compile))
-        finally:
-            self._updating = False
-        self.changed.emit()
+        self.settings.set_section("train", t)
 
-    def _changed(self, *_):
-        if not self._updating:
-            self.changed.emit()
-        QTimer.singleShot(0, self.describe_choice)
+    def _on_settings(self, change: Change) -> None:
+        self.binding.show(change)
+        if change.touches("train", "device", "precision"):
+            QTimer.singleShot(0, self.describe_choice)
 
     def describe_choice(self) -> None:
         """Ask the core (in a worker: it imports torch) what the device and precision resolve to here."""
-        choice = (self.fields["device"].value(), self.fields["precision"].value())
+        choice = (self.settings.train.device, self.settings.train.precision)
         if choice == self._described:
             return
         self._described = choice
@@ -159,6 +152,7 @@ class TrainPanel(QWidget):
             return  # an answer for settings changed since
         self.choiceLabel.setText(f"<small>{'' if precision else '⚠ '}{html.escape(text)}</small>")
         if precision:
+            self.settings.set_derived("precision", precision)
             self.precisionResolved.emit(precision)
 
 
@@ -190,6 +184,19 @@ class RunsList(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent)
         self.runs: list = []
+        self._busy = False
+        self._running_path = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self._build_tree(), 1)
+        lay.addLayout(self._build_buttons())
+        self.folderLabel = QLabel(objectName="runsFolderLabel")
+        self.folderLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.folderLabel.setWordWrap(True)
+        lay.addWidget(self.folderLabel)
+        self._selection_changed()
+
+    def _build_tree(self) -> QTreeWidget:
         self.tree = QTreeWidget(objectName="runsList")
         self.tree.setHeaderLabels(["run", "status", "step", "val loss", "created"])
         self.tree.setRootIsDecorated(False)
@@ -201,45 +208,39 @@ class RunsList(QWidget):
         self.tree.setToolTip("Earlier runs in the runs folder. Double-click to open one.")
         self.tree.itemSelectionChanged.connect(self._selection_changed)
         self.tree.itemDoubleClicked.connect(lambda *_: self._emit(self.openRequested))
+        return self.tree
 
-        self.openButton = QPushButton("Open", objectName="openRunButton")
-        self.openButton.setToolTip("Show the run's curves and samples and load its model for prompting.")
-        self.resumeButton = QPushButton("Resume to", objectName="resumeRunButton")
-        self.resumeButton.setToolTip("Continue training the run from its last checkpoint up to the given step.")
+    def _build_buttons(self) -> QHBoxLayout:
+        def button(text: str, name: str, tip: str) -> QPushButton:
+            b = QPushButton(text, objectName=name)
+            b.setToolTip(tip)
+            return b
+
+        self.openButton = button("Open", "openRunButton",
+                                 "Show the run's curves and samples and load its model for prompting.")
+        self.resumeButton = button("Resume to", "resumeRunButton",
+                                   "Continue training the run from its last checkpoint up to the given step.")
+        self.overlayButton = button("Overlay", "overlayRunButton",
+                                    "Draw this run's loss curves faded in the loss plot, for comparison.")
+        self.deleteButton = button("Delete…", "deleteRunButton", "Delete the run's folder (asks first).")
+        self.refreshButton = button("↻", "refreshRunsButton", "Read the runs folder again.")
+        self.refreshButton.setMaximumWidth(32)
         self.resumeSpin = QSpinBox(objectName="resumeStepsSpin")
         self.resumeSpin.setRange(1, 100_000_000)
         self.resumeSpin.setSingleStep(500)
         self.resumeSpin.setToolTip("The total number of steps the resumed run trains to.")
-        self.overlayButton = QPushButton("Overlay", objectName="overlayRunButton")
-        self.overlayButton.setToolTip("Draw this run's loss curves faded in the loss plot, for comparison.")
-        self.deleteButton = QPushButton("Delete…", objectName="deleteRunButton")
-        self.deleteButton.setToolTip("Delete the run's folder (asks first).")
-        self.refreshButton = QPushButton("↻", objectName="refreshRunsButton")
-        self.refreshButton.setToolTip("Read the runs folder again.")
-        self.refreshButton.setMaximumWidth(32)
         self.openButton.clicked.connect(lambda: self._emit(self.openRequested))
         self.overlayButton.clicked.connect(lambda: self._emit(self.overlayRequested))
         self.deleteButton.clicked.connect(lambda: self._emit(self.deleteRequested))
         self.resumeButton.clicked.connect(self._resume_clicked)
         self.refreshButton.clicked.connect(self.refreshRequested)
-        self.folderLabel = QLabel(objectName="runsFolderLabel")
-        self.folderLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.folderLabel.setWordWrap(True)
-
         buttons = QHBoxLayout()
         for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
             buttons.addWidget(w)
         buttons.addStretch(1)
         buttons.addWidget(self.deleteButton)
         buttons.addWidget(self.refreshButton)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.tree, 1)
-        lay.addLayout(buttons)
-        lay.addWidget(self.folderLabel)
-        self._busy = False
-        self._running_path = None
-        self._selection_changed()
+        return buttons
 
     def set_runs(self, runs: list, root=None) -> None:
         selected = self.selected()
@@ -309,6 +310,19 @@ class TrainView(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
+        self._last_progress = -1e9
+        self._pending_progress = None
+        self._progress_timer = QTimer(self, singleShot=True)
+        self._progress_timer.timeout.connect(self.flush_progress)
+        lay = QVBoxLayout(self)
+        lay.addLayout(self._build_controls())
+        lay.addWidget(self._build_status())
+        lay.addWidget(self._build_error())
+        lay.addWidget(self._build_panes(), 1)
+        self.set_state("idle")
+
+    def _build_controls(self) -> QHBoxLayout:
+        """Train, Pause, Stop, Prompt current weights and the progress bar, in a row."""
         self.trainButton = QPushButton("▶ Train", objectName="trainButton")
         self.trainButton.setToolTip("Start a new run with the current Model, Corpus and Train settings.")
         self.trainButton.setDefault(True)
@@ -325,39 +339,39 @@ class TrainView(QWidget):
         self.progressBar.setFormat("ready")
         self.progressBar.setTextVisible(True)
         self.progressBar.setMinimumWidth(200)
-        self._last_progress = -1e9
-        self._pending_progress = None
-        self._progress_timer = QTimer(self, singleShot=True)
-        self._progress_timer.timeout.connect(self.flush_progress)
+        row = QHBoxLayout()
+        for w in (self.trainButton, self.pauseButton, self.stopButton, self.snapshotButton):
+            row.addWidget(w)
+        row.addWidget(self.progressBar, 1)
+        return row
+
+    def _build_status(self) -> QLabel:
         self.statusLabel = QLabel("", objectName="statusLabel")
         self.statusLabel.setWordWrap(True)
         self.statusLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        return self.statusLabel
+
+    def _build_error(self) -> QLabel:
         self.errorLabel = QLabel("", objectName="errorLabel")
         self.errorLabel.setWordWrap(True)
         self.errorLabel.setStyleSheet("color: #b00020; font-weight: bold;")
         self.errorLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.errorLabel.hide()
+        return self.errorLabel
 
-        top = QHBoxLayout()
-        for w in (self.trainButton, self.pauseButton, self.stopButton, self.snapshotButton):
-            top.addWidget(w)
-        top.addWidget(self.progressBar, 1)
-
+    def _build_panes(self) -> QSplitter:
+        """The plots above, the samples and the runs side by side below."""
         self.plots = TrainingPlots()
         self.lossPlot = self.plots.lossPlot
-
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
         samples_box = QGroupBox("Samples at each evaluation")
-        sl = QVBoxLayout(samples_box)
         self.samplesView = QPlainTextEdit(objectName="samplesView")
         self.samplesView.setReadOnly(True)
-        self.samplesView.setFont(mono)
+        self.samplesView.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.samplesView.setMaximumBlockCount(5000)
-        sl.addWidget(self.samplesView)
+        QVBoxLayout(samples_box).addWidget(self.samplesView)
         runs_box = QGroupBox("Runs")
-        rl = QVBoxLayout(runs_box)
         self.runs = RunsList()
-        rl.addWidget(self.runs)
+        QVBoxLayout(runs_box).addWidget(self.runs)
 
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(samples_box)
@@ -370,13 +384,7 @@ class TrainView(QWidget):
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
         split.setChildrenCollapsible(False)
-
-        lay = QVBoxLayout(self)
-        lay.addLayout(top)
-        lay.addWidget(self.statusLabel)
-        lay.addWidget(self.errorLabel)
-        lay.addWidget(split, 1)
-        self.set_state("idle")
+        return split
 
     def set_state(self, state: str) -> None:
         """idle | starting | running | paused | stopping."""
