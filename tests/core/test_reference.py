@@ -1,4 +1,4 @@
-"""The fast model against the literal float64 reference (formal-spec.md, 'The reference implementation'):
+"""The fast model against the literal float64 reference (core/reference.py: the paper's pseudocode, literally):
 every architecture × every variation, with and without padding, with caching and with attention capture."""
 import pytest
 import torch
