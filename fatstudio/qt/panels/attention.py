@@ -8,8 +8,9 @@
   (the heads and "mean over heads");
 - click a query (a row of the large map, or a token of the text strip) to lay its attention row over the
   text as token backgrounds;
-- export the large map as a PNG heatmap (`export_png`; "grid": the layers × heads of the kind shown) and its
-  numbers as CSV (`export_csv`), written by the core's `AttentionMaps` (the CLI's writers and colours).
+- export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
+  kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
+  `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
 
 The arrays drawn are the ones in the `AttentionMaps` given to `show_maps`, untouched; what there is (kinds,
 layers, heads) and every number shown come from it.
@@ -462,12 +463,15 @@ class AttentionPanel(QWidget):
 
     # ---- export ---------------------------------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
-        """Save the large map ("view": the head, or the mean, shown) or the head grid ("grid": every layer × head
-        of the kind shown, then the mean over heads) as PNG heatmaps (the core's `AttentionMaps.save_head` /
-        `to_png`). Returns the path."""
+        """Save the large map as it is shown ("view": a picture of the head, or the mean, with its token labels
+        and colour bar) or the head grid ("grid": every layer × head of the kind shown, then the mean over
+        heads, as the core's heatmaps, `AttentionMaps.save`). Returns the path."""
         maps = self._maps_to_export()
         if what == "view":
-            return maps.save_head(path, self.current_name(), self.head)
+            path = Path(path)
+            if not self.attentionView.grab().save(str(path), "PNG"):
+                raise OSError(f"could not write {path}.")
+            return path
         if what == "grid":
             return maps.save(path, [map_name(self.kind, l) for l in self.layers()], with_mean=True)
         raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
