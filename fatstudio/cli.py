@@ -39,11 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set with mass ≥ p")
     g.add_argument("--seed", type=int, default=None)
 
-    a = sub.add_parser("attention", help="export the attention maps of one forward pass")
+    a = sub.add_parser("attention", help="export the attention maps of one forward pass, or the probe maps "
+                       "saved at an evaluation step (--step)")
     a.add_argument("run_dir")
-    a.add_argument("--prompt", required=True, help="the text (the decoder's text for seq2seq)")
+    a.add_argument("--prompt", help="the text (the decoder's text for seq2seq)")
     a.add_argument("--source", help="the source text (encoder-decoder runs)")
-    a.add_argument("--out", required=True, help="FILE.json, FILE.npz or FILE.png")
+    a.add_argument("--step", type=int, help="write the run's probe maps saved at evaluation step N instead")
+    a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png or FILE.csv")
     return p
 
 
@@ -203,11 +205,28 @@ def _write_by_line(pieces: Iterable[str]) -> None:
 
 def cmd_attention(args) -> int:
     from .core import inference
+    from .core.attention_maps import SAVE_SUFFIXES
+    from .core.probes import MissingProbe
     from .core.runs import Run
 
     out = Path(args.out)
-    if out.suffix not in (".json", ".npz", ".png"):
-        raise ValueError(f"--out {out}: the file must end in .json, .npz or .png.")
+    if out.suffix.lower() not in SAVE_SUFFIXES:
+        raise ValueError(f"--out {out}: the file must end in .json, .npz, .png or .csv.")
+    if args.step is not None:
+        if args.prompt is not None or args.source is not None:
+            raise ValueError("--step writes the maps saved for the run's probe input; give no --prompt or --source.")
+        try:
+            maps = Run.open(args.run_dir).load_probe(args.step)
+        except MissingProbe as e:
+            if args.debug:
+                raise
+            print(f"fatstudio attention: error: {e}", file=sys.stderr)
+            return 1
+        maps.save(out)
+        print(f"wrote the probe maps of step {args.step} ({', '.join(maps.maps)}) to {out}")
+        return 0
+    if args.prompt is None:
+        raise ValueError("give the text with --prompt, or --step N for the probe maps saved at step N.")
     loaded = Run.open(args.run_dir).load_model()
     if loaded.config.model.arch == "edt" and not args.source:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")

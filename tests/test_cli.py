@@ -168,3 +168,23 @@ def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     here = device.resolve_precision("auto", torch.device("cpu"))  # bf16 on a CPU with AVX-512 BF16, else fp32
     assert code == 0 and f"in {here}" in err and "C++ compiler" in err
+
+
+def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsys):
+    from fatstudio.core.runs import Run
+
+    run = Run.open(trained_run)
+    assert run.probe_steps() == [10]
+    want = run.load_probe(10)
+    for suffix in (".npz", ".json", ".png", ".csv"):
+        out = tmp_path / f"maps{suffix}"
+        assert main(["attention", str(trained_run), "--step", "10", "--out", str(out)]) == 0
+        assert out.stat().st_size > 0
+    got = np.load(tmp_path / "maps.npz")
+    assert got["tokens"].tolist() == want.tokens
+    np.testing.assert_array_equal(got["self/0"], want.maps["self/0"])
+    assert "step 10" in capsys.readouterr().out
+    r = cli("attention", trained_run, "--step", "7", "--out", tmp_path / "x.png")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "step 7" in r.stderr and "saved steps: 10" in r.stderr
+    assert not (tmp_path / "x.png").exists()

@@ -1,7 +1,8 @@
 """Run folders: one per training run, in open formats, every file written to a temporary name and renamed
 into place. ``config.json``, ``meta.json``, ``tokenizer.json``, append-only ``metrics.jsonl`` and
 ``samples.jsonl``, weights as ``model.safetensors`` and the optimizer state as ``optimizer.pt`` (read with
-``weights_only=True``). Loading a run never executes code from it.
+``weights_only=True``), and ``probes/step-NNNNNNNN.safetensors``: every head's attention map for the run's
+probe input at each evaluation (see `probes`). Loading a run never executes code from it.
 
 ``metrics.jsonl`` holds one row per step: ``step``, ``train_loss``, ``lr``, ``grad_norm`` (None, with
 ``skipped``, where loss scaling skipped the step), ``tokens_per_s``, and on evaluated steps
@@ -27,7 +28,9 @@ from typing import TYPE_CHECKING
 from .config import RunConfig
 
 if TYPE_CHECKING:
+    from .attention_maps import AttentionMaps
     from .model import Transformer
+    from .probes import ProbeInput
     from .tokenization import Tokenizer
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
@@ -173,11 +176,15 @@ class Run:
                 f.flush()
 
     def truncate_after(self, step: int) -> None:
-        """Drop metric and sample rows after ``step`` (resuming from a checkpoint that a crash outran)."""
+        """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
+        outran)."""
         for name in (METRICS, SAMPLES):
             rows = _read_jsonl(self.path / name)
             if any(r.get("step", 0) > step for r in rows):
                 atomic_write(self.path / name, _jsonl(r for r in rows if r.get("step", 0) <= step))
+        from .probes import remove_after
+
+        remove_after(self.path, step)
 
     def metrics(self) -> list[dict]:
         """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs
@@ -201,6 +208,27 @@ class Run:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
         except Exception as e:  # the tokenizers library raises its own exception types
             raise ValueError(f"{self.path}/tokenizer.json is corrupt or foreign: {e}") from None
+
+    # -- probes (attention over training time) -------------------------------------------------------------
+    def probe_input(self) -> ProbeInput | None:
+        """The run's `probes.ProbeInput` (from meta.json), or None for a run that has none."""
+        from .probes import META_KEY, ProbeInput
+
+        d = self.meta.get(META_KEY)
+        return ProbeInput.from_dict(d) if d else None
+
+    def probe_steps(self) -> list[int]:
+        """The steps whose probe maps are saved, ascending."""
+        from .probes import list_probes
+
+        return list(list_probes(self.path))
+
+    def load_probe(self, step: int) -> AttentionMaps:
+        """The `AttentionMaps` of the probe saved at ``step`` (float16 widened to float32);
+        `probes.MissingProbe` (a ValueError listing the saved steps) if there are none."""
+        from .probes import load_probe
+
+        return load_probe(self.path, step)
 
     @property
     def has_checkpoint(self) -> bool:

@@ -4,8 +4,8 @@ events — floats and strings, never tensors — that a CLI, a test or a GUI wor
 ``train(config)`` does all the slow setup inside the generator (corpus, tokenizer, dataset, model), then
 steps: minibatches, AdamW or the paper's plain SGD, linear warm-up then cosine or constant learning rate,
 weight decay on ≥2-D weights only, gradient clipping, periodic evaluation with a sample, checkpoints. It
-honours a `Control`'s stop / pause / snapshot requests between steps. A non-finite loss ends the run as
-"failed" with a message; the last good checkpoint stays.
+honours a `Control`'s stop / pause / single-step / learning-rate / snapshot requests between steps. A
+non-finite loss ends the run as "failed" with a message; the last good checkpoint stays.
 """
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ from .device import (
     set_rng_state,
     to_device,
 )
+from .probes import ProbeInput
 from .runs import LoadedModel, Run
 from .tokenization import Tokenizer
 
@@ -95,6 +96,15 @@ class Evaluation(Event):
 
 
 @dataclass(frozen=True)
+class Probe(Event):
+    """Every head's attention map for the run's probe input at an evaluation step is saved at ``path``
+    (``probes/step-NNNNNNNN.safetensors``; read it with `Run.load_probe` or `probes.load_probe_file`)."""
+
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
 class Sample(Event):
     step: int
     text: str
@@ -135,13 +145,20 @@ class Finished(Event):
 
 
 class Control:
-    """Requests from another thread, honoured by the trainer between steps."""
+    """Requests from another thread, honoured by the trainer between steps.
+
+    Besides stop / pause / resume / snapshot: ``step_once()`` (while paused) runs exactly one step, with its
+    usual events, and pauses again; ``set_lr(η)`` replaces the learning-rate schedule by the fixed value η
+    from the next step on (what metrics.jsonl records as ``lr``), ``set_lr(None)`` returns to the schedule
+    at the step it has reached. The override belongs to this Control: a resumed run follows its schedule."""
 
     def __init__(self):
         self._stop, self._run = threading.Event(), threading.Event()
         self._run.set()
         self._snapshot_wanted = threading.Event()
+        self._step_wanted = threading.Event()
         self._snapshot: LoadedModel | None = None
+        self._lr: float | None = None
         self._lock = threading.Lock()
 
     def stop(self) -> None:
@@ -149,7 +166,35 @@ class Control:
         self._run.set()  # a paused trainer wakes up to stop
 
     def pause(self) -> None:
+        self._step_wanted.clear()  # a step asked for before this pause is not taken after it
         self._run.clear()
+
+    def step_once(self) -> None:
+        """While paused: run one step (its events as usual), then pause again. Not paused: nothing."""
+        if self.paused and not self.stopping:
+            self._step_wanted.set()
+
+    def _take_step(self) -> bool:
+        """Whether one step was asked for (and no longer is)."""
+        wanted = self._step_wanted.is_set()
+        self._step_wanted.clear()
+        return wanted
+
+    def set_lr(self, lr: float | None) -> None:
+        """Train at the fixed learning rate ``lr`` from the next step on, instead of the schedule; None: back
+        to the schedule. ValueError for a negative or non-finite value."""
+        if lr is not None:
+            lr = float(lr)
+            if not math.isfinite(lr) or lr < 0:
+                raise ValueError(f"the learning rate must be a finite number ≥ 0, not {lr}.")
+        with self._lock:
+            self._lr = lr
+
+    @property
+    def lr_override(self) -> float | None:
+        """The fixed learning rate set by `set_lr`, or None (the schedule)."""
+        with self._lock:
+            return self._lr
 
     def resume(self) -> None:
         self._run.set()
@@ -342,8 +387,10 @@ def _loss_function(model, task: str, compiled: bool) -> LossFunction:
 # ---- the loop -------------------------------------------------------------------------------------------
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
           control: Control | None = None, runs_root: Path | None = None,
-          prepared: Prepared | None = None) -> Iterator[Event]:
-    """Train per ``config``; yield events. ``resume=True`` continues the run at ``run_dir`` from its last
+          prepared: Prepared | None = None, probe: ProbeInput | str | None = None) -> Iterator[Event]:
+    """Train per ``config``; yield events. ``probe`` is the input whose attention maps are saved at every
+    evaluation (`probes`; a text alone for gpt/gopher/bert; default: the run's own when resuming, else one
+    from the validation split). ``resume=True`` continues the run at ``run_dir`` from its last
     checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
     data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again; one
     made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory
@@ -364,6 +411,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     tokenizer, dataset, config = yield from _prepare_data(config, run, prepared)
     yield Prepare("building the model", 0.9)
     loop = _Loop(config, dev, precision, tokenizer, dataset, control)
+    loop.probe_input = ProbeInput(probe) if isinstance(probe, str) else probe
     try:
         start = loop.open(run, run_dir, runs_root)
     except Exception as e:
@@ -497,6 +545,10 @@ class _Loop:
     norms stay on the device and are read once per emission (about ten times a second), where the
     non-finite check runs too; a checkpoint always comes after such a check."""
 
+    probe_input: ProbeInput | None = None  # the probe asked for (see `_open_probe`)
+    probe: ProbeInput | None = None  # the run's probe, and the ids the model reads for it
+    probe_ids: tuple[list[int], list[int] | None] | None = None
+
     def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer: Tokenizer, dataset: Dataset,
                  control: Control):
         self.config, self.dev, self.precision = config, dev, precision
@@ -505,6 +557,7 @@ class _Loop:
         self.data_gen = torch.Generator().manual_seed(self.t.seed)
         self.has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
         self.window = _Window()
+        self.lr = 0.0  # the learning rate of the latest step (the schedule's or the Control's override)
         self.start = 0
         self.t_start: float | None = None  # when the step after the first began: start-up is not step time
 
@@ -537,12 +590,16 @@ class _Loop:
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
                        data_sizes=self.dataset.sizes())
+        self._open_probe()
         return start
 
     # -- one step ---------------------------------------------------------------------------------------------
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """One minibatch update at learning rate lr_at(step); the loss and gradient norm as device scalars."""
-        t, lr = self.t, lr_at(step, self.t)
+        """One minibatch update at learning rate lr_at(step), or the Control's fixed override (kept as
+        ``self.lr``, what the step's row records); the loss and gradient norm as device scalars."""
+        override = self.control.lr_override
+        t, lr = self.t, lr_at(step, self.t) if override is None else override
+        self.lr = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev)
@@ -576,7 +633,7 @@ class _Loop:
             (loss, grad_norm, tokens), note = self.step(step), None
         else:
             (loss, grad_norm, tokens), note = self._first_step(step)
-        self.window.add(step + 1, lr_at(step, self.t), loss, grad_norm, tokens)
+        self.window.add(step + 1, self.lr, loss, grad_norm, tokens)
         if self.t_start is None:
             loss.item()  # wait for the device: what follows is step time
             self.window.restart_clock()
@@ -587,15 +644,26 @@ class _Loop:
     def run_steps(self, start: int) -> Iterator[Event]:
         """Step from ``start`` to train.steps, honouring the Control between steps, emitting (see `_emit`)
         about ten times a second and at every evaluation and checkpoint; then checkpoint and finish.
-        Whatever happens, the run folder is not left "running"."""
+        Whatever happens, the run folder is not left "running". Pausing first announces the steps done so
+        far; a step asked for while paused (`Control.step_once`) is announced at once, then Paused again."""
         t, control = self.t, self.control
         self.start, step = start, start
         self.model.train()
         status, message = "finished", f"trained {t.steps} steps"
+        single = False  # the coming step is one asked for while paused
         try:
             while step < t.steps:
                 if control.paused and not control.stopping:
-                    yield from self._pause(step)
+                    diverged = (yield from self._emit(step)) if self.window.steps else None
+                    if diverged:
+                        message, step = diverged
+                        status = "failed"
+                        break
+                    single = yield from self._pause(step)
+                elif single:  # resumed or stopped while the single step ran: the pause is over
+                    single = False
+                    yield Resumed(step)
+                    self.window.restart_clock()
                 if control.stopping:
                     status, message = "stopped", f"stopped at step {step}"
                     break
@@ -605,7 +673,7 @@ class _Loop:
                 if note:
                     yield note
                 step += 1
-                if self._emission_due(step):
+                if single or self._emission_due(step):
                     diverged = yield from self._emit(step)
                     if diverged:
                         message, step = diverged
@@ -627,16 +695,21 @@ class _Loop:
         self.run.write_meta(status=status, step=step)
         yield Finished(step, status, message)
 
-    def _pause(self, step: int) -> Iterator[Event]:
-        """Wait while paused (or until stopped), making the snapshots asked for meanwhile."""
+    def _pause(self, step: int) -> Generator[Event, None, bool]:
+        """Wait while paused (or until stopped), making the snapshots asked for meanwhile. True when one step
+        was asked for (`Control.step_once`): the caller takes it still paused, with no Resumed."""
         control = self.control
         yield Paused(step)
         while control.paused and not control.stopping:
-            control.wait_while_paused(0.1)
+            if control._take_step():
+                self.window.restart_clock()
+                return True
+            control.wait_while_paused(0.05)
             if control.snapshot_wanted:
                 yield self.snapshot(step)
         yield Resumed(step)
         self.window.restart_clock()
+        return False
 
     def _evaluation_due(self, step: int) -> bool:
         return step % self.t.eval_interval == 0 or step == self.t.steps
@@ -670,6 +743,8 @@ class _Loop:
         self.run.append_metrics(rows)  # on disk before the events that announce it
         if evaluation:
             yield evaluation
+        if evaluating and self.probe_ids is not None:
+            yield self._probe(step)
         if evaluating and self.t.sample_tokens:
             yield self._sample(step)
         if self._checkpoint_due(step):
@@ -691,6 +766,34 @@ class _Loop:
         tr, va, acc = evaluate(self.model, self.dataset, self.task, self.t, self.dev, self.t.seed, self.precision)
         self.run.write_meta(step=step, best_val_loss=min(va, self.run.meta.get("best_val_loss", math.inf)), val_loss=va)
         return Evaluation(step, tr, va, acc)
+
+    def _open_probe(self) -> None:
+        """The run's probe input: the one asked for, else the run's own (resuming), else the task's default
+        (`probes.default_probe`); recorded in meta.json and encoded once. A probe asked for that the model
+        cannot read raises ValueError; a default that cannot be made leaves the run without probe maps."""
+        from . import probes
+
+        mcfg, asked = self.config.model, self.probe_input
+        probe = asked or self.run.probe_input()
+        try:
+            if probe is None:
+                probe = probes.default_probe(self.dataset, self.tokenizer, self.task, mcfg.l_max, self.t.seed)
+            self.probe_ids = probe.encode(self.tokenizer, mcfg.arch, self.task, mcfg.l_max)
+        except ValueError as e:
+            if asked is not None:
+                raise ValueError(f"the probe input {asked.describe()} cannot be used: {e}") from None
+            return
+        self.probe = probe
+        self.run.write_meta(**{probes.META_KEY: probe.to_dict()})
+
+    def _probe(self, step: int) -> Probe:
+        """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk)."""
+        from .probes import probe_maps, save_probe
+
+        assert self.probe_ids is not None
+        ids, context = self.probe_ids
+        maps = probe_maps(self.model, self.tokenizer, ids, context)
+        return Probe(step, str(save_probe(self.run.path, step, maps, self.probe)))
 
     def _sample(self, step: int) -> Sample:
         text = make_sample(self.model, self.tokenizer, self.dataset, self.task, self.t, self.t.seed + step,

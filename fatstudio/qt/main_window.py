@@ -93,6 +93,7 @@ class MainWindow(QMainWindow):
         self._model_call = None
         self._runs_stale = False
         self._event_handlers: dict[type, Callable[[Any], None]] | None = None
+        self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
 
         # the settings: the first preset's, ready to train
         self.settings = Settings(self.presets[0].config if self.presets else None, parent=self)
@@ -169,6 +170,7 @@ class MainWindow(QMainWindow):
         self.trainAction = QAction("&Train", self, triggered=self.start_training, shortcut="Ctrl+Return")
         run_menu.addAction(self.trainAction)
         run_menu.addAction(QAction("&Pause / Resume", self, triggered=self.toggle_pause, shortcut="Ctrl+P"))
+        run_menu.addAction(QAction("S&tep (while paused)", self, triggered=self.step_once))
         run_menu.addAction(QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+."))
 
     def _connect(self) -> None:
@@ -176,6 +178,9 @@ class MainWindow(QMainWindow):
         tv.trainButton.clicked.connect(self.start_training)
         tv.pauseButton.clicked.connect(self.toggle_pause)
         tv.stopButton.clicked.connect(self.stop_training)
+        tv.stepRequested.connect(self.step_once)
+        tv.lrRequested.connect(self.set_live_lr)
+        tv.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
         tv.snapshotButton.clicked.connect(self.prompt_with_snapshot)
         tv.runs.openRequested.connect(self.open_run)
         tv.runs.resumeRequested.connect(self.resume_run)
@@ -225,6 +230,8 @@ class MainWindow(QMainWindow):
                     item.widget().deleteLater()
             lay.addWidget(panel)
         self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        if self._probe_dir is not None:
+            self._list_probes(self._probe_dir)
         if self.loaded_model is not None:
             self._set_prompt_model(self.loaded_model)
 
@@ -314,6 +321,24 @@ class MainWindow(QMainWindow):
             self.job.resume()
             self.train_view.pauseButton.setEnabled(False)
 
+    def step_once(self) -> None:
+        """While paused: train one step, then pause again (the trainer says Paused again)."""
+        if self.job is None or self.state != "paused":
+            return
+        self.train_view.stepButton.setEnabled(False)
+        self.job.step_once()
+        self.statusBar().showMessage("One step…")
+
+    def set_live_lr(self, lr: float | None) -> None:
+        """Train the running (or paused) run at the fixed learning rate ``lr`` from the next step on, or
+        return to its schedule (None)."""
+        if self.job is None or self.state not in ("running", "paused"):
+            return
+        self.job.set_lr(lr)
+        self.train_view.show_lr_override(lr)
+        self.statusBar().showMessage("η follows the schedule from the next step on." if lr is None else
+                                     f"η = {lr:g} from the next step on.", 6000)
+
     def stop_training(self) -> None:
         if self.job is None or self.state in ("idle", "stopping"):
             return
@@ -351,7 +376,7 @@ class MainWindow(QMainWindow):
                 t.Prepare: self._on_prepare, t.Started: self._on_started, t.Steps: self._on_steps,
                 t.Evaluation: self._on_evaluation, t.Sample: self._on_sample, t.Checkpoint: self._on_checkpoint,
                 t.Paused: self._on_paused, t.Resumed: self._on_resumed, t.Note: self._on_note,
-                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished,
+                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished, t.Probe: self._on_probe,
             }
         return self._event_handlers
 
@@ -364,10 +389,14 @@ class MainWindow(QMainWindow):
         if self.state == "starting":
             self._set_state("running")
         self.train_view.show_progress(ev.start_step, ev.total_steps)
+        self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
+        self.train_view.show_lr_override(None)
+        self.plots.export_stem = str(Path(ev.run_dir) / "curves")
         self.train_view.statusLabel.setText(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
             f"steps {ev.start_step:,} → {ev.total_steps:,}.")
         self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
+        self._list_probes(ev.run_dir)  # a resumed run's earlier steps; none for a new one
         self.refresh_runs()
 
     def _on_steps(self, ev) -> None:
@@ -403,6 +432,19 @@ class MainWindow(QMainWindow):
 
     def _on_note(self, ev) -> None:
         self.statusBar().showMessage(ev.message, 10000)
+
+    def _on_probe(self, ev) -> None:
+        """Step ``ev.step``'s probe maps are saved: the Attention tab's slider gets the step."""
+        if self._attention_panel is not None:  # else listed from the folder when the panel is made
+            self._attention_panel.add_probe(ev.step, ev.path)
+
+    def _list_probes(self, run_dir: str) -> None:
+        """Give the Attention tab's slider the probe maps saved in ``run_dir`` (once the panel exists: making
+        it imports torch, which opening a run does not need)."""
+        self._probe_dir = run_dir
+        if self._attention_panel is not None:
+            from fatstudio.core.probes import list_probes
+            self._attention_panel.set_probes(list_probes(run_dir))
 
     def _on_snapshot(self, ev) -> None:
         loaded = self.job.take_snapshot() if self.job else None
@@ -473,6 +515,7 @@ class MainWindow(QMainWindow):
             return
         self.run_dir = str(run.path)
         self.plots.load_metrics(run.metrics())
+        self.plots.export_stem = str(run.path / "curves")
         self.train_view.set_samples(run.samples())
         m = run.meta
         step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
@@ -482,6 +525,7 @@ class MainWindow(QMainWindow):
             f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at step "
             f"{step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
         self.show_error(None)
+        self._list_probes(str(run.path))
         if run.has_checkpoint:
             self._load_run_model(str(run.path))
         else:
@@ -503,6 +547,7 @@ class MainWindow(QMainWindow):
         self.loaded_model = loaded
         try:
             self.prompt_panel.set_model(loaded)
+            self.attention_panel.set_model(loaded)  # the head scores of the maps it shows
         except Exception as e:
             log.exception("prompt panel set_model failed")
             self.show_error(f"The Prompt panel could not take the model: {e}", dialog=False)
@@ -524,6 +569,8 @@ class MainWindow(QMainWindow):
         except OSError as e:
             self.show_error(f"Could not delete {run.path}: {e.strerror or e}.")
         self.plots.remove_overlay(run.name)
+        if self._probe_dir == str(run.path):
+            self._list_probes(str(run.path))  # its probe files are gone: the slider goes
         if self.run_dir and str(run.path) == str(self.run_dir):
             self.run_dir = None
         self.refresh_runs()

@@ -86,7 +86,7 @@ class TrainingJob(QObject):
     def __init__(self, config, run_dir=None, resume: bool = False, prepared=None, parent=None):
         super().__init__(parent)
         self.control = None
-        self._pending: list[str] = []  # requests made before the Control arrived
+        self._pending: list[tuple[str, tuple]] = []  # requests (method, arguments) made before the Control arrived
         self._running = False
         self._worker = GeneratorWorker(_training_generator, config, run_dir, resume, prepared)
         self._worker.yielded.connect(self._on_yielded)
@@ -107,8 +107,8 @@ class TrainingJob(QObject):
     def _on_yielded(self, ev) -> None:
         if isinstance(ev, ControlReady):
             self.control = ev.control
-            for request in self._pending:
-                getattr(self.control, request)()
+            for name, args in self._pending:
+                getattr(self.control, name)(*args)
             self._pending.clear()
             return
         self.event.emit(ev)
@@ -117,11 +117,11 @@ class TrainingJob(QObject):
         self._running = False
         self.done.emit()
 
-    def _request(self, name: str) -> None:
+    def _request(self, name: str, *args) -> None:
         if self.control is not None:
-            getattr(self.control, name)()
+            getattr(self.control, name)(*args)
         else:
-            self._pending.append(name)
+            self._pending.append((name, args))
 
     def stop(self) -> None:
         self._request("stop")
@@ -132,6 +132,14 @@ class TrainingJob(QObject):
     def resume(self) -> None:
         self._request("resume")
 
+    def step_once(self) -> None:
+        """While paused: one step, then paused again (`Control.step_once`)."""
+        self._request("step_once")
+
+    def set_lr(self, lr: float | None) -> None:
+        """A fixed learning rate from the next step on; None: back to the schedule (`Control.set_lr`)."""
+        self._request("set_lr", lr)
+
     def request_snapshot(self) -> None:
         self._request("request_snapshot")
 
@@ -140,7 +148,7 @@ class TrainingJob(QObject):
 
     @property
     def stopping(self) -> bool:
-        return "stop" in self._pending or bool(self.control and self.control.stopping)
+        return ("stop", ()) in self._pending or bool(self.control and self.control.stopping)
 
 
 class _CallSignals(QObject):

@@ -5,7 +5,8 @@ import csv
 import numpy as np
 import pytest
 import torch
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QAbstractSlider
 
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core import inference
@@ -227,3 +228,130 @@ def test_exports_are_the_cores(panel, tmp_path):
     assert grid == maps.to_png(["self/0", "self/1"], with_mean=True)
     with pytest.raises(ValueError, match="'view' or 'grid'"):
         panel.export_png(tmp_path / "p.png", what="panel")
+
+
+def test_entropy_table_shows_head_scores_sortable(qtbot, panel):
+    """With a model given, the head scores of the maps shown arrive from a worker: one table row per head
+    (and per layer's mean), columns prev/diag/sink/induction equal to the core's, sortable by a header
+    click; a click on a sorted row still shows that head."""
+    from fatstudio.core.head_scores import SCORES, head_scores
+
+    loaded = make_loaded("gpt")
+    maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the quick fox"))
+    panel.show_maps(maps)
+    qtbot.waitUntil(lambda: panel.scores is not None, timeout=10000)
+    rows = panel.score_table()
+    # no model: the scores of the maps alone
+    assert len(rows) == 2 * (3 + 1) and rows[0]["induction"] == "" and rows[0]["prev"] != ""
+    panel.set_model(loaded)
+    qtbot.waitUntil(lambda: panel.score_table()[0]["induction"] != "", timeout=10000)
+    qtbot.waitUntil(lambda: panel.scores is not None, timeout=10000)
+    expected = head_scores(loaded.model, loaded.tokenizer, maps)
+    rows = panel.score_table()
+    assert [r["head"] for r in rows[:4]] == ["1", "2", "3", "mean"]
+    for r in rows:
+        name = f"self/{r['layer']}"
+        for score in SCORES:
+            v = expected.get(name, score)
+            want = v.mean() if r["head"] == "mean" else v[int(r["head"]) - 1]
+            assert r[score] == f"{want:.2f}" and 0 <= float(r[score]) <= 1
+    # sort by induction, descending, with a header click
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.stack.setCurrentIndex(1)
+    col = panel.TABLE_COLUMNS.index("induction")
+    header = panel.entropyTable.horizontalHeader()
+    at = QPoint(header.sectionViewportPosition(col) + header.sectionSize(col) // 2, header.height() // 2)
+    for _ in range(2):  # ascending, then descending
+        qtbot.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=at)
+        values = [float(r["induction"]) for r in panel.score_table()]
+        descending = header.sortIndicatorOrder() == Qt.SortOrder.DescendingOrder
+        assert header.sortIndicatorSection() == col and values == sorted(values, reverse=descending)
+    if not descending:
+        panel.entropyTable.sortItems(col, Qt.SortOrder.DescendingOrder)
+    top = panel.score_table()[0]
+    panel.entropyTable.cellClicked.emit(0, 0)
+    assert panel.layer == int(top["layer"])
+    assert panel.head == (MEAN if top["head"] == "mean" else int(top["head"]) - 1)
+    # new maps: the old scores go, the new ones come
+    panel.show_maps(inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("hello")))
+    qtbot.waitUntil(lambda: panel.scores is not None and panel.score_table()[0]["prev"] != "", timeout=10000)
+    assert panel.headGrid.badges and len(panel.headGrid.badges[0]) == 4
+
+
+# ---- attention over training time: probeSlider ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def probe_run(tmp_path_factory):
+    """A tiny gpt run with evaluations at steps 10, 20, 30, and its Probe events."""
+    from fatstudio.core.config import TrainConfig
+    from fatstudio.core.training import Probe, train
+
+    tmp = tmp_path_factory.mktemp("probes")
+    corpus = tmp / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 100, encoding="utf-8")
+    cfg = RunConfig(ModelConfig(l_max=16, L=2, H=2, d_e=16, d_mlp=32), DataConfig(corpus=str(corpus)),
+                    TrainConfig(steps=30, batch_size=4, eval_interval=10, eval_iters=1, sample_tokens=0,
+                                lr=1e-2, device="cpu"))
+    events = [e for e in train(cfg, run_dir=tmp / "run") if isinstance(e, Probe)]
+    return tmp / "run", events
+
+
+def test_probe_slider_follows_a_training_run_and_scrubs(qtbot, panel, probe_run):
+    from fatstudio.core.runs import Run
+
+    run_dir, events = probe_run
+    assert [e.step for e in events] == [10, 20, 30]
+    slider = panel.findChild(QAbstractSlider, "probeSlider")
+    assert slider is panel.probeSlider and not panel.probeBar.isVisibleTo(panel)
+    for ev in events:  # as the main window routes them while training
+        panel.add_probe(ev.step, ev.path)
+        assert panel.probe_step == ev.step  # the slider follows the newest step
+    assert slider.maximum() - slider.minimum() + 1 == 3 and slider.value() == 2
+    assert panel.probeBar.isVisibleTo(panel) and "step 30" in panel.probeStepLabel.text()
+    run = Run.open(run_dir)
+    panel.set_view(layer=1, head=0)
+    last = panel.current_matrix().copy()
+    np.testing.assert_array_equal(last, run.load_probe(30).maps["self/1"][0])
+    slider.setValue(0)  # scrub back to the first evaluation: grid and large map follow
+    assert panel.probe_step == 10 and "step 10" in panel.probeStepLabel.text()
+    first = panel.current_matrix()
+    np.testing.assert_array_equal(first, run.load_probe(10).maps["self/1"][0])
+    assert not np.allclose(first, last)
+    assert panel.headGrid.image_items() and panel.layer == 1 and panel.head == 0  # the view is kept
+    panel.probeTimer.setInterval(10)
+    qtbot.mouseClick(panel.probePlayButton, Qt.MouseButton.LeftButton)  # play: steps to the end, then stops
+    qtbot.waitUntil(lambda: panel.probe_step == 30 and not panel.probePlayButton.isChecked(), timeout=5000)
+
+
+def test_probe_slider_for_a_reopened_run_and_a_prompts_maps(qtbot, panel, probe_run):
+    from fatstudio.core.probes import list_probes
+
+    run_dir, _ = probe_run
+    panel.show_maps(gpt_maps())  # a prompt's maps
+    panel.set_probes(list_probes(run_dir))
+    assert panel.probe_steps() == [10, 20, 30] and panel.probe_step == 30 and panel.showing_probe
+    panel.show_maps(gpt_maps("the lazy dog"))
+    assert not panel.showing_probe and "not shown" in panel.probeStepLabel.text()
+    prompt_maps = panel.maps
+    panel.add_probe(40, list_probes(run_dir)[30])  # a new step does not replace the prompt's maps
+    assert panel.maps is prompt_maps and panel.probeSlider.maximum() == 3
+    panel.set_probes({})
+    assert not panel.probeBar.isVisibleTo(panel) and panel.maps is prompt_maps
+
+
+def test_main_window_routes_probe_events_and_lists_reopened_runs(qtbot, probe_run, tmp_path, monkeypatch):
+    from fatstudio.core.runs import Run
+    from fatstudio.core.training import Probe
+    from fatstudio.qt.main_window import MainWindow
+
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path))
+    run_dir, events = probe_run
+    w = MainWindow(runs_root=tmp_path)
+    qtbot.addWidget(w)
+    w.open_run(Run.open(run_dir))
+    slider = w.attention_panel.probeSlider
+    assert slider.maximum() == 2 and w.attention_panel.probe_step == 30
+    w.attention_panel.set_probes({})
+    for ev in events:
+        w._on_event(Probe(ev.step, ev.path))
+    assert slider.maximum() == 2 and w.attention_panel.probe_step == 30

@@ -379,3 +379,40 @@ def test_drop_a_corpus_file(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: w.corpus_panel.info is not None and not w.corpus_panel.loading, timeout=LONG)
     assert "hello world" in w.corpus_panel.previewView.toPlainText()
     assert w.corpus_panel.error is None and w.train_view.trainButton.isEnabled()
+
+
+def test_step_button_and_learning_rate_while_training(qtbot, window):
+    w, tv = window, window.train_view
+    step = w.findChild(QPushButton, "stepButton")
+    assert step is tv.stepButton and not step.isEnabled() and step.toolTip()
+    assert not tv.lrApplyButton.isEnabled() and tv.lrSpin.toolTip()
+    set_tiny(w, steps=100_000, corpus="copy")
+    tv.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > 5, timeout=LONG)
+    assert not step.isEnabled() and tv.lrApplyButton.isEnabled() and tv.lrScheduleButton.isEnabled()
+    assert tv.lrSpin.value() == w.current_config().train.lr  # starts at the run's η
+    tv.lrSpin.setValue(0.0042)
+    tv.lrApplyButton.click()  # while running: from a following step on
+    qtbot.waitUntil(lambda: w.plots.lr.n and w.plots.lr.y[-1] == 0.0042, timeout=LONG)
+    assert "fixed" in tv.lrLabel.text()
+    tv.pauseButton.click()
+    qtbot.waitUntil(lambda: w.state == "paused" and step.isEnabled(), timeout=LONG)
+    n = w.plots.n_points()
+    last = int(w.plots.train.x[-1])
+    for i in (1, 2):  # one click, one step
+        qtbot.mouseClick(step, Qt.MouseButton.LeftButton)
+        assert not step.isEnabled()  # until the trainer has paused again
+        qtbot.waitUntil(lambda: step.isEnabled(), timeout=LONG)
+        assert w.state == "paused" and w.plots.n_points() == n + i and int(w.plots.train.x[-1]) == last + i
+    tv.lrScheduleButton.click()  # while paused: the next step follows the schedule again
+    step.click()
+    qtbot.waitUntil(lambda: w.plots.n_points() == n + 3 and step.isEnabled(), timeout=LONG)
+    assert w.plots.lr.y[-2] == 0.0042 and w.plots.lr.y[-1] != 0.0042 and "schedule" in tv.lrLabel.text()
+    qtbot.wait(200)
+    assert w.plots.n_points() == n + 3  # still paused
+    tv.stopButton.click()
+    wait_idle(qtbot, w)
+    assert not step.isEnabled() and not tv.lrApplyButton.isEnabled()
+    rows = [json.loads(line) for line in (Path(w.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    lrs = {r["step"]: r["lr"] for r in rows if "train_loss" in r}
+    assert lrs[last + 1] == lrs[last + 2] == 0.0042 and lrs[last + 3] != 0.0042  # what metrics.jsonl records

@@ -86,3 +86,38 @@ def test_steps_skipped_by_loss_scaling_leave_no_gap_value_in_the_gradient_plot(q
     plots.load_metrics([{"step": 1, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 0.5},
                         {"step": 2, "train_loss": 1.9, "lr": 1e-3, "grad_norm": None, "skipped": True}])
     assert list(plots.grad.x) == [1] and list(plots.train.x) == [1, 2]
+
+
+def test_export_curves_as_csv_and_png(qtbot, tmp_path):
+    import csv
+
+    from PySide6.QtGui import QImage
+
+    plots = TrainingPlots()
+    qtbot.addWidget(plots)
+    plots.smoothingSlider.setValue(50)
+    plots.append_steps([1, 2, 3], [3.0, 2.0, 1.0], [1e-4, 2e-4, 3e-4], [1.0, None, 0.5], 1000.0)
+    plots.append_steps([4], [0.5], [3e-4], [0.4], 1200.0)
+    plots.add_eval(3, 2.5)
+    messages = []
+    plots.exported.connect(messages.append)
+    plots.ask_save_path = lambda kind: str(tmp_path / f"out.{kind}")  # the dialog's answer
+    plots.curvesCsvButton.click()
+    rows = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
+    assert list(rows[0]) == ["step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s"]
+    assert [r["step"] for r in rows] == ["1", "2", "3", "4"]
+    assert [float(r["train_loss"]) for r in rows] == [3.0, 2.0, 1.0, 0.5]
+    assert float(rows[0]["smoothed"]) == 3.0 and float(rows[1]["smoothed"]) == pytest.approx((0.5 * 3 + 2) / 1.5)
+    assert [r["val_loss"] for r in rows] == ["", "", "2.5", ""]
+    assert float(rows[2]["lr"]) == 3e-4 and rows[1]["grad_norm"] == "" and float(rows[3]["grad_norm"]) == 0.4
+    assert [r["tokens_per_s"] for r in rows] == ["", "", "1000.0", "1200.0"]  # once per emission window
+    plots.curvesPngButton.click()
+    image = QImage(str(tmp_path / "out.png"))
+    assert not image.isNull() and image.width() >= plots.lossPlot.width() and image.height() > plots.lossPlot.height()
+    assert messages == [f"Curves saved to {tmp_path / 'out.csv'}", f"Curves saved to {tmp_path / 'out.png'}"]
+    plots.ask_save_path = lambda kind: str(tmp_path / "missing" / f"out.{kind}")
+    plots.curvesCsvButton.click()
+    assert messages[-1].startswith("Could not export the curves")
+    plots.ask_save_path = lambda kind: None  # cancelled: nothing written, nothing said
+    plots.curvesCsvButton.click()
+    assert len(messages) == 3

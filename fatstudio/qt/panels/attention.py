@@ -8,6 +8,14 @@
   (the heads and "mean over heads");
 - click a query (a row of the large map, or a token of the text strip) to lay its attention row over the
   text as token backgrounds;
+- head scores (`core.head_scores`, measured in a worker thread): per head the mean weight to the previous
+  token, to itself, to the first token (of the maps shown), and, with a model given by `set_model`, the
+  induction score on random tokens repeated twice (not for a probe's maps, whose weights are a past step's),
+  in the sortable ``entropyTable`` (one row per head) and the highest, where ≥ 0.5, in the grid's thumbnail
+  titles;
+- over training time: ``probeSlider`` (a QSlider) runs over the evaluation steps whose probe maps the run
+  saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
+  play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -21,7 +29,7 @@ import html
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +40,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QScrollArea,
+    QSlider,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -41,12 +50,34 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, attention_entropy, map_name
+from ...core.head_scores import (  # torch-free at import
+    SCORE_TITLES,
+    SCORES,
+    HeadScores,
+    head_scores,
+    is_self_attention,
+    map_scores,
+)
 from ...core.prompting import display_token
 from ..widgets.heatmap import HeadGrid, HeatmapView
 from ..widgets.token_view import TokenView, weight_tint
+from ..workers import call_in_thread
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
+BADGES = {"prev": "prev", "diag": "diag", "sink": "sink", "induction": "ind"}  # a score in a thumbnail's title
+BADGE_AT = 0.5  # a thumbnail's title names the scores at least this high
+
+
+class _NumberItem(QTableWidgetItem):
+    """A table cell shown as text and sorted by a number."""
+
+    def __init__(self, text: str, value: float):
+        super().__init__(text)
+        self.value = float(value)
+
+    def __lt__(self, other) -> bool:
+        return self.value < getattr(other, "value", 0.0)
 
 
 class AttentionPanel(QWidget):
@@ -63,6 +94,13 @@ class AttentionPanel(QWidget):
         self.query: int | None = None
         self._cross = False  # the queries are not the keys: a separate query strip is shown
         self._updating = False
+        self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
+        self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
+        self._scores_call = None
+        self._scores_for: object = None  # the maps the call in flight measures
+        self.probe_paths: dict[int, Path] = {}  # the run's saved probe maps by step (`set_probes`)
+        self.probe_step: int | None = None  # the step whose probe maps were shown last
+        self._probe_maps: AttentionMaps | None = None
         self._build()
 
     # ---- layout ------------------------------------------------------------------------------------------
@@ -117,11 +155,14 @@ class AttentionPanel(QWidget):
         for b in (self.fitButton, self.exportPngButton, self.exportCsvButton):
             bar.addWidget(b)
         pl.addLayout(bar)
+        pl.addWidget(self._build_probe_bar())
 
         self.headGrid = HeadGrid()
         self.headGrid.setObjectName("headGrid")
         self.headGrid.setToolTip("Every head of every layer (rows: layers, columns: heads, then their mean), "
-                                 "titled with the head's entropy in nats. Click one to show it large.")
+                                 "titled with the head's entropy in nats and its highest head score when that "
+                                 "is at least 0.5 (prev, diag, sink, ind = induction). Click one to show it "
+                                 "large.")
         self.gridScroll = QScrollArea()
         self.gridScroll.setWidgetResizable(True)
         self.gridScroll.setWidget(self.headGrid)
@@ -144,10 +185,16 @@ class AttentionPanel(QWidget):
         self.entropyTable = QTableWidget(0, 0)
         self.entropyTable.setObjectName("entropyTable")
         self.entropyTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.entropyTable.setToolTip("Entropy of each head's attention rows, averaged over the queries, in nats: "
-                                     "0 = every query looks at one key; log(T) = uniform. Click a cell to show "
-                                     "that head large.")
-        self.entropyCaption = QLabel("Per-head entropy (nats)")
+        self.entropyTable.setToolTip(
+            "One row per head (and per layer's mean over heads). H: entropy of the head's attention rows, averaged "
+            "over the queries, in nats (0 = every query looks at one key; log(T) = uniform). The scores are mean "
+            "attention weights (0-1): prev = to the previous token, diag = to itself, sink = to the first token "
+            "(all on the text shown), induction = from each token of the second copy of random tokens repeated "
+            "twice to the token after its earlier occurrence (the loaded model). Click a header to sort, a row "
+            "to show that head large.")
+        self.entropyTable.setSortingEnabled(True)
+        self.entropyTable.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.entropyCaption = QLabel("Per-head entropy (nats) and scores")
         left = QWidget()
         lv = QVBoxLayout(left)
         lv.setContentsMargins(0, 0, 0, 0)
@@ -200,7 +247,7 @@ class AttentionPanel(QWidget):
         self.layerCombo.currentIndexChanged.connect(self._on_layer_combo)
         self.headCombo.currentIndexChanged.connect(self._on_head_combo)
         self.headGrid.headClicked.connect(self._on_grid_clicked)
-        self.entropyTable.cellClicked.connect(self._on_grid_clicked)
+        self.entropyTable.cellClicked.connect(self._on_table_clicked)
         self.attentionView.hovered.connect(self._on_hover)
         self.attentionView.queryClicked.connect(self.select_query)
         self.tokenStrip.tokenClicked.connect(self._on_strip_clicked)
@@ -256,10 +303,14 @@ class AttentionPanel(QWidget):
         self.query = None
         self.messageLabel.setVisible(False)
         self.stack.setCurrentIndex(1)
+        if self.scores is not None and self._scores_for is not maps:
+            self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
+        self._request_scores()
 
     def clear(self) -> None:
         self.maps = None
+        self.scores = None
         self.kind = None
         self.query = None
         self.attentionView.clear()
@@ -334,31 +385,130 @@ class AttentionPanel(QWidget):
         n_cols = self.headGrid.grid_shape()[1]
         self.headGrid.setMinimumWidth(40 + 40 * n_cols)
         self._fill_entropy_table(rows, mean_ents)
+        self.headGrid.set_badges(self._grid_badges())
         self._fit_grid()
 
+    def _grid_badges(self) -> list[list[str]]:
+        """Per thumbnail (layers × heads, then the mean) its highest score if ≥ `BADGE_AT`, e.g. "ind 0.83"."""
+        out = []
+        for l in self.layers():
+            name = map_name(self.kind, l)
+            per = [(sc, v) for sc in SCORES if (v := self._score(name, sc)) is not None]
+            n = self.maps.n_heads(name)
+            row = []
+            for h in range(n + 1):
+                best = max(((float(v[h] if h < n else v.mean()), sc) for sc, v in per), default=(0.0, ""))
+                row.append(f"{BADGES[best[1]]} {best[0]:.2f}" if best[0] >= BADGE_AT else "")
+            out.append(row)
+        return out
+
+    # ---- head scores (measured in a worker) ------------------------------------------------------------
+    def set_model(self, loaded) -> None:
+        """The LoadedModel (model, tokenizer) whose head scores are measured beside the maps shown: prev, diag
+        and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
+        self.loaded = loaded
+        if self.maps is not None:
+            self._request_scores()
+
+    def _request_scores(self) -> None:
+        """Measure the scores of the maps shown in a worker thread (`core.head_scores.head_scores`); the table
+        and the grid show them when they arrive, if those maps are still shown."""
+        if self._scores_call is not None:
+            self._scores_call.cancelled = True  # its result is for maps no longer shown
+            self._scores_call = None
+        maps, loaded = self.maps, self.loaded
+        if maps is None:
+            return
+        self._scores_for = maps
+        done = dict(on_result=lambda sc, m=maps: self._on_scores(m, sc), on_error=self._on_scores_failed)
+        # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
+        if loaded is None or getattr(loaded, "model", None) is None or getattr(self, "showing_probe", False):
+            self._scores_call = call_in_thread(map_scores, maps, **done)  # prev, diag, sink: no model needed
+        else:
+            self._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, **done)
+
+    def scores_pending(self) -> bool:
+        return self._scores_call is not None and self._scores_call.running
+
+    def _on_scores(self, maps, scores: HeadScores) -> None:
+        self._scores_call = None
+        if maps is not self.maps:
+            return
+        self.scores = scores
+        if self.kind is not None:
+            self._draw_grid()
+
+    def _on_scores_failed(self, message: str) -> None:
+        self._scores_call = None
+        self.messageLabel.setText(f"Could not measure the head scores: {message}")
+        self.messageLabel.setStyleSheet("color: #c0392b;")
+        self.messageLabel.setVisible(True)
+
+    TABLE_COLUMNS = ("layer", "head", "H (nats)", *SCORES)  # the entropy table's columns
+
     def _fill_entropy_table(self, rows, mean_ents) -> None:
+        """One row per head of each layer of the kind shown, then the layer's mean over heads: layer, head,
+        entropy, and the head scores of `scores` (blank until they arrive; the mean's are the heads' mean,
+        as every score is linear in the weights). Sortable by any column."""
         t = self.entropyTable
-        n_heads = max((A.shape[0] for _, A, _ in rows), default=0)
+        t.setSortingEnabled(False)  # filling a sorted table would move rows under the loop
         t.clear()
-        t.setRowCount(len(rows))
-        t.setColumnCount(n_heads + 1)
-        t.setHorizontalHeaderLabels([f"h{h + 1}" for h in range(n_heads)] + ["mean"])
-        t.setVerticalHeaderLabels([label for label, _, _ in rows])
+        t.setColumnCount(len(self.TABLE_COLUMNS))
+        t.setHorizontalHeaderLabels([BADGES.get(c, c) for c in self.TABLE_COLUMNS])  # "ind": the narrow pane
+        for c, score in enumerate(SCORES, 3):
+            t.horizontalHeaderItem(c).setToolTip(SCORE_TITLES[score] + ": mean attention weight, 0-1")
         T = max(2, self.maps.maps[self.current_name()].shape[-1])
         log_T = np.log(T)
         layers = self.layers()
+        out: list[tuple[int, int, str, float, dict[str, float]]] = []  # (row, col, head, entropy, scores)
         for r, (_, _, ent) in enumerate(rows):
-            for c, e in enumerate(list(ent) + [mean_ents[r]]):
-                item = QTableWidgetItem(f"{e:.2f}")
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                shade = QColor(70, 130, 180)  # darker = more focused (lower entropy)
-                shade.setAlphaF(max(0.0, 1.0 - float(e) / log_T) * 0.6)
-                item.setBackground(shade)
-                item.setToolTip(f"layer {layers[r]}, {'mean over heads' if c == len(ent) else f'head {c + 1}'}: "
-                                f"{e:.4f} nats (uniform over {T} keys would be {log_T:.2f})")
-                t.setItem(r, c, item)
+            name = map_name(self.kind, layers[r])
+            per = {sc: v for sc in SCORES if (v := self._score(name, sc)) is not None}
+            for h, e in enumerate(ent):
+                out.append((r, h, f"{h + 1}", float(e), {sc: float(v[h]) for sc, v in per.items()}))
+            out.append((r, len(ent), "mean", float(mean_ents[r]), {sc: float(v.mean()) for sc, v in per.items()}))
+        t.setRowCount(len(out))
+        for i, (r, c, head, e, sc) in enumerate(out):
+            where = f"layer {layers[r]}, {'mean over heads' if head == 'mean' else f'head {head}'}"
+            layer_item = _NumberItem(f"{layers[r]}", layers[r] + (0.5 if head == "mean" else 0.0))
+            layer_item.setData(Qt.ItemDataRole.UserRole + 1, (r, c))  # what a click shows large
+            t.setItem(i, 0, layer_item)
+            t.setItem(i, 1, _NumberItem(head, c))
+            item = _NumberItem(f"{e:.2f}", e)
+            shade = QColor(70, 130, 180)  # darker = more focused (lower entropy)
+            shade.setAlphaF(max(0.0, 1.0 - e / log_T) * 0.6)
+            item.setBackground(shade)
+            item.setToolTip(f"{where}: {e:.4f} nats (uniform over {T} keys would be {log_T:.2f})")
+            t.setItem(i, 2, item)
+            for col, score in enumerate(SCORES, 3):
+                v = sc.get(score)
+                item = _NumberItem("" if v is None else f"{v:.2f}", -1.0 if v is None else v)
+                if v is not None:
+                    tint = QColor(230, 126, 34)  # more orange = higher score
+                    tint.setAlphaF(min(max(v, 0.0), 1.0) * 0.6)
+                    item.setBackground(tint)
+                    item.setToolTip(f"{where}: {SCORE_TITLES[score]} score {v:.4f}")
+                else:
+                    item.setToolTip("cross-attention relates two sequences: it gets no head scores"
+                                    if not is_self_attention(map_name(self.kind, 0)) else
+                                    "not measured: the scores come from a worker; induction needs the model loaded "
+                                    "(not shown for maps saved during training)")
+                t.setItem(i, col, item)
+        for i in range(t.rowCount()):
+            for col in range(t.columnCount()):
+                t.item(i, col).setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        t.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        t.verticalHeader().setVisible(False)
+        t.setSortingEnabled(True)
+
+    def _score(self, name: str, score: str) -> np.ndarray | None:
+        return self.scores.get(name, score) if self.scores is not None else None
+
+    def score_table(self) -> list[dict[str, str]]:
+        """The entropy table as shown (in its current order): one dict per row, column (`TABLE_COLUMNS`) → text."""
+        t = self.entropyTable
+        cols = self.TABLE_COLUMNS
+        return [{cols[c]: t.item(r, c).text() for c in range(t.columnCount())} for r in range(t.rowCount())]
 
     def _fit_grid(self) -> None:
         """Give the grid the height that keeps its thumbnails about square (it scrolls when taller)."""
@@ -452,6 +602,12 @@ class AttentionPanel(QWidget):
         heads = self.maps.n_heads(map_name(self.kind, layers[row]))
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
 
+    def _on_table_clicked(self, row: int, col: int) -> None:
+        item = self.entropyTable.item(row, 0)
+        cell = item.data(Qt.ItemDataRole.UserRole + 1) if item is not None else None
+        if cell is not None:
+            self._on_grid_clicked(*cell)
+
     def _on_hover(self, q: int, k: int) -> None:
         if q < 0 or self.maps is None:
             return
@@ -460,6 +616,133 @@ class AttentionPanel(QWidget):
         self.hoverLabel.setText(
             f"query {q} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k} "
             f"<b><code>{html.escape(display_token(kt[k]))}</code></b>: weight <b>{A[q, k]:.4f}</b>")
+
+    # ---- probe maps over training time -------------------------------------------------------------------
+    def _build_probe_bar(self) -> QWidget:
+        """``probeSlider`` over the run's saved evaluation steps, its step label and a play button."""
+        self.probeBar = QWidget(objectName="probeBar")
+        row = QHBoxLayout(self.probeBar)
+        row.setContentsMargins(0, 0, 0, 0)
+        self.probePlayButton = QPushButton("▶ Play", objectName="probePlayButton")
+        self.probePlayButton.setCheckable(True)
+        self.probePlayButton.setToolTip("Play the heads forming: step through the saved evaluations.")
+        self.probeSlider = QSlider(Qt.Orientation.Horizontal, objectName="probeSlider")
+        self.probeSlider.setRange(0, 0)  # one position per saved step (`_sync_probe_slider`)
+        self.probeSlider.setPageStep(1)
+        self.probeSlider.setToolTip("The run's probe input at each evaluation step: every head's attention "
+                                    "map, saved while it trained. Drag to watch the heads form.")
+        self.probeStepLabel = QLabel(objectName="probeStepLabel")
+        self.probeStepLabel.setMinimumWidth(150)
+        row.addWidget(QLabel("Over training:"))
+        row.addWidget(self.probePlayButton)
+        row.addWidget(self.probeSlider, 1)
+        row.addWidget(self.probeStepLabel)
+        self.probeTimer = QTimer(self)
+        self.probeTimer.setInterval(400)
+        self.probeTimer.timeout.connect(self._advance_probe)
+        self.probeSlider.valueChanged.connect(self._on_probe_slider)
+        self.probePlayButton.toggled.connect(self._on_probe_play)
+        self.viewChanged.connect(self._update_probe_label)  # a prompt's maps shown: the label says so
+        self.probeBar.setVisible(False)
+        return self.probeBar
+
+    def probe_steps(self) -> list[int]:
+        """The saved evaluation steps the slider runs over, ascending."""
+        return list(self.probe_paths)
+
+    @property
+    def showing_probe(self) -> bool:
+        """Whether the maps shown are a saved probe's (not a prompt's)."""
+        return self.maps is not None and self.maps is self._probe_maps
+
+    def set_probes(self, paths: dict[int, str | Path]) -> None:
+        """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
+        step's maps are shown. Empty: the slider hides (and probe maps shown go)."""
+        self.probePlayButton.setChecked(False)
+        self.probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
+        self._sync_probe_slider()
+        if self.probe_paths:
+            self._set_probe_index(len(self.probe_paths) - 1, force=True)
+        elif self.showing_probe:
+            self._probe_maps = self.probe_step = None
+            self.clear()
+
+    def add_probe(self, step: int, path: str | Path) -> None:
+        """A new evaluation's probe maps (the trainer's Probe event). The slider follows it when it was at the
+        last step and the maps shown are a probe's (or there are none)."""
+        at_end = self.probeSlider.value() >= self.probeSlider.maximum()
+        follow = (self.maps is None or self.showing_probe) and at_end and not self.probeTimer.isActive()
+        self.probe_paths = dict(sorted({**self.probe_paths, int(step): Path(path)}.items()))
+        self._sync_probe_slider()
+        if follow:
+            self._set_probe_index(len(self.probe_paths) - 1, force=True)
+        else:
+            self._update_probe_label()
+
+    def show_probe_step(self, step: int) -> None:
+        """Move the slider to ``step`` (one of `probe_steps`) and show its maps."""
+        if step not in self.probe_paths:
+            raise ValueError(f"no probe maps are saved at step {step}; steps: {self.probe_steps()}.")
+        self._set_probe_index(self.probe_steps().index(step), force=True)
+
+    def _sync_probe_slider(self) -> None:
+        n = len(self.probe_paths)
+        self.probeSlider.blockSignals(True)
+        self.probeSlider.setRange(0, max(0, n - 1))
+        self.probeSlider.blockSignals(False)
+        self.probeBar.setVisible(n > 0)
+        self.probePlayButton.setEnabled(n > 1)
+        self._update_probe_label()
+
+    def _set_probe_index(self, i: int, force: bool = False) -> None:
+        if self.probeSlider.value() != i:
+            self.probeSlider.setValue(i)  # → _on_probe_slider
+        elif force:
+            self._on_probe_slider(i)
+
+    def _on_probe_slider(self, i: int) -> None:
+        steps = self.probe_steps()
+        if not 0 <= i < len(steps):
+            return
+        from ...core.probes import load_probe_file
+
+        try:  # a small file (L·H·T² float16 numbers): read on the GUI thread in about a millisecond
+            maps = load_probe_file(self.probe_paths[steps[i]])
+        except ValueError as e:
+            self.messageLabel.setText(f"Cannot show the probe maps of step {steps[i]}: {e}")
+            self.messageLabel.setStyleSheet("color: #c0392b;")
+            self.messageLabel.setVisible(True)
+            return
+        self._probe_maps, self.probe_step = maps, steps[i]
+        self.show_maps(maps)
+        self._update_probe_label()
+
+    def _update_probe_label(self) -> None:
+        steps = self.probe_steps()
+        if not steps:
+            self.probeStepLabel.setText("")
+            return
+        i = self.probeSlider.value()
+        shown = "" if self.showing_probe else " (not shown)"
+        self.probeStepLabel.setText(f"step {steps[i]:,}  ({i + 1}/{len(steps)}){shown}")
+
+    def _on_probe_play(self, playing: bool) -> None:
+        self.probePlayButton.setText("❚❚ Pause" if playing else "▶ Play")
+        if not playing:
+            self.probeTimer.stop()
+            return
+        if self.probeSlider.value() >= self.probeSlider.maximum():
+            self._set_probe_index(0, force=True)  # from the start again
+        self.probeTimer.start()
+
+    def _advance_probe(self) -> None:
+        i = self.probeSlider.value()
+        if i >= self.probeSlider.maximum():
+            self.probePlayButton.setChecked(False)
+            return
+        self._set_probe_index(i + 1)
+        if self.probeSlider.value() >= self.probeSlider.maximum():
+            self.probePlayButton.setChecked(False)
 
     # ---- export ---------------------------------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:

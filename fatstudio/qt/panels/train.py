@@ -1,6 +1,7 @@
 """Train panel: the training settings (``TrainPanel``, a form in the settings column) and the training view
-(``TrainView``: Start / Pause / Stop, the progress bar with ETA, the live plots, the sample text of each
-evaluation and the list of runs to reopen, resume, overlay or delete)."""
+(``TrainView``: Start / Pause / Step / Stop, the learning rate η changed while training, the progress bar
+with ETA, the live plots (exported as CSV or PNG), the sample text of each evaluation and the list of runs to
+reopen, resume, overlay or delete)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -37,6 +38,7 @@ from fatstudio.qt.widgets.forms import (
     human_count,
     human_duration,
     int_spin,
+    sci,
 )
 from fatstudio.qt.widgets.plots import TrainingPlots
 
@@ -306,7 +308,13 @@ class RunsList(QWidget):
 
 
 class TrainView(QWidget):
-    """What a run looks like while it trains: buttons, progress, plots, samples, runs."""
+    """What a run looks like while it trains: buttons, progress, plots, samples, runs.
+
+    Signals ``stepRequested()`` (Step, while paused) and ``lrRequested(object)``: a learning rate (float) to
+    train at from the next step on, or None to return to the schedule."""
+
+    stepRequested = Signal()
+    lrRequested = Signal(object)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -316,6 +324,7 @@ class TrainView(QWidget):
         self._progress_timer.timeout.connect(self.flush_progress)
         lay = QVBoxLayout(self)
         lay.addLayout(self._build_controls())
+        lay.addLayout(self._build_lr_controls())
         lay.addWidget(self._build_status())
         lay.addWidget(self._build_error())
         lay.addWidget(self._build_panes(), 1)
@@ -328,6 +337,10 @@ class TrainView(QWidget):
         self.trainButton.setDefault(True)
         self.pauseButton = QPushButton("Pause", objectName="pauseButton")
         self.pauseButton.setToolTip("Pause training after the current step (Resume continues).")
+        self.stepButton = QPushButton("Step", objectName="stepButton")
+        self.stepButton.setToolTip("While paused: train exactly one step (one minibatch update), show its "
+                                   "numbers, and pause again.")
+        self.stepButton.clicked.connect(self._step_clicked)
         self.stopButton = QPushButton("■ Stop", objectName="stopButton")
         self.stopButton.setToolTip("Stop after the current step; the run is checkpointed and kept.")
         self.snapshotButton = QPushButton("Prompt current weights", objectName="snapshotButton")
@@ -340,10 +353,43 @@ class TrainView(QWidget):
         self.progressBar.setTextVisible(True)
         self.progressBar.setMinimumWidth(200)
         row = QHBoxLayout()
-        for w in (self.trainButton, self.pauseButton, self.stopButton, self.snapshotButton):
+        for w in (self.trainButton, self.pauseButton, self.stepButton, self.stopButton, self.snapshotButton):
             row.addWidget(w)
         row.addWidget(self.progressBar, 1)
         return row
+
+    def _build_lr_controls(self) -> QHBoxLayout:
+        """η for the running (or paused) run: a value, Set, and back to the schedule."""
+        tip = ("Change the learning rate η of the run while it trains or is paused: Set trains at this fixed η "
+               "from the next step on, replacing the schedule (warm-up, cosine); Schedule returns to it. "
+               "metrics.jsonl and the η plot record the η each step used.")
+        self.lrSpin = SciSpinBox(minimum=0.0, maximum=10.0)
+        self.lrSpin.setObjectName("liveLrSpin")
+        self.lrSpin.setValue(3e-4)
+        self.lrSpin.setToolTip(tip + " Type any number, e.g. 1e-4; the arrows double or halve it.")
+        self.lrApplyButton = QPushButton("Set η", objectName="liveLrButton")
+        self.lrApplyButton.setToolTip(tip)
+        self.lrApplyButton.clicked.connect(lambda: self.lrRequested.emit(float(self.lrSpin.value())))
+        self.lrScheduleButton = QPushButton("Schedule", objectName="liveLrScheduleButton")
+        self.lrScheduleButton.setToolTip("Return to the learning-rate schedule of the Train settings from the "
+                                         "next step on.")
+        self.lrScheduleButton.clicked.connect(lambda: self.lrRequested.emit(None))
+        self.lrLabel = QLabel("", objectName="liveLrLabel")
+        label = QLabel("learning rate η:")
+        label.setToolTip(tip)
+        row = QHBoxLayout()
+        for w in (label, self.lrSpin, self.lrApplyButton, self.lrScheduleButton, self.lrLabel):
+            row.addWidget(w)
+        row.addStretch(1)
+        return row
+
+    def _step_clicked(self) -> None:
+        self.stepButton.setEnabled(False)  # until the trainer says Paused again: one click, one step
+        self.stepRequested.emit()
+
+    def show_lr_override(self, lr: float | None) -> None:
+        """Say whether the run follows its schedule or a fixed η set here."""
+        self.lrLabel.setText("following the schedule" if lr is None else f"fixed at {sci(lr)} (set here)")
 
     def _build_status(self) -> QLabel:
         self.statusLabel = QLabel("", objectName="statusLabel")
@@ -391,7 +437,13 @@ class TrainView(QWidget):
         active = state != "idle"
         self.pauseButton.setEnabled(state in ("running", "paused"))
         self.pauseButton.setText("Resume" if state == "paused" else "Pause")
+        self.stepButton.setEnabled(state == "paused")
         self.stopButton.setEnabled(state in ("starting", "running", "paused"))
+        live = state in ("running", "paused")
+        for w in (self.lrSpin, self.lrApplyButton, self.lrScheduleButton):
+            w.setEnabled(live)
+        if state == "idle":
+            self.lrLabel.setText("")
         self.snapshotButton.setEnabled(state == "running")  # the trainer copies weights between steps
         if active:
             self.trainButton.setEnabled(False)

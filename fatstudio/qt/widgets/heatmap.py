@@ -274,6 +274,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self._frames: list[list[QGraphicsRectItem]] = []
         self._sizes: list[list[tuple[int, int]]] = []
         self._selected: tuple[int, int] | None = None
+        self._base_titles: list[list[str]] = []  # "h1 · 2.03": what `set_maps` titles each thumbnail
+        self.badges: list[list[str]] = []  # per thumbnail, text added to its title (`set_badges`), e.g. head scores
         self.scene().sigMouseClicked.connect(self._on_clicked)
 
     def grid_shape(self) -> tuple[int, int]:
@@ -286,7 +288,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         if not rows or not cols:
             return 100
         cell = max(36.0, (width - 40.0) / cols)
-        return int(rows * (cell + 18.0) + 6)
+        title = 30.0 if any(any(row) for row in self.badges) else 18.0  # badges: a second line of title
+        return int(rows * (cell + title) + 6)
 
     def image_items(self) -> list[pg.ImageItem]:
         return [im for row in self.images for im in row]
@@ -329,6 +332,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         if rebuilt:
             self._build(n_rows, n_cols)
             self._shape = (n_rows, n_cols, with_mean)
+        self._base_titles = [[""] * n_cols for _ in range(n_rows)]
+        self.badges = []
         for r, (label, maps, ent) in enumerate(rows):
             self.row_labels[r].setText(label, color=self._fg)
             for c in range(n_cols):
@@ -347,9 +352,24 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                     vb.setRange(xRange=(0, tk), yRange=(0, tq), padding=0.0)
                     self._frames[r][c].setRect(QRectF(0, 0, tk, tq))
                     self._sizes[r][c] = (tq, tk)
+                self._base_titles[r][c] = title
                 self.titles[r][c].setText(title, color=self._fg)
         self.set_selected(*(self._selected or (-1, -1)))
         return rebuilt
+
+    def set_badges(self, badges: Sequence[Sequence[str]]) -> None:
+        """Add ``badges[r][c]`` (e.g. "ind .83") to thumbnail (r, c)'s title, on a second line; "" or a missing
+        entry: the title alone. Kept until the next `set_maps`."""
+        self.badges = [list(row) for row in badges]
+        for r, trow in enumerate(self.titles):
+            for c, label in enumerate(trow):
+                extra = badges[r][c] if r < len(badges) and c < len(badges[r]) else ""
+                base = self._base_titles[r][c] if r < len(self._base_titles) else ""
+                label.setText(f"{base}<br>{extra}" if extra else base, color=self._fg)
+
+    def title_text(self, row: int, col: int) -> str:
+        """The text of thumbnail (row, col)'s title, as set (badges after "<br>")."""
+        return self.titles[row][col].text
 
     def set_selected(self, row: int, col: int) -> None:
         """Outline one thumbnail (row, col); (-1, -1) for none."""

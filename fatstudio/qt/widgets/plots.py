@@ -6,23 +6,38 @@ each time once for all new points, with peak downsampling and clip-to-view, so a
 stays cheap to draw. The x range grows in 1-2-5 jumps rather than with every point, and there is no grid
 (pyqtgraph draws grids with the axes, which then repaint on every update): together these keep the GUI
 thread's share of the GIL at a few percent while training. Smoothing is an exponential moving average
-(debiased, as TensorBoard does) kept incrementally; moving the slider recomputes it once.
+(debiased, as TensorBoard does) kept incrementally; moving the slider recomputes it once. The curves export
+from the buffers as CSV (one row per step) and the loss plot, with its legend, as PNG.
 """
 from __future__ import annotations
 
+import csv
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QCheckBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QSlider, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QPainter, QPixmap
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
 
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)
 LR_COLOR = (44, 160, 44)
 GRAD_COLOR = (148, 103, 189)
 SPEED_COLOR = (255, 127, 14)
+CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s")
 OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
 
 
@@ -141,6 +156,7 @@ class TrainingPlots(QWidget):
     """
 
     smoothingChanged = Signal(float)
+    exported = Signal(str)  # what an export wrote, or why it could not, in words
     LOSS_INTERVAL_S = 0.3
     SMALL_INTERVAL_S = 2.0
 
@@ -195,6 +211,14 @@ class TrainingPlots(QWidget):
         self.clearOverlaysButton.setToolTip("Remove the faded curves of other runs.")
         self.clearOverlaysButton.clicked.connect(self.clear_overlays)
         self.clearOverlaysButton.setEnabled(False)
+        self.export_stem = "curves"  # the file the export dialogs propose, without its suffix (a run's folder)
+        self.curvesCsvButton = QPushButton("CSV…", objectName="curvesCsvButton")
+        self.curvesCsvButton.setToolTip("Save the curves as CSV, one row per step: " + ", ".join(CSV_COLUMNS)
+                                        + " (smoothed: the train loss at the current smoothing).")
+        self.curvesCsvButton.clicked.connect(lambda: self._export_clicked("csv"))
+        self.curvesPngButton = QPushButton("PNG…", objectName="curvesPngButton")
+        self.curvesPngButton.setToolTip("Save the loss plot, with its legend, as a PNG image.")
+        self.curvesPngButton.clicked.connect(lambda: self._export_clicked("png"))
 
         bar = QHBoxLayout()
         bar.addWidget(self.logCheck)
@@ -205,6 +229,8 @@ class TrainingPlots(QWidget):
         bar.addSpacing(16)
         bar.addWidget(self.legendLabel, 1)
         bar.addWidget(self.clearOverlaysButton)
+        bar.addWidget(self.curvesCsvButton)
+        bar.addWidget(self.curvesPngButton)
 
         grid = QGridLayout()
         grid.setContentsMargins(0, 0, 0, 0)
@@ -412,6 +438,62 @@ class TrainingPlots(QWidget):
     def overlays(self) -> list[str]:
         return list(self._overlays)
 
+    # -- export ------------------------------------------------------------------------------------------
+    def curve_rows(self) -> list[dict[str, float]]:
+        """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
+        loss and its smoothing (as shown), the validation loss where evaluated, η, the gradient norm, and the
+        throughput where an emission window ended."""
+        rows: dict[float, dict[str, float]] = {}
+        for name, series in (("train_loss", self.train), ("smoothed", self.train.smooth), ("val_loss", self.val),
+                             ("lr", self.lr), ("grad_norm", self.grad), ("tokens_per_s", self.speed)):
+            for x, y in zip(series.x.tolist(), series.y.tolist()):
+                rows.setdefault(x, {"step": x})[name] = y
+        return [rows[x] for x in sorted(rows)]
+
+    def export_csv(self, path) -> Path:
+        """Write the curves (`curve_rows`) to ``path`` as CSV; empty cells where a step has no such number."""
+        path = Path(path)
+        with path.open("w", newline="", encoding="utf-8") as f:
+            out = csv.writer(f)
+            out.writerow(CSV_COLUMNS)
+            for row in self.curve_rows():
+                out.writerow([_cell(c, row.get(c)) for c in CSV_COLUMNS])
+        return path
+
+    def export_png(self, path) -> Path:
+        """Write the loss plot as it is drawn now, its legend above it, to ``path`` as PNG."""
+        path = Path(path)
+        self.flush()
+        plot, legend = self.lossPlot.grab(), self.legendLabel.grab()
+        if plot.isNull():
+            raise OSError(f"the loss plot could not be drawn to {path}")
+        image = QPixmap(max(plot.width(), legend.width()), plot.height() + legend.height())
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        painter.drawPixmap(0, 0, legend)
+        painter.drawPixmap(0, legend.height(), plot)
+        painter.end()
+        if not image.save(str(path), "PNG"):
+            raise OSError(f"could not write {path}")
+        return path
+
+    def ask_save_path(self, kind: str) -> str | None:
+        """Where to export (``kind``: "csv" or "png"), asked in a dialog; None if cancelled."""
+        name, _ = QFileDialog.getSaveFileName(self, f"Export the curves as {kind.upper()}",
+                                              f"{self.export_stem}.{kind}", f"{kind.upper()} (*.{kind})")
+        return name or None
+
+    def _export_clicked(self, kind: str) -> None:
+        path = self.ask_save_path(kind)
+        if not path:
+            return
+        try:
+            written = self.export_csv(path) if kind == "csv" else self.export_png(path)
+        except OSError as e:
+            self.exported.emit(f"Could not export the curves: {e.strerror or e}")
+            return
+        self.exported.emit(f"Curves saved to {written}")
+
     # -- view --------------------------------------------------------------------------------------------
     def set_log(self, on: bool) -> None:
         self.lossPlot.getPlotItem().setLogMode(y=on)
@@ -425,3 +507,12 @@ class TrainingPlots(QWidget):
         self._set_smoothing_pens()
         self.flush()
         self.smoothingChanged.emit(alpha)
+
+
+def _cell(column: str, value: float | None) -> str:
+    """A CSV cell: empty where there is no number, the step as an integer, else the float in full."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if column == "step":
+        return str(int(value))
+    return repr(float(value))

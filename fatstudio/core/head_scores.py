@@ -1,0 +1,201 @@
+"""Head scores: what each attention head does, measured as interpretability work measures it.
+
+Every number here is a mean of attention weights, the entries of softmax(S/√d_attn) of the paper's
+Algorithm 4 (per head of Algorithm 5's MHAttention), so each lies in [0, 1]:
+
+- ``prev``: previous-token score, the mean over queries i ≥ 1 of the weight from query i to key i-1;
+- ``diag``: diagonal score, the mean over queries i of the weight from query i to key i (itself);
+- ``sink``: first-token ("attention sink") score, the mean over queries i of the weight on key 0;
+- ``induction``: as TransformerLens measures it. The model reads ``first + r + r``: a first token (the bos
+  token) then r, n random ordinary tokens (no pad, mask, bos, eos or unknown; seeded), twice. A head that
+  does induction ("after A came B before, so look at that B") attends from the token at position p of the
+  second copy to key p - n + 1, the token right after that token's earlier occurrence. The score is the mean
+  of that weight over every query of the second copy (p = n+1 … 2n). (TransformerLens takes the whole
+  diagonal at offset 1-n, which also counts the last two queries of the first copy; we count exactly the
+  second copy.)
+
+``prev``, ``diag`` and ``sink`` come from the `AttentionMaps` of any text (`text_scores`); ``induction``
+needs the model (`induction_maps` runs it on the repeated sequence, `induction_scores` reads the maps).
+
+Which maps get scores: self-attention maps only, "self/l" (gpt, gopher, bert), "enc/l" and "dec/l" (edt).
+Cross-attention ("cross/l") relates two different sequences, so "previous token", "itself" and "the next
+token after the earlier occurrence" mean nothing there: it gets no scores. Bidirectional self-attention
+(bert, an edt's encoder) gets the same four scores, defined the same way: a query may also attend to later
+keys, which the scores simply do not count. For an edt, `induction_maps` gives the repeated sequence to the
+encoder and to the decoder alike, so "enc/l" and "dec/l" both get an induction score.
+
+Torch- and tokenizers-free at import (the Attention panel imports the names; they come when a model runs).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .attention_maps import AttentionMaps, parse_map_name
+
+if TYPE_CHECKING:
+    import torch
+
+    from .tokenization import TokenizerLike
+
+SCORES = ("prev", "diag", "sink", "induction")  # in the order they are shown
+SCORE_TITLES = {
+    "prev": "previous token",
+    "diag": "itself (diagonal)",
+    "sink": "first token (sink)",
+    "induction": "induction",
+}
+SELF_KINDS = ("self", "enc", "dec")  # the kinds of map that get scores
+MAX_INDUCTION_LENGTH = 50  # n at most (TransformerLens' usual length); n = min(this, (l_max - 1) // 2)
+
+
+def is_self_attention(name: str) -> bool:
+    """Whether map ``name`` ("self/0", "cross/1", …) is a self-attention map, the kind that gets scores."""
+    return parse_map_name(name).kind in SELF_KINDS
+
+
+# ------------------------------------------------------------------------------------------ from maps
+def _check(A: np.ndarray, name: str) -> np.ndarray:
+    A = np.asarray(A, dtype=np.float64)
+    if A.ndim != 3 or A.shape[1] != A.shape[2]:
+        raise ValueError(f"map {name!r} has shape {A.shape}; a self-attention map is (H, T, T).")
+    return A
+
+
+def previous_token_score(A: np.ndarray) -> np.ndarray:
+    """(H,): the mean over queries i ≥ 1 of A[h, i, i-1], for a map (H, T, T); NaN when T < 2."""
+    A = _check(A, "map")
+    if A.shape[1] < 2:
+        return np.full(A.shape[0], np.nan)
+    return np.diagonal(A, offset=-1, axis1=1, axis2=2).mean(-1)
+
+
+def diagonal_score(A: np.ndarray) -> np.ndarray:
+    """(H,): the mean over queries i of A[h, i, i], for a map (H, T, T)."""
+    return np.diagonal(_check(A, "map"), axis1=1, axis2=2).mean(-1)
+
+
+def sink_score(A: np.ndarray) -> np.ndarray:
+    """(H,): the mean over queries i of A[h, i, 0] (the weight on the first token), for a map (H, T, T)."""
+    return _check(A, "map")[:, :, 0].mean(-1)
+
+
+def induction_score(A: np.ndarray, n: int) -> np.ndarray:
+    """(H,): for a map (H, 2n+1, 2n+1) of ``first + r + r`` (``len(r) == n``), the mean over the queries
+    p = n+1 … 2n of the second copy of A[h, p, p-n+1], the token right after the earlier occurrence."""
+    A = _check(A, "map")
+    if n < 1 or A.shape[1] < 2 * n + 1:
+        raise ValueError(f"an induction map of n = {n} repeated tokens is at least {2 * n + 1} long; "
+                         f"this one is {A.shape[1]}.")
+    p = np.arange(n + 1, 2 * n + 1)
+    return A[:, p, p - n + 1].mean(-1)
+
+
+def text_scores(maps: AttentionMaps | Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+    """{map name: {"prev", "diag", "sink": (H,)}} for every self-attention map of ``maps`` (any text)."""
+    arrays = maps.maps if isinstance(maps, AttentionMaps) else maps
+    return {name: {"prev": previous_token_score(A), "diag": diagonal_score(A), "sink": sink_score(A)}
+            for name, A in arrays.items() if is_self_attention(name)}
+
+
+def induction_scores(maps: AttentionMaps | Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    """{map name: induction score (H,)} for every self-attention map of ``maps``, the maps of
+    ``first + r + r`` with ``len(r) == n`` (`induction_maps`)."""
+    arrays = maps.maps if isinstance(maps, AttentionMaps) else maps
+    return {name: induction_score(A, n) for name, A in arrays.items() if is_self_attention(name)}
+
+
+# ---------------------------------------------------------------------------------------- from a model
+def ordinary_ids(tokenizer: TokenizerLike) -> np.ndarray:
+    """The token ids that are not pad, mask, bos, eos or the unknown token, ascending."""
+    from .tokenization import SPECIALS, UNK
+
+    special = {tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id, tokenizer.eos_id}
+    names = tokenizer.token_strings(range(tokenizer.vocab_size))
+    ids = [i for i, s in enumerate(names) if i not in special and s not in SPECIALS and s != UNK]
+    if not ids:
+        raise ValueError("the tokenizer has no ordinary tokens to draw a random sequence from.")
+    return np.asarray(ids, dtype=np.int64)
+
+
+def induction_length(l_max: int) -> int:
+    """n, the length of the repeated random sequence: min(`MAX_INDUCTION_LENGTH`, (l_max - 1) // 2)."""
+    return min(MAX_INDUCTION_LENGTH, (int(l_max) - 1) // 2)
+
+
+def repeated_tokens(tokenizer: TokenizerLike, n: int, seed: int = 0) -> list[int]:
+    """``[bos] + r + r``: r is n ordinary token ids drawn uniformly with replacement by a generator seeded
+    with ``seed`` (the same ids every time for the same seed and tokenizer)."""
+    if n < 1:
+        raise ValueError(f"the repeated sequence needs n ≥ 1 tokens (n = {n}).")
+    r = np.random.default_rng(seed).choice(ordinary_ids(tokenizer), size=n).tolist()
+    return [int(tokenizer.bos_id), *r, *r]
+
+
+def induction_maps(model: torch.nn.Module, tokenizer: TokenizerLike, n: int | None = None,
+                   seed: int = 0) -> tuple[AttentionMaps, int]:
+    """The model's attention maps on `repeated_tokens` (for an edt, the same sequence is the encoder's
+    context and the decoder's input), and n. n defaults to `induction_length` of the model's l_max."""
+    l_max = int(getattr(getattr(model, "config", None), "l_max", 2 * MAX_INDUCTION_LENGTH + 1))
+    n = induction_length(l_max) if n is None else int(n)
+    if n < 1 or 2 * n + 1 > l_max:
+        raise ValueError(f"a model of context length l_max = {l_max} cannot read a first token and "
+                         f"{n} random tokens twice; induction scores need l_max ≥ 3.")
+    import torch
+
+    from .inference import attention_maps_for_ids
+
+    ids = repeated_tokens(tokenizer, n, seed)
+    arch = getattr(getattr(model, "config", None), "arch", "")
+    with torch.no_grad():
+        maps = attention_maps_for_ids(model, tokenizer, ids, ids if arch == "edt" else None)
+    return maps, n
+
+
+@dataclass
+class HeadScores:
+    """``scores[map name][score]`` is an array (H,) for each self-attention map; the scores are `SCORES`
+    ("induction" is absent when it was not measured). ``n`` and ``seed`` describe the induction sequence."""
+
+    scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    n: int | None = None
+    seed: int = 0
+
+    def names(self) -> list[str]:
+        return list(self.scores)
+
+    def get(self, name: str, score: str) -> np.ndarray | None:
+        """(H,) or None when map ``name`` has no such score."""
+        return self.scores.get(name, {}).get(score)
+
+    def score_names(self) -> list[str]:
+        """The scores present, in the order of `SCORES`."""
+        found = {s for d in self.scores.values() for s in d}
+        return [s for s in SCORES if s in found]
+
+
+def head_scores(model: torch.nn.Module, tokenizer: TokenizerLike, maps: AttentionMaps | None = None,
+                seed: int = 0, n: int | None = None) -> HeadScores:
+    """Every self-attention head's prev, diag and sink scores on ``maps`` (the attention of some text; None:
+    on the repeated random sequence) and its induction score on the repeated random sequence
+    (`induction_maps`, ``seed``, ``n``), all from the model's own softmax(S/√d_attn) (Algorithm 4)."""
+    rep, n = induction_maps(model, tokenizer, n, seed)
+    out = text_scores(maps if maps is not None else rep)
+    for name, s in induction_scores(rep, n).items():
+        out.setdefault(name, {})["induction"] = s
+    return HeadScores(out, n, seed)
+
+
+def map_scores(maps: AttentionMaps) -> HeadScores:
+    """The scores that need no model: prev, diag and sink of every self-attention map of ``maps``
+    (e.g. maps saved during training, whose model is gone)."""
+    return HeadScores(text_scores(maps))
+
+
+__all__ = ["map_scores", "SCORES", "SCORE_TITLES", "SELF_KINDS", "MAX_INDUCTION_LENGTH", "HeadScores", "head_scores",
+           "is_self_attention", "previous_token_score", "diagonal_score", "sink_score", "induction_score",
+           "text_scores", "induction_scores", "ordinary_ids", "induction_length", "repeated_tokens",
+           "induction_maps"]

@@ -1,0 +1,202 @@
+"""Attention over training time: a run's probe input, and every head's attention map for it saved at each
+evaluation.
+
+A run has one `ProbeInput` (recorded in ``meta.json`` under ``"probe"``, so a reopened or resumed run uses
+the same one): a text for the model and, for an encoder-decoder, the source its encoder reads. Unless one is
+given to ``training.train(..., probe=...)``, `default_probe` picks it from the validation split (the training
+split when there is none): gpt/gopher next-token: the start of a validation window; bert masked LM: a
+validation window with its masked positions written ``[MASK]``; edt seq2seq: a validation (source, target)
+pair, the decoder reading [bos] + target; classification: a validation text, its label recorded beside it.
+
+At every evaluation the trainer runs the model once on the probe (`probe_maps`, exactly
+`inference.attention_maps_for_ids`) and `save_probe` writes the maps to ``probes/step-NNNNNNNN.safetensors``:
+one float16 tensor (H, T_query, T_key) per map, named as the model names it ("self/0", "cross/1", …), the
+tokens in the file's metadata; written under a temporary name and renamed into place like every run file.
+safetensors files hold only tensors and strings, so reading one never executes code. `Run.probe_steps` and
+`Run.load_probe` read them back; so do `list_probes` and `load_probe_file` for a folder.
+
+Torch-free at import (the GUI reads probe files without torch).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .attention_maps import AttentionMaps
+from .prompting import MASK_MARKER, check_length, encode_prompt
+
+if TYPE_CHECKING:
+    from .data import Dataset
+    from .tokenization import TokenizerLike
+
+PROBES = "probes"  # the folder of a run that holds the probe maps
+META_KEY = "probe"  # meta.json: the run's ProbeInput as a dict
+MAX_TOKENS = 32  # a default probe's length: enough for patterns, small files (L·H·T² float16 numbers a step)
+_FILE = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+class MissingProbe(ValueError):
+    """The probe maps of a step that has none."""
+
+
+@dataclass(frozen=True)
+class ProbeInput:
+    """What the model reads at each evaluation. ``text``: the decoder's (gpt, gopher, edt) or encoder's
+    (bert) text, with ``[MASK]`` markers for masked LM; ``source``: an edt's encoder input; ``label``:
+    the true class of a classification text (shown, not read by the model)."""
+
+    text: str
+    source: str | None = None
+    label: str | None = None
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ProbeInput:
+        if not isinstance(d, dict) or not isinstance(d.get("text"), str):
+            raise ValueError(f"a probe input needs a text, not {d!r}.")
+        return cls(d["text"], d.get("source"), d.get("label"))
+
+    def describe(self) -> str:
+        """One short line: the text (and source, label) as a person reads it."""
+        s = repr(self.text)
+        if self.source is not None:
+            s = f"{self.source!r} → {s}"
+        if self.label is not None:
+            s += f" (label {self.label})"
+        return s
+
+    def encode(self, tokenizer: TokenizerLike, arch: str, task: str, l_max: int) -> tuple[list[int], list[int] | None]:
+        """The token ids the model reads, and an edt's encoder ids (else None), as the Prompt panel encodes
+        the same text: gpt/gopher: encode(text), its last l_max tokens; bert: [bos] + text + [eos] with
+        mask_id at each ``[MASK]``; edt: the encoder [bos] + source + [eos], the decoder [bos] + text (cut to
+        l_max). ValueError in words when the text cannot be read or an encoder input is too long."""
+        if arch == "edt":
+            if self.source is None:
+                raise ValueError("an encoder-decoder's probe needs a source text.")
+            z = list(encode_prompt(tokenizer, self.source, "translate", l_max=l_max).context_ids or ())
+            return [tokenizer.bos_id, *tokenizer.encode(self.text)][:l_max], z
+        if arch == "bert":
+            mode = "fill_mask" if task == "masked_lm" else "classify"
+            return list(encode_prompt(tokenizer, self.text, mode, l_max=l_max).ids), None
+        ids = list(encode_prompt(tokenizer, self.text, "generate", l_max=l_max).ids)
+        return ids[-l_max:], None
+
+
+# ------------------------------------------------------------------------------------------------ defaults
+def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: str, l_max: int, seed: int = 0) -> ProbeInput:
+    """A probe taken from the validation split (the training split when there is none), short enough for
+    ``l_max`` and at most `MAX_TOKENS` tokens (see the module for each task)."""
+    split = "val" if any(v for k, v in dataset.sizes().items() if k.startswith("val")) else "train"
+    if task in ("seq2seq", "classification"):
+        examples = dataset.examples(split)  # type: ignore[attr-defined]
+        a, b = examples[0]
+        n = min(l_max - 2, MAX_TOKENS)
+        a = tokenizer.decode(tokenizer.encode(a)[:n])
+        if task == "classification":
+            return ProbeInput(a, label=b)
+        return ProbeInput(tokenizer.decode(tokenizer.encode(b)[:min(l_max - 1, MAX_TOKENS)]), source=a)
+    import torch
+
+    x = dataset.batch(split, 1, torch.Generator().manual_seed(seed))["x"][0].tolist()
+    if task == "next_token":
+        return ProbeInput(tokenizer.decode(x[:min(l_max, MAX_TOKENS)]))
+    # masked LM: the window's first tokens, mask markers where the data masked (at least one)
+    x = x[:max(1, min(l_max - 2, MAX_TOKENS))]
+    if tokenizer.mask_id not in x:
+        x[len(x) // 2] = tokenizer.mask_id
+    pieces: list[str] = []
+    run: list[int] = []
+    for i in x:
+        if i == tokenizer.mask_id:
+            pieces += [tokenizer.decode(run), MASK_MARKER]
+            run = []
+        else:
+            run.append(i)
+    text = "".join([*pieces, tokenizer.decode(run)])
+    check_length(len(encode_prompt(tokenizer, text, "fill_mask", l_max=l_max).ids), l_max, "probe text")
+    return ProbeInput(text)
+
+
+# ------------------------------------------------------------------------------------------------ the maps
+def probe_maps(model, tokenizer: TokenizerLike, ids: list[int], context_ids: list[int] | None) -> AttentionMaps:
+    """Every head's attention for the probe: one forward pass (`inference.attention_maps_for_ids`)."""
+    from . import inference
+
+    return inference.attention_maps_for_ids(model, tokenizer, ids, context_ids)
+
+
+def probe_path(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / PROBES / f"step-{step:08d}.safetensors"
+
+
+def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: ProbeInput | None = None) -> Path:
+    """Write ``maps`` as ``probes/step-NNNNNNNN.safetensors`` (float16 tensors named as the maps, the tokens
+    and the probe input in the metadata), atomically. Returns the path."""
+    from safetensors.numpy import save
+
+    from .runs import atomic_write
+
+    path = probe_path(run_dir, step)
+    path.parent.mkdir(exist_ok=True)
+    tensors = {name: np.ascontiguousarray(A, dtype=np.float16) for name, A in maps.maps.items()}
+    metadata = {"format": "fatstudio-probe", "step": str(step), "tokens": json.dumps(list(maps.tokens)),
+                "context_tokens": json.dumps(maps.context_tokens),
+                "probe": json.dumps(probe.to_dict() if probe else None)}
+    atomic_write(path, save(tensors, metadata=metadata))
+    return path
+
+
+def load_probe_file(path: str | Path) -> AttentionMaps:
+    """The maps of one probe file, as float32 arrays (the file holds float16). ValueError if unreadable."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            meta = f.metadata() or {}
+            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()}  # noqa: SIM118
+        tokens = json.loads(meta["tokens"])
+        context = json.loads(meta.get("context_tokens", "null"))
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist.") from None
+    except Exception as e:  # safetensors raises its own error types for bad headers
+        raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
+    return AttentionMaps(tokens, context, maps)
+
+
+def list_probes(run_dir: str | Path) -> dict[int, Path]:
+    """The saved probe files of a run folder, by step, ascending."""
+    folder = Path(run_dir) / PROBES
+    found = {}
+    if folder.is_dir():
+        for p in folder.iterdir():
+            m = _FILE.match(p.name)
+            if m:
+                found[int(m.group(1))] = p
+    return dict(sorted(found.items()))
+
+
+def load_probe(run_dir: str | Path, step: int) -> AttentionMaps:
+    """The probe maps saved at ``step``; `MissingProbe` (a ValueError) naming the saved steps if none."""
+    saved = list_probes(run_dir)
+    if step not in saved:
+        have = ", ".join(map(str, saved)) if saved else "none"
+        raise MissingProbe(f"{Path(run_dir).name} has no probe maps at step {step}; saved steps: {have}.")
+    return load_probe_file(saved[step])
+
+
+def remove_after(run_dir: str | Path, step: int) -> None:
+    """Delete the probe files after ``step`` (resuming from a checkpoint that a crash outran)."""
+    for s, p in list_probes(run_dir).items():
+        if s > step:
+            p.unlink(missing_ok=True)
+
+
+__all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "save_probe", "load_probe_file",
+           "load_probe", "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]
