@@ -6,6 +6,8 @@ import threading
 
 import pytest
 import torch
+from training_helpers import TINY
+from training_helpers import tiny_config as config
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core import training
@@ -13,21 +15,6 @@ from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.reference import ReferenceTransformer, d_loss, e_loss, ed_loss
 from fatstudio.core.runs import Run, list_runs
 from fatstudio.core.training import Control, lr_at, make_optimizer, task_loss, train
-
-TINY = dict(l_max=16, L=1, L_enc=1, L_dec=1, H=2, d_e=16, d_mlp=32)
-
-
-@pytest.fixture
-def text_file(tmp_path):
-    p = tmp_path / "corpus.txt"
-    p.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
-    return p
-
-
-def config(corpus, steps=30, **train_kw):
-    t = dict(steps=steps, batch_size=4, eval_interval=10, eval_iters=2, checkpoint_interval=10, warmup=2,
-             sample_tokens=8, device="cpu")
-    return RunConfig(ModelConfig(**TINY), DataConfig(corpus=str(corpus)), TrainConfig(**{**t, **train_kw}))
 
 
 def run_all(cfg, **kw):

@@ -5,26 +5,15 @@ from __future__ import annotations
 import threading
 
 import pytest
+from training_helpers import tiny_config
 
-from fatstudio import ModelConfig
-from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.runs import Run
 from fatstudio.core.training import Control, lr_at, train
 
-TINY = dict(l_max=16, L=1, H=2, d_e=16, d_mlp=32)
-
-
-@pytest.fixture
-def text_file(tmp_path):
-    p = tmp_path / "corpus.txt"
-    p.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
-    return p
-
 
 def config(corpus, steps=40, **train_kw):
-    t = dict(steps=steps, batch_size=4, eval_interval=1000, eval_iters=2, checkpoint_interval=1000, warmup=2,
-             sample_tokens=0, device="cpu", lr=1e-3, min_lr=1e-4, lr_schedule="cosine")
-    return RunConfig(ModelConfig(**TINY), DataConfig(corpus=str(corpus)), TrainConfig(**{**t, **train_kw}))
+    return tiny_config(corpus, steps, **{**dict(eval_interval=1000, checkpoint_interval=1000, sample_tokens=0,
+                                               lr=1e-3, min_lr=1e-4, lr_schedule="cosine"), **train_kw})
 
 
 def test_step_once_runs_exactly_one_step_while_paused(text_file, tmp_path):
