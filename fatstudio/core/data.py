@@ -446,6 +446,11 @@ class Dataset:
         """How much each split holds: train_tokens/val_tokens or train_examples/val_examples."""
         raise NotImplementedError
 
+    def unigram_entropy(self) -> float | None:
+        """The unigram entropy of the train split's tokens in nats (`diagnostics.unigram_entropy`): the loss
+        of predicting token frequencies only. None where it is no baseline (seq2seq, classification)."""
+        return None
+
     @staticmethod
     def _check_split(split: str, n: int | None = None) -> None:
         if split not in ("train", "val"):
@@ -464,6 +469,11 @@ class _StreamDataset(Dataset):
 
     def sizes(self) -> dict:
         return {"train_tokens": len(self._data["train"]), "val_tokens": len(self._data["val"])}
+
+    def unigram_entropy(self) -> float | None:
+        from .diagnostics import unigram_entropy
+        train = self._data["train"]
+        return unigram_entropy(np.asarray(train)) if len(train) else None
 
     def batch(self, split, batch_size, generator):
         data = self._data.get(split, ())

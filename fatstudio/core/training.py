@@ -70,6 +70,7 @@ class Started(Event):
     precision: str  # what train.precision resolved to on this device ("auto" → "bf16" or "fp32")
     deterministic: bool  # whether the same seed repeats the run bit for bit (not for GPU kernels)
     config: dict
+    unigram_entropy: float | None = None  # of the train split's tokens, nats (next_token, masked_lm); see `diagnostics`
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class Finished(Event):
     step: int
     status: str  # "finished" | "stopped" | "failed"
     message: str
+    diverged: dict | None = None  # a non-finite step: {"step", "train_loss", "grad_norm"}, the numbers as strings
 
 
 class Control:
@@ -427,7 +429,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
         loop.compiled = not problem
         loop.loss = _loss_function(loop.model, config.data.task, compiled=loop.compiled)
     yield Started(str(loop.run.path), start, t.steps, loop.model.num_parameters(), str(dev), precision,
-                  deterministic(dev), config.to_dict())
+                  deterministic(dev), config.to_dict(), loop.run.meta.get("unigram_entropy"))
     yield from loop.run_steps(start)
 
 
@@ -548,6 +550,7 @@ class _Loop:
     probe_input: ProbeInput | None = None  # the probe asked for (see `_open_probe`)
     probe: ProbeInput | None = None  # the run's probe, and the ids the model reads for it
     probe_ids: tuple[list[int], list[int] | None] | None = None
+    diverged: dict | None = None  # the step whose numbers were not finite (see `Finished`)
 
     def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer: Tokenizer, dataset: Dataset,
                  control: Control):
@@ -589,7 +592,7 @@ class _Loop:
         self.run = run
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
-                       data_sizes=self.dataset.sizes())
+                       data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy())
         self._open_probe()
         return start
 
@@ -693,7 +696,7 @@ class _Loop:
         if status != "failed":
             yield self.checkpoint(step)
         self.run.write_meta(status=status, step=step)
-        yield Finished(step, status, message)
+        yield Finished(step, status, message, self.diverged)
 
     def _pause(self, step: int) -> Generator[Event, None, bool]:
         """Wait while paused (or until stopped), making the snapshots asked for meanwhile. True when one step
@@ -731,6 +734,9 @@ class _Loop:
         bad = numbers.first_non_finite(loss_scaling=self.scaler.is_enabled())
         if bad is not None:
             self.run.append_metrics(numbers.head(bad).rows())
+            self.diverged = {"step": numbers.steps[bad], "train_loss": str(numbers.train_loss[bad]),
+                             "grad_norm": str(numbers.grad_norm[bad])}
+            self.run.write_meta(diverged=self.diverged)
             return self._diverged(numbers, bad), numbers.steps[bad] - 1
         tokens_per_s = self.window.tokens_per_s(now)
         yield self._steps_event(numbers, tokens_per_s, step, now)

@@ -55,6 +55,17 @@ def _import_view_panels():
     return True
 
 
+def _diverged_row(diverged: dict) -> dict:
+    """A metrics-like row for the step whose numbers were not finite (`training.Finished.diverged`)."""
+    def number(value):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    return {"step": int(diverged.get("step", 0)), "train_loss": number(diverged.get("train_loss")),
+            "grad_norm": number(diverged.get("grad_norm"))}
+
+
 def _load_model(path: str):
     from fatstudio.core.runs import Run
     return Run.open(path).load_model("cpu")
@@ -71,6 +82,7 @@ class MainWindow(QMainWindow):
     """
 
     trainingFinished = Signal(str)  # the status: "finished" | "stopped" | "failed" | "error"
+    DIAGNOSE_MS = 500  # diagnosing 10k rows takes tens of ms: at most twice a second while training
 
     def __init__(self, parent=None, runs_root: str | Path | None = None):
         super().__init__(parent)
@@ -94,6 +106,10 @@ class MainWindow(QMainWindow):
         self._runs_stale = False
         self._event_handlers: dict[type, Callable[[Any], None]] | None = None
         self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
+        # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
+        self._diag_rows: list[dict] = []
+        self._diag_settings: dict[str, Any] = {}
+        self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
 
         # the settings: the first preset's, ready to train
         self.settings = Settings(self.presets[0].config if self.presets else None, parent=self)
@@ -278,6 +294,7 @@ class MainWindow(QMainWindow):
             return False
         self.plots.clear()
         self.train_view.samplesView.clear()
+        self._set_diagnostics_rows([], {})
         return self._start_job(self.current_config(), run_dir=None, resume=False)
 
     def resume_run(self, run, total_steps: int) -> bool:
@@ -294,6 +311,7 @@ class MainWindow(QMainWindow):
             self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
             return False
         self.plots.load_metrics([r for r in run.metrics() if r.get("step", 0) <= upto])
+        self._set_diagnostics_rows([r for r in run.metrics() if r.get("step", 0) <= upto], {})
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])
         return self._start_job(cfg, run_dir=str(run.path), resume=True)
 
@@ -391,6 +409,9 @@ class MainWindow(QMainWindow):
         self.train_view.show_progress(ev.start_step, ev.total_steps)
         self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
         self.train_view.show_lr_override(None)
+        train = ev.config.get("train", {})
+        self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
+                               "warmup": int(train.get("warmup", 0) or 0), "unigram": ev.unigram_entropy}
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
         self.train_view.statusLabel.setText(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
@@ -401,6 +422,9 @@ class MainWindow(QMainWindow):
 
     def _on_steps(self, ev) -> None:
         self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
+        self._diag_rows.extend({"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
+                               for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm))
+        self._schedule_diagnostics()
         if self._runs_stale:  # show the step and best validation loss so far in the runs list
             self._runs_stale = False
             self.refresh_runs()
@@ -409,6 +433,12 @@ class MainWindow(QMainWindow):
 
     def _on_evaluation(self, ev) -> None:
         self.plots.add_eval(ev.step, ev.val_loss)
+        row = next((r for r in reversed(self._diag_rows[-1000:]) if r.get("step") == ev.step), None)
+        if row is None:
+            row = {"step": ev.step}
+            self._diag_rows.append(row)
+        row.update(eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss)
+        self._schedule_diagnostics()
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
         self.train_view.statusLabel.setText(f"Step {ev.step:,}: train loss {ev.eval_train_loss:.4f}, validation loss "
                                             f"{ev.val_loss:.4f}{acc}  ·  {self.run_dir}")
@@ -458,6 +488,9 @@ class MainWindow(QMainWindow):
     def _on_finished(self, ev) -> None:
         self.last_status = ev.status
         self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
+        if ev.diverged:
+            self._diag_rows.append(_diverged_row(ev.diverged))
+        self.update_diagnostics()
         if ev.status == "failed":
             self.show_error(f"Training failed: {ev.message}")
         elif ev.status == "finished":
@@ -485,6 +518,31 @@ class MainWindow(QMainWindow):
         if self.run_dir and self.last_status in ("finished", "stopped"):
             self.train_view.runs.select_path(self.run_dir)
             self._load_run_model(self.run_dir)
+
+    # ========================================================================================== diagnostics
+    def _set_diagnostics_rows(self, rows: list[dict], train: dict, meta: dict | None = None) -> None:
+        """Diagnose these metrics rows (a reopened or resumed run's, or none) now; ``train`` its train settings,
+        ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
+        meta = meta or {}
+        self._diag_rows = list(rows)
+        if meta.get("diverged") and meta.get("status") == "failed":
+            self._diag_rows.append(_diverged_row(meta["diverged"]))
+        self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
+                               "warmup": int(train.get("warmup", 0) or 0), "unigram": meta.get("unigram_entropy")}
+        self.update_diagnostics()
+
+    def _schedule_diagnostics(self) -> None:
+        if not self._diag_timer.isActive():
+            self._diag_timer.start()
+
+    def update_diagnostics(self) -> None:
+        """Run the "is this normal?" rules (`core.diagnostics.diagnose`) over the rows so far, into
+        ``diagnosticsView``."""
+        from fatstudio.core.diagnostics import diagnose
+
+        self._diag_timer.stop()
+        findings = diagnose(self._diag_rows, **self._diag_settings)
+        self.train_view.set_diagnostics([f.line for f in findings])
 
     # ================================================================================================= runs
     def _root(self):
@@ -515,6 +573,7 @@ class MainWindow(QMainWindow):
             return
         self.run_dir = str(run.path)
         self.plots.load_metrics(run.metrics())
+        self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.meta)
         self.plots.export_stem = str(run.path / "curves")
         self.train_view.set_samples(run.samples())
         m = run.meta

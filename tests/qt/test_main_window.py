@@ -14,7 +14,7 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt, QThreadPool
-from PySide6.QtWidgets import QComboBox, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtWidgets import QComboBox, QLabel, QListWidget, QProgressBar, QPushButton, QWidget
 
 LONG = 60_000  # ms: generous ceilings for waits on a slow, shared 2-CPU machine
 
@@ -122,6 +122,7 @@ def test_one_click_training(qtbot, window, runs_root):
     assert len(runs) == 1 and (runs[0] / "metrics.jsonl").exists()
     assert meta(runs[0])["status"] == "finished"
     assert w.train_view.samplesView.toPlainText().strip()
+    assert w.findChild(QListWidget, "diagnosticsView").count() == 0  # a healthy run: nothing to flag
     assert w.model_panel.isEnabled() and w.findChild(QPushButton, "trainButton").isEnabled()
     assert w.train_view.runs.tree.topLevelItemCount() == 1
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)  # the model went to the Prompt panel
@@ -416,3 +417,47 @@ def test_step_button_and_learning_rate_while_training(qtbot, window):
     rows = [json.loads(line) for line in (Path(w.run_dir) / "metrics.jsonl").read_text().splitlines()]
     lrs = {r["step"]: r["lr"] for r in rows if "train_loss" in r}
     assert lrs[last + 1] == lrs[last + 2] == 0.0042 and lrs[last + 3] != 0.0042  # what metrics.jsonl records
+
+
+def diagnostics_lines(w) -> list[str]:
+    view = w.findChild(QListWidget, "diagnosticsView")
+    return [view.item(i).text() for i in range(view.count())]
+
+
+def test_diagnostics_flag_a_non_finite_loss_live_and_reopened(qtbot, window, monkeypatch):
+    import math
+
+    from fatstudio.core import training
+
+    real, calls = training.task_loss, {"n": 0}
+
+    def exploding(model, batch, task):
+        loss, logits, y = real(model, batch, task)
+        calls["n"] += model.training
+        return (loss * math.nan if model.training and calls["n"] >= 12 else loss), logits, y
+
+    monkeypatch.setattr(training, "task_loss", exploding)
+    w = window
+    set_tiny(w, steps=30, corpus="copy")
+    w.train_view.trainButton.click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "failed"
+    lines = diagnostics_lines(w)
+    assert len(lines) == 1 and lines[0].startswith("step 12 · the loss became nan"), lines
+    assert w.train_view.samplesTabs.tabText(1) == "Diagnostics (1)"
+    run_dir = w.run_dir
+    w.train_view.set_diagnostics([])
+    from fatstudio.core.runs import Run
+    w.open_run(Run.open(run_dir))  # reopened: from metrics.jsonl and meta.json
+    assert diagnostics_lines(w) == lines
+
+
+def test_diagnostics_from_rows(window):
+    w = window
+    rows = [{"step": s, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 3.0} for s in range(1, 301)]
+    w._set_diagnostics_rows(rows, {"grad_clip": 1.0, "warmup": 10})
+    lines = diagnostics_lines(w)
+    assert len(lines) == 1 and lines[0].startswith("step 300 · the gradient was clipped on 100 of the last 100")
+    w._set_diagnostics_rows(rows, {"grad_clip": 5.0})
+    assert diagnostics_lines(w) == []
+    assert w.train_view.samplesTabs.tabText(1) == "Diagnostics"

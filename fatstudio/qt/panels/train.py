@@ -16,11 +16,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QListWidget,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
+    QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -409,12 +411,19 @@ class TrainView(QWidget):
         """The plots above, the samples and the runs side by side below."""
         self.plots = TrainingPlots()
         self.lossPlot = self.plots.lossPlot
-        samples_box = QGroupBox("Samples at each evaluation")
         self.samplesView = QPlainTextEdit(objectName="samplesView")
         self.samplesView.setReadOnly(True)
         self.samplesView.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.samplesView.setMaximumBlockCount(5000)
-        QVBoxLayout(samples_box).addWidget(self.samplesView)
+        self.diagnosticsView = QListWidget(objectName="diagnosticsView")
+        self.diagnosticsView.setWordWrap(True)
+        self.diagnosticsView.setToolTip(
+            "Is this normal? What the run's curves show: a non-finite or spiking loss, overfitting, a plateau "
+            "at the corpus's unigram entropy, clipping on almost every step (core/diagnostics.py).")
+        samples_box = QTabWidget(objectName="samplesTabs")
+        samples_box.addTab(self.samplesView, "Samples at each evaluation")
+        samples_box.addTab(self.diagnosticsView, "Diagnostics")
+        self.samplesTabs = samples_box
         runs_box = QGroupBox("Runs")
         self.runs = RunsList()
         QVBoxLayout(runs_box).addWidget(self.runs)
@@ -511,6 +520,14 @@ class TrainView(QWidget):
             first = self._append_sample(int(r.get("step", 0)), str(r.get("text", "")))
         if first is not None:  # scroll once, to the newest
             self._show_later(first)
+
+    def set_diagnostics(self, lines: list[str]) -> None:
+        """One line per finding ("step N · advice"); the tab's title counts them."""
+        view = self.diagnosticsView
+        if [view.item(i).text() for i in range(view.count())] != lines:
+            view.clear()
+            view.addItems(lines)
+        self.samplesTabs.setTabText(1, f"Diagnostics ({len(lines)})" if lines else "Diagnostics")
 
     def show_error(self, message: str | None) -> None:
         self.errorLabel.setText(message or "")

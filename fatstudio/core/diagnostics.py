@@ -1,0 +1,231 @@
+""""Is this normal?": small, robust rules that read a run's metrics rows (and a probe's attention maps) and
+flag what a person watching the curves should know, each with one line of advice.
+
+Qt-free (numpy only). `diagnose` takes the metrics.jsonl rows so far (``step``, ``train_loss``,
+``grad_norm`` — None where loss scaling skipped a step — ``lr``, and ``val_loss`` / ``eval_train_loss`` on
+evaluation rows, see `runs`) and returns `Finding`s, oldest first. The rules, each one function below:
+
+- `non_finite`: a train loss (or gradient norm) that is NaN or ±inf.
+- `spikes`: a step's train loss above the median of the previous ``SPIKE_WINDOW`` steps by more than
+  ``SPIKE_MADS`` robust standard deviations (σ̂ = 1.4826 · the median absolute deviation, σ for Gaussian
+  noise) and by at least ``SPIKE_MIN_NATS`` (median and MAD, not mean and standard deviation, so one spike
+  does not hide the next; the floor keeps the small wiggles of a smooth, converged curve from counting).
+- `overfitting`: validation loss rising while the training loss falls for ``OVERFIT_EVALS`` consecutive
+  evaluations, rising by at least ``OVERFIT_MIN_RISE`` nats over them.
+- `unigram_plateau`: after warm-up, the median train loss of the last ``PLATEAU_STEPS`` steps within
+  ``PLATEAU_NATS`` of the corpus's unigram entropy (`unigram_entropy`), and flat (the medians of their two
+  halves within ``PLATEAU_NATS`` of each other): the model predicts token frequencies and nothing more.
+- `clipping`: the gradient norm above ``grad_clip`` on at least ``CLIP_FRACTION`` of the last
+  ``CLIP_STEPS`` steps, the first ``CLIP_STEPS`` steps and warm-up left out (large early gradients are
+  normal).
+
+`dead_heads` checks one `AttentionMaps` (e.g. a run's probe at an evaluation step): a head whose every query
+puts (almost) all its weight on one key, or whose every query spreads it (almost) uniformly.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .attention_maps import AttentionMaps
+
+SPIKE_WINDOW = 50  # steps of history a spike is measured against
+SPIKE_MIN_HISTORY = 20  # no spike is called before this many earlier steps
+SPIKE_MADS = 5.0  # robust standard deviations, 1.4826 · MAD each
+MAD_TO_SIGMA = 1.4826
+SPIKE_MIN_NATS = 1.0
+SPIKE_MAX_FINDINGS = 5  # the latest spikes only: a list of fifty would say nothing more
+OVERFIT_EVALS = 3
+OVERFIT_MIN_RISE = 0.02
+PLATEAU_STEPS = 100
+PLATEAU_NATS = 0.05
+CLIP_STEPS = 100
+CLIP_FRACTION = 0.9
+DEAD_ENTROPY_NATS = 0.1  # a query this sure looks at one key
+UNIFORM_FRACTION = 0.98  # of log(visible keys): a query this spread out does not look
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "clipping",
+    "dead_head", "uniform_head"), the step it concerns, and one line of advice."""
+
+    kind: str
+    step: int
+    advice: str
+
+    @property
+    def line(self) -> str:
+        return f"step {self.step:,} · {self.advice}"
+
+
+def unigram_entropy(ids: np.ndarray) -> float:
+    """H = -Σ p(v) log p(v) in nats over the token frequencies of ``ids`` (any shape of integer ids ≥ 0):
+    the loss of a model that predicts only how often each token occurs. ValueError for no tokens."""
+    ids = np.asarray(ids).ravel()
+    if ids.size == 0:
+        raise ValueError("the unigram entropy of no tokens is undefined.")
+    counts = np.bincount(ids.astype(np.int64, copy=False))
+    p = counts[counts > 0] / ids.size
+    return float(-(p * np.log(p)).sum())
+
+
+def _number(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _losses(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, train losses) of the rows that have a train loss."""
+    pairs = [(int(r.get("step", 0)), v) for r in rows if (v := _number(r.get("train_loss"))) is not None]
+    if not pairs:
+        return np.zeros(0, np.int64), np.zeros(0)
+    steps, losses = zip(*pairs)
+    return np.asarray(steps, np.int64), np.asarray(losses, np.float64)
+
+
+# ---- the rules --------------------------------------------------------------------------------------------
+def non_finite(rows: Sequence[dict]) -> list[Finding]:
+    """The first row whose train loss or gradient norm is NaN or infinite (training cannot go on from it)."""
+    for r in rows:
+        loss, norm = _number(r.get("train_loss")), _number(r.get("grad_norm"))
+        for what, value in (("loss", loss), ("gradient norm", norm)):
+            if value is not None and not math.isfinite(value):
+                return [Finding("non_finite", int(r.get("step", 0)),
+                                f"the {what} became {value}: lower the learning rate, add gradient clipping or a "
+                                "longer warm-up, or train in fp32.")]
+    return []
+
+
+def spikes(rows: Sequence[dict]) -> list[Finding]:
+    """Steps whose loss exceeds the median m of the previous SPIKE_WINDOW finite losses by more than
+    max(SPIKE_MADS·1.4826·MAD, SPIKE_MIN_NATS), MAD = median |loss - m| (needs SPIKE_MIN_HISTORY earlier
+    steps).
+    Consecutive spiking steps count once (the first); the latest SPIKE_MAX_FINDINGS are kept."""
+    steps, losses = _losses(rows)
+    keep = np.isfinite(losses)
+    steps, losses = steps[keep], losses[keep]
+    if len(losses) <= SPIKE_MIN_HISTORY:
+        return []
+    found: list[Finding] = []
+    # each step i ≥ SPIKE_MIN_HISTORY against its previous ≤ SPIKE_WINDOW losses, all at once
+    padded = np.concatenate([np.full(SPIKE_WINDOW, np.nan), losses])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, SPIKE_WINDOW)[:len(losses)]  # losses[i-W:i]
+    windows = windows[SPIKE_MIN_HISTORY:]
+    med = np.nanmedian(windows, axis=1)
+    mad = np.nanmedian(np.abs(windows - med[:, None]), axis=1)
+    current = losses[SPIKE_MIN_HISTORY:]
+    spiking = current > med + np.maximum(SPIKE_MADS * MAD_TO_SIGMA * mad, SPIKE_MIN_NATS)
+    previous = np.concatenate([[False], spiking[:-1]])
+    for i in np.flatnonzero(spiking & ~previous):
+        found.append(Finding("spike", int(steps[SPIKE_MIN_HISTORY + i]),
+                             f"the loss spiked to {current[i]:.2f} (recent median {med[i]:.2f}): if it recurs, "
+                             "lower the learning rate or clip gradients."))
+    return found[-SPIKE_MAX_FINDINGS:]
+
+
+def overfitting(rows: Sequence[dict]) -> list[Finding]:
+    """Evaluations where validation loss rose and the training loss (the evaluation's ``eval_train_loss``,
+    else the step's) fell, OVERFIT_EVALS times in a row and by OVERFIT_MIN_RISE nats in all: one finding
+    per such streak, at its last evaluation."""
+    evals = [(int(r.get("step", 0)), v, t) for r in rows
+             if (v := _number(r.get("val_loss"))) is not None
+             and (t := _number(r.get("eval_train_loss", r.get("train_loss")))) is not None]
+    found: list[Finding] = []
+    run = 0
+    for i in range(1, len(evals)):
+        (_, v0, t0), (step, v1, t1) = evals[i - 1], evals[i]
+        run = run + 1 if (v1 > v0 and t1 < t0) else 0
+        streak_end = run >= OVERFIT_EVALS and (i + 1 == len(evals) or not (
+            evals[i + 1][1] > v1 and evals[i + 1][2] < t1))
+        if streak_end and v1 - evals[i - run][1] >= OVERFIT_MIN_RISE:
+            found.append(Finding("overfitting", step,
+                                 f"validation loss rose {run} evaluations in a row while training loss fell "
+                                 "(overfitting): use more data, dropout or weight decay, or fewer steps."))
+    return found
+
+
+def unigram_plateau(rows: Sequence[dict], entropy: float | None, warmup: int = 0) -> list[Finding]:
+    """The last PLATEAU_STEPS steps, all after warm-up: their median loss within PLATEAU_NATS of the unigram
+    entropy, and the medians of their first and second half within PLATEAU_NATS of each other (flat)."""
+    if entropy is None or not math.isfinite(entropy):
+        return []
+    steps, losses = _losses(rows)
+    if len(losses) < PLATEAU_STEPS:
+        return []
+    steps, last = steps[-PLATEAU_STEPS:], losses[-PLATEAU_STEPS:]
+    if steps[0] <= warmup or not np.isfinite(last).all():
+        return []
+    half = PLATEAU_STEPS // 2
+    if (abs(np.median(last) - entropy) <= PLATEAU_NATS
+            and abs(np.median(last[:half]) - np.median(last[half:])) <= PLATEAU_NATS):
+        return [Finding("unigram_plateau", int(steps[-1]),
+                        f"the loss sits at the corpus's unigram entropy ({entropy:.2f} nats): the model only "
+                        "predicts token frequencies; try a lower learning rate or a longer warm-up, or check "
+                        "the task.")]
+    return []
+
+
+def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Finding]:
+    """The gradient norm above ``grad_clip`` (> 0) on ≥ CLIP_FRACTION of the last CLIP_STEPS steps that have
+    one, all of them after step CLIP_STEPS and after warm-up."""
+    if not grad_clip or grad_clip <= 0:
+        return []
+    pairs = [(int(r.get("step", 0)), g) for r in rows if (g := _number(r.get("grad_norm"))) is not None]
+    last = pairs[-CLIP_STEPS:]
+    if len(last) < CLIP_STEPS or last[0][0] <= max(CLIP_STEPS, warmup):
+        return []
+    clipped = sum(g > grad_clip for _, g in last)
+    if clipped >= CLIP_FRACTION * len(last):
+        return [Finding("clipping", last[-1][0],
+                        f"the gradient was clipped on {clipped} of the last {len(last)} steps: the learning rate "
+                        "is probably too high.")]
+    return []
+
+
+def diagnose(rows: Sequence[dict], grad_clip: float = 0.0, unigram: float | None = None,
+             warmup: int = 0) -> list[Finding]:
+    """Every rule above over ``rows`` (metrics rows, in step order), the findings sorted by step.
+    ``grad_clip`` and ``warmup`` are the run's train settings; ``unigram`` the corpus's unigram entropy in
+    nats per token (None: the plateau rule is skipped)."""
+    found = [*non_finite(rows), *spikes(rows), *overfitting(rows), *unigram_plateau(rows, unigram, warmup),
+             *clipping(rows, grad_clip, warmup)]
+    return sorted(found, key=lambda f: f.step)
+
+
+# ---- attention -----------------------------------------------------------------------------------------------
+def _visible_keys(A: np.ndarray) -> np.ndarray:
+    """(T_q,): how many keys each query may attend to in a map (H, T_q, T_k): i+1 for a causal map (square,
+    nothing above the diagonal in any head), else T_k."""
+    _, tq, tk = A.shape
+    if tq == tk and not np.triu(A, 1).any():
+        return np.arange(1, tq + 1)
+    return np.full(tq, tk)
+
+
+def dead_heads(maps: AttentionMaps, step: int = 0) -> list[Finding]:
+    """Heads that do not look: every query (with ≥ 2 keys to choose from) has entropy below
+    DEAD_ENTROPY_NATS (one key, always) or at least UNIFORM_FRACTION · log(its visible keys) (uniform)."""
+    found: list[Finding] = []
+    for name in sorted(maps.maps):
+        A = np.asarray(maps.maps[name], dtype=np.float64)
+        visible = _visible_keys(A)
+        choose = visible >= 2
+        if not choose.any():
+            continue
+        H = -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1)  # (heads, T_q): each query's entropy in nats
+        for h in range(A.shape[0]):
+            row = H[h, choose]
+            if (row < DEAD_ENTROPY_NATS).all():
+                found.append(Finding("dead_head", step, f"head {h} of {name} always attends to one key: it may "
+                                     "be dead (a position sink); more training or a lower learning rate may help."))
+            elif (row >= UNIFORM_FRACTION * np.log(visible[choose])).all():
+                found.append(Finding("uniform_head", step, f"head {h} of {name} attends uniformly: it does not "
+                                     "look at anything yet; fine early in training, a waste of a head later."))
+    return found
+
+
+__all__ = ["Finding", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau", "clipping",
+           "diagnose", "dead_heads"]
