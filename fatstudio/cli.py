@@ -134,7 +134,7 @@ class _ProgressBar:
         sys.stderr.flush()
 
     def prepare(self, ev) -> None:
-        self._out(f"{ev.message}…", final=True)
+        self._out(ev.message if ev.message.endswith((".", "…")) else f"{ev.message}…", final=True)
 
     def note(self, ev) -> None:
         self._out(ev.message, final=True)

@@ -451,7 +451,7 @@ def _prepare_data(config: RunConfig, run: Run | None,
         yield Prepare(f"loading corpus {d.corpus}", 0.0)
         corpus = yield from _with_progress(lambda progress: load_corpus(d.corpus, d.task, progress, t.seed), 0.0, 0.2)
         for note in corpus.notes:
-            yield Prepare(note, 0.1)
+            yield Prepare(note, 0.2)
     if run:
         tokenizer = run.load_tokenizer()
     elif prepared:
