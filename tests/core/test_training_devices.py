@@ -267,18 +267,23 @@ class _InfGrad(torch.autograd.Function):
         return g * math.inf
 
 
-def test_steps_skipped_by_loss_scaling_write_no_inf_or_nan(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "resolve_precision", lambda p, d: "fp16")  # a GradScaler on the CPU
-    monkeypatch.setattr(training, "autocast", lambda d, p: contextlib.nullcontext())
+def _overflow_at(step: int, monkeypatch) -> None:
+    """Make the gradient of training step ``step`` overflow (its loss stays finite)."""
     real = training.task_loss
     calls = {"n": 0}
 
     def overflowing(model, batch, task):
         loss, logits, y = real(model, batch, task)
         calls["n"] += model.training
-        return (_InfGrad.apply(loss) if model.training and calls["n"] == 3 else loss), logits, y
+        return (_InfGrad.apply(loss) if model.training and calls["n"] == step else loss), logits, y
 
     monkeypatch.setattr(training, "task_loss", overflowing)
+
+
+def test_steps_skipped_by_loss_scaling_write_no_inf_or_nan(tmp_path, monkeypatch):
+    monkeypatch.setattr(training, "resolve_precision", lambda p, d: "fp16")  # a GradScaler on the CPU
+    monkeypatch.setattr(training, "autocast", lambda d, p: contextlib.nullcontext())
+    _overflow_at(3, monkeypatch)
     events = list(train(config(steps=6), run_dir=tmp_path / "run"))
     assert events[-1].status == "finished"
 
@@ -292,15 +297,7 @@ def test_steps_skipped_by_loss_scaling_write_no_inf_or_nan(tmp_path, monkeypatch
 
 
 def test_a_diverging_gradient_fails_the_run_before_any_checkpoint(tmp_path, monkeypatch):
-    real = training.task_loss
-    calls = {"n": 0}
-
-    def overflowing(model, batch, task):
-        loss, logits, y = real(model, batch, task)
-        calls["n"] += model.training
-        return (_InfGrad.apply(loss) if model.training and calls["n"] == 5 else loss), logits, y
-
-    monkeypatch.setattr(training, "task_loss", overflowing)
+    _overflow_at(5, monkeypatch)
     events = list(train(config(steps=9), run_dir=tmp_path / "run"))
     assert events[-1].status == "failed" and "gradient norm became" in events[-1].message
     assert "step 5" in events[-1].message
