@@ -328,12 +328,22 @@ _SYNTHETIC = {
 STDLIB_CHARS = 1_500_000
 BUILTINS: dict[str, str] = {
     **{name: s.description for name, s in _SYNTHETIC.items()},
+    "repeat": "random letters, each sequence written twice: qwkdmqwkdmxbxb… (where induction heads form)",
     "python-stdlib": "Python standard library source (.py files of this Python, ~1.5 MB)",
 }
 BUILTIN_TASKS: dict[str, tuple[str, ...]] = {
     **{name: tuple(t for t in TASKS if t != "classification" or s.labelled) for name, s in _SYNTHETIC.items()},
+    "repeat": ("next_token", "masked_lm"),
     "python-stdlib": ("next_token", "masked_lm"),
 }
+# "repeat": N_REPEAT blocks r + r, r of REPEAT_LENGTHS random letters of REPEAT_ALPHABET, one after another
+# with nothing between them. A second copy is predictable only by looking back at the first (an induction
+# head); a first copy not at all. No separator or newline: the induction score's probe (`head_scores`) is
+# random ordinary tokens, and a model that learned "a newline ends what matters" fails it whenever the
+# probe draws one.
+REPEAT_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+REPEAT_LENGTHS = (4, 12)
+N_REPEAT = 20_000
 
 
 def _unique(make, rng: random.Random, n: int) -> list[tuple[str, str]]:
@@ -366,12 +376,21 @@ def _stdlib_text() -> tuple[str, list[str]]:
     return "\n".join(parts), [f"{len(parts)} modules from {root}."]
 
 
+def repeat_sequences(seed: int) -> list[str]:
+    """The N_REPEAT random sequences r of the "repeat" corpus for ``seed``; its text is r + r of each, in order."""
+    rng, (lo, hi) = random.Random(f"repeat/{seed}"), REPEAT_LENGTHS
+    return ["".join(rng.choices(REPEAT_ALPHABET, k=rng.randint(lo, hi))) for _ in range(N_REPEAT)]
+
+
 def _load_builtin(name: str, task: str, seed: int) -> Corpus:
     if task not in BUILTIN_TASKS[name]:
         raise ValueError(f"built-in corpus {name!r} has no {task} form; it supports {', '.join(BUILTIN_TASKS[name])}.")
     if name == "python-stdlib":
         text, notes = _stdlib_text()
         return Corpus(name, "text", text=text, notes=notes)
+    if name == "repeat":
+        text = "".join(r + r for r in repeat_sequences(seed))
+        return Corpus(name, "text", text=text, notes=[f"generated {N_REPEAT} repeated sequences with seed {seed}."])
     s, rng = _SYNTHETIC[name], random.Random(f"{name}/{task}/{seed}")
     examples = _unique(s.labelled if task == "classification" else s.pair, rng, N_EXAMPLES)
     notes = [f"generated {len(examples)} examples with seed {seed}."]
@@ -422,7 +441,7 @@ class Prepared:
 
 def seeded(spec: str) -> bool:
     """Whether ``load_corpus(spec, …)`` depends on its seed: the synthetic built-ins do."""
-    return spec in _SYNTHETIC
+    return spec in _SYNTHETIC or spec == "repeat"
 
 
 # --- datasets ---------------------------------------------------------------------------------------------

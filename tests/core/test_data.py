@@ -6,7 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from fatstudio.core.data import BUILTIN_TASKS, BUILTINS, IGNORE, Corpus, build_dataset, load_corpus
+from fatstudio.core.data import (
+    BUILTIN_TASKS,
+    BUILTINS,
+    IGNORE,
+    REPEAT_ALPHABET,
+    REPEAT_LENGTHS,
+    Corpus,
+    build_dataset,
+    load_corpus,
+    repeat_sequences,
+)
 from fatstudio.core.tokenization import encode_corpus, train_tokenizer
 
 SYNTHETIC = [name for name in BUILTINS if name != "python-stdlib"]
@@ -125,8 +135,9 @@ def test_corpus_stats_preview_and_texts():
 
 # --- built-ins ----------------------------------------------------------------------------------------------
 def test_builtin_task_table():
-    assert set(BUILTINS) == {"copy", "reverse", "sort", "add", "brackets", "kv", "python-stdlib"}
+    assert set(BUILTINS) == {"copy", "reverse", "sort", "add", "brackets", "kv", "repeat", "python-stdlib"}
     assert BUILTIN_TASKS["copy"] == ("next_token", "masked_lm", "seq2seq")
+    assert BUILTIN_TASKS["repeat"] == ("next_token", "masked_lm")
     assert BUILTIN_TASKS["python-stdlib"] == ("next_token", "masked_lm")
     assert all(len(BUILTIN_TASKS[n]) == 4 for n in ("reverse", "sort", "add", "brackets", "kv"))
     with pytest.raises(ValueError, match="'copy' has no classification form; it supports next_token"):
@@ -172,6 +183,24 @@ def test_builtin_labels_are_correct_and_not_lopsided(name, check):
     assert all(check(t, y) for t, y in labelled)
     counts = np.array(list(load_corpus(name, "classification").stats()["classes"].values()))
     assert counts.min() > 0.5 * counts.max()
+
+
+def test_repeat_builtin_is_random_letters_written_twice_per_seed():
+    text = load_corpus("repeat", seed=3).text
+    assert text == load_corpus("repeat", "masked_lm", seed=3).text != load_corpus("repeat", seed=4).text
+    rs = repeat_sequences(3)
+    assert text == "".join(r + r for r in rs)  # nothing between the blocks: every char is a letter
+    assert set(text) <= set(REPEAT_ALPHABET) and len(set("".join(rs))) == len(REPEAT_ALPHABET)
+    lo, hi = REPEAT_LENGTHS
+    assert all(lo <= len(r) <= hi for r in rs) and {len(r) for r in rs} == set(range(lo, hi + 1))
+    i = 0
+    for r in rs:  # read the stream back block by block: the second half of each equals the first
+        block = text[i:i + 2 * len(r)]
+        assert block[:len(r)] == block[len(r):] == r
+        i += len(block)
+    assert i == len(text)
+    with pytest.raises(ValueError, match="'repeat' has no seq2seq form"):
+        load_corpus("repeat", "seq2seq")
 
 
 def test_python_stdlib_builtin_and_tokenizer_training_progress():
