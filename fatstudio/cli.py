@@ -29,6 +29,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="the run folder to create (default: a new folder in the runs directory)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.add_argument("--probe", metavar="TEXT", help="the input whose attention maps are saved at every evaluation "
+                   "(text with [MASK] for BERT's masked LM; an encoder-decoder's target, with --probe-source); "
+                   "default: one from the validation split")
+    t.add_argument("--probe-source", metavar="TEXT", help="an encoder-decoder's probe: the source its encoder reads")
 
     g = sub.add_parser("generate", help="prompt a trained run (DInference, EDInference, fill-mask, classify)")
     g.add_argument("run_dir")
@@ -89,6 +93,23 @@ def _load_config(args):
     return base.with_overrides(args.set)
 
 
+def _probe(args, config):
+    """The probe input asked for with --probe / --probe-source, or None (the run's own, or the default)."""
+    from .core.probes import ProbeInput
+
+    if args.probe is None and args.probe_source is None:
+        return None
+    if args.resume:
+        raise ValueError("a resumed run keeps the probe it started with; give no --probe.")
+    if (args.probe_source is not None) != (config.model.arch == "edt"):
+        raise ValueError("--probe-source is an encoder-decoder's (model.arch = edt), with --probe its target."
+                         if args.probe_source is not None else
+                         "an encoder-decoder's probe needs --probe-source (its source) as well as --probe.")
+    if args.probe is None:
+        raise ValueError("give --probe (the decoder's target) with --probe-source.")
+    return ProbeInput(args.probe, args.probe_source)
+
+
 def cmd_train(args) -> int:
     from .core.training import Control, Evaluation, Finished, Note, Prepare, Started, Steps, train
 
@@ -100,7 +121,8 @@ def cmd_train(args) -> int:
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
         Finished: bar.finish}
     try:
-        for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control):
+        for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
+                        probe=_probe(args, config)):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)

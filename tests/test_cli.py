@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from fatstudio.cli import main
+from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core import inference
 
 TOML = """
@@ -122,6 +122,8 @@ def test_generate_imports_no_gui(trained_run):
     (["train", "{cfg}", "--set", "data.corpus=/no/such/file.txt"], "/no/such/file.txt"),
     (["generate", "{tmp}", "--prompt", "x"], "not a fatstudio run"),
     (["train"], "give a config file"),
+    (["train", "{cfg}", "--probe", "hi", "--probe-source", "x"], "encoder-decoder's (model.arch = edt)"),
+    (["train", "{cfg}", "--quiet", "--probe", "\u0394"], "the probe input"),
 ])
 def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tmp_path):
     args = [a.replace("{cfg}", str(cfg_file())).replace("{tmp}", str(tmp_path)) for a in args]
@@ -168,6 +170,16 @@ def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     here = device.resolve_precision("auto", torch.device("cpu"))  # bf16 on a CPU with AVX-512 BF16, else fp32
     assert code == 0 and f"in {here}" in err and "C++ compiler" in err
+
+
+def test_train_with_a_probe_of_ones_own(cfg_file, tmp_path):
+    from fatstudio.core.runs import Run
+
+    run = tmp_path / "run"
+    assert main(["train", str(cfg_file()), "--out", str(run), "--probe", "hello hello", "--quiet"]) == 0
+    maps = Run.open(run).load_probe(20)
+    assert "".join(maps.tokens) == "hello hello" and maps.maps["self/0"].shape[-1] == len("hello hello")
+    assert main(["train", "--resume", str(run), "--set", "train.steps=30", "--probe", "x"]) == EXIT_ERROR
 
 
 def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsys):

@@ -316,10 +316,16 @@ class MainWindow(QMainWindow):
         return self._start_job(cfg, run_dir=str(run.path), resume=True)
 
     def _start_job(self, cfg: RunConfig, run_dir, resume: bool) -> bool:
+        try:
+            probe = None if resume else self.train_panel.probe()  # a resumed run keeps its own
+        except ValueError as e:
+            self.show_error(str(e))
+            return False
         self.show_error(None)
         self.last_status = None
         self.run_dir = run_dir
-        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.corpus_panel.prepared(), parent=self)
+        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.corpus_panel.prepared(), probe=probe,
+                               parent=self)
         self.job.event.connect(self._on_event)
         self.job.failed.connect(self._on_failed)
         self.job.done.connect(self._on_done)

@@ -461,3 +461,24 @@ def test_diagnostics_from_rows(window):
     w._set_diagnostics_rows(rows, {"grad_clip": 5.0})
     assert diagnostics_lines(w) == []
     assert w.train_view.samplesTabs.tabText(1) == "Diagnostics"
+
+
+def test_a_probe_of_ones_own_and_an_encoder_decoders(qtbot, window):
+    w = window
+    p = w.train_panel
+    set_tiny(w, steps=10)
+    assert not p.probeSourceEdit.isVisibleTo(p) and "validation window" in p.probeEdit.placeholderText()
+    qtbot.keyClicks(p.probeEdit, "import os")
+    w.train_view.trainButton.click()
+    wait_idle(qtbot, w)
+    assert w.last_status == "finished", w.last_error
+    assert meta(w.run_dir)["probe"] == {"text": "import os"}
+    from fatstudio.core.probes import load_probe
+
+    assert "".join(load_probe(w.run_dir, 10).tokens) == "import os"
+
+    w.model_panel.archCombo.setCurrentIndex(w.model_panel.archCombo.findData("edt"))
+    w.corpus_panel.taskCombo.setCurrentIndex(w.corpus_panel.taskCombo.findData("seq2seq"))
+    assert p.probeSourceEdit.isVisibleTo(p) and "target" in p.probeEdit.placeholderText()
+    w.train_view.trainButton.click()  # a target without its source
+    assert w.job is None and "both a source and a target" in w.train_view.errorLabel.text()

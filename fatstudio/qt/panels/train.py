@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QListWidget,
     QPlainTextEdit,
     QProgressBar,
@@ -30,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import TrainConfig
+from fatstudio.core.probes import ProbeInput
 from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,
@@ -45,6 +47,12 @@ from fatstudio.qt.widgets.forms import (
 from fatstudio.qt.widgets.plots import TrainingPlots
 
 DEVICES = [("auto (GPU if there is one)", "auto"), ("CPU", "cpu"), ("CUDA GPU", "cuda"), ("Apple MPS", "mps")]
+PROBE_HINTS = {  # the probe edit's placeholder per task: what the default is, what to type
+    "next_token": "default: the start of a validation window; or any text",
+    "masked_lm": "default: a validation window with [MASK]s; or text with [MASK], e.g. def f([MASK]):",
+    "seq2seq": "default: a validation pair's target (the decoder's text)",
+    "classification": "default: a validation text; or any text to classify",
+}
 PRECISIONS = [("auto", "auto"), ("fp32", "fp32"), ("bf16 (autocast)", "bf16"),
               ("fp16 (autocast + loss scaling, GPU)", "fp16")]
 
@@ -109,6 +117,7 @@ class TrainPanel(QWidget):
         self._described: tuple[str, str] | None = None
         lay = QVBoxLayout(self)
         lay.addWidget(self._build_form())
+        lay.addWidget(self._build_probe())
         lay.addStretch(1)
         self.binding = Binding(self.settings, "train", self.fields)
         self.settings.changed.connect(self._on_settings)
@@ -128,6 +137,43 @@ class TrainPanel(QWidget):
         box.setLayout(f.layout)
         return box
 
+    def _build_probe(self) -> QGroupBox:
+        box = QGroupBox("Probe (attention over training)")
+        box.setToolTip("At every evaluation every head's attention map for this input is saved with the run; "
+                       "the Attention tab's step slider scrubs through them.")
+        f = Form(prefix="probe")
+        self.probeEdit = QLineEdit(objectName="probeEdit")
+        self.probeEdit.setClearButtonEnabled(True)
+        self.probeSourceEdit = QLineEdit(objectName="probeSourceEdit")
+        self.probeSourceEdit.setClearButtonEnabled(True)
+        f.add("text", "text", self.probeEdit, "What the model reads at each evaluation. Empty: a default "
+              "taken from the validation split.")
+        f.add("source", "source", self.probeSourceEdit, "An encoder-decoder's probe: the source its encoder "
+              "reads (the text is then the target its decoder reads). Give both or neither.")
+        box.setLayout(f.layout)
+        self._probe_form = f
+        self._show_probe_kind()
+        return box
+
+    def _show_probe_kind(self) -> None:
+        """The probe's fields and hints for the chosen architecture and task."""
+        arch, task = self.settings.model.arch, self.settings.data.task
+        self._probe_form.set_row_visible("source", arch == "edt")
+        self.probeEdit.setPlaceholderText(PROBE_HINTS.get(task, PROBE_HINTS["next_token"]))
+        self.probeSourceEdit.setPlaceholderText("default: a validation pair's source")
+
+    def probe(self) -> ProbeInput | None:
+        """The probe input asked for, or None for the task's default (`probes.default_probe`). ValueError in
+        words for an encoder-decoder's probe with only one of its two texts."""
+        text = self.probeEdit.text()
+        source = self.probeSourceEdit.text() if self.settings.model.arch == "edt" else ""
+        if not text and not source:
+            return None
+        if self.settings.model.arch == "edt" and not (text and source):
+            raise ValueError("an encoder-decoder's probe needs both a source and a target text (or neither, "
+                             "for the default).")
+        return ProbeInput(text, source or None)
+
     def config(self) -> TrainConfig:
         """The training settings (a copy)."""
         return self.settings.train.replace()
@@ -137,6 +183,8 @@ class TrainPanel(QWidget):
 
     def _on_settings(self, change: Change) -> None:
         self.binding.show(change)
+        if change.touches("model", "arch") or change.touches("data", "task"):
+            self._show_probe_kind()
         if change.touches("train", "device", "precision"):
             QTimer.singleShot(0, self.describe_choice)
 
