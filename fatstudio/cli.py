@@ -48,7 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir")
     a.add_argument("--prompt", help="the text (the decoder's text for seq2seq)")
     a.add_argument("--source", help="the source text (encoder-decoder runs)")
-    a.add_argument("--step", type=int, help="write the run's probe maps saved at evaluation step N instead")
+    a.add_argument("--step", type=int, help="write the run's probe maps saved at evaluation step N instead (and "
+                   "print that step's head scores)")
     a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png or FILE.csv")
     return p
 
@@ -228,7 +229,7 @@ def _write_by_line(pieces: Iterable[str]) -> None:
 def cmd_attention(args) -> int:
     from .core import inference
     from .core.attention_maps import SAVE_SUFFIXES
-    from .core.probes import MissingProbe
+    from .core.probes import MissingProbe, probe_path, probe_scores
     from .core.runs import Run
 
     out = Path(args.out)
@@ -246,6 +247,9 @@ def cmd_attention(args) -> int:
             return 1
         maps.save(out)
         print(f"wrote the probe maps of step {args.step} ({', '.join(maps.maps)}) to {out}")
+        scores = probe_scores(probe_path(args.run_dir, args.step))
+        if scores.scores:  # the self-attention heads' scores at that step (mean attention weights, 0-1)
+            print(f"head scores at step {args.step}:\n{scores.table()}")
         return 0
     if args.prompt is None:
         raise ValueError("give the text with --prompt, or --step N for the probe maps saved at step N.")

@@ -20,13 +20,17 @@ evaluation rows, see `runs`) and returns `Finding`s, oldest first. The rules, ea
   normal).
 
 `dead_heads` checks one `AttentionMaps` (e.g. a run's probe at an evaluation step): a head whose every query
-puts (almost) all its weight on one key, or whose every query spreads it (almost) uniformly.
+puts (almost) all its weight on one key, or whose every query spreads it (almost) uniformly. `head_findings`
+is what a run's Diagnostics list shows of them: dead heads always, uniform heads only from step
+``UNIFORM_AFTER`` on (every head starts out uniform). The trainer sends them with each evaluation's probe maps
+(`training.Probe.findings`); `latest_head_findings` reads them from a run folder's latest saved probe.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -46,6 +50,7 @@ CLIP_STEPS = 100
 CLIP_FRACTION = 0.9
 DEAD_ENTROPY_NATS = 0.1  # a query this sure looks at one key
 UNIFORM_FRACTION = 0.98  # of log(visible keys): a query this spread out does not look
+UNIFORM_AFTER = 500  # steps: a head still uniform this late is worth a line (before, it is how heads start)
 
 
 @dataclass(frozen=True)
@@ -207,7 +212,8 @@ def _visible_keys(A: np.ndarray) -> np.ndarray:
 
 def dead_heads(maps: AttentionMaps, step: int = 0) -> list[Finding]:
     """Heads that do not look: every query (with ≥ 2 keys to choose from) has entropy below
-    DEAD_ENTROPY_NATS (one key, always) or at least UNIFORM_FRACTION · log(its visible keys) (uniform)."""
+    DEAD_ENTROPY_NATS (one key, always) or at least UNIFORM_FRACTION · log(its visible keys) (uniform).
+    Heads are named as the Attention tab names them: "head 1 of self/0" is h = 0 of layer 0."""
     found: list[Finding] = []
     for name in sorted(maps.maps):
         A = np.asarray(maps.maps[name], dtype=np.float64)
@@ -219,13 +225,34 @@ def dead_heads(maps: AttentionMaps, step: int = 0) -> list[Finding]:
         for h in range(A.shape[0]):
             row = H[h, choose]
             if (row < DEAD_ENTROPY_NATS).all():
-                found.append(Finding("dead_head", step, f"head {h} of {name} always attends to one key: it may "
+                found.append(Finding("dead_head", step, f"head {h + 1} of {name} always attends to one key: it may "
                                      "be dead (a position sink); more training or a lower learning rate may help."))
             elif (row >= UNIFORM_FRACTION * np.log(visible[choose])).all():
-                found.append(Finding("uniform_head", step, f"head {h} of {name} attends uniformly: it does not "
+                found.append(Finding("uniform_head", step, f"head {h + 1} of {name} attends uniformly: it does not "
                                      "look at anything yet; fine early in training, a waste of a head later."))
     return found
 
 
+def head_findings(maps: AttentionMaps, step: int) -> list[Finding]:
+    """The `dead_heads` of a probe step worth listing: the dead ones, and the uniform ones from step
+    UNIFORM_AFTER on."""
+    return [f for f in dead_heads(maps, step) if f.kind != "uniform_head" or step >= UNIFORM_AFTER]
+
+
+def latest_head_findings(run_dir: str | Path) -> list[Finding]:
+    """`head_findings` of the latest probe step saved in a run folder (`probes`); [] when there is none or it
+    cannot be read."""
+    from .probes import list_probes, load_probe_file
+
+    saved = list_probes(run_dir)
+    if not saved:
+        return []
+    step = max(saved)
+    try:
+        return head_findings(load_probe_file(saved[step]), step)
+    except ValueError:
+        return []
+
+
 __all__ = ["Finding", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau", "clipping",
-           "diagnose", "dead_heads"]
+           "diagnose", "dead_heads", "head_findings", "latest_head_findings"]

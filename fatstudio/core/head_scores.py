@@ -176,6 +176,36 @@ class HeadScores:
         found = {s for d in self.scores.values() for s in d}
         return [s for s in SCORES if s in found]
 
+    def table(self) -> str:
+        """A short text table: a header, then one line per head of each map: map, head (1-based), scores."""
+        cols = self.score_names()
+        lines = ["map     head " + " ".join(f"{c:>9}" for c in cols)]
+        for name, per in self.scores.items():
+            for h in range(len(next(iter(per.values()), []))):
+                cells = " ".join(f"{per[c][h]:9.3f}" if c in per else f"{'':>9}" for c in cols)
+                lines.append(f"{name:<7} {h + 1:>4} {cells}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain JSON: {"maps": {map name: {score: [H numbers, 6 decimals; None for NaN]}}, "n", "seed"}."""
+        def number(v: float) -> float | None:
+            return round(float(v), 6) if np.isfinite(v) else None
+
+        return {"maps": {name: {sc: [number(v) for v in arr] for sc, arr in d.items()}
+                         for name, d in self.scores.items()}, "n": self.n, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> HeadScores:
+        """The inverse of `to_dict` (None → NaN); ValueError in words for anything else."""
+        try:
+            scores = {str(name): {str(sc): np.array([np.nan if v is None else float(v) for v in values])
+                                  for sc, values in per.items() if sc in SCORES}
+                      for name, per in d["maps"].items()}
+            n = None if d.get("n") is None else int(d["n"])
+            return cls(scores, n, int(d.get("seed", 0)))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"these are not head scores of fatstudio ({type(e).__name__}: {e}).") from None
+
 
 def head_scores(model: torch.nn.Module, tokenizer: TokenizerLike, maps: AttentionMaps | None = None,
                 seed: int = 0, n: int | None = None) -> HeadScores:

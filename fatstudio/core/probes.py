@@ -9,11 +9,17 @@ validation window with its masked positions written ``[MASK]``; edt seq2seq: a v
 pair, the decoder reading [bos] + target; classification: a validation text, its label recorded beside it.
 
 At every evaluation the trainer runs the model once on the probe (`probe_maps`, exactly
-`inference.attention_maps_for_ids`) and `save_probe` writes the maps to ``probes/step-NNNNNNNN.safetensors``:
-one float16 tensor (H, T_query, T_key) per map, named as the model names it ("self/0", "cross/1", …), the
-tokens in the file's metadata; written under a temporary name and renamed into place like every run file.
-safetensors files hold only tensors and strings, so reading one never executes code. `Run.probe_steps` and
-`Run.load_probe` read them back; so do `list_probes` and `load_probe_file` for a folder.
+`inference.attention_maps_for_ids`), measures that step's head scores (`measure_scores`: prev, diag and sink
+of the probe's maps, induction from one more forward pass of the model at that step on random tokens
+repeated twice, see `head_scores`), and `save_probe` writes both to ``probes/step-NNNNNNNN.safetensors``:
+one float16 tensor (H, T_query, T_key) per map, named as the model names it ("self/0", "cross/1", …); in
+the file's metadata (strings) the tokens, the probe input and, under ``"scores"``, the head scores as JSON
+(`HeadScores.to_dict`: {"maps": {"self/0": {"prev": [H numbers], …, "induction": [H numbers]}, …}, "n",
+"seed"}); written under a temporary name and renamed into place like every run file. safetensors files hold
+only tensors and strings, so reading one never executes code. `Run.probe_steps` and `Run.load_probe` read
+them back; so do `list_probes` and `load_probe_file` for a folder; `probe_scores` a file's head scores
+(a file written before scores were saved: what its maps give, no induction) and `score_history` a run's
+over training time.
 
 Torch-free at import (the GUI reads probe files without torch).
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .attention_maps import AttentionMaps
+from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
 
 if TYPE_CHECKING:
@@ -132,13 +140,25 @@ def probe_maps(model, tokenizer: TokenizerLike, ids: list[int], context_ids: lis
     return inference.attention_maps_for_ids(model, tokenizer, ids, context_ids)
 
 
+def measure_scores(model, tokenizer: TokenizerLike, maps: AttentionMaps) -> HeadScores:
+    """An evaluation step's head scores (`head_scores.head_scores`, seed 0, as the Attention panel measures a
+    loaded model): prev, diag and sink of the probe's ``maps``, induction from the model on its repeated
+    random sequence (one forward pass of at most 2n+1 = 101 tokens in eval mode without gradients; the
+    training mode is restored). A model too short for that sequence (l_max < 3) gets the map scores alone."""
+    try:
+        return head_scores(model, tokenizer, maps)
+    except ValueError:
+        return map_scores(maps)
+
+
 def probe_path(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / PROBES / f"step-{step:08d}.safetensors"
 
 
-def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: ProbeInput | None = None) -> Path:
-    """Write ``maps`` as ``probes/step-NNNNNNNN.safetensors`` (float16 tensors named as the maps, the tokens
-    and the probe input in the metadata), atomically. Returns the path."""
+def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: ProbeInput | None = None,
+               scores: HeadScores | None = None) -> Path:
+    """Write ``maps`` as ``probes/step-NNNNNNNN.safetensors`` (float16 tensors named as the maps; the tokens,
+    the probe input and the step's head ``scores`` in the metadata), atomically. Returns the path."""
     from safetensors.numpy import save
 
     from .runs import atomic_write
@@ -149,25 +169,79 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
     metadata = {"format": "fatstudio-probe", "step": str(step), "tokens": json.dumps(list(maps.tokens)),
                 "context_tokens": json.dumps(maps.context_tokens),
                 "probe": json.dumps(probe.to_dict() if probe else None)}
+    if scores is not None:
+        metadata["scores"] = json.dumps(scores.to_dict())
     atomic_write(path, save(tensors, metadata=metadata))
     return path
 
 
-def load_probe_file(path: str | Path) -> AttentionMaps:
-    """The maps of one probe file, as float32 arrays (the file holds float16). ValueError if unreadable."""
+def _read(path: str | Path, with_maps: bool = True) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """A probe file's metadata and (``with_maps``; else only the header is read) its maps as float32 arrays
+    (the file holds float16). ValueError if unreadable."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework="np") as f:
             meta = f.metadata() or {}
-            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()}  # noqa: SIM118
-        tokens = json.loads(meta["tokens"])
-        context = json.loads(meta.get("context_tokens", "null"))
+            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()} if with_maps else {}  # noqa: SIM118
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
     except Exception as e:  # safetensors raises its own error types for bad headers
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
+    return meta, maps
+
+
+def load_probe_file(path: str | Path) -> AttentionMaps:
+    """The maps of one probe file, as float32 arrays (the file holds float16). ValueError if unreadable."""
+    meta, maps = _read(path)
+    try:
+        tokens = json.loads(meta["tokens"])
+        context = json.loads(meta.get("context_tokens", "null"))
+    except (KeyError, ValueError) as e:
+        raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     return AttentionMaps(tokens, context, maps)
+
+
+def saved_scores(path: str | Path) -> HeadScores | None:
+    """The head scores saved in a probe file (its header only is read); None for a file written before
+    scores were saved. ValueError if the file or its scores cannot be read."""
+    text = _read(path, with_maps=False)[0].get("scores")
+    if text is None:
+        return None
+    try:
+        return HeadScores.from_dict(json.loads(text))
+    except ValueError as e:
+        raise ValueError(f"{path}: its head scores cannot be read: {e}") from None
+
+
+def probe_scores(path: str | Path) -> HeadScores:
+    """A probe file's head scores: the saved ones (induction included), else what its maps give
+    (`head_scores.map_scores`: prev, diag, sink). ValueError if unreadable."""
+    saved = saved_scores(path)
+    return saved if saved is not None else map_scores(load_probe_file(path))
+
+
+def score_history(run: str | Path | Mapping[int, str | Path]) -> dict[int, HeadScores]:
+    """Head scores over training time: {step: `probe_scores`} for a run folder (or its probe files by step,
+    `list_probes`), ascending; unreadable files are left out."""
+    paths = list_probes(run) if isinstance(run, (str, Path)) else run
+    history = {}
+    for step, path in sorted(paths.items()):
+        try:
+            history[int(step)] = probe_scores(path)
+        except ValueError:
+            continue
+    return history
+
+
+def score_series(history: Mapping[int, HeadScores], name: str, score: str) -> tuple[np.ndarray, np.ndarray]:
+    """One score of map ``name`` over training time: the steps (S,) that have it, ascending, and its values
+    (S, H), for plotting one line per head."""
+    found = [(step, v) for step, sc in sorted(history.items()) if (v := sc.get(name, score)) is not None]
+    if not found:
+        return np.zeros(0, np.int64), np.zeros((0, 0))
+    steps, values = zip(*found)
+    return np.asarray(steps, np.int64), np.stack(values)
 
 
 def list_probes(run_dir: str | Path) -> dict[int, Path]:
@@ -198,5 +272,6 @@ def remove_after(run_dir: str | Path, step: int) -> None:
             p.unlink(missing_ok=True)
 
 
-__all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "save_probe", "load_probe_file",
-           "load_probe", "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]
+__all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "measure_scores", "save_probe",
+           "load_probe_file", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
+           "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]

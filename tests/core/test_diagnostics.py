@@ -114,20 +114,43 @@ def _maps(A):
     return AttentionMaps(tokens=[str(i) for i in range(A.shape[-2])], context_tokens=None, maps={"self/0": A})
 
 
-def test_dead_and_uniform_heads():
-    T = 8
-    causal_uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+def _heads(T=8):
+    """(T, T) causal maps of three heads: uniform over the past, all weight on the first token, and looking."""
+    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
     first_token = np.zeros((T, T))
     first_token[:, 0] = 1.0
-    rng = np.random.default_rng(0)
-    looking = np.tril(rng.random((T, T)) ** 4)
-    looking /= looking.sum(-1, keepdims=True)
+    looking = np.tril(np.random.default_rng(0).random((T, T)) ** 4)
+    return uniform, first_token, looking / looking.sum(-1, keepdims=True)
+
+
+def test_dead_and_uniform_heads():
+    T = 8
+    causal_uniform, first_token, looking = _heads(T)
     found = d.dead_heads(_maps(np.stack([causal_uniform, first_token, looking])), step=200)
-    assert [(f.kind, f.advice.split()[1]) for f in found] == [("uniform_head", "0"), ("dead_head", "1")]
+    assert [(f.kind, f.advice.split()[1]) for f in found] == [("uniform_head", "1"), ("dead_head", "2")]  # from 1
     assert all(f.step == 200 for f in found)
     assert d.dead_heads(_maps(looking[None])) == []
     bidirectional = np.full((1, T, T), 1 / T)  # BERT-like: uniform over all keys
     assert kinds(d.dead_heads(_maps(bidirectional))) == ["uniform_head"]
+
+
+def test_head_findings_of_a_runs_latest_probe_step(tmp_path):
+    """Uniform heads are how heads start: listed only from step UNIFORM_AFTER on; a dead head always. A run
+    folder's findings are those of its latest saved probe step."""
+    from fatstudio.core.probes import save_probe
+
+    uniform, dead, looking = _heads()
+    early = d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER - 1)
+    assert [(f.kind, f.step) for f in early] == [("dead_head", d.UNIFORM_AFTER - 1)]
+    assert kinds(d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER)) == ["uniform_head",
+                                                                                               "dead_head"]
+    assert d.latest_head_findings(tmp_path) == []  # no probes saved
+    save_probe(tmp_path, 100, _maps(np.stack([looking, dead])))
+    save_probe(tmp_path, 200, _maps(np.stack([looking, looking])))
+    assert d.latest_head_findings(tmp_path) == []  # the head died at step 100 and recovered
+    save_probe(tmp_path, 300, _maps(np.stack([dead, looking])))
+    (found,) = d.latest_head_findings(tmp_path)
+    assert found.kind == "dead_head" and found.line.startswith("step 300 · head 1 of self/0 always attends to one key")
 
 
 def test_fast_enough_for_the_gui():

@@ -136,3 +136,22 @@ def test_real_tiny_models_give_scores_in_0_1(arch):
         # prev/diag/sink are the text's
         np.testing.assert_allclose(out.get(name, "diag"), np.diagonal(maps.maps[name], axis1=1, axis2=2).mean(-1),
                                    rtol=1e-6)
+
+
+def test_scores_round_trip_through_plain_json_and_print_as_a_table():
+    import json
+
+    s = hs.HeadScores({"self/0": {"prev": np.array([0.25, np.nan]), "induction": np.array([0.1234567, 1.0])},
+                       "dec/1": {"sink": np.array([0.5, 0.0])}}, n=7, seed=3)
+    d = json.loads(json.dumps(s.to_dict(), allow_nan=False))  # standard JSON: NaN is written null
+    back = hs.HeadScores.from_dict(d)
+    assert back.n == 7 and back.seed == 3 and back.names() == ["self/0", "dec/1"]
+    assert back.get("self/0", "induction").tolist() == [0.123457, 1.0]  # 6 decimals
+    assert back.get("self/0", "prev")[0] == 0.25 and np.isnan(back.get("self/0", "prev")[1])
+    assert back.get("dec/1", "sink").tolist() == [0.5, 0.0] and back.get("dec/1", "prev") is None
+    for bad in ({}, {"maps": {"self/0": {"prev": ["x"]}}}, {"maps": [1]}, "text"):
+        with pytest.raises(ValueError, match="not head scores"):
+            hs.HeadScores.from_dict(bad)
+    lines = back.table().splitlines()
+    assert lines[0].split() == ["map", "head", "prev", "sink", "induction"] and len(lines) == 5
+    assert lines[1].split() == ["self/0", "1", "0.250", "0.123"] and lines[4].split() == ["dec/1", "2", "0.000"]

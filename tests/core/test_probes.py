@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from fatstudio import ModelConfig
+from fatstudio import ModelConfig, build_model
 from fatstudio.core import probes
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.inference import attention_maps_for_ids
@@ -91,3 +91,78 @@ def test_probe_files_after_a_checkpoint_go_when_resuming(text_file, tmp_path):
     run = Run.open(tmp_path / "run")
     run.truncate_after(10)
     assert run.probe_steps() == [10]
+
+
+# ---- head scores over training time --------------------------------------------------------------------
+def test_each_evaluation_saves_that_steps_head_scores(text_file, tmp_path):
+    """The scores saved with each step's maps are that step's: prev/diag/sink of its maps, induction of its
+    model; the final step's equal `head_scores` of the final checkpoint's model; the event carries them."""
+    from fatstudio.core.head_scores import SCORES, head_scores, text_scores
+
+    events = list(train(config(text_file, steps=25, lr=1e-2), run_dir=tmp_path / "run"))
+    probe_events = [e for e in events if isinstance(e, Probe)]
+    assert [e.step for e in probe_events] == [10, 20, 25]
+    for ev in probe_events:
+        saved = probes.saved_scores(ev.path)
+        assert saved is not None and saved.to_dict() == ev.scores
+        assert saved.score_names() == list(SCORES) and saved.names() == ["self/0", "self/1"]
+        for name, per in text_scores(probes.load_probe_file(ev.path)).items():  # the file's float16 maps
+            for score, v in per.items():
+                np.testing.assert_allclose(saved.get(name, score), v, atol=2e-3)
+    run = Run.open(tmp_path / "run")
+    loaded = run.load_model()
+    ids, ctx = run.probe_input().encode(loaded.tokenizer, "gpt", "next_token", 16)
+    want = head_scores(loaded.model, loaded.tokenizer, attention_maps_for_ids(loaded.model, loaded.tokenizer, ids, ctx))
+    final, first = probes.saved_scores(probe_events[-1].path), probes.saved_scores(probe_events[0].path)
+    assert final.n == want.n == 7  # (l_max - 1) // 2 random tokens, twice
+    for name in want.names():
+        for score in SCORES:
+            np.testing.assert_allclose(final.get(name, score), want.get(name, score), atol=2e-6)
+    assert np.abs(first.get("self/1", "induction") - final.get("self/1", "induction")).max() > 1e-4  # a past model
+
+
+def test_measuring_the_scores_keeps_the_model_training_and_gradient_free():
+    from fatstudio.core.tokenization import train_tokenizer
+
+    tok = train_tokenizer("char", ["the quick brown fox"])
+    for l_max, names in ((16, ["prev", "diag", "sink", "induction"]), (2, ["prev", "diag", "sink"])):
+        model = build_model(ModelConfig(vocab_size=tok.vocab_size, **{**TINY, "l_max": l_max})).train()
+        maps = probes.probe_maps(model, tok, tok.encode("th"), None)
+        scores = probes.measure_scores(model, tok, maps)
+        assert model.training and all(p.grad is None for p in model.parameters())
+        assert scores.score_names() == names  # l_max = 2 cannot read bos + r + r: no induction
+
+
+def test_probe_files_without_scores_still_load_and_the_history_mixes_them(tmp_path):
+    from safetensors.numpy import save
+
+    from fatstudio.core.attention_maps import AttentionMaps
+    from fatstudio.core.head_scores import HeadScores
+
+    T = 4
+    causal = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    maps = AttentionMaps(list("abcd"), None, {"self/0": np.stack([causal, np.eye(T)])})
+    old = probes.save_probe(tmp_path, 5, maps)  # as written before scores were saved
+    saved = HeadScores({"self/0": {"prev": np.array([0.1, 0.2]), "induction": np.array([0.7, np.nan])}}, n=3)
+    new = probes.save_probe(tmp_path, 10, maps, scores=saved)
+    assert probes.saved_scores(old) is None and probes.load_probe_file(old).tokens == list("abcd")
+    from_maps = probes.probe_scores(old)  # what the maps give: no induction
+    assert from_maps.score_names() == ["prev", "diag", "sink"]
+    np.testing.assert_allclose(from_maps.get("self/0", "diag"), [np.mean(1 / np.arange(1, T + 1)), 1.0], atol=1e-3)
+    got = probes.probe_scores(new)
+    assert got.n == 3 and got.get("self/0", "prev").tolist() == [0.1, 0.2] and got.get("self/0", "diag") is None
+    assert got.get("self/0", "induction")[0] == 0.7 and np.isnan(got.get("self/0", "induction")[1])
+    history = probes.score_history(tmp_path)
+    assert list(history) == [5, 10] and probes.score_history(probes.list_probes(tmp_path)).keys() == history.keys()
+    steps, values = probes.score_series(history, "self/0", "induction")
+    assert steps.tolist() == [10] and values.shape == (1, 2)
+    steps, values = probes.score_series(history, "self/0", "prev")
+    assert steps.tolist() == [5, 10] and values[1].tolist() == [0.1, 0.2]
+    assert probes.score_series(history, "self/9", "prev")[0].size == 0
+    # an unreadable file is left out of the history; unreadable scores are an error in words
+    (tmp_path / probes.PROBES / "step-00000020.safetensors").write_bytes(b"not a probe file")
+    bad = tmp_path / probes.PROBES / "step-00000030.safetensors"
+    bad.write_bytes(save({"self/0": np.zeros((1, 2, 2), np.float16)}, metadata={"tokens": "[]", "scores": "{oops"}))
+    assert list(probes.score_history(tmp_path)) == [5, 10]
+    with pytest.raises(ValueError, match="head scores cannot be read"):
+        probes.saved_scores(bad)

@@ -118,17 +118,19 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
 
     monkeypatch.setattr(model_pkg, "build_model", built)
     from fatstudio.core import probes
-    real_probe_maps = probes.probe_maps
     capturing = []
 
-    def probe_maps(*a, **k):  # inference makes its own inputs on the model's device (its own tests)
-        capturing.append(True)
-        try:
-            return real_probe_maps(*a, **k)
-        finally:
-            capturing.pop()
+    def capture(real):  # inference makes its own inputs on the model's device (its own tests)
+        def run(*a, **k):
+            capturing.append(True)
+            try:
+                return real(*a, **k)
+            finally:
+                capturing.pop()
+        return run
 
-    monkeypatch.setattr(probes, "probe_maps", probe_maps)
+    for name in ("probe_maps", "measure_scores"):  # the probe's maps, the induction score's forward pass
+        monkeypatch.setattr(probes, name, capture(getattr(probes, name)))
     monkeypatch.setattr(inference, "generate", lambda *a, **k: iter(()))  # inference has its own tests
     monkeypatch.setattr(inference, "translate", lambda *a, **k: iter(()))
     monkeypatch.setattr(inference, "classify", lambda *a, **k: [("x", 1.0)])

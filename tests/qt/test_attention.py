@@ -355,3 +355,131 @@ def test_main_window_routes_probe_events_and_lists_reopened_runs(qtbot, probe_ru
     for ev in events:
         w._on_event(Probe(ev.step, ev.path))
     assert slider.maximum() == 2 and w.attention_panel.probe_step == 30
+
+
+# ---- head scores over training time: headScoresPlot -------------------------------------------------------
+def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_slider(qtbot, panel, probe_run):
+    """One line per head (L = 2, H = 2: four), each the saved score against the step, growing with each Probe
+    event; the chosen score (headScoreCombo) is drawn; the dashed marker stands at the slider's step."""
+    import pyqtgraph as pg
+
+    from fatstudio.core.head_scores import HeadScores
+    from fatstudio.core.probes import score_series
+
+    run_dir, events = probe_run
+    plot = panel.findChild(pg.PlotWidget, "headScoresPlot")
+    combo = panel.findChild(type(panel.kindCombo), "headScoreCombo")
+    assert plot is panel.headScoresPlot and combo.currentData() == "induction"
+    assert not panel.scoreHistory.isVisibleTo(panel)
+    for k, ev in enumerate(events, 1):
+        assert ev.scores is not None  # the trainer sends the step's scores: no file read while training
+        panel.add_probe(ev.step, ev.path, ev.scores)
+        curves = panel.score_curves()
+        assert sorted(curves) == ["L0 H1", "L0 H2", "L1 H1", "L1 H2"]
+        assert all(len(x) == k for x, _ in curves.values()) and panel.score_marker_step() == ev.step
+    assert panel.scoreHistory.isVisibleTo(panel) and len(plot.getPlotItem().listDataItems()) == 4
+    history = {ev.step: HeadScores.from_dict(ev.scores) for ev in events}
+    for score in ("induction", "prev"):
+        combo.setCurrentIndex(combo.findData(score))
+        for layer in (0, 1):
+            steps, values = score_series(history, f"self/{layer}", score)
+            for h in (0, 1):
+                x, y = panel.score_curves()[f"L{layer} H{h + 1}"]
+                assert x.tolist() == steps.tolist() == [10, 20, 30]
+                np.testing.assert_array_equal(y, values[:, h])
+                assert ((y >= 0) & (y <= 1)).all()
+    assert not np.allclose(panel.score_curves()["L1 H1"][1], panel.score_curves()["L1 H2"][1])  # per head
+    panel.probeSlider.setValue(0)
+    assert panel.score_marker_step() == 10 and panel.probe_step == 10
+    panel.probeSlider.setValue(1)
+    assert panel.score_marker_step() == 20
+    panel.set_view(layer=1, head=1)  # the head shown large is drawn bold
+    widths = {label: panel._score_curves[(f"self/{label[1]}", int(label[-1]) - 1)].opts["pen"].widthF()
+              for label in panel.score_curves()}
+    assert widths["L1 H2"] > widths["L1 H1"] == widths["L0 H2"]
+    panel.set_probes({})
+    assert panel.score_curves() == {} and not panel.scoreHistory.isVisibleTo(panel)
+
+
+def test_grid_scores_are_each_probe_steps_saved_scores(qtbot, panel, probe_run):
+    """Scrubbing the slider shows each step's saved scores, induction included (that step's model, not the
+    model loaded), with no worker measuring them; a prompt's maps get measured ones again."""
+    from fatstudio.core.probes import list_probes, saved_scores
+
+    run_dir, _ = probe_run
+    panel.set_model(make_loaded("gpt"))  # another model: its induction must not stand for a past step's
+    panel.set_probes(list_probes(run_dir))
+    tables = {}
+    for i, step in enumerate(panel.probe_steps()):
+        panel.probeSlider.setValue(i)
+        saved = saved_scores(list_probes(run_dir)[step])
+        assert panel.scores is panel.score_history[step] and not panel.scores_pending()
+        assert panel.scores.to_dict() == saved.to_dict()
+        panel.set_view(layer=1)
+        rows = [r for r in panel.score_table() if r["head"] != "mean"]
+        for r in rows:
+            for score in ("prev", "induction"):
+                want = saved.get("self/" + r["layer"], score)[int(r["head"]) - 1]
+                assert r[score] == f"{want:.2f}"
+        tables[step] = {(r["layer"], r["head"]): float(r["induction"]) for r in rows}
+    assert tables[10] != tables[30]  # the scores change with the slider
+    panel.show_maps(gpt_maps())  # a prompt's maps: measured with the loaded model in a worker
+    qtbot.waitUntil(lambda: panel.scores is not None and panel.scores is not panel.score_history.get(30), timeout=10000)
+
+
+def test_an_older_runs_probe_files_without_scores(qtbot, panel, tmp_path):
+    """Probe files written before scores were saved: prev/diag/sink from their maps, no induction line."""
+    from fatstudio.core.attention_maps import AttentionMaps
+    from fatstudio.core.probes import list_probes, save_probe
+
+    rng = np.random.default_rng(0)
+    for step in (10, 20):
+        A = np.tril(rng.random((2, 5, 5)))
+        save_probe(tmp_path, step, AttentionMaps(list("abcde"), None, {"self/0": A / A.sum(-1, keepdims=True)}))
+    panel.set_probes(list_probes(tmp_path))
+    assert panel.score_curves() == {} and "not saved" in panel.headScoresPlot.getPlotItem().titleLabel.text
+    assert all(r["induction"] == "" and r["prev"] != "" for r in panel.score_table())
+    panel.headScoreCombo.setCurrentIndex(panel.headScoreCombo.findData("sink"))
+    assert sorted(panel.score_curves()) == ["L0 H1", "L0 H2"]
+
+
+def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_run, tmp_path, monkeypatch):
+    """A reopened run: the dead head of its latest probe file (made by hand) is listed with its advice; live,
+    a Probe event's findings replace it."""
+    import shutil
+
+    from PySide6.QtWidgets import QListWidget
+
+    from fatstudio.core.attention_maps import AttentionMaps
+    from fatstudio.core.diagnostics import head_findings
+    from fatstudio.core.probes import save_probe
+    from fatstudio.core.runs import Run
+    from fatstudio.core.training import Probe
+    from fatstudio.qt.main_window import MainWindow
+
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path))
+    run_dir = tmp_path / "run"
+    shutil.copytree(probe_run[0], run_dir)
+    T = 6
+    looking = np.tril(np.random.default_rng(0).random((T, T)) ** 4)
+    looking /= looking.sum(-1, keepdims=True)
+    dead = np.zeros((T, T))
+    dead[:, 0] = 1.0
+    maps = AttentionMaps(list("abcdef"), None, {"self/0": np.stack([looking, looking]),
+                                                "self/1": np.stack([looking, dead])})
+    save_probe(run_dir, 40, maps)
+    w = MainWindow(runs_root=tmp_path)
+    qtbot.addWidget(w)
+    view = w.findChild(QListWidget, "diagnosticsView")
+
+    def lines():
+        return [view.item(i).text() for i in range(view.count())]
+
+    w.open_run(Run.open(run_dir))
+    assert lines() == ["step 40 · head 2 of self/1 always attends to one key: it may be dead (a position sink); "
+                       "more training or a lower learning rate may help."]
+    w._on_event(Probe(50, str(save_probe(run_dir, 50, maps)), None, tuple(head_findings(maps, 50))))
+    qtbot.waitUntil(lambda: [line[:8] for line in lines()] == ["step 50 "], timeout=5000)
+    healthy = AttentionMaps(maps.tokens, None, {"self/0": maps.maps["self/0"]})
+    w._on_event(Probe(60, str(save_probe(run_dir, 60, healthy)), None, tuple(head_findings(healthy, 60))))
+    qtbot.waitUntil(lambda: lines() == [], timeout=5000)

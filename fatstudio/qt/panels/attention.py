@@ -10,12 +10,15 @@
   text as token backgrounds;
 - head scores (`core.head_scores`, measured in a worker thread): per head the mean weight to the previous
   token, to itself, to the first token (of the maps shown), and, with a model given by `set_model`, the
-  induction score on random tokens repeated twice (not for a probe's maps, whose weights are a past step's),
-  in the sortable ``entropyTable`` (one row per head) and the highest, where ≥ 0.5, in the grid's thumbnail
-  titles;
+  induction score on random tokens repeated twice, in the sortable ``entropyTable`` (one row per head) and
+  the highest, where ≥ 0.5, in the grid's thumbnail titles; for a probe step, the scores the trainer saved
+  with that step's maps (induction from that step's weights; an older run's files have prev, diag and sink);
 - over training time: ``probeSlider`` (a QSlider) runs over the evaluation steps whose probe maps the run
   saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
   play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
+  ``headScoresPlot`` draws one head score (``headScoreCombo``) of every head of the kind shown against the
+  step (`core.probes.score_history`), a dashed line at the slider's step, the head shown large drawn bold
+  (click a line to show that head);
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -29,6 +32,7 @@ import html
 from pathlib import Path
 
 import numpy as np
+import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
@@ -49,7 +53,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, attention_entropy, map_name
+from ...core.attention_maps import (
+    KIND_TITLES,
+    MEAN_HEAD,
+    AttentionMaps,
+    attention_entropy,
+    map_name,
+    parse_map_name,
+)
 from ...core.head_scores import (  # torch-free at import
     SCORE_TITLES,
     SCORES,
@@ -58,8 +69,10 @@ from ...core.head_scores import (  # torch-free at import
     is_self_attention,
     map_scores,
 )
+from ...core.probes import load_probe_file, probe_scores, score_history, score_series
 from ...core.prompting import display_token
 from ..widgets.heatmap import HeadGrid, HeatmapView
+from ..widgets.plots import _curve, _plot
 from ..widgets.token_view import TokenView, weight_tint
 from ..workers import call_in_thread
 
@@ -84,6 +97,7 @@ class AttentionPanel(QWidget):
     """Shows an `AttentionMaps`; the main window connects ``prompt.attentionReady`` to `show_maps`."""
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
+    headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -101,6 +115,8 @@ class AttentionPanel(QWidget):
         self.probe_paths: dict[int, Path] = {}  # the run's saved probe maps by step (`set_probes`)
         self.probe_step: int | None = None  # the step whose probe maps were shown last
         self._probe_maps: AttentionMaps | None = None
+        self.score_history: dict[int, HeadScores] = {}  # the head scores saved with each probe step
+        self._score_curves: dict[tuple[str, int], pg.PlotDataItem] = {}  # (map name, head) → its line
         self._build()
 
     # ---- layout ------------------------------------------------------------------------------------------
@@ -230,10 +246,12 @@ class AttentionPanel(QWidget):
         sl.addWidget(self.tokenStrip)
 
         vsplit = QSplitter(Qt.Orientation.Vertical)
+        vsplit.addWidget(self._build_score_plot())
         vsplit.addWidget(split)
         vsplit.addWidget(strip)
-        vsplit.setStretchFactor(0, 4)
-        vsplit.setStretchFactor(1, 1)
+        vsplit.setStretchFactor(0, 1)
+        vsplit.setStretchFactor(1, 4)
+        vsplit.setStretchFactor(2, 1)
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -303,7 +321,10 @@ class AttentionPanel(QWidget):
         self.query = None
         self.messageLabel.setVisible(False)
         self.stack.setCurrentIndex(1)
-        if self.scores is not None and self._scores_for is not maps:
+        saved = self._saved_scores()
+        if saved is not None:
+            self.scores, self._scores_for = saved, maps
+        elif self.scores is not None and self._scores_for is not maps:
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
         self._request_scores()
@@ -417,8 +438,8 @@ class AttentionPanel(QWidget):
             self._scores_call.cancelled = True  # its result is for maps no longer shown
             self._scores_call = None
         maps, loaded = self.maps, self.loaded
-        if maps is None:
-            return
+        if maps is None or self._saved_scores() is not None:
+            return  # nothing shown, or a probe step's scores, saved as it trained
         self._scores_for = maps
         done = dict(on_result=lambda sc, m=maps: self._on_scores(m, sc), on_error=self._on_scores_failed)
         # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
@@ -426,6 +447,10 @@ class AttentionPanel(QWidget):
             self._scores_call = call_in_thread(map_scores, maps, **done)  # prev, diag, sink: no model needed
         else:
             self._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, **done)
+
+    def _saved_scores(self) -> HeadScores | None:
+        """The scores saved with the probe step shown (None: a prompt's maps, or none saved)."""
+        return self.score_history.get(self.probe_step) if self.showing_probe and self.probe_step is not None else None
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
@@ -492,7 +517,7 @@ class AttentionPanel(QWidget):
                     item.setToolTip("cross-attention relates two sequences: it gets no head scores"
                                     if not is_self_attention(map_name(self.kind, 0)) else
                                     "not measured: the scores come from a worker; induction needs the model loaded "
-                                    "(not shown for maps saved during training)")
+                                    "(probe maps of a run trained before scores were saved have none)")
                 t.setItem(i, col, item)
         for i in range(t.rowCount()):
             for col in range(t.columnCount()):
@@ -601,6 +626,7 @@ class AttentionPanel(QWidget):
             return
         heads = self.maps.n_heads(map_name(self.kind, layers[row]))
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
+        self.headClicked.emit(self.kind, self.layer, self.head)
 
     def _on_table_clicked(self, row: int, col: int) -> None:
         item = self.entropyTable.item(row, 0)
@@ -641,6 +667,7 @@ class AttentionPanel(QWidget):
         self.probeTimer.setInterval(400)
         self.probeTimer.timeout.connect(self._advance_probe)
         self.probeSlider.valueChanged.connect(self._on_probe_slider)
+        self.probeSlider.valueChanged.connect(self._move_score_marker)
         self.probePlayButton.toggled.connect(self._on_probe_play)
         self.viewChanged.connect(self._update_probe_label)  # a prompt's maps shown: the label says so
         self.probeBar.setVisible(False)
@@ -660,6 +687,7 @@ class AttentionPanel(QWidget):
         step's maps are shown. Empty: the slider hides (and probe maps shown go)."""
         self.probePlayButton.setChecked(False)
         self.probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
+        self.score_history = score_history(self.probe_paths)
         self._sync_probe_slider()
         if self.probe_paths:
             self._set_probe_index(len(self.probe_paths) - 1, force=True)
@@ -667,12 +695,17 @@ class AttentionPanel(QWidget):
             self._probe_maps = self.probe_step = None
             self.clear()
 
-    def add_probe(self, step: int, path: str | Path) -> None:
-        """A new evaluation's probe maps (the trainer's Probe event). The slider follows it when it was at the
-        last step and the maps shown are a probe's (or there are none)."""
+    def add_probe(self, step: int, path: str | Path, scores: dict | None = None) -> None:
+        """A new evaluation's probe maps (the trainer's Probe event) and head ``scores`` (the event's,
+        `HeadScores.to_dict`; None: read from the file). The slider follows it when it was at the last step
+        and the maps shown are a probe's (or there are none)."""
         at_end = self.probeSlider.value() >= self.probeSlider.maximum()
         follow = (self.maps is None or self.showing_probe) and at_end and not self.probeTimer.isActive()
         self.probe_paths = dict(sorted({**self.probe_paths, int(step): Path(path)}.items()))
+        try:
+            self.score_history[int(step)] = HeadScores.from_dict(scores) if scores is not None else probe_scores(path)
+        except ValueError:
+            self.score_history.pop(int(step), None)  # the slider says why when the step is shown
         self._sync_probe_slider()
         if follow:
             self._set_probe_index(len(self.probe_paths) - 1, force=True)
@@ -691,8 +724,12 @@ class AttentionPanel(QWidget):
         self.probeSlider.setRange(0, max(0, n - 1))
         self.probeSlider.blockSignals(False)
         self.probeBar.setVisible(n > 0)
+        self.scoreHistory.setVisible(n > 0)
         self.probePlayButton.setEnabled(n > 1)
         self._update_probe_label()
+        self._draw_score_plot()
+        if n:  # the steps from the start of training to the last evaluation
+            self.headScoresPlot.getPlotItem().setXRange(0, self.probe_steps()[-1], padding=0.02)
 
     def _set_probe_index(self, i: int, force: bool = False) -> None:
         if self.probeSlider.value() != i:
@@ -704,8 +741,6 @@ class AttentionPanel(QWidget):
         steps = self.probe_steps()
         if not 0 <= i < len(steps):
             return
-        from ...core.probes import load_probe_file
-
         try:  # a small file (L·H·T² float16 numbers): read on the GUI thread in about a millisecond
             maps = load_probe_file(self.probe_paths[steps[i]])
         except ValueError as e:
@@ -743,6 +778,114 @@ class AttentionPanel(QWidget):
         self._set_probe_index(i + 1)
         if self.probeSlider.value() >= self.probeSlider.maximum():
             self.probePlayButton.setChecked(False)
+
+    # ---- head scores over training time ----------------------------------------------------------------------
+    def _build_score_plot(self) -> QWidget:
+        """``headScoresPlot`` (one line per head, x = step, y = score in [0, 1]) and ``headScoreCombo``."""
+        self.scoreHistory = QWidget(objectName="headScoresBox")
+        box = QVBoxLayout(self.scoreHistory)
+        box.setContentsMargins(0, 0, 0, 0)
+        bar = QHBoxLayout()
+        self.headScoreCombo = QComboBox(objectName="headScoreCombo")
+        for score in SCORES:
+            self.headScoreCombo.addItem(SCORE_TITLES[score], score)
+        self.headScoreCombo.setCurrentIndex(SCORES.index("induction"))
+        self.headScoreCombo.setToolTip("The head score plotted against the training step: the mean attention "
+                                       "weight (0-1) to the previous token, to itself, to the first token (of the "
+                                       "probe input), or induction (random tokens repeated twice), measured at "
+                                       "every evaluation.")
+        # the legend is a label outside the plot (as the loss plot's): inside, 16 heads would cover the lines
+        self.headScoresLegend = QLabel(objectName="headScoresLegend")
+        self.headScoresLegend.setTextFormat(Qt.TextFormat.RichText)
+        self.headScoresLegend.setWordWrap(True)
+        bar.addWidget(QLabel("Head scores over training:"))
+        bar.addWidget(self.headScoreCombo)
+        bar.addSpacing(12)
+        bar.addWidget(self.headScoresLegend, 1)
+        box.addLayout(bar)
+        self.headScoresPlot = _plot("", "headScoresPlot", "score")
+        self.headScoresPlot.setToolTip("One line per head (L = layer, H = head, as in the grid); the head shown "
+                                       "large is bold. Dashed: the step on the slider. Click a line to show its "
+                                       "head.")
+        self.headScoresPlot.setMinimumHeight(170)
+        item = self.headScoresPlot.getPlotItem()
+        item.setYRange(0, 1, padding=0.02)
+        item.getViewBox().enableAutoRange(y=False)
+        self.scoreMarker = pg.InfiniteLine(angle=90, movable=False,
+                                           pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
+        item.addItem(self.scoreMarker, ignoreBounds=True)
+        box.addWidget(self.headScoresPlot, 1)
+        self.headScoreCombo.currentIndexChanged.connect(self._draw_score_plot)
+        self.viewChanged.connect(self._draw_score_plot)  # another kind, or another head in bold
+        self.scoreHistory.setVisible(False)
+        return self.scoreHistory
+
+    def score_kind(self) -> str | None:
+        """The kind of attention whose heads the plot draws: the one shown if it gets scores, else the
+        decoder's (or the first) of the scores saved."""
+        kinds = list(dict.fromkeys(parse_map_name(n).kind for sc in self.score_history.values() for n in sc.names()))
+        if self.kind in kinds:
+            return self.kind
+        return "dec" if "dec" in kinds else next(iter(kinds), None)
+
+    def _draw_score_plot(self, *_args) -> None:
+        """One line per head of `score_kind` for the chosen score (`core.probes.score_series`)."""
+        score, kind = self.headScoreCombo.currentData(), self.score_kind()
+        names = sorted({n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind},
+                       key=lambda n: parse_map_name(n).layer)
+        series = {name: score_series(self.score_history, name, score) for name in names}
+        keys = [(name, h) for name, (_, v) in series.items() for h in range(v.shape[1])]
+        item = self.headScoresPlot.getPlotItem()
+        if keys != list(self._score_curves):
+            for curve in self._score_curves.values():
+                item.removeItem(curve)
+            self._score_curves = {}
+            for i, (name, h) in enumerate(keys):
+                color = pg.intColor(i, hues=max(len(keys), 1), maxValue=220).getRgb()[:3]
+                curve = _curve(self.headScoresPlot, color, symbol="o", symbolSize=4, symbolBrush=color,
+                               symbolPen=None)
+                curve.setCurveClickable(True, width=6)
+                curve.sigClicked.connect(lambda _c, _e, name=name, h=h: self._on_score_curve_clicked(name, h))
+                self._score_curves[(name, h)] = curve
+        shown = self.current_name() if self.kind is not None else None
+        legend = []
+        for (name, h), curve in self._score_curves.items():
+            steps, values = series[name]
+            bold = name == shown and self.head in (h, MEAN)
+            color = curve.opts["pen"].color()
+            curve.setPen(pg.mkPen(color, width=3 if bold else 1.2))
+            curve.setData(steps, values[:, h])
+            label = f"L{parse_map_name(name).layer}&nbsp;H{h + 1}"
+            legend.append(f"<span style='color:{color.name()}'>━━</span>&nbsp;" + (f"<b>{label}</b>" if bold else label))
+        self.headScoresLegend.setText("&nbsp;&nbsp; ".join(legend))
+        title = f"{SCORE_TITLES[score]} score of each head"
+        if kind is not None:
+            title += f" · {KIND_NAMES.get(kind, kind).lower()}"
+        if self.score_history and not keys:
+            title += " · not saved for this run"
+        item.setTitle(title, size="9pt", color="#333")
+        self._move_score_marker()
+
+    def _move_score_marker(self, *_args) -> None:
+        steps = self.probe_steps()
+        i = self.probeSlider.value()
+        self.scoreMarker.setVisible(0 <= i < len(steps))
+        if 0 <= i < len(steps):
+            self.scoreMarker.setValue(steps[i])
+
+    def score_marker_step(self) -> int | None:
+        """The step the plot's marker stands at (the slider's), None when hidden."""
+        return int(self.scoreMarker.value()) if self.scoreMarker.isVisible() else None
+
+    def score_curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The plot's lines as drawn: label ("L0 H1") → (steps, scores)."""
+        return {f"L{parse_map_name(name).layer} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
+                for (name, h), curve in self._score_curves.items()}
+
+    def _on_score_curve_clicked(self, name: str, h: int) -> None:
+        if self.maps is not None and name in self.maps.maps:
+            kind, layer = parse_map_name(name)
+            self.set_view(kind=kind, layer=layer, head=h)
 
     # ---- export ---------------------------------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
