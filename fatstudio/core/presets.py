@@ -14,6 +14,7 @@ class Preset:
     key: str  # the file stem, e.g. "1-gpt-char"
     name: str  # what a person reads
     config: RunConfig
+    description: str = ""  # what it teaches, what to look at and when, how long it takes on a CPU
 
 
 def load_presets() -> list[Preset]:
@@ -22,7 +23,8 @@ def load_presets() -> list[Preset]:
     for path in sorted(resource_path("presets").glob("*.toml")):
         d = tomllib.loads(path.read_text(encoding="utf-8"))
         name = d.pop("name", path.stem)
-        out.append(Preset(path.stem, name, RunConfig.from_dict(d)))
+        description = " ".join(str(d.pop("description", "")).split())  # one paragraph, however the TOML wraps it
+        out.append(Preset(path.stem, name, RunConfig.from_dict(d), description))
     return out
 
 
