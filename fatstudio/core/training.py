@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from .config import RunConfig, TrainConfig
-from .data import IGNORE, Dataset, Prepared
+from .data import IGNORE, Corpus, Dataset, Prepared
 from .device import (
     OutOfMemory,
     autocast,
@@ -37,6 +37,7 @@ from .device import (
     set_rng_state,
     to_device,
 )
+from .diagnostics import Finding
 from .probes import ProbeInput
 from .runs import LoadedModel, Run
 from .tokenization import Tokenizer
@@ -71,6 +72,7 @@ class Started(Event):
     deterministic: bool  # whether the same seed repeats the run bit for bit (not for GPU kernels)
     config: dict
     unigram_entropy: float | None = None  # of the train split's tokens, nats (next_token, masked_lm); see `diagnostics`
+    chars_per_token: dict[str, float] | None = None  # per split (next_token, masked_lm); see `chars_per_token`
 
 
 @dataclass(frozen=True)
@@ -99,10 +101,14 @@ class Evaluation(Event):
 @dataclass(frozen=True)
 class Probe(Event):
     """Every head's attention map for the run's probe input at an evaluation step is saved at ``path``
-    (``probes/step-NNNNNNNN.safetensors``; read it with `Run.load_probe` or `probes.load_probe_file`)."""
+    (``probes/step-NNNNNNNN.safetensors``; read it with `Run.load_probe` or `probes.load_probe_file`), with the
+    step's head scores: ``scores`` as saved there (`head_scores.HeadScores.to_dict`, plain JSON), and
+    ``findings``, the dead (or, late, uniform) heads of those maps (`diagnostics.head_findings`)."""
 
     step: int
     path: str
+    scores: dict | None = None
+    findings: tuple[Finding, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -410,7 +416,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
         run = Run.open(run_dir)
         if not run.has_checkpoint:
             raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
-    tokenizer, dataset, config = yield from _prepare_data(config, run, prepared)
+    tokenizer, dataset, config, chars = yield from _prepare_data(config, run, prepared)
     yield Prepare("building the model", 0.9)
     loop = _Loop(config, dev, precision, tokenizer, dataset, control)
     loop.probe_input = ProbeInput(probe) if isinstance(probe, str) else probe
@@ -428,15 +434,17 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
             yield Note(f"{problem}; training without compiling.")
         loop.compiled = not problem
         loop.loss = _loss_function(loop.model, config.data.task, compiled=loop.compiled)
+    loop.run.write_meta(chars_per_token=chars)
     yield Started(str(loop.run.path), start, t.steps, loop.model.num_parameters(), str(dev), precision,
-                  deterministic(dev), config.to_dict(), loop.run.meta.get("unigram_entropy"))
+                  deterministic(dev), config.to_dict(), loop.run.meta.get("unigram_entropy"), chars)
     yield from loop.run_steps(start)
 
 
-def _prepare_data(config: RunConfig, run: Run | None,
-                  prepared: Prepared | None) -> Generator[Prepare, None, tuple[Tokenizer, Dataset, RunConfig]]:
+def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None
+                  ) -> Generator[Prepare, None, tuple[Tokenizer, Dataset, RunConfig, dict[str, float] | None]]:
     """Corpus, tokenizer (the run's own when resuming) and dataset, as Prepare events while they load;
-    returns them with the config whose N_V (model.vocab_size) and n_classes come from them."""
+    returns them with the config whose N_V (model.vocab_size) and n_classes come from them, and the
+    corpus's characters per token (`chars_per_token`)."""
     from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
     from .tokenization import train_tokenizer
 
@@ -465,7 +473,43 @@ def _prepare_data(config: RunConfig, run: Run | None,
         corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress), 0.4, 0.9)
     mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,  # N_V: the tokenizer's actual size
                                 n_classes=dataset.n_classes if d.task == "classification" else 0)
-    return tokenizer, dataset, RunConfig(mcfg, d, t).validate()
+    return tokenizer, dataset, RunConfig(mcfg, d, t).validate(), chars_per_token(corpus, tokenizer, dataset)
+
+
+def chars_per_token(corpus: Corpus, tokenizer: Tokenizer, dataset: Dataset) -> dict[str, float] | None:
+    """Characters per token of each split of a text stream (next_token, masked_lm), ``{"train": …, "val": …}``
+    ("val" only where there is a validation split): a split's loss of ℓ nats per token is ℓ / ln 2 / its
+    ratio bits per character. Each split has its own (a BPE's differ by 10 % on python-stdlib). None for
+    paired or labelled corpora (seq2seq, classification), whose loss is not over one text."""
+    sizes = dataset.sizes()
+    if corpus.kind != "text" or not corpus.text or not sizes.get("train_tokens"):
+        return None
+    n_val = sizes.get("val_tokens", 0)
+    val_chars = _tail_chars(corpus.text, tokenizer, n_val)
+    ratios = {"train": (len(corpus.text) - val_chars) / sizes["train_tokens"]}
+    if n_val:
+        ratios["val"] = val_chars / n_val
+    return ratios
+
+
+def _tail_chars(text: str, tokenizer: Tokenizer, n: int) -> int:
+    """The characters that the last ``n`` tokens of ``text``'s token stream cover: the pieces `encode_corpus`
+    encodes (cut where no token spans) encoded again from the end, the split found by the tokens' offsets."""
+    from itertools import accumulate
+
+    from .tokenization import split_text
+
+    covered = 0  # characters of the pieces wholly in the tail
+    ends = [0, *accumulate(len(piece) for piece in split_text(text))]
+    for lo, hi in reversed(list(zip(ends, ends[1:]))):
+        if n <= 0:
+            break
+        offsets = tokenizer.backend.encode(text[lo:hi], add_special_tokens=False).offsets
+        if len(offsets) >= n:
+            return covered + (hi - lo) - offsets[-n][0]
+        n -= len(offsets)
+        covered += hi - lo
+    return covered
 
 
 @dataclass
@@ -564,17 +608,21 @@ class _Loop:
         self.start = 0
         self.t_start: float | None = None  # when the step after the first began: start-up is not step time
 
-    def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> int:
-        """Build the model and optimizer on the device, resume or create the run folder; the start step."""
+    def build(self) -> None:
+        """The model, optimizer, loss scaler and loss function on the device (eager, not compiled)."""
         from .model import build_model
 
-        t, mcfg = self.t, self.config.model
         configure_matmul(self.dev, self.precision)
-        self.model = build_model(mcfg).to(self.dev)
-        self.optimizer = make_optimizer(self.model, t)
+        self.model = build_model(self.config.model).to(self.dev)
+        self.optimizer = make_optimizer(self.model, self.t)
         self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.precision == "fp16")
         self.compiled = False
         self.loss = _loss_function(self.model, self.task, compiled=False)
+
+    def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> int:
+        """`build`, then resume or create the run folder; the start step."""
+        self.build()
+        t = self.t
         start = 0
         if run:
             start = run.load_weights(self.model)
@@ -793,13 +841,17 @@ class _Loop:
         self.run.write_meta(**{probes.META_KEY: probe.to_dict()})
 
     def _probe(self, step: int) -> Probe:
-        """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk)."""
-        from .probes import probe_maps, save_probe
+        """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk) and
+        the step's head scores (`probes.measure_scores`: one more small forward pass for induction)."""
+        from .diagnostics import head_findings
+        from .probes import measure_scores, probe_maps, save_probe
 
         assert self.probe_ids is not None
         ids, context = self.probe_ids
         maps = probe_maps(self.model, self.tokenizer, ids, context)
-        return Probe(step, str(save_probe(self.run.path, step, maps, self.probe)))
+        scores = measure_scores(self.model, self.tokenizer, maps)
+        path = save_probe(self.run.path, step, maps, self.probe, scores)
+        return Probe(step, str(path), scores.to_dict(), tuple(head_findings(maps, step)))
 
     def _sample(self, step: int) -> Sample:
         text = make_sample(self.model, self.tokenizer, self.dataset, self.task, self.t, self.t.seed + step,

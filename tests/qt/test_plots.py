@@ -1,12 +1,16 @@
-"""The live training plots: growing buffers, smoothing, downsampling settings, overlays, log axis."""
+"""The live training plots: growing buffers, smoothing, downsampling settings, overlays, log axis, bits per
+character, the reference curve of a preset's settings."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pyqtgraph")
+
+from PySide6.QtCore import Qt, QThreadPool
 
 from fatstudio.qt.widgets.forms import SciSpinBox, sci
 from fatstudio.qt.widgets.plots import Series, SmoothedSeries, TrainingPlots
@@ -104,7 +108,9 @@ def test_export_curves_as_csv_and_png(qtbot, tmp_path):
     plots.ask_save_path = lambda kind: str(tmp_path / f"out.{kind}")  # the dialog's answer
     plots.curvesCsvButton.click()
     rows = list(csv.DictReader((tmp_path / "out.csv").open(encoding="utf-8")))
-    assert list(rows[0]) == ["step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s"]
+    assert list(rows[0]) == ["step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s",
+                             "loss_unit"]
+    assert {r["loss_unit"] for r in rows} == {"nats/token"}
     assert [r["step"] for r in rows] == ["1", "2", "3", "4"]
     assert [float(r["train_loss"]) for r in rows] == [3.0, 2.0, 1.0, 0.5]
     assert float(rows[0]["smoothed"]) == 3.0 and float(rows[1]["smoothed"]) == pytest.approx((0.5 * 3 + 2) / 1.5)
@@ -121,3 +127,137 @@ def test_export_curves_as_csv_and_png(qtbot, tmp_path):
     plots.ask_save_path = lambda kind: None  # cancelled: nothing written, nothing said
     plots.curvesCsvButton.click()
     assert len(messages) == 3
+
+
+# ---- bits per character and reference curves ------------------------------------------------------------
+LN2 = math.log(2)
+
+
+def _y(item) -> np.ndarray:
+    return np.asarray(item.getData()[1], dtype=float)
+
+
+def test_bits_per_char_divides_each_split_by_ln2_and_its_chars_per_token_and_back(qtbot, tmp_path):
+    import csv
+
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    p.smoothingSlider.setValue(50)
+    p.append_steps([1, 2, 3], [3.0, 2.5, 2.0], [1e-3] * 3, [1.0] * 3, 100.0)
+    p.add_eval(3, 2.2)
+    assert not p.bitsPerCharCheck.isEnabled()  # no run with characters per token shown yet
+    p.set_run(None, {"train": 2.5, "val": 4.0})
+    p.flush()
+    raw, smooth, val = _y(p.trainRawCurve), _y(p.trainCurve), _y(p.valCurve)
+    assert list(raw) == [3.0, 2.5, 2.0] and list(val) == [2.2]
+    assert p.bitsPerCharCheck.isEnabled() and not p.bitsPerCharCheck.isChecked()
+    axis = p.lossPlot.getPlotItem().getAxis("left")
+    assert axis.labelText == "nats/token"
+    p.bitsPerCharCheck.setChecked(True)
+    assert _y(p.trainRawCurve) == pytest.approx(raw / LN2 / 2.5, rel=1e-12)
+    assert _y(p.trainCurve) == pytest.approx(smooth / LN2 / 2.5, rel=1e-12)
+    assert _y(p.valCurve) == pytest.approx(val / LN2 / 4.0, rel=1e-12)
+    assert axis.labelText == "bits/char" and p.loss_unit() == "bits/char"
+    p.append_steps([4], [1.5], [1e-3], [1.0], 100.0)  # new points arrive in the unit shown
+    p.flush()
+    assert _y(p.trainRawCurve)[-1] == pytest.approx(1.5 / LN2 / 2.5, rel=1e-12)
+    rows = list(csv.DictReader(p.export_csv(tmp_path / "bits.csv").open(encoding="utf-8")))
+    assert {r["loss_unit"] for r in rows} == {"bits/char"}
+    assert float(rows[0]["train_loss"]) == pytest.approx(3.0 / LN2 / 2.5, rel=1e-12)
+    assert float(rows[2]["val_loss"]) == pytest.approx(2.2 / LN2 / 4.0, rel=1e-12)
+    assert float(rows[0]["lr"]) == 1e-3 and float(rows[0]["grad_norm"]) == 1.0  # not losses: unchanged
+    p.bitsPerCharCheck.setChecked(False)
+    assert list(_y(p.trainRawCurve)) == [3.0, 2.5, 2.0, 1.5] and list(_y(p.valCurve)) == [2.2]  # exactly back
+    assert list(p.train.y) == [3.0, 2.5, 2.0, 1.5]  # the buffers always hold nats
+    p.bitsPerCharCheck.setChecked(True)
+    p.set_run(None, None)  # e.g. a seq2seq run: no bits/char
+    assert not p.bitsPerCharCheck.isEnabled() and not p.bitsPerCharCheck.isChecked()
+    assert axis.labelText == "nats/token" and list(_y(p.trainRawCurve)) == [3.0, 2.5, 2.0, 1.5]
+
+
+def test_overlays_convert_with_their_own_ratio_and_one_without_is_hidden_in_bits(qtbot):
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    p.smoothingSlider.setValue(0)
+    p.set_run(None, {"train": 1.0, "val": 1.0})
+    rows = [{"step": 1, "train_loss": 3.0}, {"step": 2, "train_loss": 2.0, "val_loss": 2.4}]
+    p.add_overlay("bpe run", rows, {"train": 3.0, "val": 3.5})
+    p.add_overlay("old run", rows)  # from before runs recorded their characters per token
+    bpe, old = p._overlays["bpe run"].items, p._overlays["old run"].items
+    assert len(bpe) == len(old) == 2 and "hidden" not in p.legendLabel.text()
+    p.bitsPerCharCheck.setChecked(True)
+    assert _y(bpe[0]) == pytest.approx([3.0 / LN2 / 3.0, 2.0 / LN2 / 3.0], rel=1e-12)
+    assert _y(bpe[1]) == pytest.approx([2.4 / LN2 / 3.5], rel=1e-12)
+    assert all(item.isVisible() for item in bpe) and not any(item.isVisible() for item in old)
+    assert "hidden" in p.legendLabel.text()
+    p.smoothingSlider.setValue(50)  # smoothing reaches the overlays, in the unit shown
+    assert _y(bpe[0])[1] == pytest.approx((0.5 * 3.0 + 2.0) / 1.5 / LN2 / 3.0, rel=1e-12)
+    p.bitsPerCharCheck.setChecked(False)
+    assert all(item.isVisible() for item in old) and list(_y(old[1])) == [2.4] and list(_y(bpe[1])) == [2.4]
+    assert "hidden" not in p.legendLabel.text()
+
+
+def _reference_in(folder, config, name="Tiny preset"):
+    from fatstudio.core.reference_curves import ReferenceCurve, SeedCurves, save_reference
+
+    runs = [SeedCurves(s, [1, 2, 3, 4], [4.0 + s, 3.0 + s, 2.5 + s, 2.0 + s], [2, 4], [3.2 + s, 2.4 + s]) for s in (0, 1)]
+    ref = ReferenceCurve.measured("9-tiny", name, config, runs, chars_per_token={"train": 2.0, "val": 2.5})
+    save_reference(ref, folder)
+    return ref
+
+
+def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_only(qtbot, tmp_path, monkeypatch):
+    from fatstudio.core import reference_curves
+    from fatstudio.core.config import RunConfig
+
+    config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=4"])
+    ref = _reference_in(tmp_path, config)
+    monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path)
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    item = p.lossPlot.getPlotItem()
+    p.set_run(config.with_overrides(["train.lr=0.01"]), {"train": 2.0, "val": 2.5})  # other settings
+    assert p.reference is None and len(item.listDataItems()) == 3 and "reference" not in p.legendLabel.text()
+    p.set_run(config.with_overrides(["train.steps=5000", "train.seed=3"]), {"train": 2.0, "val": 2.5})
+    assert p.reference == ref and "reference (Tiny preset)" in p.legendLabel.text()
+    lo, hi, mean, val, band = p._reference_items
+    assert len(item.listDataItems()) == 3 + 4 and band.scene() is p.lossPlot.scene() and not band.path().isEmpty()
+    assert list(_y(lo)) == [4.0, 3.0, 2.5, 2.0] and list(_y(hi)) == [5.0, 4.0, 3.5, 3.0]
+    assert list(_y(mean)) == [4.5, 3.5, 3.0, 2.5] and list(_y(val)) == [3.7, 2.9]
+    assert all(i.zValue() < p.trainRawCurve.zValue() for i in p._reference_items)  # behind the run's curves
+    assert mean.opts["pen"].style() == Qt.PenStyle.DashLine and mean.opts["pen"].widthF() <= 1
+    p.bitsPerCharCheck.setChecked(True)  # converted with the reference's own ratios
+    assert _y(mean) == pytest.approx(np.array([4.5, 3.5, 3.0, 2.5]) / LN2 / 2.0, rel=1e-12)
+    assert _y(val) == pytest.approx(np.array([3.7, 2.9]) / LN2 / 2.5, rel=1e-12)
+    p.clear()  # the next run's reference comes with set_run
+    assert p.reference is None and len(item.listDataItems()) == 3 and band.scene() is None
+
+
+def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch):
+    from fatstudio.app import MainWindow
+    from fatstudio.core import reference_curves, training
+    from fatstudio.core.runs import Run
+
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path / "refs")
+    from fatstudio.core.config import RunConfig
+
+    cfg = RunConfig().with_overrides(["model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16",
+                                      "data.corpus=copy", "train.steps=4", "train.eval_interval=2", "train.eval_iters=1",
+                                      "train.batch_size=2", "train.sample_tokens=0", "train.device=cpu"])
+    started = [e for e in training.train(cfg, runs_root=tmp_path / "runs") if e.kind == "started"][0]
+    other = [e for e in training.train(cfg.with_overrides(["train.lr=0.01"]), runs_root=tmp_path / "runs")
+             if e.kind == "started"][0]
+    _reference_in(tmp_path / "refs", cfg)
+    w = MainWindow()
+    qtbot.addWidget(w)
+    w.open_run(Run.open(started.run_dir))
+    assert w.plots.reference is not None and w.plots.bitsPerCharCheck.isEnabled()
+    assert w.plots._chars == started.chars_per_token == {"train": 1.0, "val": 1.0}
+    w.overlay_run(Run.open(other.run_dir))
+    assert w.plots._overlays[Path(other.run_dir).name].chars_per_token == {"train": 1.0, "val": 1.0}
+    w.open_run(Run.open(other.run_dir))  # its learning rate differs: no reference
+    assert w.plots.reference is None
+    w._on_event(started)  # a live run's Started event
+    assert w.plots.reference is not None and w.plots._chars == {"train": 1.0, "val": 1.0}
+    QThreadPool.globalInstance().waitForDone(60_000)  # the opened runs' models, loaded in the background

@@ -8,12 +8,18 @@ stays cheap to draw. The x range grows in 1-2-5 jumps rather than with every poi
 thread's share of the GIL at a few percent while training. Smoothing is an exponential moving average
 (debiased, as TensorBoard does) kept incrementally; moving the slider recomputes it once. The curves export
 from the buffers as CSV (one row per step) and the loss plot, with its legend, as PNG.
+
+The loss plot shows nats per token, or bits per character ("bits/char": each split's loss / ln 2 / its
+characters per token, see `training.chars_per_token`) so that runs with different tokenizers compare; the
+buffers keep nats and the conversion happens as they are drawn. Behind the run's curves, faint and grey,
+the reference curve of the preset whose settings the run has (`reference_curves`), if one was measured.
 """
 from __future__ import annotations
 
 import csv
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,13 +38,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fatstudio.core.config import RunConfig
+from fatstudio.core.reference_curves import ReferenceCurve, bits_per_char, find_reference
+
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)
 LR_COLOR = (44, 160, 44)
 GRAD_COLOR = (148, 103, 189)
 SPEED_COLOR = (255, 127, 14)
-CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s")
+REFERENCE_COLOR = (160, 160, 160)
+CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s", "loss_unit")
 OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
+NATS, BITS = "nats/token", "bits/char"
 
 
 class Series:
@@ -147,6 +158,21 @@ def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.S
     return item
 
 
+def _scaled(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
+    return y if factor == 1.0 else np.asarray(y, dtype=np.float64) * factor
+
+
+@dataclass
+class _Overlay:
+    """Another run on the loss plot: its curves in nats per token, its characters per token, its items."""
+
+    color: tuple
+    train: SmoothedSeries
+    val: Series
+    chars_per_token: dict | None
+    items: list  # the train curve, then the validation curve if it was evaluated
+
+
 class TrainingPlots(QWidget):
     """The curves of one live (or reopened) run, plus faded overlays of other runs for comparison.
 
@@ -190,11 +216,16 @@ class TrainingPlots(QWidget):
         self.gradRawCurve = _curve(self.gradPlot, GRAD_COLOR, 1, alpha=70)
         self.gradCurve = _curve(self.gradPlot, GRAD_COLOR, 1.5)
         self.speedCurve = _curve(self.speedPlot, SPEED_COLOR, 1.5)
-        self._overlays: dict[str, tuple[tuple, list]] = {}  # name: (colour, curve items)
+        self._overlays: dict[str, _Overlay] = {}
+        self._chars: dict | None = None  # the run's characters per token, per split (None: bits/char unknown)
+        self.reference: ReferenceCurve | None = None  # drawn behind the run's curves
+        self._reference_items: list = []
 
         self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
         self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
         self.logCheck.toggled.connect(self.set_log)
+        self.bitsPerCharCheck = QCheckBox("bits/char", objectName="bitsPerCharCheck")
+        self.bitsPerCharCheck.toggled.connect(self._units_changed)
         self.smoothingSlider = QSlider(Qt.Orientation.Horizontal, objectName="smoothingSlider")
         self.smoothingSlider.setRange(0, 99)
         self.smoothingSlider.setValue(60)
@@ -214,7 +245,8 @@ class TrainingPlots(QWidget):
         self.export_stem = "curves"  # the file the export dialogs propose, without its suffix (a run's folder)
         self.curvesCsvButton = QPushButton("CSV…", objectName="curvesCsvButton")
         self.curvesCsvButton.setToolTip("Save the curves as CSV, one row per step: " + ", ".join(CSV_COLUMNS)
-                                        + " (smoothed: the train loss at the current smoothing).")
+                                        + " (smoothed: the train loss at the current smoothing; the losses in "
+                                        "the loss_unit plotted, nats/token or bits/char).")
         self.curvesCsvButton.clicked.connect(lambda: self._export_clicked("csv"))
         self.curvesPngButton = QPushButton("PNG…", objectName="curvesPngButton")
         self.curvesPngButton.setToolTip("Save the loss plot, with its legend, as a PNG image.")
@@ -222,6 +254,7 @@ class TrainingPlots(QWidget):
 
         bar = QHBoxLayout()
         bar.addWidget(self.logCheck)
+        bar.addWidget(self.bitsPerCharCheck)
         bar.addSpacing(12)
         bar.addWidget(QLabel("smoothing"))
         bar.addWidget(self.smoothingSlider)
@@ -244,7 +277,7 @@ class TrainingPlots(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
         lay.addLayout(grid, 1)
-        self._update_legend()
+        self._set_chars(None)  # nats per token until a run with its characters per token is shown
         self.follow()
         self._smoothing_changed(self.smoothingSlider.value())
 
@@ -255,16 +288,30 @@ class TrainingPlots(QWidget):
             return f"<span style='color:rgb({r},{g},{b})'>{line}</span>&nbsp;{text}"
 
         parts = [swatch(TRAIN_COLOR, "train"), swatch(VAL_COLOR, "validation ●")]
-        for name, (color, _items) in self._overlays.items():
-            parts.append(swatch(color, f"{name} <small>(faded; dashed = validation)</small>"))
+        for name, ov in self._overlays.items():
+            note = ("hidden: its characters per token are unknown, so no bits/char"
+                    if self._factor(ov.chars_per_token, "train") is None else "faded; dashed = validation")
+            parts.append(swatch(ov.color, f"{name} <small>({note})</small>"))
+        if self.reference:
+            parts.append(swatch(REFERENCE_COLOR, f"reference ({self.reference.name}) <small>(mean and band of "
+                                                 f"{len(self.reference.seeds)} seeds; dotted = validation)</small>",
+                                dash=True))
         self.legendLabel.setText("&nbsp;&nbsp;&nbsp;".join(parts))
 
     # -- data --------------------------------------------------------------------------------------------
     def clear(self) -> None:
+        """Drop the run's curves and its reference (`set_run` gives the next run's)."""
         for s in (self.train, self.val, self.lr, self.grad, self.speed):
             s.clear()
+        self.set_reference(None)
         self.follow()
         self.redraw()
+
+    def set_run(self, config: RunConfig | None, chars_per_token: dict | None) -> None:
+        """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
+        or its meta.json; None: no bits/char) and the reference curve that applies to its settings, if any."""
+        self._set_chars(chars_per_token)
+        self.set_reference(find_reference(config) if config is not None else None)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
     #    with every new point (that halves the cost of a redraw); a zoom or pan by the user stops following
@@ -367,9 +414,10 @@ class TrainingPlots(QWidget):
         now = time.perf_counter()
         smooth = self.smoothingSlider.value() > 0
         self._follow_x()
-        self.trainRawCurve.setData(self.train.x, self.train.y)
-        self.trainCurve.setData(*((self.train.smooth.x, self.train.smooth.y) if smooth else ([], [])))
-        self.valCurve.setData(self.val.x, self.val.y)
+        k_train, k_val = self._run_factors()
+        self.trainRawCurve.setData(self.train.x, _scaled(self.train.y, k_train))
+        self.trainCurve.setData(*((self.train.smooth.x, _scaled(self.train.smooth.y, k_train)) if smooth else ([], [])))
+        self.valCurve.setData(self.val.x, _scaled(self.val.y, k_val))
         self._last_loss = now
         self._dirty = False
         if force_small or now - self._last_small >= self.SMALL_INTERVAL_S:
@@ -393,30 +441,38 @@ class TrainingPlots(QWidget):
         return self.train.n
 
     # -- overlays ----------------------------------------------------------------------------------------
-    def add_overlay(self, name: str, rows: list[dict]) -> None:
-        """Another run's train (and validation) loss as faded curves."""
+    def add_overlay(self, name: str, rows: list[dict], chars_per_token: dict | None = None) -> None:
+        """Another run's train (and validation) loss as faded curves; ``chars_per_token`` (its meta.json's)
+        converts them to bits/char, and without it they are hidden while the plot shows bits/char."""
         self.remove_overlay(name)
-        used = {c for c, _ in self._overlays.values()}
+        used = {ov.color for ov in self._overlays.values()}
         color = next((c for c in OVERLAY_COLORS if c not in used), OVERLAY_COLORS[len(self._overlays) % len(OVERLAY_COLORS)])
-        xs = [r["step"] for r in rows if "train_loss" in r and "step" in r]
-        ys = [r["train_loss"] for r in rows if "train_loss" in r and "step" in r]
-        s = SmoothedSeries(self.train.alpha)
-        s.extend(xs, ys)
+        train, val = SmoothedSeries(self.train.alpha), Series(64)
+        steps = [r for r in rows if "train_loss" in r and "step" in r]
+        train.extend([r["step"] for r in steps], [r["train_loss"] for r in steps])
+        evaluated = [r for r in rows if "step" in r and r.get("val_loss") is not None]
+        val.extend([r["step"] for r in evaluated], [r["val_loss"] for r in evaluated])
         items = [_curve(self.lossPlot, color, 1.5, alpha=110)]
-        items[0].setData(s.smooth.x, s.smooth.y)
-        ev = [(r["step"], r["val_loss"]) for r in rows if r.get("val_loss") is not None]
-        if ev:
-            v = _curve(self.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t", symbolSize=5,
-                       symbolBrush=(*color, 110), symbolPen=None)
-            v.setData([a for a, _ in ev], [b for _, b in ev])
-            items.append(v)
-        self._overlays[name] = (color, items)
+        if val.n:
+            items.append(_curve(self.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t",
+                                symbolSize=5, symbolBrush=(*color, 110), symbolPen=None))
+        self._overlays[name] = ov = _Overlay(color, train, val, chars_per_token or None, items)
+        self._draw_overlay(ov)
         self.clearOverlaysButton.setEnabled(True)
         self._update_legend()
         self._follow_x()
 
+    def _draw_overlay(self, ov: _Overlay) -> None:
+        k_train = self._factor(ov.chars_per_token, "train")
+        for item in ov.items:
+            item.setVisible(k_train is not None)
+        ov.items[0].setData(ov.train.smooth.x, _scaled(ov.train.smooth.y, k_train or 1.0))
+        if len(ov.items) > 1:
+            ov.items[1].setData(ov.val.x, _scaled(ov.val.y, self._factor(ov.chars_per_token, "val") or 1.0))
+
     def remove_overlay(self, name: str) -> None:
-        for item in self._overlays.pop(name, (None, []))[1]:
+        ov = self._overlays.pop(name, None)
+        for item in ov.items if ov else []:
             self.lossPlot.removeItem(item)
         self.clearOverlaysButton.setEnabled(bool(self._overlays))
         self._update_legend()
@@ -427,37 +483,112 @@ class TrainingPlots(QWidget):
             self.remove_overlay(name)
 
     def _overlay_xmax(self) -> list[float]:
-        out = []
-        for _color, items in self._overlays.values():
-            for item in items:
-                x, _y = item.getData()
-                if x is not None and len(x):
-                    out.append(float(x[-1]))
-        return out
+        return [float(s.x[-1]) for ov in self._overlays.values() for s in (ov.train, ov.val) if s.n]
 
     def overlays(self) -> list[str]:
         return list(self._overlays)
 
+    # -- the reference curve -----------------------------------------------------------------------------
+    def set_reference(self, ref: ReferenceCurve | None) -> None:
+        """Draw ``ref`` faintly behind the run's curves: its seeds' train-loss band, their mean train loss
+        (dashed) and mean validation loss (dotted); None removes it."""
+        for item in self._reference_items:
+            self.lossPlot.removeItem(item)
+        self.reference, self._reference_items = ref, []
+        if ref is not None:
+            lo, hi = (_curve(self.lossPlot, REFERENCE_COLOR, 1, alpha=0) for _ in range(2))  # the band's edges
+            band = pg.FillBetweenItem(lo, hi, brush=(*REFERENCE_COLOR, 45))
+            self.lossPlot.addItem(band)
+            mean = _curve(self.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DashLine)
+            val = _curve(self.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DotLine, symbol="o", symbolSize=4,
+                         symbolBrush=None, symbolPen=REFERENCE_COLOR)
+            self._reference_items = [lo, hi, mean, val, band]
+            for item in self._reference_items:
+                item.setZValue(-10)  # behind the run's and the overlays' curves
+            self._draw_reference()
+        self._update_legend()
+
+    def _draw_reference(self) -> None:
+        ref = self.reference
+        if ref is None:
+            return
+        lo, hi, mean, val, _band = self._reference_items
+        k_train, k_val = self._factor(ref.chars_per_token, "train"), self._factor(ref.chars_per_token, "val")
+        for item in self._reference_items:
+            item.setVisible(k_train is not None)
+        for item, ys in ((lo, ref.train.min), (hi, ref.train.max), (mean, ref.train.mean)):
+            item.setData(ref.train.step, _scaled(ys, k_train or 1.0))
+        val.setData(ref.val.step, _scaled(ref.val.mean, k_val or 1.0))
+
+    # -- units: nats per token or bits per character -----------------------------------------------------
+    def _set_chars(self, chars_per_token: dict | None) -> None:
+        """The shown run's characters per token; bits/char is offered only with them (unchecked without)."""
+        self._chars = chars_per_token or None
+        box = self.bitsPerCharCheck
+        box.setEnabled(self._chars is not None)
+        if self._chars is None:
+            box.setChecked(False)
+            box.setToolTip("Bits per character needs a loss over one text (next_token or masked_lm) and the run's "
+                           "characters per token, which this run has not recorded.")
+        else:
+            box.setToolTip("Plot the loss in bits per character (each split's nats per token / ln 2 / its "
+                           "characters per token), so that runs with different tokenizers compare. Overlaid runs "
+                           "convert with their own ratio; one without it is hidden meanwhile.")
+        self._units_changed()
+
+    def loss_unit(self) -> str:
+        """What the loss plot shows: "nats/token" or "bits/char"."""
+        return BITS if self.bitsPerCharCheck.isChecked() and self._chars else NATS
+
+    def _factor(self, chars_per_token: dict | None, split: str) -> float | None:
+        """What a ``split``'s loss in nats per token is multiplied by to be drawn in the plot's unit: 1 in
+        nats, 1 / ln 2 / the split's characters per token in bits/char (a split without its own ratio takes
+        the train split's), None where that is unknown."""
+        if self.loss_unit() == NATS:
+            return 1.0
+        ratio = (chars_per_token or {}).get(split) or (chars_per_token or {}).get("train")
+        return bits_per_char(1.0, ratio) if ratio else None
+
+    def _run_factors(self) -> tuple[float, float]:
+        """`_factor` of the shown run's train and validation losses (known whenever bits/char can be on)."""
+        return self._factor(self._chars, "train") or 1.0, self._factor(self._chars, "val") or 1.0
+
+    def _units_changed(self, *_args) -> None:
+        unit = self.loss_unit()
+        item = self.lossPlot.getPlotItem()
+        item.setTitle(f"loss (cross-entropy, {'bits per character' if unit == BITS else 'nats per token'})",
+                      size="9pt", color="#333")
+        item.setLabel("left", unit)
+        for ov in self._overlays.values():
+            self._draw_overlay(ov)
+        self._draw_reference()
+        self._update_legend()
+        self.flush()
+
     # -- export ------------------------------------------------------------------------------------------
     def curve_rows(self) -> list[dict[str, float]]:
         """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
-        loss and its smoothing (as shown), the validation loss where evaluated, η, the gradient norm, and the
-        throughput where an emission window ended."""
+        loss and its smoothing and the validation loss where evaluated (as shown: in `loss_unit`), η, the
+        gradient norm, and the throughput where an emission window ended."""
+        k_train, k_val = self._run_factors()
         rows: dict[float, dict[str, float]] = {}
-        for name, series in (("train_loss", self.train), ("smoothed", self.train.smooth), ("val_loss", self.val),
-                             ("lr", self.lr), ("grad_norm", self.grad), ("tokens_per_s", self.speed)):
-            for x, y in zip(series.x.tolist(), series.y.tolist()):
-                rows.setdefault(x, {"step": x})[name] = y
+        for name, series, k in (("train_loss", self.train, k_train), ("smoothed", self.train.smooth, k_train),
+                                ("val_loss", self.val, k_val), ("lr", self.lr, 1.0), ("grad_norm", self.grad, 1.0),
+                                ("tokens_per_s", self.speed, 1.0)):
+            for x, y in zip(series.x.tolist(), _scaled(series.y, k)):
+                rows.setdefault(x, {"step": x})[name] = float(y)
         return [rows[x] for x in sorted(rows)]
 
     def export_csv(self, path) -> Path:
-        """Write the curves (`curve_rows`) to ``path`` as CSV; empty cells where a step has no such number."""
+        """Write the curves (`curve_rows`) to ``path`` as CSV, each row with the losses' unit; empty cells
+        where a step has no such number."""
         path = Path(path)
+        unit = self.loss_unit()
         with path.open("w", newline="", encoding="utf-8") as f:
             out = csv.writer(f)
             out.writerow(CSV_COLUMNS)
             for row in self.curve_rows():
-                out.writerow([_cell(c, row.get(c)) for c in CSV_COLUMNS])
+                out.writerow([_cell(c, row.get(c)) for c in CSV_COLUMNS[:-1]] + [unit])
         return path
 
     def export_png(self, path) -> Path:
@@ -502,8 +633,10 @@ class TrainingPlots(QWidget):
     def _smoothing_changed(self, value: int) -> None:
         alpha = value / 100.0
         self.smoothingLabel.setText(f"{alpha:.2f}")
-        self.train.set_alpha(alpha)
-        self.grad.set_alpha(alpha)
+        for series in (self.train, self.grad, *(ov.train for ov in self._overlays.values())):
+            series.set_alpha(alpha)
+        for ov in self._overlays.values():
+            self._draw_overlay(ov)
         self._set_smoothing_pens()
         self.flush()
         self.smoothingChanged.emit(alpha)
