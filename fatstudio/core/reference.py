@@ -7,6 +7,7 @@ matrices (``W_e`` is d_e × N_V, etc.). Indices are 0-based; a position t here i
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,8 +38,10 @@ def sinusoidal_W_p(l_max: int, d_e: int, b: float) -> Tensor:
     return torch.stack([sinusoid(t, d_e, b) for t in range(1, l_max + 1)], 1)
 
 
+@functools.lru_cache(maxsize=4096)
 def sinusoid(t: int, d: int, b: float) -> Tensor:
-    """The column r_t of the sinusoidal table for any (possibly negative) integer t."""
+    """The column r_t of the sinusoidal table for any (possibly negative) integer t (cached: Transformer-XL
+    asks for r_{i-j} at every query and key; read it, never change it)."""
     r = torch.zeros(d, dtype=F64)
     for i in range(1, d // 2 + 1):
         r[2 * i - 2] = math.sin(t / b ** (2 * i / d))

@@ -78,7 +78,7 @@ def test_fixed_tables_follow_the_model_dtype_exactly(positions):
     model.double()
     assert all(t.dtype == torch.float64 for t in model.buffers())
     if positions == "sinusoidal":  # the exact float64 values, not float32 ones upcast
-        assert torch.equal(model.embed.W_p_table, sinusoids(torch.arange(1, 17), 16, 10000.0))
+        assert torch.equal(model.embed.W_p_table, sinusoids(torch.arange(1, 17), 16, 16.0))  # b = ℓ_max (Algorithm 2)
     model.float()
     assert all(torch.equal(t, dict(model.named_buffers())[n]) for n, t in tables.items())
 

@@ -5,6 +5,7 @@ import torch
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.model import KVCache
+from fatstudio.core.paper_check import compare
 from fatstudio.core.reference import ReferenceTransformer
 
 TOL64 = 1e-9
@@ -17,7 +18,7 @@ VARIATIONS = {
     "relu": dict(activation="relu"), "gelu": dict(activation="gelu"),
     "gelu_tanh": dict(activation="gelu_tanh"), "swiglu": dict(activation="swiglu"),
     "learned": dict(positions="learned"), "sinusoidal": dict(positions="sinusoidal"),
-    "sinusoidal_b_lmax": dict(positions="sinusoidal", position_base=12.0),
+    "sinusoidal_vaswani": dict(positions="sinusoidal", position_base=10000.0),
     "rope": dict(positions="rope"), "alibi": dict(positions="alibi"), "relative": dict(positions="relative"),
     "no_positions": dict(positions="none"),
     "tied": dict(tie_embeddings=True), "no_bias": dict(bias=False),
@@ -52,32 +53,13 @@ def probs(logits):
 
 
 def check_against_reference(model, ref, x, z=None, mask=None, z_mask=None, tol=TOL64):
-    """Forward a (possibly padded) batch through the fast model, each real sequence through the reference."""
-    kw = {} if z is None else dict(context=z, context_mask=z_mask)
-    if z is None and mask is not None or mask is not None:
-        kw["mask"] = mask
-    plain = model(x, **kw)
-    logits, attn = model(x, return_attention=True, **kw)
-    worst = 0.0
-    for b in range(x.shape[0]):
-        n = int(mask[b].sum()) if mask is not None else x.shape[1]
-        n_z = (int(z_mask[b].sum()) if z_mask is not None else z.shape[1]) if z is not None else None
-        P, A = ref.forward(x[b, :n].tolist(), None if z is None else z[b, :n_z].tolist())
-        for lg in (plain, logits):  # the fused path and the explicit path
-            d = (probs(lg[b, :n]).T - P).abs().max().item()
-            worst = max(worst, d)
-            assert d <= tol, f"probabilities differ by {d}"
-        assert set(A) == set(attn)
-        for name, heads in A.items():
-            n_q = n
-            n_k = n_z if name.startswith(("enc", "cross")) else n
-            if name.startswith("enc"):
-                n_q = n_z
-            for h, a in enumerate(heads):
-                d = (attn[name][b, h, :n_q, :n_k] - a).abs().max().item()
-                worst = max(worst, d)
-                assert d <= tol, f"attention {name} head {h} differs by {d}"
-    return worst
+    """Forward a (possibly padded) batch through the fast model, each real sequence through the reference
+    (`paper_check.compare`, which the app's "Check against the paper" runs too)."""
+    d = compare(model, ref, x, z, mask, z_mask)
+    assert d.probabilities <= tol, f"probabilities differ by {d.probabilities}"
+    for name, diff in d.attention.items():
+        assert diff <= tol, f"attention {name} differs by {diff}"
+    return d.worst
 
 
 @pytest.mark.parametrize("arch,kw", list(cases()))
@@ -135,6 +117,5 @@ def test_float32_within_1e5(arch):
 def test_classification_head_matches_reference():
     cfg, model, ref = make("bert", n_classes=3)
     x = torch.randint(0, N_V, (2, 6), generator=torch.Generator().manual_seed(5))
-    p = model.classify(x).softmax(-1)
-    for b in range(2):
-        assert (p[b] - ref.class_probabilities(x[b].tolist())).abs().max().item() <= TOL64
+    d = compare(model, ref, x)
+    assert d.classes is not None and d.classes <= TOL64

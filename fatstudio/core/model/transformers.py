@@ -55,8 +55,8 @@ class Transformer(nn.Module):
         return X
 
     def _init_weights(self, n_layers: int) -> None:
-        """N(0, 0.02) for matrices, 0.02/√(2·layers) for the residual projections W_o and W_mlp2 (GPT-2);
-        γ = 1; biases, β, u and v = 0."""
+        """N(0, 0.02) for matrices (Transformer-XL's per-head u and v, H × d_attn, among them), 0.02/√(2·layers)
+        for the residual projections W_o and W_mlp2 (GPT-2); γ = 1; biases and β = 0."""
         for name, p in self.named_parameters():
             with torch.no_grad():
                 if name.endswith("gamma"):

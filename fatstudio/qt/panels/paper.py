@@ -1,0 +1,507 @@
+"""Paper panel: the paper inside the app.
+
+- ``pseudocodeView``: the algorithm of the model in use (Algorithm 8, 9 or 10, Gopher's changes written in;
+  `core.pseudocode`) with its shapes. Click a line (or walk with the arrow keys): ``fieldsChosen`` names the
+  ModelConfig fields it uses (the main window marks those rows in the Model panel) and the details pane shows
+  where it stands in the paper, the parameters it uses and, after a forward pass, the tensor it produces.
+- ``paperForwardButton``: one forward pass of the model in use on the Prompt tab's text (`core.pseudocode.trace`,
+  in a worker thread, on a copy of the model); then each line's tensor shows its shape, mean, std, norm and a
+  histogram (``paperHistogram``). Lines inside ``for l`` pick the layer in ``paperLayerCombo``.
+- `show_head`: a head clicked in the Attention tab highlights the line whose MHAttention made it, with the
+  head's index and that head's softmax(S/√d_attn) after a forward pass.
+- ``checkPaperButton``: `core.paper_check.check_against_paper` on the model in use and a short input from the
+  corpus, in a worker thread; ``checkPaperLabel`` shows the largest differences of the probabilities and of
+  the attention weights, its tooltip what was compared.
+- ``deviationsView``: every deviation from the paper's pseudocode (`core.fidelity`).
+
+The model in use (``paperModelCombo``): the window's loaded model (a trained run or a snapshot, `set_model`)
+or a fresh model built from the current settings with the training seed. The panel follows the window's
+``Settings``. torch is imported only in the worker functions.
+"""
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QFontDatabase, QTextCursor, QTextFormat
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QTextBrowser,
+    QTextEdit,
+    QVBoxLayout,
+    QWidget,
+)
+
+from fatstudio.core.attention_maps import map_name
+from fatstudio.core.config import ModelConfig
+from fatstudio.core.fidelity import deviations
+from fatstudio.core.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
+from fatstudio.qt.binding import Change, Settings
+from fatstudio.qt.workers import call_in_thread
+
+TOLERANCE = 1e-9  # float64 agreement the reference tests ask for
+_SELECTED = QColor(255, 224, 138)  # the clicked line, as the Model panel marks its rows
+_PROMPT_MODE = {"gpt": "generate", "gopher": "generate", "bert": "fill_mask", "edt": "translate"}
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The model the panel works on: a loaded one, or a fresh one built from ``config`` with ``seed``."""
+
+    config: ModelConfig
+    seed: int
+    loaded: Any = None  # a runs.LoadedModel
+
+
+def _model(subject: Subject, cached):
+    """Worker: the subject's model (a fresh one built with the seed, unless ``cached`` is it)."""
+    if subject.loaded is not None:
+        return subject.loaded.model
+    if cached is not None:
+        return cached
+    import torch
+
+    from fatstudio.core.model import build_model
+
+    with torch.random.fork_rng(devices=[]):  # the seed, without touching the global generator's state
+        torch.manual_seed(subject.seed)
+        return build_model(subject.config).eval()
+
+
+def _tokenizer(subject: Subject, prepared):
+    """The subject's tokenizer: the loaded run's, else the corpus panel's when its N_V is the settings'."""
+    if subject.loaded is not None:
+        return subject.loaded.tokenizer
+    tok = getattr(prepared, "tokenizer", None)
+    return tok if tok is not None and tok.vocab_size == subject.config.vocab_size else None
+
+
+def _check_job(subject: Subject, cached, prepared):
+    """Worker: the model's check against the literal reference on the start of the corpus."""
+    from fatstudio.core.paper_check import check_against_paper, sample_input
+
+    model = _model(subject, cached)
+    sample = sample_input(model.config, _tokenizer(subject, prepared), getattr(prepared, "corpus", None))
+    return check_against_paper(model, sample.x, sample.z, sample.source), model
+
+
+def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap]):
+    """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (no text, or no tokenizer:
+    the start of the corpus, or random ids); returns (Trace, the input in words, parameter shapes, the model)."""
+    from fatstudio.core.paper_check import sample_input
+    from fatstudio.core.prompting import encode_prompt
+    from fatstudio.core.pseudocode import trace
+
+    model = _model(subject, cached)
+    cfg = model.config
+    tok = _tokenizer(subject, prepared)
+    if tok is None or not text:
+        sample = sample_input(cfg, tok, getattr(prepared, "corpus", None))
+        x, z, what = sample.x, sample.z, sample.source + ("" if text else " (the Prompt tab's text is empty)")
+    else:
+        prompt = encode_prompt(tok, text, _PROMPT_MODE[cfg.arch], l_max=cfg.l_max)
+        x, z = list(prompt.ids[-cfg.l_max:]), list(prompt.context_ids) if prompt.context_ids else None
+        what = f"the Prompt tab's text {text!r}"
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    return trace(model, taps, x, z), what, shapes, model
+
+
+def _exp(v: float) -> str:
+    return f"{v:.1e}"
+
+
+def stats_html(title: str, s: TensorStats) -> str:
+    return (f"<b>{title}</b>: shape {tuple(s.shape)}<br>mean {s.mean:.4g} · std {s.std:.4g} · ‖·‖ {s.norm:.4g}"
+            f" · min {s.min:.4g} · max {s.max:.4g}")
+
+
+class PaperPanel(QWidget):
+    """The pseudocode, linked to the model; the check against the paper; the deviations from it."""
+
+    fieldsChosen = Signal(list)  # the ModelConfig fields the clicked line uses
+
+    def __init__(self, settings: Settings | None = None, parent=None):
+        super().__init__(parent)
+        self.settings = settings if settings is not None else Settings()
+        self.loaded = None
+        self.prompt_source: Callable[[], str] = lambda: ""  # the Prompt tab's text (the main window sets it)
+        self.corpus_source: Callable[[], Any] = lambda: None  # the corpus panel's Prepared, or None
+        self.code: Pseudocode | None = None
+        self.line: int | None = None  # the index of the line shown in the details
+        self.layer = 0
+        self.head: int | None = None  # a head chosen in the Attention tab (on the attention line)
+        self.trace: Trace | None = None
+        self.traced: str = ""  # what the traced forward pass read, in words
+        self.shapes: dict[str, tuple[int, ...]] = {}  # the parameters' shapes, known after a forward pass
+        self.check = None  # the last PaperCheck
+        self._fresh: tuple[Subject, Any] | None = None  # the fresh model built for a subject
+        self._version = 0  # bumped whenever the model in use changes; older results are dropped
+        self._subject_key: tuple | None = None  # what the model in use is: (config, seed, id of the loaded model)
+        self._calls: dict[str, Any] = {}
+        self._build()
+        self.settings.changed.connect(self._on_settings)
+        self._refresh_subject()
+
+    # ---- layout ----------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        bar = QHBoxLayout()
+        self.modelCombo = QComboBox(objectName="paperModelCombo")
+        self.modelCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.modelCombo.setToolTip("The model the pseudocode, the forward pass and the check are about: the loaded "
+                                   "run (or snapshot), or a fresh model built from the current settings with the "
+                                   "training seed.")
+        self.forwardButton = QPushButton("Forward pass", objectName="paperForwardButton")
+        self.forwardButton.setToolTip("Run the model once on the Prompt tab's text and keep the tensor each line "
+                                      "of the pseudocode produces; click a line to see it.")
+        self.checkPaperButton = QPushButton("Check against the paper", objectName="checkPaperButton")
+        self.checkPaperButton.setToolTip("Run the literal float64 reference of the paper's pseudocode on a short "
+                                         "input from the corpus and compare it with this model (in float64).")
+        self.checkPaperLabel = QLabel(objectName="checkPaperLabel")
+        self.checkPaperLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        bar.addWidget(QLabel("Model:"))
+        bar.addWidget(self.modelCombo)
+        bar.addWidget(self.forwardButton)
+        bar.addWidget(self.checkPaperButton)
+        bar.addWidget(self.checkPaperLabel, 1)
+        outer.addLayout(bar)
+
+        self.pseudocodeView = QPlainTextEdit(objectName="pseudocodeView")
+        self.pseudocodeView.setReadOnly(True)
+        self.pseudocodeView.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self.pseudocodeView.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse
+                                                    | Qt.TextInteractionFlag.TextSelectableByKeyboard)
+        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
+        mono.setPointSizeF(max(8.0, mono.pointSizeF() * 0.95))
+        self.pseudocodeView.setFont(mono)
+        self.pseudocodeView.setToolTip("Click a line: the Model panel marks the settings it uses, the pane on the "
+                                       "right shows its parameters and, after a forward pass, its tensor.")
+
+        self.tabs = QTabWidget(objectName="paperTabs")
+        self.tabs.addTab(self._build_details(), "Line")
+        self.deviationsView = QTextBrowser(objectName="deviationsView")
+        self.deviationsView.setHtml(self._deviations_html())
+        self.tabs.addTab(self.deviationsView, "Deviations from the paper")
+
+        split = QSplitter(Qt.Orientation.Horizontal, objectName="paperSplitter")
+        split.addWidget(self.pseudocodeView)
+        split.addWidget(self.tabs)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 2)
+        split.setSizes([620, 380])
+        split.setChildrenCollapsible(False)
+        outer.addWidget(split, 1)
+
+        self.modelCombo.activated.connect(lambda _i: self._refresh_subject())
+        self.forwardButton.clicked.connect(self.run_forward)
+        self.checkPaperButton.clicked.connect(self.run_check)
+        self.pseudocodeView.cursorPositionChanged.connect(self._on_cursor)
+        self.layerCombo.activated.connect(lambda i: self.select_line(self.line, layer=i, head=self.head, emit=False))
+
+    def _build_details(self) -> QWidget:
+        page = QWidget()
+        lay = QVBoxLayout(page)
+        self.lineTitle = QLabel("Click a line of the pseudocode.", objectName="paperLineTitle")
+        self.lineTitle.setWordWrap(True)
+        self.lineTitle.setTextFormat(Qt.TextFormat.RichText)
+        row = QHBoxLayout()
+        self.layerLabel = QLabel("layer l =")
+        self.layerCombo = QComboBox(objectName="paperLayerCombo")
+        self.layerCombo.setToolTip("The layer whose parameters and tensor are shown (the paper's l; 1 = the first).")
+        row.addWidget(self.layerLabel)
+        row.addWidget(self.layerCombo)
+        row.addStretch(1)
+        self.paramsLabel = QLabel(objectName="paperParamsLabel")
+        self.paramsLabel.setWordWrap(True)
+        self.paramsLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.paramsLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.tensorLabel = QLabel(objectName="paperTensorLabel")
+        self.tensorLabel.setWordWrap(True)
+        self.tensorLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.tensorLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.histogram = pg.PlotWidget(background="w")
+        self.histogram.setObjectName("paperHistogram")
+        item = self.histogram.getPlotItem()
+        item.setLabel("bottom", "value")
+        item.setLabel("left", "count")
+        item.setMouseEnabled(False, False)
+        self.histogram.setMinimumHeight(140)
+        self.bars: pg.BarGraphItem | None = None
+        lay.addWidget(self.lineTitle)
+        lay.addLayout(row)
+        lay.addWidget(self.paramsLabel)
+        lay.addWidget(self.tensorLabel)
+        lay.addWidget(self.histogram, 1)
+        return page
+
+    @staticmethod
+    def _deviations_html() -> str:
+        parts = []
+        for d in deviations():
+            setting = f"<br><b>Setting:</b> <code>{html.escape(d.setting)}</code>" if d.setting else ""
+            parts.append(f"<h4>{html.escape(d.topic)}</h4><p><b>Paper:</b> {html.escape(d.paper)}<br>"
+                         f"<b>fatstudio:</b> {html.escape(d.fatstudio)}<br><b>Why:</b> {html.escape(d.why)}"
+                         f"{setting}</p>")
+        return "".join(parts)
+
+    # ---- the model in use ---------------------------------------------------------------------------------
+    def set_model(self, loaded) -> None:
+        """The window's loaded model (a runs.LoadedModel; None: none): chosen as the model in use."""
+        self.loaded = loaded
+        self._refresh_subject(prefer_loaded=loaded is not None)
+
+    def subject(self) -> Subject | None:
+        """The model in use, or None while the settings are not valid (and no model is loaded)."""
+        if self.modelCombo.currentData() == "loaded" and self.loaded is not None:
+            return Subject(self.loaded.model.config, 0, self.loaded)
+        if self.settings.model_error is not None:
+            return None
+        return Subject(self.settings.model.replace(), self.settings.train.seed)
+
+    def _on_settings(self, change: Change) -> None:
+        if change.touches("model") or change.touches("train", "seed"):
+            self._refresh_subject()
+
+    def _refresh_subject(self, prefer_loaded: bool = False) -> None:
+        """Fill the model combo, then show the pseudocode of the model in use (dropping a trace of another)."""
+        keep = "loaded" if prefer_loaded else self.modelCombo.currentData()
+        self.modelCombo.clear()
+        if self.loaded is not None:
+            self.modelCombo.addItem(f"loaded: {self.loaded.label or 'model'}", "loaded")
+        self.modelCombo.addItem(f"fresh from the settings (seed {self.settings.train.seed})", "fresh")
+        self.modelCombo.setCurrentIndex(max(0, self.modelCombo.findData(keep)))
+        subject = self.subject()
+        key = None if subject is None else (subject.config, subject.seed, id(subject.loaded))
+        if key == self._subject_key and key is not None:
+            return  # the same model (a settings change that a loaded model does not follow)
+        self._subject_key = key
+        self._version += 1
+        self.trace, self.shapes, self.check = None, {}, None
+        self.checkPaperLabel.setText("")
+        self.checkPaperLabel.setToolTip("")
+        self.code = pseudocode(subject.config) if subject is not None else None  # a subject's config is valid
+        text = self.code.text() if self.code is not None else "(fix the configuration to see the pseudocode)"
+        if text != self.pseudocodeView.toPlainText():
+            self.pseudocodeView.blockSignals(True)
+            self.pseudocodeView.setPlainText(text)
+            self.pseudocodeView.blockSignals(False)
+        enabled = subject is not None and self.code is not None
+        self.forwardButton.setEnabled(enabled and "forward" not in self._calls)
+        self.checkPaperButton.setEnabled(enabled and "check" not in self._calls)
+        if self.code is None or self.line is None or self.line >= len(self.code.lines):
+            self.line = None
+            self._highlight()
+            self._show_details()
+        else:
+            self.select_line(self.line, layer=self.layer, emit=False)
+
+    # ---- lines ---------------------------------------------------------------------------------------------
+    def _on_cursor(self) -> None:
+        i = self.pseudocodeView.textCursor().blockNumber()
+        if self.code is not None and i != self.line:
+            self.select_line(i)
+
+    def select_line(self, index: int | None, layer: int | None = None, head: int | None = None,
+                    emit: bool = True) -> None:
+        """Show line ``index`` (of ``code.lines``): highlight it, list what it uses, show its tensor of ``layer``
+        (0-based; lines inside ``for l``) and, on an attention line, head ``head``; ``emit`` ``fieldsChosen``."""
+        if self.code is None or index is None or not 0 <= index < len(self.code.lines):
+            return
+        line = self.code.lines[index]
+        n_layers = self.code.layers.get(line.stack, 1) if line.stack else 1
+        self.line = index
+        self.layer = min(max(0, layer if layer is not None else self.layer), n_layers - 1)
+        self.head = head if line.attention is not None else None
+        self._highlight()
+        self._show_details()
+        if emit:
+            self.fieldsChosen.emit(list(line.fields))
+
+    def show_head(self, kind: str, layer: int, head: int) -> None:
+        """A head of the Attention tab (``head`` -1: the mean over heads): highlight the line whose MHAttention
+        made the maps of ``kind`` in ``layer``."""
+        if self.code is None:
+            return
+        try:
+            index = self.code.attention_line(kind)
+        except ValueError:
+            return
+        self.select_line(index, layer=layer, head=head if head >= 0 else None)
+
+    def selected_line(self) -> Line | None:
+        return self.code.lines[self.line] if self.code is not None and self.line is not None else None
+
+    def _highlight(self) -> None:
+        view = self.pseudocodeView
+        selections = []
+        if self.line is not None:
+            sel = QTextEdit.ExtraSelection()
+            sel.format.setBackground(_SELECTED)
+            sel.format.setProperty(QTextFormat.Property.FullWidthSelection, True)
+            sel.cursor = QTextCursor(view.document().findBlockByNumber(self.line))
+            selections.append(sel)
+            if view.textCursor().blockNumber() != self.line:
+                view.blockSignals(True)
+                view.setTextCursor(sel.cursor)
+                view.blockSignals(False)
+            view.ensureCursorVisible()
+        view.setExtraSelections(selections)
+
+    # ---- details -----------------------------------------------------------------------------------------
+    def _show_details(self) -> None:
+        line = self.selected_line()
+        code = self.code
+        if line is None or code is None:
+            self.lineTitle.setText("Click a line of the pseudocode.")
+            for w in (self.layerLabel, self.layerCombo):
+                w.setVisible(False)
+            self.paramsLabel.setText("")
+            self._show_tensor(None, "")
+            return
+        n_layers = code.layers.get(line.stack, 1) if line.stack else 0
+        where = line.where() or "A note beside the algorithm"
+        if self.head is not None:
+            where += f" · head {self.head + 1} of layer {self.layer + 1}"
+        elif line.stack:
+            where += f" · layer l = {self.layer + 1} of {n_layers}"
+        self.lineTitle.setText(f"<b>{html.escape(where)}</b><br><code>{html.escape(line.text.strip())}</code>")
+        self.layerCombo.blockSignals(True)
+        self.layerCombo.clear()
+        self.layerCombo.addItems([str(l + 1) for l in range(n_layers)])
+        self.layerCombo.setCurrentIndex(self.layer if line.stack else -1)
+        self.layerCombo.blockSignals(False)
+        for w in (self.layerLabel, self.layerCombo):
+            w.setVisible(bool(line.stack))
+        params = line.parameters(self.layer)
+        shown = [f"<code>{html.escape(p)}</code>" + (f" {self.shapes[p]}" if p in self.shapes else "") for p in params]
+        fields = ", ".join(line.fields)
+        self.paramsLabel.setText(
+            (f"<b>Parameters</b> (state-dict names{', shapes' if self.shapes else ''}):<br>" + "<br>".join(shown)
+             if shown else "<b>Parameters</b>: none of its own.")
+            + (f"<br><b>Settings</b> (marked in the Model panel): {html.escape(fields)}" if fields else ""))
+        tap = line.tap_at(self.layer)
+        if tap is None and self.head is None:
+            self._show_tensor(None, "This line produces no tensor of its own.")
+        elif self.trace is None:
+            self._show_tensor(None, "Press <b>Forward pass</b> to run the model on the Prompt tab's text and see "
+                                    "the tensor this line produces.")
+        else:
+            self._show_traced(line, tap)
+
+    def _show_traced(self, line: Line, tap: Tap | None) -> None:
+        """The traced tensor of ``tap`` and the chosen head's attention weights, with a histogram of the head's
+        weights if one was chosen, else of the tensor."""
+        assert self.trace is not None
+        parts = [f"Forward pass on {html.escape(self.traced)}."]
+        drawn: tuple[str, TensorStats] | None = None
+        if tap is not None and tap in self.trace.tensors:
+            stats = tensor_stats(self.trace.tensors[tap])
+            rows = " (one row per position: the paper's columns)" if len(stats.shape) == 2 else ""
+            drawn = (line.shape, stats)
+            parts.append(stats_html(f"{html.escape(line.shape)}{rows}", stats))
+        if self.head is not None and line.attention is not None:
+            A = self.trace.attention.get(map_name(line.attention, self.layer))
+            if A is not None and self.head < A.shape[0]:
+                what = f"softmax(S/√d_attn) of head {self.head + 1} of layer {self.layer + 1}"
+                head = tensor_stats(A[self.head])
+                parts.append(stats_html(f"{what} (query × key; each row sums to 1)", head))
+                drawn = (what, head)  # the head asked about is drawn
+        self._show_tensor(drawn, "<br><br>".join(parts))
+
+    def _show_tensor(self, drawn: tuple[str, TensorStats] | None, text: str) -> None:
+        """``text`` in the tensor label and the histogram of ``drawn`` (its name, its stats; None: no bars)."""
+        self.tensorLabel.setText(text)
+        if self.bars is not None:
+            self.histogram.removeItem(self.bars)
+            self.bars = None
+        self.histogram.getPlotItem().setTitle(html.escape(drawn[0]) if drawn else "", size="9pt", color="#333")
+        if drawn is None:
+            return
+        s = drawn[1]
+        edges = np.asarray(s.edges)
+        counts = np.asarray(s.counts, dtype=float)
+        width = float(edges[1] - edges[0]) if len(edges) > 1 and edges[1] > edges[0] else 1.0
+        self.bars = pg.BarGraphItem(x=(edges[:-1] + edges[1:]) / 2, height=counts, width=width * 0.9,
+                                    brush=pg.mkBrush(70, 130, 180, 200), pen=pg.mkPen(None))
+        self.histogram.addItem(self.bars)
+        self.histogram.getPlotItem().autoRange()
+
+    def histogram_counts(self) -> list[int]:
+        """The bar heights drawn (empty when none)."""
+        return [int(h) for h in self.bars.opts["height"]] if self.bars is not None else []
+
+    # ---- work in threads ------------------------------------------------------------------------------------
+    def _start(self, key: str, func, *args, on_result) -> bool:
+        subject = self.subject()
+        if subject is None or self.code is None or key in self._calls:
+            return False
+        cached = self._fresh[1] if self._fresh is not None and self._fresh[0] == subject else None
+        version = self._version
+
+        def done(result):
+            *value, model = result
+            if subject.loaded is None:
+                self._fresh = (subject, model)
+            if version == self._version:
+                on_result(*value)
+
+        def failed(message: str) -> None:
+            if version == self._version:
+                self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+                if key == "check":
+                    self.checkPaperLabel.setText(f"Could not check: {message}")
+
+        def finished() -> None:
+            self._calls.pop(key, None)
+            (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
+
+        (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
+        self._calls[key] = call_in_thread(func, subject, cached, self.corpus_source(), *args, on_result=done,
+                                          on_error=failed, on_done=finished)
+        return True
+
+    def busy(self) -> bool:
+        return bool(self._calls)
+
+    def run_forward(self) -> bool:
+        """One traced forward pass of the model in use on the Prompt tab's text, in a worker thread."""
+        if self.code is None:
+            return False
+        self.tensorLabel.setText("Running the forward pass…")
+        return self._start("forward", _forward_job, self.prompt_source(), self.code.taps(), on_result=self._traced)
+
+    def _traced(self, trace: Trace, what: str, shapes: dict) -> None:
+        self.trace, self.traced, self.shapes = trace, what, shapes
+        self._show_details()
+
+    def run_check(self) -> bool:
+        """Check the model in use against the literal reference, in a worker thread."""
+        started = self._start("check", _check_job, on_result=self._checked)
+        if started:
+            self.checkPaperLabel.setText("checking against the paper…")
+            self.checkPaperLabel.setStyleSheet("")
+        return started
+
+    def _checked(self, check) -> None:
+        self.check = check
+        d = check.differences
+        text = f"max |ΔP| = {_exp(d.probabilities)} · max |ΔA| = {_exp(d.attention_max)}"
+        if d.classes is not None:
+            text += f" · max |ΔP(c|x)| = {_exp(d.classes)}"
+        ok = d.worst <= TOLERANCE
+        self.checkPaperLabel.setText(("✓ " if ok else "✗ ") + text + f"  ({check.seconds:.1f} s)")
+        self.checkPaperLabel.setStyleSheet(f"color: {'#1e7b34' if ok else '#c0392b'};")
+        self.checkPaperLabel.setToolTip(check.description + (f" Agreement within {TOLERANCE:g} is what the "
+                                        "reference tests ask for." if ok else f" More than {TOLERANCE:g}: the "
+                                        "fast model does not compute the paper's function."))
