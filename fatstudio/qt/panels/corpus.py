@@ -86,6 +86,7 @@ class CorpusPanel(QWidget):
         self._job = 0
         self.builtins: dict = {}
         self.builtin_tasks: dict = {}
+        self.tokenizer_lab = None  # the open TokenizerLab dialog, if any
 
         outer = QVBoxLayout(self)
         outer.addWidget(self._build_source())
@@ -103,6 +104,7 @@ class CorpusPanel(QWidget):
         self._offer_tasks()
         self.binding = Binding(self.settings, "data", self.form.fields, also={"tokenizer": self._tokenizer_resets})
         self.settings.changed.connect(self._on_settings)
+        self.statusChanged.connect(lambda: self.labButton.setEnabled(self.info is not None and not self.loading))
         self._show_source()
         self._update_visibility()
 
@@ -198,7 +200,14 @@ class CorpusPanel(QWidget):
         tl = QVBoxLayout(box)
         self.tokenSummary = QLabel("", objectName="tokenSummaryLabel")
         self.tokenSummary.setWordWrap(True)
-        tl.addWidget(self.tokenSummary)
+        self.labButton = QPushButton("Compare tokenizers…", objectName="tokenizerLabButton", enabled=False)
+        self.labButton.setToolTip("The tokenizer lab: char, word and BPE of several sizes side by side on this corpus, "
+                                  "and the finished runs on it in bits per character.")
+        self.labButton.clicked.connect(self.open_tokenizer_lab)
+        row = QHBoxLayout()
+        row.addWidget(self.tokenSummary, 1)
+        row.addWidget(self.labButton)
+        tl.addLayout(row)
         self.tokenView = QTextEdit(objectName="tokenPreview")
         self.tokenView.setReadOnly(True)
         self.tokenView.setMinimumHeight(110)
@@ -404,6 +413,19 @@ class CorpusPanel(QWidget):
         self.form.set_row_visible("p_mask", d.task == "masked_lm")
 
     # -- reactions -------------------------------------------------------------------------------------------
+    def open_tokenizer_lab(self) -> None:
+        """Open the tokenizer lab (``tokenizerLab``) on the loaded corpus, in place of one already open."""
+        from fatstudio.qt.panels.tokenizer_lab import TokenizerLab
+
+        if self.info is None or self.info.corpus is None:
+            return
+        if self.tokenizer_lab is not None:
+            self.tokenizer_lab.close()
+        d = self.settings.data
+        self.tokenizer_lab = TokenizerLab(self.info.corpus, self.info.spec, self.info.task, self.info.seed,
+                                          d.val_fraction or 0.1, getattr(self.window(), "runs_root", None), parent=self)
+        self.tokenizer_lab.show()
+
     def _builtin_activated(self, _index: int) -> None:
         name = self.builtinCombo.value()
         if name and name != self.spec:
