@@ -20,6 +20,8 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 
 # Each architecture's defaults are the paper's algorithm exactly.
+PRESET_KEYS = ("name", "description")  # a preset file's top-level keys beside the tables
+VASWANI_BASE = 10000.0  # b of Vaswani et al.'s sinusoids, RoPE's and Transformer-XL's
 ARCH_DEFAULTS: dict[str, dict[str, str]] = {
     "edt": dict(norm="layer", norm_position="post", activation="relu", positions="learned"),  # Algorithm 8
     "bert": dict(norm="layer", norm_position="post", activation="gelu", positions="learned"),  # Algorithm 9
@@ -103,8 +105,9 @@ class ModelConfig(_Config):
     activation: str | None = None  # "relu" | "gelu" | "gelu_tanh" | "swiglu"
     positions: str | None = None  # "learned" | "sinusoidal" | "rope" | "alibi" | "relative" | "none"
     # b, the base of every sinusoid: the sinusoidal W_p, the rotary angles and Transformer-XL's relative
-    # distances (the paper writes ℓ_max; Vaswani et al. 10000)
-    position_base: float = 10000.0
+    # distances. Default (None): ℓ_max for the sinusoidal W_p, as Algorithm 2 writes it; 10000 for RoPE and
+    # Transformer-XL, as their papers (and Vaswani et al.'s table) do
+    position_base: float | None = None
     tie_embeddings: bool = False  # W_u = W_eᵀ
     bias: bool = True  # b_q, b_k, b_v, b_o, b_mlp (norms keep β)
     H_kv: int | None = None  # key/value heads (default H; 1 = multi-query, else grouped-query)
@@ -128,6 +131,8 @@ class ModelConfig(_Config):
             d["d_f"] = self.d_e
         if d["H_kv"] is None:
             d["H_kv"] = self.H
+        if d["position_base"] is None:
+            d["position_base"] = float(self.l_max) if d["positions"] == "sinusoidal" else VASWANI_BASE
         return ResolvedModelConfig(**d)
 
     @property
@@ -150,7 +155,8 @@ class ModelConfig(_Config):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} = {getattr(self, name)!r} is not allowed; it must be true or false.")
         _check_number("dropout", self.dropout, 0.0, 1.0)
-        _check_number("position_base", self.position_base, 0.0, math.inf, lo_open=True)
+        if self.position_base is not None:
+            _check_number("position_base", self.position_base, 0.0, math.inf, lo_open=True)
         _check_number("norm_eps", self.norm_eps, 0.0, 1.0)
         if not isinstance(self.n_classes, int) or isinstance(self.n_classes, bool) or self.n_classes < 0:
             raise ValueError(f"n_classes = {self.n_classes!r} is not allowed; it must be a whole number ≥ 0 (0 = no class head).")
@@ -320,7 +326,8 @@ class RunConfig(_Config):
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
-        """Read a TOML (or JSON) config file."""
+        """Read a TOML (or JSON) config file; a preset's file too (its ``name`` and ``description`` are for
+        people, not training, and are left out)."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")
@@ -330,6 +337,8 @@ class RunConfig(_Config):
             d = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
         except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"config file {path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}.") from None
+        for key in PRESET_KEYS:
+            d.pop(key, None)
         return cls.from_dict(d)
 
     def with_overrides(self, assignments: list[str]) -> RunConfig:

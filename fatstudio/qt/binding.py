@@ -155,13 +155,14 @@ def editor(widget: QWidget, optional: bool = False) -> Editor | None:
         return Editor(widget, widget.value, widget.set_value, widget.valueChanged)
     if isinstance(widget, QCheckBox):
         return Editor(widget, widget.isChecked, lambda v: widget.setChecked(bool(v)), widget.toggled)
-    if isinstance(widget, QSpinBox):
+    if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
         none = widget.minimum() if optional and widget.specialValueText() else None
-        return Editor(widget, lambda: None if widget.value() == none else widget.value(),
-                      lambda v: widget.setValue(none if v is None else int(v)), widget.valueChanged)
-    if isinstance(widget, QDoubleSpinBox):  # what it shows, not the float noise of its arrows
-        return Editor(widget, lambda: round(widget.value(), widget.decimals()),
-                      lambda v: widget.setValue(float(v)), widget.valueChanged)
+        if isinstance(widget, QSpinBox):
+            shown, typed = widget.value, int
+        else:  # what it shows, not the float noise of its arrows
+            shown, typed = (lambda: round(widget.value(), widget.decimals())), float
+        return Editor(widget, lambda: None if shown() == none else shown(),
+                      lambda v: widget.setValue(none if v is None else typed(v)), widget.valueChanged)
     return None
 
 

@@ -1,5 +1,5 @@
 """The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
-Attention). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
+Attention | Paper). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
 Train panels are bound to and follow. It drives the Qt-free core: ``training.train`` runs in a worker thread
 and each of its events goes, by type, to one handler; runs are listed, reopened, resumed, overlaid and
 deleted through ``core.runs``.
@@ -33,6 +33,7 @@ from fatstudio.core.presets import load_presets
 from fatstudio.qt.binding import Settings
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
+from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.workers import TrainingJob, call_in_thread
 
@@ -46,6 +47,12 @@ def _scroll(widget: QWidget) -> QScrollArea:
     area.setFrameShape(QFrame.Shape.NoFrame)
     area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
     return area
+
+
+def _estimate(config, prepared, progress):
+    from fatstudio.core.estimate import estimate  # in the worker: it imports torch
+
+    return estimate(config, prepared, progress)
 
 
 def _import_view_panels():
@@ -76,7 +83,7 @@ class MainWindow(QMainWindow):
 
     Useful attributes for tests and scripts: ``settings`` (the settings a new run starts with),
     ``model_panel``, ``corpus_panel``, ``train_panel``, ``train_view`` (``plots``), ``prompt_panel``,
-    ``attention_panel``, ``state`` ("idle", "starting", "running", "paused", "stopping"), ``run_dir`` (the
+    ``attention_panel``, ``paper_panel``, ``state`` ("idle", "starting", "running", "paused", "stopping"), ``run_dir`` (the
     current run's folder), ``last_status`` (the last Finished status), ``last_error`` (the last message
     shown to the user), ``validation_error``.
     """
@@ -109,6 +116,7 @@ class MainWindow(QMainWindow):
         # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
         self._diag_rows: list[dict] = []
         self._diag_settings: dict[str, Any] = {}
+        self._diag_heads: list = []  # diagnostics.Finding: the dead or uniform heads of its latest probe step
         self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
 
         # the settings: the first preset's, ready to train
@@ -134,6 +142,9 @@ class MainWindow(QMainWindow):
         self.train_panel = TrainPanel(settings=self.settings)
         self.train_view = TrainView()
         self.plots = self.train_view.plots
+        self.paper_panel = PaperPanel(settings=self.settings)  # the pseudocode, linked; the check; deviations
+        self.paper_panel.prompt_source = self._prompt_text
+        self.paper_panel.corpus_source = self.corpus_panel.prepared
         self._prompt_panel = None
         self._attention_panel = None
         self._prompt_host = QWidget(objectName="promptHost")
@@ -145,7 +156,7 @@ class MainWindow(QMainWindow):
 
     def _build_layout(self) -> QSplitter:
         """The settings column (Model | Corpus | Train, and the validation message) beside the views
-        (Training | Prompt | Attention)."""
+        (Training | Prompt | Attention | Paper)."""
         self.settingsTabs = QTabWidget(objectName="settingsTabs")
         self.settingsTabs.addTab(_scroll(self.model_panel), "Model")
         self.settingsTabs.addTab(_scroll(self.corpus_panel), "Corpus")
@@ -165,6 +176,7 @@ class MainWindow(QMainWindow):
         self.viewTabs.addTab(self.train_view, "Training")
         self.viewTabs.addTab(self._prompt_host, "Prompt")
         self.viewTabs.addTab(self._attention_host, "Attention")
+        self.viewTabs.addTab(self.paper_panel, "Paper")
 
         split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplitter")
         split.addWidget(left)
@@ -205,8 +217,10 @@ class MainWindow(QMainWindow):
         tv.runs.refreshRequested.connect(self.refresh_runs)
         self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
         self.model_panel.presetChosen.connect(self.apply_preset)
+        self.model_panel.estimateRequested.connect(self.estimate_time)
         self.settings.changed.connect(self.revalidate)
         self.corpus_panel.statusChanged.connect(self.revalidate)
+        self.paper_panel.fieldsChosen.connect(self.highlight_model_fields)
 
     # ============================================================================ startup, presets, validation
     def _after_start(self) -> None:
@@ -246,10 +260,35 @@ class MainWindow(QMainWindow):
                     item.widget().deleteLater()
             lay.addWidget(panel)
         self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
         if self._probe_dir is not None:
             self._list_probes(self._probe_dir)
         if self.loaded_model is not None:
             self._set_prompt_model(self.loaded_model)
+
+    def highlight_model_fields(self, names: list) -> None:
+        """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
+        self.model_panel.highlight_fields(names)
+        if self.model_panel.highlighted:
+            self.settingsTabs.setCurrentIndex(0)
+            self.settingsTabs.widget(0).ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
+
+    def _prompt_text(self) -> str:
+        """The Prompt tab's text ("" before the tab is made)."""
+        return self._prompt_panel.promptEdit.toPlainText() if self._prompt_panel is not None else ""
+
+    def estimate_time(self) -> None:
+        """Time a few real steps of the current settings in a worker (`core.estimate`); the Model panel shows
+        the estimated time of the run, or what is wrong."""
+        if self.settings.error:
+            self.model_panel.show_estimate(f"⚠ {self.settings.error}")
+            return
+        panel = self.model_panel
+        panel.show_estimate("estimating…", busy=True)
+        call_in_thread(_estimate, self.settings.config, self.corpus_panel.prepared(), with_progress=True,
+                       on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
+                       on_result=lambda e: panel.show_estimate(e.describe(), e.details()),
+                       on_error=lambda message: panel.show_estimate(f"⚠ {message}"))
 
     def apply_preset(self, preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
@@ -419,6 +458,7 @@ class MainWindow(QMainWindow):
         self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
                                "warmup": int(train.get("warmup", 0) or 0), "unigram": ev.unigram_entropy}
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
+        self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
         self.train_view.statusLabel.setText(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
             f"steps {ev.start_step:,} → {ev.total_steps:,}.")
@@ -470,14 +510,22 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(ev.message, 10000)
 
     def _on_probe(self, ev) -> None:
-        """Step ``ev.step``'s probe maps are saved: the Attention tab's slider gets the step."""
+        """Step ``ev.step``'s probe maps are saved: the Attention tab's slider gets the step, its head scores
+        plot the step's scores, the Diagnostics tab its dead heads."""
+        self._diag_heads = list(ev.findings)
+        self._schedule_diagnostics()
         if self._attention_panel is not None:  # else listed from the folder when the panel is made
-            self._attention_panel.add_probe(ev.step, ev.path)
+            self._attention_panel.add_probe(ev.step, ev.path, ev.scores)
 
     def _list_probes(self, run_dir: str) -> None:
         """Give the Attention tab's slider the probe maps saved in ``run_dir`` (once the panel exists: making
-        it imports torch, which opening a run does not need)."""
+        it imports torch, which opening a run does not need), and the Diagnostics tab the dead heads of the
+        latest one."""
+        from fatstudio.core.diagnostics import latest_head_findings
+
         self._probe_dir = run_dir
+        self._diag_heads = latest_head_findings(run_dir)
+        self.update_diagnostics()
         if self._attention_panel is not None:
             from fatstudio.core.probes import list_probes
             self._attention_panel.set_probes(list_probes(run_dir))
@@ -531,6 +579,7 @@ class MainWindow(QMainWindow):
         ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
         meta = meta or {}
         self._diag_rows = list(rows)
+        self._diag_heads = []  # until the run's probes are listed
         if meta.get("diverged") and meta.get("status") == "failed":
             self._diag_rows.append(_diverged_row(meta["diverged"]))
         self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
@@ -542,12 +591,12 @@ class MainWindow(QMainWindow):
             self._diag_timer.start()
 
     def update_diagnostics(self) -> None:
-        """Run the "is this normal?" rules (`core.diagnostics.diagnose`) over the rows so far, into
-        ``diagnosticsView``."""
+        """Run the "is this normal?" rules (`core.diagnostics.diagnose`) over the rows so far, with the dead
+        heads of the latest probe step, into ``diagnosticsView``."""
         from fatstudio.core.diagnostics import diagnose
 
         self._diag_timer.stop()
-        findings = diagnose(self._diag_rows, **self._diag_settings)
+        findings = sorted([*diagnose(self._diag_rows, **self._diag_settings), *self._diag_heads], key=lambda f: f.step)
         self.train_view.set_diagnostics([f.line for f in findings])
 
     # ================================================================================================= runs
@@ -579,6 +628,7 @@ class MainWindow(QMainWindow):
             return
         self.run_dir = str(run.path)
         self.plots.load_metrics(run.metrics())
+        self.plots.set_run(run.config, run.meta.get("chars_per_token"))
         self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.meta)
         self.plots.export_stem = str(run.path / "curves")
         self.train_view.set_samples(run.samples())
@@ -610,6 +660,7 @@ class MainWindow(QMainWindow):
 
     def _set_prompt_model(self, loaded) -> None:
         self.loaded_model = loaded
+        self.paper_panel.set_model(loaded)
         try:
             self.prompt_panel.set_model(loaded)
             self.attention_panel.set_model(loaded)  # the head scores of the maps it shows
@@ -621,7 +672,7 @@ class MainWindow(QMainWindow):
         if self.run_dir and str(run.path) == str(self.run_dir):
             self.statusBar().showMessage("That run is the one shown; pick another to compare.", 5000)
             return
-        self.plots.add_overlay(run.name, run.metrics())
+        self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
         self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
     def delete_run(self, run) -> None:

@@ -82,6 +82,20 @@ def test_fixed_tables_are_buffers_not_parameters():
     assert not any("W_p" in n for n, _ in model.named_parameters())
 
 
+def test_sinusoidal_base_is_l_max_as_algorithm_2_writes_it_unless_set():
+    """W_p[2i-1, t] = sin(t / b^(2i/d_e)), W_p[2i, t] = cos(…), b = ℓ_max by default (paper), 10000 if set."""
+    t, i = torch.arange(1, 17, dtype=torch.float64)[:, None], torch.arange(1, 9, dtype=torch.float64)
+    for base, want_b in ((None, 16.0), (10000.0, 10000.0)):
+        cfg = ModelConfig(positions="sinusoidal", position_base=base, **SMALL)
+        assert cfg.resolved().position_base == want_b
+        W_p = build_model(cfg).double().embed.W_p_table  # ℓ_max × d_e, row t-1 = e_p of position t
+        angle = t / want_b ** (2 * i / 16)
+        torch.testing.assert_close(W_p[:, 0::2], torch.sin(angle), rtol=0, atol=1e-12)
+        torch.testing.assert_close(W_p[:, 1::2], torch.cos(angle), rtol=0, atol=1e-12)
+    for positions in ("rope", "relative"):  # their own papers' base
+        assert ModelConfig(positions=positions, **SMALL).resolved().position_base == 10000.0
+
+
 def test_tied_unembedding_shares_W_e():
     model = build_model(ModelConfig(tie_embeddings=True, **SMALL))
     assert model.unembed.W_u.weight is model.embed.W_e.weight
@@ -153,3 +167,12 @@ def test_paper_defaults_per_architecture():
     assert (r["bert"].norm_position, r["bert"].activation) == ("post", "gelu")
     assert (r["gpt"].norm_position, r["gpt"].norm, r["gpt"].activation) == ("pre", "layer", "gelu")
     assert (r["gopher"].norm, r["gopher"].positions) == ("rms", "relative")
+
+
+def test_a_preset_file_loads_as_a_config_file():
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.presets import load_presets
+    from fatstudio.core.resources import resource_path
+
+    for p in load_presets():
+        assert RunConfig.load(resource_path("presets") / f"{p.key}.toml") == p.config

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -100,7 +101,7 @@ def test_object_names_and_defaults(window):
     w.model_panel.archCombo.set_value("edt")
     assert f.layout.isRowVisible(f.fields["L_enc"]) and not f.layout.isRowVisible(f.fields["L"])
     assert w.corpus_panel.taskCombo.values() == ["seq2seq"]  # TASK_ARCHS
-    assert "Algorithm 8" in w.model_panel.pseudocodeView.toPlainText()
+    assert "Algorithm 8" in w.paper_panel.pseudocodeView.toPlainText()  # the Paper tab follows the settings
     w.model_panel.archCombo.set_value("bert")
     assert f.layout.isRowVisible(f.fields["d_f"])
     assert set(w.corpus_panel.taskCombo.values()) == {"masked_lm", "classification"}
@@ -482,3 +483,21 @@ def test_a_probe_of_ones_own_and_an_encoder_decoders(qtbot, window):
     assert p.probeSourceEdit.isVisibleTo(p) and "target" in p.probeEdit.placeholderText()
     w.train_view.trainButton.click()  # a target without its source
     assert w.job is None and "both a source and a target" in w.train_view.errorLabel.text()
+
+
+def test_estimate_button_times_the_settings_and_forgets_when_they_change(qtbot, window):
+    w = window
+    set_tiny(w, steps=400)
+    qtbot.waitUntil(lambda: w.corpus_panel.info is not None and not w.corpus_panel.loading, timeout=LONG)
+    button, label = w.findChild(QPushButton, "estimateButton"), w.findChild(QLabel, "estimateLabel")
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert not button.isEnabled() and label.text().startswith("estimating")
+    qtbot.waitUntil(lambda: button.isEnabled(), timeout=LONG)
+    assert re.fullmatch(r"400 steps ≈ (\d+ s|\d+ min \d\d s) on cpu", label.text()), label.text()
+    assert "ms a step" in label.toolTip() and "40 evaluations" in label.toolTip()
+    assert not [p for p in Path(os.environ["FATSTUDIO_RUNS"]).glob("*") if p.is_dir()]  # no run was made
+    w.train_panel.fields["steps"].setValue(500)
+    assert label.text() == ""  # an estimate of other settings is not shown
+    w.model_panel.fields["H_kv"].setValue(3)  # does not divide H = 2: no valid model
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert label.text().startswith("⚠") and button.isEnabled()

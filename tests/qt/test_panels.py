@@ -1,6 +1,6 @@
 """The Model, Corpus and Train panels on their own and on one Settings: round trips of the configuration, the
-binding of every form to it, notation and tooltips, the live cost summary, the pseudocode and the tokenized
-preview."""
+binding of every form to it, notation and tooltips, the live cost summary and the tokenized preview. (The
+pseudocode is the Paper panel's: tests/qt/test_paper.py.)"""
 from __future__ import annotations
 
 import dataclasses
@@ -10,13 +10,12 @@ import pytest
 pytest.importorskip("PySide6")
 
 from fatstudio.core import costs
-from fatstudio.core.config import ARCHS, ModelConfig, TrainConfig
+from fatstudio.core.config import ModelConfig, TrainConfig
 from fatstudio.core.presets import load_presets
 from fatstudio.core.preview import Piece
 from fatstudio.qt.panels.corpus import tokens_html
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.train import TrainPanel
-from fatstudio.qt.widgets.pseudocode import pseudocode
 
 
 @pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.key)
@@ -29,6 +28,33 @@ def test_model_panel_round_trips_presets(qtbot, preset):
     for name in ("arch", "l_max", "L", "L_enc", "L_dec", "H", "d_e", "d_mlp", "norm", "norm_position", "activation",
                  "positions", "position_base", "tie_embeddings", "bias", "dropout", "norm_eps"):
         assert getattr(got.resolved(), name) == getattr(want, name), name
+
+
+def test_every_preset_says_what_it_teaches():
+    presets = load_presets()
+    assert len({p.description for p in presets}) == len(presets)  # each its own, none left empty
+    for p in presets:
+        assert p.description.strip() and "\n" not in p.description, p.key
+        assert len(p.description.split(". ")) >= 2, p.key  # what it teaches and what to look at
+
+
+def test_model_panel_describes_the_chosen_preset(qtbot):
+    presets = load_presets()
+    panel = ModelPanel(presets)
+    qtbot.addWidget(panel)
+    label = panel.presetDescription
+    assert label.wordWrap() and label.text() == presets[0].description  # the combo starts on the first
+    for p in presets:  # the window picks one…
+        panel.select_preset(p.key)
+        assert label.text() == p.description and not label.isHidden()
+    panel.presetCombo.setCurrentIndex(panel.presetCombo.findData(presets[1].key))  # …or the person does
+    assert label.text() == presets[1].description
+    panel.fields["d_e"].setValue(panel.settings.model.d_e + 16)  # an edit leaves the preset behind
+    assert panel.presetCombo.currentText() == "(custom)"
+    assert "custom" in label.text().lower() and presets[1].description not in label.text()
+    bare = ModelPanel()  # a panel without presets has no description to show
+    qtbot.addWidget(bare)
+    assert bare.presetDescription.text() == "" and bare.presetDescription.isHidden()
 
 
 def test_model_panel_costs_and_notation(qtbot):
@@ -44,10 +70,21 @@ def test_model_panel_costs_and_notation(qtbot):
     assert labels["position_base"] == "b"
     for name, w in panel.fields.items():
         assert w.toolTip(), name
-    panel.fields["H"].setValue(3)  # 128 / 3 → d_attn 42: valid, shapes change in the pseudocode
-    assert "√42" in panel.pseudocodeView.toPlainText()
-    panel.fields["H_kv"].setValue(2)  # does not divide 3
-    assert "(fix the configuration" in panel.pseudocodeView.toPlainText()
+    panel.fields["H_kv"].setValue(3)  # does not divide H = 4
+    assert "(fix the configuration" in panel.costLabel.text()
+
+
+def test_position_base_defaults_to_the_paper_and_takes_vaswanis(qtbot):
+    panel = ModelPanel()
+    qtbot.addWidget(panel)
+    panel.fields["positions"].set_value("sinusoidal")
+    b = panel.fields["position_base"]
+    assert b.isVisibleTo(panel) and b.text() == b.specialValueText() and "ℓ_max" in b.text()
+    assert panel.config().position_base is None and panel.config().resolved().position_base == panel.config().l_max
+    b.setValue(10000)
+    assert panel.config().position_base == 10000.0
+    panel.set_config(panel.config().replace(position_base=None))
+    assert b.value() == b.minimum()
 
 
 def test_arch_change_resets_variations_to_the_paper(qtbot):
@@ -59,13 +96,6 @@ def test_arch_change_resets_variations_to_the_paper(qtbot):
     panel.archCombo.set_value("edt")
     c = panel.config()
     assert (c.norm, c.positions, c.norm_position, c.activation) == ("layer", "learned", "post", "relu")
-
-
-@pytest.mark.parametrize("arch", ARCHS)
-def test_pseudocode_every_arch(arch):
-    text = pseudocode(ModelConfig(arch=arch, vocab_size=30, l_max=16, L=2, H=4, d_e=64, d_mlp=256))
-    assert {"edt": "Algorithm 8", "bert": "Algorithm 9", "gpt": "Algorithm 10", "gopher": "Algorithm 10"}[arch] in text
-    assert "ℝ^(30×64)" in text  # W_u with N_V and d_e filled in
 
 
 def test_train_panel_round_trip(qtbot):
@@ -165,4 +195,5 @@ def test_panels_follow_the_settings_not_each_other(qtbot):
     train.fields["batch_size"].setValue(5)
     assert "training memory (batch 5," in model.costLabel.text()
     settings.update("model", vocab_size=77)  # what the corpus panel records from its tokenizer
-    assert model.vocabLabel.text().startswith("77") and "ℝ^(77×" in model.pseudocodeView.toPlainText()
+    assert model.vocabLabel.text().startswith("77") and f"{costs.parameter_counts(settings.model)['embedding']:,}" \
+        in model.costLabel.text()

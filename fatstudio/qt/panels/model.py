@@ -1,11 +1,10 @@
 """Model panel: presets, the architecture and every ModelConfig field as a control in the paper's notation
 (bound to the window's Settings), with the live cost summary (parameters per component, FLOPs per token,
-memory) and the pseudocode."""
+memory). The pseudocode lives in the Paper tab; `highlight_fields` marks the rows a line of it uses."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QPlainTextEdit, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from fatstudio.core import costs
 from fatstudio.core.config import (
@@ -29,7 +28,6 @@ from fatstudio.qt.widgets.forms import (
     human_count,
     int_spin,
 )
-from fatstudio.qt.widgets.pseudocode import pseudocode
 
 _ARCH_SHORT = {"edt": "EDTransformer · encoder-decoder (Alg. 8)", "bert": "ETransformer · BERT (Alg. 9)",
                "gpt": "DTransformer · GPT-2 (Alg. 10)", "gopher": "Gopher · DTransformer + RMSnorm"}
@@ -64,8 +62,9 @@ _TIPS = {
                  "a fixed sinusoidal table, rotary (RoPE), ALiBi distance biases, Transformer-XL relative "
                  "positions (Gopher), or none.",
     "position_base": "b: the base of every fixed position frequency: the sinusoidal table W_p, the rotary angles "
-                     "(RoPE) and the sinusoids of Transformer-XL relative positions (Gopher); 10000 in Vaswani "
-                     "et al.",
+                     "(RoPE) and the sinusoids of Transformer-XL relative positions (Gopher). 'paper': ℓ_max for "
+                     "the sinusoidal W_p, as Algorithm 2 writes it, and 10000 (Vaswani et al.'s base) for RoPE and "
+                     "Transformer-XL, as their papers do. Type 10000 for Vaswani et al.'s sinusoidal table.",
     "tie_embeddings": "Tie the unembedding to the embedding: W_u = W_eᵀ, saving N_V·d_e parameters.",
     "bias": "Biases b_q, b_k, b_v, b_o and b_mlp on the attention and MLP projections (norms keep β).",
     "dropout": "Dropout probability applied while training (0 = off).",
@@ -95,7 +94,8 @@ def _form_rows() -> list[tuple[str, str, QWidget]]:
         ("norm_position", "pre / post", ValueCombo([(_POSITION_LABELS[n], n) for n in NORM_POSITIONS])),
         ("activation", "activation", ValueCombo([(_ACT_LABELS.get(a, a), a) for a in ACTIVATIONS])),
         ("positions", "positions", ValueCombo([(_POS_LABELS.get(p, p), p) for p in POSITIONS])),
-        ("position_base", "b", float_spin(1.0, 1e9, 10000.0, decimals=0, step=1000.0)),
+        ("position_base", "b", float_spin(0.0, 1e9, 0.0, decimals=0, step=1000.0,
+                                          special="paper (ℓ_max; 10000 for RoPE, Transformer-XL)")),
         ("tie_embeddings", "tie", check("W_u = W_eᵀ")),
         ("bias", "biases", check("b_q, b_k, b_v, b_o, b_mlp")),
         ("dropout", "dropout", float_spin(0.0, 0.95, 0.0, decimals=2, step=0.05)),
@@ -114,21 +114,23 @@ def arch_resets(arch: str) -> dict:
 
 
 class ModelPanel(QWidget):
-    """Presets, the architecture and every ModelConfig field, bound to ``settings.model``; the cost and the
-    pseudocode of the current settings. Signals ``presetChosen(Preset)`` when the user picks a preset (the
+    """Presets, the architecture and every ModelConfig field, bound to ``settings.model``; the cost of the
+    current settings. Signals ``presetChosen(Preset)`` when the user picks a preset (the
     main window then applies it). Without ``settings`` the panel keeps its own (a panel on its own)."""
 
     presetChosen = Signal(object)
+    estimateRequested = Signal()  # the user asks for a measured estimate of the run's time (`show_estimate`)
 
     def __init__(self, presets=(), settings: Settings | None = None, parent=None):
         super().__init__(parent)
         self._presets = list(presets)
         self.settings = settings if settings is not None else Settings()
+        self.highlighted: list[str] = []  # the rows `highlight_fields` marked
         outer = QVBoxLayout(self)
         outer.addWidget(self._build_form())
         outer.addWidget(self._build_error())
         outer.addWidget(self._build_costs())
-        outer.addWidget(self._build_pseudocode(), 1)
+        outer.addStretch(1)
         self.binding = Binding(self.settings, "model", self.fields, shown=shown, also={"arch": arch_resets},
                                on_edit=lambda _name: self.select_preset(None))
         self.settings.changed.connect(self._on_settings)
@@ -144,6 +146,11 @@ class ModelPanel(QWidget):
             self.presetCombo.addItem(p.name, p.key)
         self.presetCombo.addItem("(custom)", None)
         self.presetCombo.activated.connect(self._preset_activated)
+        self.presetDescription = QLabel(objectName="presetDescription")
+        self.presetDescription.setWordWrap(True)
+        self.presetDescription.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.presetCombo.currentIndexChanged.connect(self._show_description)
+        self._show_description()
 
         self.archCombo = ValueCombo([(_ARCH_SHORT.get(a, a), a) for a in ARCHS])
         self.archCombo.setObjectName("archCombo")
@@ -157,6 +164,7 @@ class ModelPanel(QWidget):
         f = Form(prefix="model")
         self.form = f
         f.add("preset", "Preset", self.presetCombo, self.presetCombo.toolTip())
+        f.layout.addRow(self.presetDescription)
         f.add("arch", "Architecture", self.archCombo, self.archCombo.toolTip())
         f.add("vocab_size", "N<sub>V</sub>", self.vocabLabel,
               "N_V: the vocabulary size; it comes from the tokenizer chosen in the Corpus panel.")
@@ -179,21 +187,25 @@ class ModelPanel(QWidget):
         self.costLabel = QLabel(objectName="costLabel")
         self.costLabel.setTextFormat(Qt.TextFormat.RichText)
         self.costLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        QVBoxLayout(box).addWidget(self.costLabel)
+        self.estimateButton = QPushButton("Estimate time", objectName="estimateButton")
+        self.estimateButton.setToolTip("Time a few real steps and an evaluation of these settings on the chosen "
+                                       "device, and estimate how long the whole run takes.")
+        self.estimateButton.clicked.connect(self.estimateRequested)
+        self.estimateLabel = QLabel(objectName="estimateLabel")
+        self.estimateLabel.setWordWrap(True)
+        row = QHBoxLayout()
+        row.addWidget(self.estimateButton)
+        row.addWidget(self.estimateLabel, 1)
+        lay = QVBoxLayout(box)
+        lay.addWidget(self.costLabel)
+        lay.addLayout(row)
         return box
 
-    def _build_pseudocode(self) -> QGroupBox:
-        box = QGroupBox("Pseudocode")
-        self.pseudocodeView = QPlainTextEdit(objectName="pseudocodeView")
-        self.pseudocodeView.setReadOnly(True)
-        self.pseudocodeView.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
-        mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
-        mono.setPointSizeF(max(7.5, mono.pointSizeF() * 0.9))
-        self.pseudocodeView.setFont(mono)
-        self.pseudocodeView.setMinimumHeight(260)
-        self.pseudocodeView.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
-        QVBoxLayout(box).addWidget(self.pseudocodeView)
-        return box
+    def show_estimate(self, text: str, details: str = "", busy: bool = False) -> None:
+        """Show an estimate (or a message, or "estimating…" while ``busy``) beside the button."""
+        self.estimateButton.setEnabled(not busy)
+        self.estimateLabel.setText(text)
+        self.estimateLabel.setToolTip(details)
 
     # -- the settings -----------------------------------------------------------------------------------------
     def config(self) -> ModelConfig:
@@ -208,6 +220,17 @@ class ModelPanel(QWidget):
         i = self.presetCombo.findData(key)
         self.presetCombo.setCurrentIndex(i if i >= 0 else self.presetCombo.count() - 1)
 
+    def _show_description(self, *_args) -> None:
+        """What the chosen preset teaches and what to look at, under the combo; custom settings say so."""
+        key = self.presetCombo.currentData()
+        chosen = next((p for p in self._presets if p.key == key), None)
+        if chosen is not None:
+            self.presetDescription.setText(chosen.description)
+        else:  # a panel without presets has nothing to say
+            self.presetDescription.setText("Custom settings: changed away from the preset (pick one to start "
+                                           "from its settings again)." if self._presets else "")
+        self.presetDescription.setVisible(bool(self.presetDescription.text()))
+
     def _preset_activated(self, index: int) -> None:
         key = self.presetCombo.itemData(index)
         for p in self._presets:
@@ -217,6 +240,9 @@ class ModelPanel(QWidget):
 
     def _on_settings(self, change: Change) -> None:
         self.binding.show(change)
+        if self.estimateLabel.text() and self.estimateButton.isEnabled() and any(
+                change.touches(section) for section in ("model", "data", "train")):
+            self.show_estimate("")  # an estimate of other settings
         if change.touches("model"):
             self._show_model()
         elif change.touches("train", "batch_size", "optimizer") or change.touches(DERIVED, "precision"):
@@ -236,8 +262,16 @@ class ModelPanel(QWidget):
         self.errorLabel.setText(message or "")
         self.errorLabel.setVisible(bool(message))
         self._show_costs()
-        self.pseudocodeView.setPlainText(pseudocode(m) if message is None
-                                         else "(fix the configuration to see the pseudocode)")
+
+    HIGHLIGHT = "background: #ffe08a; border-radius: 3px;"  # a row a pseudocode line uses
+
+    def highlight_fields(self, names) -> None:
+        """Mark the rows of these ModelConfig fields (those a clicked pseudocode line uses) and unmark the
+        others; ``highlighted`` lists the marked rows in form order."""
+        wanted = set(names)
+        self.highlighted = [name for name in self.form.labels if name in wanted]
+        for name, label in self.form.labels.items():
+            label.setStyleSheet(self.HIGHLIGHT if name in wanted else "")
 
     def _show_costs(self) -> None:
         if self.settings.model_error is not None:

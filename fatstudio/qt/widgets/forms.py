@@ -112,13 +112,17 @@ def int_spin(lo: int, hi: int, value: int = 0, special: str | None = None, step:
     return w
 
 
-def float_spin(lo: float, hi: float, value: float = 0.0, decimals: int = 3, step: float = 0.01) -> QDoubleSpinBox:
+def float_spin(lo: float, hi: float, value: float = 0.0, decimals: int = 3, step: float = 0.01,
+               special: str | None = None) -> QDoubleSpinBox:
+    """A decimal spin box; with ``special`` its minimum shows that text (e.g. "auto")."""
     w = QDoubleSpinBox()
     w.setRange(lo, hi)
     w.setDecimals(decimals)
     w.setSingleStep(step)
     w.setValue(value)
     w.setKeyboardTracking(False)
+    if special:
+        w.setSpecialValueText(special)
     return w
 
 
