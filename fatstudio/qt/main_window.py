@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from fatstudio.core.config import RunConfig
 from fatstudio.core.presets import load_presets
+from fatstudio.qt import state
 from fatstudio.qt.binding import Settings
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
@@ -127,8 +128,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Ready: press Train to train the selected preset.")
         self._build_menu()
         self._connect()
-        if self.presets:
-            self.model_panel.select_preset(self.presets[0].key)
+        self._latest_run: str | None = None  # the run the Prompt tab offers while there is no model
+        self._restore_choice()
+        state.restore_window(self)
         self.revalidate()
         QTimer.singleShot(0, self._after_start)
 
@@ -260,6 +262,8 @@ class MainWindow(QMainWindow):
                     item.widget().deleteLater()
             lay.addWidget(panel)
         self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        self._prompt_panel.openOfferedRun.connect(self._open_latest_run)
+        self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
         self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
         if self._probe_dir is not None:
             self._list_probes(self._probe_dir)
@@ -289,6 +293,17 @@ class MainWindow(QMainWindow):
                        on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
                        on_result=lambda e: panel.show_estimate(e.describe(), e.details()),
                        on_error=lambda message: panel.show_estimate(f"⚠ {message}"))
+
+    def _restore_choice(self) -> None:
+        """The preset and corpus of the last session (`state`), else the first preset."""
+        key, corpus = state.last_choice()
+        chosen = next((p for p in self.presets if p.key == key), None)
+        if chosen is not None:
+            self.apply_preset(chosen)
+        elif self.presets:
+            self.model_panel.select_preset(self.presets[0].key)
+        if corpus and corpus != self.settings.data.corpus:
+            self.settings.update("data", corpus=corpus)
 
     def apply_preset(self, preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
@@ -549,6 +564,8 @@ class MainWindow(QMainWindow):
             self.show_error(f"Training failed: {ev.message}")
         elif ev.status == "finished":
             self.train_view.progressBar.setValue(1000)
+            if self.run_dir:
+                state.add_recent_run(self.run_dir)
 
     def _on_failed(self, message: str) -> None:
         self.last_status = "error"
@@ -615,6 +632,24 @@ class MainWindow(QMainWindow):
             self.show_error(f"Cannot read the runs folder {root}: {e.strerror or e}.", dialog=False)
             runs = []
         self.train_view.runs.set_runs(runs, root)
+        self._offer_latest_run(runs)
+
+    def _offer_latest_run(self, runs: list) -> None:
+        """The Prompt tab offers the latest finished run (the most recent one opened or trained, else the
+        newest) while no model is loaded."""
+        finished = {str(r.path): r for r in runs if r.meta.get("status") == "finished"}
+        recent = [p for p in state.recent_runs() if p in finished]
+        self._latest_run = recent[0] if recent else next(iter(finished), None)
+        if self._prompt_panel is not None:
+            self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
+
+    def _open_latest_run(self) -> None:
+        from fatstudio.core.runs import Run
+        if self._latest_run is not None:
+            try:
+                self.open_run(Run.open(self._latest_run))
+            except ValueError as e:
+                self.show_error(str(e))
 
     def open_run(self, run) -> None:
         """Show a run's curves and samples and load its model for prompting."""
@@ -627,6 +662,7 @@ class MainWindow(QMainWindow):
             self.show_error(str(e))
             return
         self.run_dir = str(run.path)
+        state.add_recent_run(self.run_dir)
         self.plots.load_metrics(run.metrics())
         self.plots.set_run(run.config, run.meta.get("chars_per_token"))
         self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.meta)
@@ -754,6 +790,8 @@ class MainWindow(QMainWindow):
             return
         if self._error_box is not None:
             self._error_box.close()
+        state.save_window(self)
+        state.remember_choice(self.model_panel.presetCombo.currentData(), self.settings.data.corpus)
         super().closeEvent(event)
 
     def wait_until_idle(self, timeout_s: float = 60.0) -> bool:

@@ -187,6 +187,7 @@ class PromptPanel(QWidget):
     """Prompt a LoadedModel. The main window calls `set_model` and connects `attentionReady`."""
 
     attentionReady = Signal(object)  # an inference.AttentionMaps of the last forward pass
+    openOfferedRun = Signal()  # the user takes the run `offer_run` offered
     runStarted = Signal()
     runFinished = Signal(str)  # "finished" | "stopped" | "failed"
 
@@ -215,6 +216,10 @@ class PromptPanel(QWidget):
         self.modelLabel.setObjectName("promptModelLabel")
         self.modelLabel.setWordWrap(True)
         outer.addWidget(self.modelLabel)
+        self.openRunButton = QPushButton(objectName="openLatestRunButton")
+        self.openRunButton.clicked.connect(self.openOfferedRun)
+        self.openRunButton.hide()
+        outer.addWidget(self.openRunButton, 0, Qt.AlignmentFlag.AlignLeft)
 
         self.promptEdit = QPlainTextEdit()
         self.promptEdit.setObjectName("promptEdit")
@@ -356,6 +361,12 @@ class PromptPanel(QWidget):
             sc.activated.connect(self.run)
 
     # ---- model -------------------------------------------------------------------------------------------
+    def offer_run(self, name: str | None) -> None:
+        """While there is no model, offer to open the run ``name`` (None: offer nothing)."""
+        self.openRunButton.setText(f"Open {name}" if name else "")
+        self.openRunButton.setToolTip("The latest finished run: load its model here to prompt it." if name else "")
+        self.openRunButton.setVisible(bool(name) and self.loaded is None)
+
     def set_model(self, loaded) -> None:
         """Prompt ``loaded`` (a runs.LoadedModel: CPU, eval mode) from now on; None: nothing to prompt.
 
@@ -387,6 +398,7 @@ class PromptPanel(QWidget):
             self.outputView.clear_tokens()
             self.maskTable.setRowCount(0)
             self.classTable.setRowCount(0)
+        self.openRunButton.setVisible(loaded is None and bool(self.openRunButton.text()))
         if loaded is None:
             self.modelLabel.setText("<i>No model.</i> Open a finished run, or take a snapshot while training, "
                                     "to prompt it here.")

@@ -1,0 +1,72 @@
+"""What the window remembers from one session to the next, in Qt's QSettings (the platform's own store: an
+INI file under ~/.config on Linux, the registry on Windows, a plist on macOS): the window's geometry, its
+splitters' positions, the last preset and corpus, and the runs opened or trained most recently.
+
+``$FATSTUDIO_STATE`` names an INI file to use instead (the tests give each test its own).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMainWindow, QSplitter
+
+RECENT_RUNS = 10  # how many run folders are remembered
+
+
+def store() -> QSettings:
+    path = os.environ.get("FATSTUDIO_STATE")
+    return QSettings(path, QSettings.Format.IniFormat) if path else QSettings("fatstudio", "fatstudio")
+
+
+def save_window(window: QMainWindow) -> None:
+    """The window's geometry and the state of every named splitter in it."""
+    s = store()
+    s.setValue("window/geometry", window.saveGeometry())
+    for splitter in window.findChildren(QSplitter):
+        if splitter.objectName():
+            s.setValue(f"splitters/{splitter.objectName()}", splitter.saveState())
+
+
+def restore_window(window: QMainWindow) -> None:
+    """Put back what `save_window` saved (nothing, the first time)."""
+    s = store()
+    geometry = s.value("window/geometry")
+    if geometry is not None:
+        window.restoreGeometry(geometry)
+    for splitter in window.findChildren(QSplitter):
+        saved = s.value(f"splitters/{splitter.objectName()}") if splitter.objectName() else None
+        if saved is not None:
+            splitter.restoreState(saved)
+
+
+def remember_choice(preset_key: str | None, corpus: str) -> None:
+    """The preset shown (None: custom settings) and the corpus chosen when the window closed: a file or
+    folder, or the name of a built-in (one that is not a path here)."""
+    s = store()
+    s.setValue("last/preset", preset_key or "")
+    s.setValue("last/corpus", corpus)
+    s.setValue("last/corpus_is_path", Path(corpus).exists())
+
+
+def last_choice() -> tuple[str | None, str | None]:
+    """(preset key, corpus) remembered by `remember_choice`; None for what was not, or for a corpus file or
+    folder that is gone since."""
+    s = store()
+    corpus = s.value("last/corpus") or None
+    if corpus and s.value("last/corpus_is_path", False, type=bool) and not Path(corpus).exists():
+        corpus = None
+    return s.value("last/preset") or None, corpus
+
+
+def add_recent_run(path: str) -> None:
+    """``path`` becomes the most recent run (at most `RECENT_RUNS` are kept)."""
+    runs = [path, *(p for p in recent_runs() if p != path)][:RECENT_RUNS]
+    store().setValue("runs/recent", runs)
+
+
+def recent_runs() -> list[str]:
+    """Run folders, most recent first (they may since have been deleted)."""
+    value = store().value("runs/recent") or []
+    return [value] if isinstance(value, str) else [str(v) for v in value]
