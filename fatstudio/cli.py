@@ -1,10 +1,11 @@
-"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``.
+"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``.
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
 """
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -50,7 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--source", help="the source text (encoder-decoder runs)")
     a.add_argument("--step", type=int, help="write the run's probe maps saved at evaluation step N instead (and "
                    "print that step's head scores)")
-    a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png or FILE.csv")
+    a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png (every layer × head, labelled) "
+                   "or FILE.csv")
+
+    e = sub.add_parser("export", help="write a run as a Hugging Face transformers folder (GPT-2 or Llama)")
+    e.add_argument("run_dir")
+    e.add_argument("--format", required=True, choices=["hf"], help="hf: config.json, model.safetensors and the "
+                   "tokenizer files that AutoModelForCausalLM and AutoTokenizer load")
+    e.add_argument("--out", required=True, metavar="DIR", help="the folder to create (new or empty)")
     return p
 
 
@@ -61,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         from .qt.app import main as app_main
         return app_main([])
     try:
-        return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention}[args.command](args)
+        return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
+                "export": cmd_export}[args.command](args)
     except (ValueError, OSError) as e:
         if args.debug:
             raise
@@ -98,17 +107,9 @@ def _probe(args, config):
     """The probe input asked for with --probe / --probe-source, or None (the run's own, or the default)."""
     from .core.probes import ProbeInput
 
-    if args.probe is None and args.probe_source is None:
-        return None
-    if args.resume:
+    if args.resume and (args.probe or args.probe_source):
         raise ValueError("a resumed run keeps the probe it started with; give no --probe.")
-    if (args.probe_source is not None) != (config.model.arch == "edt"):
-        raise ValueError("--probe-source is an encoder-decoder's (model.arch = edt), with --probe its target."
-                         if args.probe_source is not None else
-                         "an encoder-decoder's probe needs --probe-source (its source) as well as --probe.")
-    if args.probe is None:
-        raise ValueError("give --probe (the decoder's target) with --probe-source.")
-    return ProbeInput(args.probe, args.probe_source)
+    return ProbeInput.asked(args.probe, args.probe_source, config.model.arch)
 
 
 def cmd_train(args) -> int:
@@ -140,49 +141,68 @@ def _duration(s: float) -> str:
 
 
 class _ProgressBar:
-    """One line redrawn in place on a terminal (ETA, loss, tokens/s); plain lines elsewhere. One method per
-    kind of trainer event it shows."""
+    """A tqdm bar redrawn in place on a terminal (steps, loss, val loss, tokens/s, the trainer's ETA), with the
+    run's messages written above it; on anything else plain lines, a progress line at most every 10 s; nothing
+    when not ``enabled`` (--quiet). One method per kind of trainer event it shows."""
 
-    def __init__(self, enabled: bool = True, width: int = 24):
-        self.enabled, self.width, self.tty = enabled, width, sys.stderr.isatty()
-        self.val, self.last_plain = None, 0.0
+    PLAIN_EVERY_S = 10.0
 
-    def _out(self, text: str, final: bool = False) -> None:
+    def __init__(self, enabled: bool = True):
+        self.enabled, self.tty = enabled, sys.stderr.isatty()
+        self.val: float | None = None
+        self.last_plain = -math.inf
+        self.bar: Any = None  # the tqdm bar, from the first Steps on a terminal to Finished
+
+    def _out(self, text: str) -> None:
         if not self.enabled:
             return
-        if self.tty:
-            sys.stderr.write("\r\033[K" + text + ("\n" if final else ""))
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)  # clears the bar, writes the line, redraws the bar
         else:
             sys.stderr.write(text + "\n")
-        sys.stderr.flush()
+            sys.stderr.flush()
+
+    def _numbers(self, ev) -> str:
+        val = f" val {self.val:.4f}" if self.val is not None else ""
+        return f"loss {ev.train_loss[-1]:.4f}{val} {ev.tokens_per_s / 1000:.1f}k tok/s ETA {_duration(ev.eta_s)}"
 
     def prepare(self, ev) -> None:
-        self._out(ev.message if ev.message.endswith((".", "…")) else f"{ev.message}…", final=True)
+        self._out(ev.message if ev.message.endswith((".", "…")) else f"{ev.message}…")
 
     def note(self, ev) -> None:
-        self._out(ev.message, final=True)
+        self._out(ev.message)
 
     def start(self, ev) -> None:
         self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device} in {ev.precision}, "
-                  f"steps {ev.start_step}→{ev.total_steps}", final=True)
+                  f"steps {ev.start_step}→{ev.total_steps}")
 
     def update(self, ev) -> None:
-        if not self.tty and time.monotonic() - self.last_plain < 10:
+        if not self.enabled:
             return
-        self.last_plain = time.monotonic()
-        done = ev.step / max(1, ev.total_steps)
-        bar = "█" * int(done * self.width) + "·" * (self.width - int(done * self.width))
-        val = f" val {self.val:.4f}" if self.val is not None else ""
-        self._out(f"{bar} {ev.step}/{ev.total_steps} loss {ev.train_loss[-1]:.4f}{val} "
-                  f"{ev.tokens_per_s / 1000:.1f}k tok/s ETA {_duration(ev.eta_s)}")
+        if not self.tty:
+            if time.monotonic() - self.last_plain >= self.PLAIN_EVERY_S:
+                self.last_plain = time.monotonic()
+                self._out(f"{ev.step}/{ev.total_steps} {self._numbers(ev)}")
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=ev.total_steps, initial=ev.step, file=sys.stderr, unit="step", dynamic_ncols=True,
+                            bar_format="{percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt}{postfix}", postfix=self._numbers(ev))
+            return
+        self.bar.set_postfix_str(self._numbers(ev), refresh=False)  # tqdm writes it after ", "
+        self.bar.update(ev.step - self.bar.n)
 
     def evaluation(self, ev) -> None:
         self.val = ev.val_loss
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
-        self._out(f"step {ev.step}: train loss {ev.eval_train_loss:.4f}, val loss {ev.val_loss:.4f}{acc}", final=True)
+        self._out(f"step {ev.step}: train loss {ev.eval_train_loss:.4f}, val loss {ev.val_loss:.4f}{acc}")
 
     def finish(self, ev) -> None:
-        self._out(f"{ev.status}: {ev.message}", final=True)
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        self._out(f"{ev.status}: {ev.message}")
 
 
 # ---- generate / attention ---------------------------------------------------------------------------
@@ -226,6 +246,17 @@ def _write_by_line(pieces: Iterable[str]) -> None:
         sys.stdout.flush()
 
 
+def _save_maps(maps, out: Path) -> None:
+    """Write attention maps to ``out``: a .png as a labelled picture, painted with Qt (the Qt layer's
+    `attention_png`: layer and head titles, token axes, a colour bar), anything else by `AttentionMaps.save`."""
+    if out.suffix.lower() == ".png":
+        from .qt.widgets.attention_png import save_attention_png
+
+        save_attention_png(maps, out)
+    else:
+        maps.save(out)
+
+
 def cmd_attention(args) -> int:
     from .core import inference
     from .core.attention_maps import SAVE_SUFFIXES
@@ -233,7 +264,7 @@ def cmd_attention(args) -> int:
     from .core.runs import Run
 
     out = Path(args.out)
-    if out.suffix.lower() not in SAVE_SUFFIXES:
+    if out.suffix.lower() not in (*SAVE_SUFFIXES, ".png"):
         raise ValueError(f"--out {out}: the file must end in .json, .npz, .png or .csv.")
     if args.step is not None:
         if args.prompt is not None or args.source is not None:
@@ -245,7 +276,7 @@ def cmd_attention(args) -> int:
                 raise
             print(f"fatstudio attention: error: {e}", file=sys.stderr)
             return 1
-        maps.save(out)
+        _save_maps(maps, out)
         print(f"wrote the probe maps of step {args.step} ({', '.join(maps.maps)}) to {out}")
         scores = probe_scores(probe_path(args.run_dir, args.step))
         if scores.scores:  # the self-attention heads' scores at that step (mean attention weights, 0-1)
@@ -257,6 +288,14 @@ def cmd_attention(args) -> int:
     if loaded.config.model.arch == "edt" and not args.source:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")
     maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
-    maps.save(out)
+    _save_maps(maps, out)
     print(f"wrote {len(maps.maps)} attention maps ({', '.join(maps.maps)}) to {out}")
+    return 0
+
+
+# ---- export ------------------------------------------------------------------------------------------
+def cmd_export(args) -> int:
+    from .core.export_hf import export_hf
+
+    print(export_hf(args.run_dir, args.out).summary())
     return 0

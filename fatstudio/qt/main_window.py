@@ -2,7 +2,7 @@
 Attention | Paper). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
 Train panels are bound to and follow. It drives the Qt-free core: ``training.train`` runs in a worker thread
 and each of its events goes, by type, to one handler; runs are listed, reopened, resumed, overlaid and
-deleted through ``core.runs``.
+deleted through ``core.runs``, and exported to Hugging Face through ``core.export_hf``.
 
 Heavy modules (torch, tokenizers, the core's data/training/runs/inference) are imported only inside worker
 functions or when first needed, so the window opens fast.
@@ -17,6 +17,7 @@ from typing import Any
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
+    QFileDialog,
     QFrame,
     QLabel,
     QMainWindow,
@@ -72,6 +73,12 @@ def _diverged_row(diverged: dict) -> dict:
             return None
     return {"step": int(diverged.get("step", 0)), "train_loss": number(diverged.get("train_loss")),
             "grad_norm": number(diverged.get("grad_norm"))}
+
+
+def _export_hf(run_dir: str, out_dir: str):
+    from fatstudio.core.export_hf import export_hf  # in the worker: it imports torch and safetensors
+
+    return export_hf(run_dir, out_dir)
 
 
 def _load_model(path: str):
@@ -216,6 +223,7 @@ class MainWindow(QMainWindow):
         tv.runs.resumeRequested.connect(self.resume_run)
         tv.runs.overlayRequested.connect(self.overlay_run)
         tv.runs.deleteRequested.connect(self.delete_run)
+        tv.runs.exportRequested.connect(self.export_run)
         tv.runs.refreshRequested.connect(self.refresh_runs)
         self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
         self.model_panel.presetChosen.connect(self.apply_preset)
@@ -287,12 +295,16 @@ class MainWindow(QMainWindow):
         if self.settings.error:
             self.model_panel.show_estimate(f"⚠ {self.settings.error}")
             return
-        panel = self.model_panel
+        panel, asked = self.model_panel, self.settings.config
+
+        def show(text: str, details: str = "") -> None:  # an estimate of settings changed since says nothing
+            panel.show_estimate(text if self.settings.config == asked else "", details)
+
         panel.show_estimate("estimating…", busy=True)
-        call_in_thread(_estimate, self.settings.config, self.corpus_panel.prepared(), with_progress=True,
+        call_in_thread(_estimate, asked, self.corpus_panel.prepared(), with_progress=True,
                        on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
-                       on_result=lambda e: panel.show_estimate(e.describe(), e.details()),
-                       on_error=lambda message: panel.show_estimate(f"⚠ {message}"))
+                       on_result=lambda e: show(e.describe(), e.details()),
+                       on_error=lambda message: show(f"⚠ {message}"))
 
     def _restore_choice(self) -> None:
         """The preset and corpus of the last session (`state`), else the first preset."""
@@ -436,6 +448,7 @@ class MainWindow(QMainWindow):
         busy = state != "idle"
         for panel in (self.model_panel, self.corpus_panel, self.train_panel):
             panel.setEnabled(not busy)
+        self.paper_panel.set_training(busy)
         self.train_view.runs.set_busy(busy, self.run_dir)
         self._update_train_enabled()
 
@@ -726,6 +739,25 @@ class MainWindow(QMainWindow):
         if self.run_dir and str(run.path) == str(self.run_dir):
             self.run_dir = None
         self.refresh_runs()
+
+    def export_run(self, run) -> None:
+        """Write the run as a Hugging Face transformers folder, ``<run name>-hf`` in a folder the user picks,
+        in a worker thread; the result or the reason it cannot (a field no standard class expresses) shows."""
+        parent = self.ask_export_folder(run)
+        if not parent:
+            return
+        out = Path(parent) / f"{run.name}-hf"
+        self.show_error(None)
+        self.statusBar().showMessage(f"Exporting {run.name} to {out}…")
+        call_in_thread(_export_hf, str(run.path), str(out),
+                       on_result=lambda r: self.statusBar().showMessage(
+                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}.", 15000),
+                       on_error=lambda message: self.show_error(f"Cannot export {run.name}: {message}"))
+
+    def ask_export_folder(self, run) -> str:
+        """The folder to export into, or "" (cancelled); tests replace this."""
+        return QFileDialog.getExistingDirectory(self, f"Export {run.name}: choose where {run.name}-hf goes",
+                                                str(Path.home()))
 
     def confirm_delete(self, run) -> bool:
         """Ask before deleting (tests replace this)."""

@@ -163,16 +163,10 @@ class TrainPanel(QWidget):
         self.probeSourceEdit.setPlaceholderText("default: a validation pair's source")
 
     def probe(self) -> ProbeInput | None:
-        """The probe input asked for, or None for the task's default (`probes.default_probe`). ValueError in
+        """The probe input asked for, or None for the task's default (`probes.default_probe`); ValueError in
         words for an encoder-decoder's probe with only one of its two texts."""
-        text = self.probeEdit.text()
-        source = self.probeSourceEdit.text() if self.settings.model.arch == "edt" else ""
-        if not text and not source:
-            return None
-        if self.settings.model.arch == "edt" and not (text and source):
-            raise ValueError("an encoder-decoder's probe needs both a source and a target text (or neither, "
-                             "for the default).")
-        return ProbeInput(text, source or None)
+        arch = self.settings.model.arch
+        return ProbeInput.asked(self.probeEdit.text(), self.probeSourceEdit.text() if arch == "edt" else None, arch)
 
     def config(self) -> TrainConfig:
         """The training settings (a copy)."""
@@ -225,12 +219,13 @@ def _when(ts) -> str:
 
 
 class RunsList(QWidget):
-    """Earlier runs (newest first) with Open, Resume (to a step), Overlay and Delete."""
+    """Earlier runs (newest first) with Open, Resume (to a step), Overlay, Export (Hugging Face) and Delete."""
 
     openRequested = Signal(object)  # a runs.Run
     resumeRequested = Signal(object, int)  # run, total steps
     overlayRequested = Signal(object)
     deleteRequested = Signal(object)
+    exportRequested = Signal(object)  # a runs.Run to write as a Hugging Face transformers folder
     refreshRequested = Signal()
 
     def __init__(self, parent=None):
@@ -275,6 +270,9 @@ class RunsList(QWidget):
         self.overlayButton = button("Overlay", "overlayRunButton",
                                     "Draw this run's loss curves faded in the loss plot, for comparison.")
         self.deleteButton = button("Delete…", "deleteRunButton", "Delete the run's folder (asks first).")
+        self.exportButton = button("Export…", "runsExportButton",
+                                   "Write the run as a Hugging Face transformers folder (GPT-2 or Llama) that "
+                                   "AutoModelForCausalLM and AutoTokenizer load (asks for a folder).")
         self.refreshButton = button("↻", "refreshRunsButton", "Read the runs folder again.")
         self.refreshButton.setMaximumWidth(32)
         self.resumeSpin = QSpinBox(objectName="resumeStepsSpin")
@@ -284,12 +282,14 @@ class RunsList(QWidget):
         self.openButton.clicked.connect(lambda: self._emit(self.openRequested))
         self.overlayButton.clicked.connect(lambda: self._emit(self.overlayRequested))
         self.deleteButton.clicked.connect(lambda: self._emit(self.deleteRequested))
+        self.exportButton.clicked.connect(lambda: self._emit(self.exportRequested))
         self.resumeButton.clicked.connect(self._resume_clicked)
         self.refreshButton.clicked.connect(self.refreshRequested)
         buttons = QHBoxLayout()
         for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
             buttons.addWidget(w)
         buttons.addStretch(1)
+        buttons.addWidget(self.exportButton)
         buttons.addWidget(self.deleteButton)
         buttons.addWidget(self.refreshButton)
         return buttons
@@ -341,6 +341,7 @@ class RunsList(QWidget):
         self.resumeSpin.setEnabled(has and not self._busy)
         self.deleteButton.setEnabled(has and not self._busy)
         self.overlayButton.setEnabled(has)
+        self.exportButton.setEnabled(has)
         if has:
             step = int(run.meta.get("step", 0) or 0)
             total = int(run.meta.get("total_steps", run.config.train.steps) or 0)
