@@ -12,6 +12,7 @@ import pytest
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core import inference
+from fatstudio.core.attention_maps import AttentionMaps
 
 TOML = """
 [model]
@@ -66,6 +67,19 @@ def test_train_generate_attention(cfg_file, tmp_path, capsys):
     assert json.loads((tmp_path / "a.json").read_text())
     assert np.load(tmp_path / "a.npz")["self/0"].shape == (4, 11, 11)
     assert (tmp_path / "a.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert_labelled_png(tmp_path / "a.png", AttentionMaps.load(tmp_path / "a.npz"))
+
+
+def assert_labelled_png(path, maps):
+    """``path`` is the labelled picture of ``maps`` (the Qt layer's `attention_png`), not a bare grid."""
+    from PySide6.QtGui import QImage
+
+    from fatstudio.qt.widgets.attention_png import render_attention_maps
+
+    image = QImage(str(path))
+    _, layout = render_attention_maps(maps)
+    assert not image.isNull() and (image.width(), image.height()) == (layout.width, layout.height)
+    assert set(layout.titles) == {(n, h) for n in maps.maps for h in range(maps.n_heads(n))}
 
 
 @pytest.fixture(scope="module")
@@ -192,6 +206,7 @@ def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsy
         out = tmp_path / f"maps{suffix}"
         assert main(["attention", str(trained_run), "--step", "10", "--out", str(out)]) == 0
         assert out.stat().st_size > 0
+    assert_labelled_png(tmp_path / "maps.png", want)
     got = np.load(tmp_path / "maps.npz")
     assert got["tokens"].tolist() == want.tokens
     np.testing.assert_array_equal(got["self/0"], want.maps["self/0"])
@@ -200,3 +215,55 @@ def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsy
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "step 7" in r.stderr and "saved steps: 10" in r.stderr
     assert not (tmp_path / "x.png").exists()
+
+
+# ---- the progress bar ---------------------------------------------------------------------------------------
+def _train_events():
+    from types import SimpleNamespace as E
+
+    def steps(step):
+        return E(step=step, total_steps=4, train_loss=[2.0 / step], tokens_per_s=12345.0, eta_s=65.0)
+
+    return E, steps
+
+
+def _show(bar):
+    E, steps = _train_events()
+    bar.prepare(E(message="Tokenizing"))
+    bar.start(E(run_dir="r", n_parameters=1234, device="cpu", precision="fp32", start_step=0, total_steps=4))
+    bar.update(steps(1))
+    bar.update(steps(2))
+    bar.evaluation(E(step=2, eval_train_loss=1.25, val_loss=1.5, accuracy=None))
+    bar.update(steps(4))
+    bar.finish(E(status="finished", message="done"))
+
+
+def test_progress_off_a_terminal_is_plain_lines(capsys):
+    from fatstudio.cli import _ProgressBar
+
+    _show(_ProgressBar())
+    assert capsys.readouterr().err.splitlines() == [
+        "Tokenizing…", "run r: 1,234 parameters on cpu in fp32, steps 0→4",
+        "1/4 loss 2.0000 12.3k tok/s ETA 1m05s",  # then at most one progress line every 10 s
+        "step 2: train loss 1.2500, val loss 1.5000", "finished: done"]
+    _show(_ProgressBar(enabled=False))  # --quiet
+    assert capsys.readouterr().err == ""
+
+
+def test_progress_on_a_terminal_is_a_tqdm_bar(monkeypatch):
+    from fatstudio.cli import _ProgressBar
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    bar = _ProgressBar()
+    _show(bar)
+    out = term.getvalue()
+    assert bar.bar is None  # closed at the end
+    assert "\r" in out and "4/4" in out and "loss 0.5000 val 1.5000 12.3k tok/s ETA 1m05s" in out
+    lines = [l.strip() for l in out.replace("\r", "\n").splitlines() if l.strip()]
+    assert lines[:2] == ["Tokenizing…", "run r: 1,234 parameters on cpu in fp32, steps 0→4"]
+    assert "step 2: train loss 1.2500, val loss 1.5000" in lines and lines[-1] == "finished: done"

@@ -2,7 +2,9 @@
 
 Qt-free (numpy only). `inference` fills an `AttentionMaps` from ``model(x, return_attention=True)``; the
 command line saves it, the Attention panel draws it with the same colour scale (`VIRIDIS`, fixed 0-1) and
-exports through the same writers (`AttentionMaps.save`, `AttentionMaps.save_head`).
+exports through the same writers (`AttentionMaps.save`, `AttentionMaps.save_head`): numbers only. Pictures are
+the Qt layer's (`fatstudio.qt.widgets.attention_png`: titles, token axes, a colour bar, on `colormap`'s scale),
+written for the panel's grid export and the command line's ``--out maps.png``.
 
 A map's name is ``kind/l`` as the model returns it: "self/l" (gpt, gopher, bert), "enc/l", "dec/l",
 "cross/l" (edt); `parse_map_name` reads one.
@@ -13,8 +15,6 @@ import csv
 import io
 import json
 import math
-import struct
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +32,9 @@ KIND_TITLES = {  # in the order the kinds are listed
     "cross": "Cross-attention (decoder → encoder)",
 }
 MEAN_HEAD = -1  # the head index that stands for the mean over a layer's heads
-SAVE_SUFFIXES = (".json", ".npz", ".png", ".csv")  # the files `AttentionMaps.save` writes
+SAVE_SUFFIXES = (".json", ".npz", ".csv")  # the files `AttentionMaps.save` writes (pictures: the Qt layer's)
+PICTURES = ("a picture is the Qt layer's: fatstudio.qt.widgets.attention_png.save_attention_png, or "
+            "'fatstudio attention … --out maps.png'")
 
 
 class MapName(NamedTuple):
@@ -104,35 +106,6 @@ def colormap(values: np.ndarray) -> np.ndarray:
     v = np.clip(np.nan_to_num(np.asarray(values, dtype=np.float64)), *LEVELS)
     anchors = VIRIDIS.astype(np.float64)
     return np.stack([np.interp(v, VIRIDIS_POSITIONS, anchors[:, c]) for c in range(3)], -1).round().astype(np.uint8)
-
-
-def png_bytes(rgb: np.ndarray) -> bytes:
-    """A PNG file (8-bit RGB, no filtering) of an (height, width, 3) uint8 image."""
-    h, w, _ = rgb.shape
-    raw = np.concatenate([np.zeros((h, 1), np.uint8), np.ascontiguousarray(rgb, np.uint8).reshape(h, 3 * w)], 1)
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw.tobytes(), 6)) + chunk(b"IEND", b""))
-
-
-def _grid_png(rows: Sequence[Sequence[np.ndarray]], budget: int) -> bytes:
-    """Heatmaps (T_q, T_k) in a grid (``rows`` of tiles), each weight a square of pixels: as many as make the
-    longest side about ``budget`` pixels (1 to 16), tiles 4 pixels apart on white."""
-    tiles = [A for row in rows for A in row]
-    s = max(1, min(16, budget // max(max(A.shape) for A in tiles)))  # pixels per attention weight
-    gap = 4
-    cell_h, cell_w = max(A.shape[0] for A in tiles) * s, max(A.shape[1] for A in tiles) * s
-    cols = max(len(row) for row in rows)
-    img = np.full((gap + len(rows) * (cell_h + gap), gap + cols * (cell_w + gap), 3), 255, np.uint8)
-    for r, row in enumerate(rows):
-        for c, A in enumerate(row):
-            tile = colormap(A).repeat(s, 0).repeat(s, 1)
-            y, x = gap + r * (cell_h + gap), gap + c * (cell_w + gap)
-            img[y:y + tile.shape[0], x:x + tile.shape[1]] = tile
-    return png_bytes(img)
 
 
 # -------------------------------------------------------------------------------------------------- maps
@@ -216,16 +189,6 @@ class AttentionMaps:
             raise ValueError("there are no attention maps to export.")
         return names
 
-    def to_png(self, names: Sequence[str] | None = None, *, with_mean: bool = False) -> bytes:
-        """A grid of heatmaps on the fixed 0-1 scale: one row per map (all, or ``names``), one column per
-        head (then the mean over heads, ``with_mean``)."""
-        rows = [[*self.maps[n], *([self.mean_over_heads(n)] if with_mean else [])] for n in self._names(names)]
-        return _grid_png(rows, 160)
-
-    def head_png(self, name: str, head: int = MEAN_HEAD) -> bytes:
-        """One heatmap on the fixed 0-1 scale: head ``head`` of map ``name`` (`MEAN_HEAD`: the mean)."""
-        return _grid_png([[self.matrix(self._names([name])[0], head)]], 640)
-
     def to_csv(self, names: Sequence[str] | None = None) -> str:
         """A long table: map, head, query, key, query_token, key_token, weight (7 significant digits)."""
         f = io.StringIO(newline="")
@@ -257,18 +220,15 @@ class AttentionMaps:
             w.writerow([display_token(t, 10 ** 6)] + [repr(float(x)) for x in row])
 
     # ---- files ----
-    def save(self, path: str | Path, names: Sequence[str] | None = None, *, with_mean: bool = False) -> Path:
+    def save(self, path: str | Path, names: Sequence[str] | None = None) -> Path:
         """Write the maps (all, or ``names``): .json (to_json_dict), .npz (exact arrays named as ``maps``, plus
-        "tokens" and "context_tokens"), .png (to_png, ``with_mean`` adding the mean over heads) or .csv
-        (to_csv). Returns the path."""
+        "tokens" and "context_tokens") or .csv (to_csv). Returns the path."""
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in SAVE_SUFFIXES:
-            raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz, .png or .csv file.")
+            raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz or .csv file ({PICTURES}).")
         chosen = self._names(names)
-        if suffix == ".png":
-            path.write_bytes(self.to_png(chosen, with_mean=with_mean))
-        elif suffix == ".csv":
+        if suffix == ".csv":
             with open(path, "w", newline="", encoding="utf-8") as f:
                 self._write_csv(f, chosen)
         else:
@@ -285,17 +245,14 @@ class AttentionMaps:
         return path
 
     def save_head(self, path: str | Path, name: str, head: int = MEAN_HEAD) -> Path:
-        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean): .png (head_png) or .csv
-        (head_csv). Returns the path."""
+        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean), as a .csv file (head_csv).
+        Returns the path."""
         path = Path(path)
-        suffix = path.suffix.lower()
-        if suffix == ".png":
-            path.write_bytes(self.head_png(name, head))
-        elif suffix == ".csv":
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                self._write_head_csv(f, name, head)
-        else:
-            raise ValueError(f"cannot save one attention matrix as {path.name!r}; use a .png or .csv file.")
+        if path.suffix.lower() != ".csv":
+            raise ValueError(f"cannot save one attention matrix as {path.name!r}; use a .csv file ({PICTURES}).")
+        self._names([name])
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            self._write_head_csv(f, name, head)
         return path
 
     @classmethod
@@ -311,4 +268,4 @@ class AttentionMaps:
 
 
 __all__ = ["AttentionMaps", "MapName", "KIND_TITLES", "MEAN_HEAD", "SAVE_SUFFIXES", "LEVELS", "VIRIDIS", "VIRIDIS_POSITIONS",
-           "parse_map_name", "map_name", "attention_entropy", "max_pool", "colormap", "png_bytes"]
+           "parse_map_name", "map_name", "attention_entropy", "max_pool", "colormap"]

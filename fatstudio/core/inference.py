@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import torch
 
-from .attention_maps import AttentionMaps, attention_entropy, colormap, png_bytes
+from .attention_maps import AttentionMaps, attention_entropy, colormap
 from .device import model_device
 from .model.attention import KVCache
 from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, encode_prompt, framed, has_mask_marker
@@ -519,5 +519,4 @@ def attention_maps_for_ids(model, tokenizer: TokenizerLike, ids: Sequence[int],
 
 __all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "Generation", "AttentionMaps", "EncodedPrompt",
            "MASK_MARKER", "sample_next", "generate", "translate", "fill_mask", "fill_in", "classify",
-           "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "framed", "colormap",
-           "png_bytes"]
+           "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "framed", "colormap"]

@@ -18,12 +18,13 @@ import json
 import os
 import platform
 import shutil
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import platformdirs
 
 from .config import RunConfig
 
@@ -39,16 +40,12 @@ METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each t
 
 
 def default_runs_root() -> Path:
-    """``$FATSTUDIO_RUNS``, else the platform's user data folder + fatstudio/runs."""
+    """``$FATSTUDIO_RUNS``, else ``runs`` in the platform's user data folder for fatstudio (platformdirs):
+    ``$XDG_DATA_HOME/fatstudio`` or ``~/.local/share/fatstudio`` on Linux, ``~/Library/Application
+    Support/fatstudio`` on macOS, ``%LOCALAPPDATA%\\fatstudio`` on Windows."""
     if os.environ.get("FATSTUDIO_RUNS"):
         return Path(os.environ["FATSTUDIO_RUNS"]).expanduser()
-    if sys.platform == "win32":
-        base = Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming"))
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share"))
-    return base / "fatstudio" / "runs"
+    return platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:

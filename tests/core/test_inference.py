@@ -2,8 +2,6 @@
 fill-mask, classify and attention maps, on tiny models and a tiny character tokenizer."""
 import json
 import math
-import struct
-import zlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -496,17 +494,11 @@ def test_attention_maps_save_and_reload(tmp_path):
     assert set(d["maps"]) == set(am.maps) and len(d["entropy"]["enc/0"]) == 2
     with np.load(tmp_path / "a.npz") as z:
         assert np.array_equal(z["cross/0"], am.maps["cross/0"])
-    data = am.save(tmp_path / "a.png").read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
-    w, h = struct.unpack(">II", data[16:24])
-    s, gap, rows = min(16, 160 // 6), 4, len(am.maps)  # 6 = longest side; one row a map, one column a head
-    assert (w, h) == (gap + 2 * (6 * s + gap), gap + rows * (6 * s + gap))
-    idat = data[data.index(b"IDAT") + 4:data.index(b"IEND") - 8]
-    assert len(zlib.decompress(idat)) == h * (1 + 3 * w)
     lines = am.save(tmp_path / "a.csv").read_text().splitlines()
     assert lines[0].startswith("map,head,query,key") and len(lines) == 1 + sum(a.size for a in am.maps.values())
-    with pytest.raises(ValueError, match=".png"):
-        am.save(tmp_path / "a.txt")
+    for name in ("a.txt", "a.png"):
+        with pytest.raises(ValueError, match=r"\.json, \.npz or \.csv file \(a picture is the Qt layer's"):
+            am.save(tmp_path / name)
 
 
 # --------------------------------------------------------------------------------------- real tokenizer

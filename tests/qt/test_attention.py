@@ -224,8 +224,10 @@ def test_exports_are_the_cores(panel, tmp_path):
     view = QImage(str(panel.export_png(tmp_path / "v.png")))
     assert (view.width(), view.height()) == (panel.attentionView.width(), panel.attentionView.height())
     assert panel.export_csv(tmp_path / "v.csv").read_bytes().decode() == maps.head_csv("self/1", MEAN)
-    grid = panel.export_png(tmp_path / "g.png", what="grid").read_bytes()
-    assert grid == maps.to_png(["self/0", "self/1"], with_mean=True)
+    from fatstudio.qt.widgets.attention_png import save_attention_png
+
+    grid = panel.export_png(tmp_path / "g.png", what="grid").read_bytes()  # labelled, as the CLI draws it
+    assert grid == save_attention_png(maps, tmp_path / "cli.png", ["self/0", "self/1"], with_mean=True).read_bytes()
     with pytest.raises(ValueError, match="'view' or 'grid'"):
         panel.export_png(tmp_path / "p.png", what="panel")
 

@@ -891,7 +891,7 @@ class AttentionPanel(QWidget):
     def export_png(self, path, what: str = "view") -> Path:
         """Save the large map as it is shown ("view": a picture of the head, or the mean, with its token labels
         and colour bar) or the head grid ("grid": every layer × head of the kind shown, then the mean over
-        heads, as the core's heatmaps, `AttentionMaps.save`). Returns the path."""
+        heads, labelled as the command line draws them, `attention_png`). Returns the path."""
         maps = self._maps_to_export()
         if what == "view":
             path = Path(path)
@@ -899,7 +899,9 @@ class AttentionPanel(QWidget):
                 raise OSError(f"could not write {path}.")
             return path
         if what == "grid":
-            return maps.save(path, [map_name(self.kind, l) for l in self.layers()], with_mean=True)
+            from fatstudio.qt.widgets.attention_png import save_attention_png
+
+            return save_attention_png(maps, path, [map_name(self.kind, l) for l in self.layers()], with_mean=True)
         raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
 
     def export_csv(self, path) -> Path:
