@@ -8,8 +8,9 @@ and one sample. The run's time is then
 
     steps · step + evaluations · (evaluation + sample),
 
-with an evaluation every ``eval_interval`` steps and at the last. Checkpoints and the start-up are left out
-(a checkpoint writes a few files; start-up is what the estimate itself just went through). With
+with an evaluation every ``eval_interval`` steps and at the last. Checkpoints, the probe's maps and head
+scores of each evaluation (a few milliseconds) and the start-up are left out (a checkpoint writes a few
+files; start-up is what the estimate itself just went through). With
 ``train.compile`` the steps are timed eagerly: compiling takes longer to start and its steps may be faster.
 Nothing is written: no run folder, no files.
 """
@@ -93,7 +94,8 @@ def estimate(config: RunConfig, prepared: Prepared | None = None,
     step_s = statistics.median(times[WARMUP_STEPS:])
     report(0.85, "timing an evaluation")
     t0 = time.perf_counter()
-    evaluate(loop.model, dataset, config.data.task, t, dev, t.seed, precision)
+    if loop.has_val:  # as the trainer: no validation split, no evaluation (the sample is still written)
+        evaluate(loop.model, dataset, config.data.task, t, dev, t.seed, precision)
     if t.sample_tokens:
         make_sample(loop.model, tokenizer, dataset, config.data.task, t, t.seed, "val" if loop.has_val else "train")
     evaluation_s = time.perf_counter() - t0

@@ -10,6 +10,7 @@ and heads in Python, so keep the input short (`CHECK_TOKENS`).
 """
 from __future__ import annotations
 
+import copy
 import random
 import time
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .config import ModelConfig
-from .model import ETransformer, Transformer, build_model
+from .model import ETransformer, Transformer
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
 
@@ -101,10 +102,9 @@ class PaperCheck:
 
 
 def float64_copy(model: Transformer) -> Transformer:
-    """The same architecture built anew in float64 on the CPU (eval mode) with ``model``'s weights."""
-    fast = build_model(model.config).to(torch.float64).eval()
-    fast.load_state_dict(model.state_dict())
-    return fast
+    """A float64 copy of ``model`` on the CPU in eval mode (copied, not built: no random numbers drawn, so a
+    run training in another thread keeps its own)."""
+    return copy.deepcopy(model).to("cpu", torch.float64).eval()
 
 
 def check_against_paper(model: Transformer, x: Sequence[int], z: Sequence[int] | None = None,

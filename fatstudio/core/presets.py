@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import tomllib
 
-from .config import RunConfig
+from .config import PRESET_KEYS, RunConfig
 from .resources import resource_path
 
 
@@ -22,9 +22,9 @@ def load_presets() -> list[Preset]:
     out: list[Preset] = []
     for path in sorted(resource_path("presets").glob("*.toml")):
         d = tomllib.loads(path.read_text(encoding="utf-8"))
-        name = d.pop("name", path.stem)
-        description = " ".join(str(d.pop("description", "")).split())  # one paragraph, however the TOML wraps it
-        out.append(Preset(path.stem, name, RunConfig.from_dict(d), description))
+        name, description = (d.pop(key, "") for key in PRESET_KEYS)
+        description = " ".join(str(description).split())  # one paragraph, however the TOML wraps it
+        out.append(Preset(path.stem, name or path.stem, RunConfig.from_dict(d), description))
     return out
 
 

@@ -62,6 +62,23 @@ class ProbeInput:
     source: str | None = None
     label: str | None = None
 
+    @classmethod
+    def asked(cls, text: str | None, source: str | None, arch: str) -> ProbeInput | None:
+        """The probe a person asked for (the CLI's --probe/--probe-source, the Train panel's fields): None when
+        neither text is given (the task's default). An encoder-decoder's needs both its source and its target
+        text; no other model reads a source. ValueError in words otherwise."""
+        text, source = text or None, source or None
+        if text is None and source is None:
+            return None
+        if arch == "edt" and (text is None or source is None):
+            raise ValueError("an encoder-decoder's probe needs both a source and a target text (or neither, for the "
+                             "default).")
+        if arch != "edt" and source is not None:
+            raise ValueError(f"a probe source is an encoder-decoder's (model.arch = edt), not a {arch} model's; give "
+                             "the text alone.")
+        assert text is not None
+        return cls(text, source)
+
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
 

@@ -181,7 +181,7 @@ def tokenize_sentence(tokenizer: Tokenizer, text: str) -> list[tuple[str, bool]]
     if tokenizer.kind == "char":
         unknown = set(tokenizer.unknown_symbols(text))
         return [(c, c in unknown) for c in text]
-    enc = tokenizer.backend.encode(text, add_special_tokens=False)
+    enc = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]  # GIL released (Tokenizer.encode)
     if tokenizer.kind == "word":
         return [(text[a:b], i == tokenizer.unk_id) for i, (a, b) in zip(enc.ids, enc.offsets)]
     return [(s, False) for s in tokenizer.token_strings(enc.ids)]
@@ -262,7 +262,9 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
     `training.chars_per_token` with the run's tokenizer on ``corpus`` (default: loaded as the run loaded it).
     None for paired or labelled data, and for a run with no validation split."""
     if "chars_per_token" in run.meta:
-        return (run.meta["chars_per_token"] or {}).get("val")
+        recorded = run.meta["chars_per_token"]
+        val = recorded.get("val") if isinstance(recorded, dict) else None  # a meta.json may say anything
+        return float(val) if isinstance(val, (int, float)) and val > 0 else None
     d, t = run.config.data, run.config.train
     if d.task not in ("next_token", "masked_lm") or not d.val_fraction:
         return None
@@ -277,8 +279,8 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
 
 def _best_val_loss(run: Run) -> float | None:
     best = run.meta.get("best_val_loss")
-    if best is None:
-        best = min((r["val_loss"] for r in run.metrics() if r.get("val_loss") is not None), default=None)
+    if not isinstance(best, (int, float)):  # missing, or not a number: the metrics say
+        best = min((r["val_loss"] for r in run.metrics() if isinstance(r.get("val_loss"), (int, float))), default=None)
     return float(best) if best is not None and math.isfinite(best) else None
 
 

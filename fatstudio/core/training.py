@@ -504,7 +504,7 @@ def _tail_chars(text: str, tokenizer: Tokenizer, n: int) -> int:
     for lo, hi in reversed(list(zip(ends, ends[1:]))):
         if n <= 0:
             break
-        offsets = tokenizer.backend.encode(text[lo:hi], add_special_tokens=False).offsets
+        offsets = tokenizer.backend.encode_batch([text[lo:hi]], add_special_tokens=False)[0].offsets  # GIL released
         if len(offsets) >= n:
             return covered + (hi - lo) - offsets[-n][0]
         n -= len(offsets)

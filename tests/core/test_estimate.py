@@ -43,3 +43,10 @@ def test_duration_reads_as_a_person_says_it():
     assert [duration(s) for s in (4.4, 59.6, 130, 3599, 3600 + 5 * 60 + 20)] == [
         "4 s", "1 min 00 s", "2 min 10 s", "59 min 59 s", "1 h 05 min"]
 
+
+
+def test_estimate_without_a_validation_split_times_no_evaluation(text_file):
+    """As the trainer does: with val_fraction = 0 there is nothing to evaluate, only the sample to write."""
+    cfg = tiny_config(text_file, steps=10).with_overrides(["data.val_fraction=0.0"])
+    e = estimate.estimate(cfg)
+    assert e.evaluations == 1 and e.total_s == pytest.approx(10 * e.step_s + e.evaluation_s)

@@ -9,6 +9,7 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core import probes
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.inference import attention_maps_for_ids
+from fatstudio.core.probes import ProbeInput
 from fatstudio.core.runs import Run
 from fatstudio.core.training import Evaluation, Probe, train
 
@@ -166,3 +167,13 @@ def test_probe_files_without_scores_still_load_and_the_history_mixes_them(tmp_pa
     assert list(probes.score_history(tmp_path)) == [5, 10]
     with pytest.raises(ValueError, match="head scores cannot be read"):
         probes.saved_scores(bad)
+
+
+def test_a_probe_asked_for_in_words():
+    assert ProbeInput.asked("", None, "gpt") is None and ProbeInput.asked(None, "", "edt") is None
+    assert ProbeInput.asked("abc", None, "bert") == ProbeInput("abc")
+    assert ProbeInput.asked("cba", "abc", "edt") == ProbeInput("cba", "abc")
+    with pytest.raises(ValueError, match="both a source and a target"):
+        ProbeInput.asked("cba", "", "edt")
+    with pytest.raises(ValueError, match=r"encoder-decoder's \(model.arch = edt\), not a gpt model's"):
+        ProbeInput.asked("abc", "x", "gpt")

@@ -138,3 +138,13 @@ def test_the_script_measures_a_preset_into_a_valid_reference(tmp_path, capsys):
     assert ref.machine["device"] == "cpu" and ref.machine["threads"] >= 1 and len(ref.seconds) == 2
     assert ref.commit is None or len(ref.commit) >= 7
     assert "wrote" in capsys.readouterr().out
+
+
+def test_every_preset_ships_a_reference_measured_at_its_settings():
+    """A preset retuned without re-measuring (bench/reference_curves.py) would lose its band silently."""
+    from fatstudio.core.presets import load_presets
+
+    for p in load_presets():
+        ref = find_reference(p.config)
+        assert ref is not None, f"{p.key}: no reference curve at its settings; run bench/reference_curves.py {p.key}"
+        assert ref.preset == p.key and len(ref.seeds) >= 2

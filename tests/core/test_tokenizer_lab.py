@@ -207,3 +207,20 @@ def test_a_run_without_chars_per_token_in_its_meta_gets_them_from_its_tokenizer(
         assert score.chars_per_token == pytest.approx(recorded, rel=1e-12)
     finally:
         run.write_meta()  # puts the full meta back
+
+
+def test_a_meta_json_that_says_nonsense_gives_no_numbers(tmp_path):
+    """chars_per_token or best_val_loss of the wrong type in meta.json: None, never a traceback."""
+    from fatstudio.core.tokenizer_lab import _best_val_loss
+
+    class FakeRun:
+        meta = {"chars_per_token": [1, 2], "best_val_loss": "low"}
+
+        @staticmethod
+        def metrics():
+            return [{"step": 1, "val_loss": "x"}, {"step": 2, "val_loss": 2.5}]
+
+    assert run_chars_per_token(FakeRun()) is None
+    assert _best_val_loss(FakeRun()) == 2.5
+    FakeRun.meta = {"chars_per_token": {"val": -1.0}}
+    assert run_chars_per_token(FakeRun()) is None

@@ -498,6 +498,10 @@ def test_estimate_button_times_the_settings_and_forgets_when_they_change(qtbot, 
     assert not [p for p in Path(os.environ["FATSTUDIO_RUNS"]).glob("*") if p.is_dir()]  # no run was made
     w.train_panel.fields["steps"].setValue(500)
     assert label.text() == ""  # an estimate of other settings is not shown
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    w.train_panel.fields["steps"].setValue(600)  # while it measures
+    qtbot.waitUntil(lambda: button.isEnabled(), timeout=LONG)
+    assert label.text() == ""  # it measured the settings of before
     w.model_panel.fields["H_kv"].setValue(3)  # does not divide H = 2: no valid model
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert label.text().startswith("⚠") and button.isEnabled()

@@ -4,6 +4,7 @@ line that made it, "Check against the paper" runs the literal reference in a wor
 the paper are listed. Every architecture (bert with a class head too), tiny models, offscreen."""
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
@@ -159,7 +160,8 @@ def test_a_head_highlights_the_line_that_made_it(qtbot, make_panel, arch, kind, 
     panel.show_head(kind, 1, 2)
     line = panel.selected_line()
     assert line.attention == kind and line.number == number and "MHAttention" in line.text
-    assert "head 3 of layer 2" in panel.lineTitle.text() and chosen and "H" in chosen[-1]
+    assert "head 3 of layer 2 (the Attention tab's l1 h3)" in html.unescape(panel.lineTitle.text())
+    assert chosen == []  # a head's line does not pull the settings column to the Model tab
     sel = panel.pseudocodeView.extraSelections()
     assert sel[0].cursor.blockNumber() == panel.line
     run_forward(qtbot, panel)  # then the head's own weights are shown
@@ -296,4 +298,4 @@ def test_a_head_clicked_in_the_attention_grid_highlights_its_line(qtbot, window)
     assert line.attention == "self" and line.number == 6
     assert w.paper_panel.layer == 1 and w.paper_panel.head == 2
     assert "head 3 of layer 2" in w.paper_panel.lineTitle.text()
-    assert {"H", "d_attn"} <= set(w.model_panel.highlighted)
+    assert not w.model_panel.highlighted  # looking at a head does not pull the settings column to the Model tab

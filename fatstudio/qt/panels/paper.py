@@ -135,6 +135,7 @@ class PaperPanel(QWidget):
         super().__init__(parent)
         self.settings = settings if settings is not None else Settings()
         self.loaded = None
+        self.training = False  # see `set_training`
         self.prompt_source: Callable[[], str] = lambda: ""  # the Prompt tab's text (the main window sets it)
         self.corpus_source: Callable[[], Any] = lambda: None  # the corpus panel's Prepared, or None
         self.code: Pseudocode | None = None
@@ -337,7 +338,7 @@ class PaperPanel(QWidget):
             index = self.code.attention_line(kind)
         except ValueError:
             return
-        self.select_line(index, layer=layer, head=head if head >= 0 else None)
+        self.select_line(index, layer=layer, head=head if head >= 0 else None, emit=False)
 
     def selected_line(self) -> Line | None:
         return self.code.lines[self.line] if self.code is not None and self.line is not None else None
@@ -372,7 +373,7 @@ class PaperPanel(QWidget):
         n_layers = code.layers.get(line.stack, 1) if line.stack else 0
         where = line.where() or "A note beside the algorithm"
         if self.head is not None:
-            where += f" · head {self.head + 1} of layer {self.layer + 1}"
+            where += f" · head {self.head + 1} of layer {self.layer + 1} (the Attention tab's l{self.layer} h{self.head + 1})"
         elif line.stack:
             where += f" · layer l = {self.layer + 1} of {n_layers}"
         self.lineTitle.setText(f"<b>{html.escape(where)}</b><br><code>{html.escape(line.text.strip())}</code>")
@@ -442,11 +443,20 @@ class PaperPanel(QWidget):
         return [int(h) for h in self.bars.opts["height"]] if self.bars is not None else []
 
     # ---- work in threads ------------------------------------------------------------------------------------
+    def set_training(self, on: bool) -> None:
+        """Whether a run is training: a fresh model is not built then (building draws from the process's
+        random generator, which the run's initialisation and dropout read)."""
+        self.training = on
+
     def _start(self, key: str, func, *args, on_result) -> bool:
         subject = self.subject()
         if subject is None or self.code is None or key in self._calls:
             return False
         cached = self._fresh[1] if self._fresh is not None and self._fresh[0] == subject else None
+        if subject.loaded is None and cached is None and self.training:
+            self.checkPaperLabel.setText("While training runs, check a snapshot (Prompt current weights) or "
+                                         "a run's model; a fresh one is built once it ends.")
+            return False
         version = self._version
 
         def done(result):

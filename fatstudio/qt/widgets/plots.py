@@ -546,8 +546,9 @@ class TrainingPlots(QWidget):
         the train split's), None where that is unknown."""
         if self.loss_unit() == NATS:
             return 1.0
-        ratio = (chars_per_token or {}).get(split) or (chars_per_token or {}).get("train")
-        return bits_per_char(1.0, ratio) if ratio else None
+        known = chars_per_token if isinstance(chars_per_token, dict) else {}  # a run's meta.json may say anything
+        ratio = known.get(split) or known.get("train")
+        return bits_per_char(1.0, ratio) if isinstance(ratio, (int, float)) and ratio > 0 else None
 
     def _run_factors(self) -> tuple[float, float]:
         """`_factor` of the shown run's train and validation losses (known whenever bits/char can be on)."""
