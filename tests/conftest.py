@@ -1,3 +1,4 @@
+import gc
 import os
 
 import pytest
@@ -11,3 +12,20 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 def _window_state(tmp_path_factory, monkeypatch):
     """Each test's window remembers into a file of its own (fatstudio.qt.state), never the user's."""
     monkeypatch.setenv("FATSTUDIO_STATE", str(tmp_path_factory.mktemp("state") / "state.ini"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _collect_in_the_main_thread():
+    """As the app does (fatstudio.qt.gc): no automatic collection, which could run in a worker thread and hand
+    Qt objects' deletion to the GUI thread mid-destructor (a deadlock we saw); the tests collect between tests."""
+    gc.disable()
+    yield
+    gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def _collect_after_each_test():
+    yield
+    from fatstudio.qt.gc import collect_due
+
+    collect_due()

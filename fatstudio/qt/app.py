@@ -40,9 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if style:
         app.setStyleSheet(style)
 
+    from .gc import MainThreadCollector
     from .main_window import MainWindow
     from .workers import wait_for_workers
 
+    MainThreadCollector(app)  # Qt objects are collected in the GUI thread only
     window = MainWindow()
     window.show()
     _close_on_sigint(window)

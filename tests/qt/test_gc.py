@@ -1,0 +1,38 @@
+"""Python's cyclic collector runs in the GUI thread only (fatstudio.qt.gc)."""
+import gc
+import threading
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from fatstudio.qt.gc import MainThreadCollector, collect_due
+
+
+def test_collection_happens_on_the_gui_threads_timer(qtbot):
+    collector = MainThreadCollector(interval_ms=10)
+    try:
+        assert not gc.isenabled()
+        threads = []
+        gc.callbacks.append(lambda phase, info: phase == "start" and threads.append(threading.current_thread()))
+        try:
+            worker = threading.Thread(target=lambda: [[object()] for _ in range(200_000)])  # past gen-0's threshold
+            worker.start()
+            worker.join()
+            qtbot.waitUntil(lambda: bool(threads), timeout=5000)
+        finally:
+            gc.callbacks.pop()
+        assert set(threads) == {threading.main_thread()}
+    finally:
+        collector.timer.stop()
+
+
+def test_collect_due_collects_the_oldest_generation_past_its_threshold():
+    gc.collect()
+    before = gc.get_stats()[1]["collections"]
+    collect_due()  # nothing is due right after a full collection
+    assert gc.get_stats()[1]["collections"] == before
+    t0, _, _ = gc.get_threshold()
+    keep = [[i] for i in range(t0 + 10)]  # containers count towards generation 0
+    collect_due()
+    assert gc.get_count()[0] < t0 and keep
