@@ -171,8 +171,8 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, no specials added (a char tokenizer raises ValueError on unknown characters)."""
         self._check([text])
-        # through encode_batch, which releases the GIL while Rust works: `encode` holds it, and a second thread
-        # training or encoding with the same Rust thread pool (the GUI's workers) could then wait on it forever
+        # through encode_batch, which releases the GIL while Rust works (`encode` holds it): the GUI thread and
+        # the other workers go on meanwhile
         return self.backend.encode_batch([text], add_special_tokens=False)[0].ids
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:

@@ -181,7 +181,7 @@ def tokenize_sentence(tokenizer: Tokenizer, text: str) -> list[tuple[str, bool]]
     if tokenizer.kind == "char":
         unknown = set(tokenizer.unknown_symbols(text))
         return [(c, c in unknown) for c in text]
-    enc = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]  # GIL released (Tokenizer.encode)
+    enc = tokenizer.backend.encode_batch([text], add_special_tokens=False)[0]  # the GIL released, as Tokenizer.encode
     if tokenizer.kind == "word":
         return [(text[a:b], i == tokenizer.unk_id) for i, (a, b) in zip(enc.ids, enc.offsets)]
     return [(s, False) for s in tokenizer.token_strings(enc.ids)]
