@@ -16,7 +16,8 @@ def test_collection_happens_on_the_gui_threads_timer(qtbot):
         threads = []
         gc.callbacks.append(lambda phase, info: phase == "start" and threads.append(threading.current_thread()))
         try:
-            worker = threading.Thread(target=lambda: [[object()] for _ in range(200_000)])  # past gen-0's threshold
+            kept: list = []  # alive until collected: the count of containers stays past gen-0's threshold
+            worker = threading.Thread(target=lambda: kept.extend([object()] for _ in range(10 * gc.get_threshold()[0])))
             worker.start()
             worker.join()
             qtbot.waitUntil(lambda: bool(threads), timeout=5000)
