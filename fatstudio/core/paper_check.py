@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from .config import ModelConfig
-from .model import ETransformer, Transformer
+from .model import ETransformer, Transformer, build_model
+from .prompting import encode_prompt
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
 
@@ -168,6 +169,34 @@ def sample_input(cfg: ModelConfig, tokenizer: TokenizerLike | None = None, corpu
     if not target:  # a text, not pairs: the next tokens are the target
         ids, target = ids[:n - 2], ids[n - 2:]
     return Sample([bos, *target[:n - 1]], [bos, *ids[:n - 2], eos], name)
+
+
+def fresh_model(cfg: ModelConfig, seed: int) -> Transformer:
+    """A model built from ``cfg`` with its own ``seed`` (eval mode); the process's random generator is put back
+    as it was."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return build_model(cfg).eval()
+
+
+def check_on_corpus(model: Transformer, tokenizer: TokenizerLike | None, corpus: Corpus | None) -> PaperCheck:
+    """`check_against_paper` on `sample_input` from the start of ``corpus``."""
+    sample = sample_input(model.config, tokenizer, corpus)
+    return check_against_paper(model, sample.x, sample.z, sample.source)
+
+
+def model_input(model: Transformer, tokenizer: TokenizerLike | None, corpus: Corpus | None, text: str,
+                mode: str | None) -> tuple[list[int], list[int] | None, str]:
+    """The ids a forward pass on ``text`` reads (x, an edt's source z, and where they came from in words):
+    ``text`` encoded as prompting in ``mode`` encodes it, its last ℓ_max tokens; with no text or no tokenizer,
+    `sample_input` from the start of ``corpus`` (or random ids)."""
+    cfg = model.config
+    if tokenizer is None or not text:
+        sample = sample_input(cfg, tokenizer, corpus)
+        return sample.x, sample.z, sample.source + ("" if text else " (the Prompt tab's text is empty)")
+    prompt = encode_prompt(tokenizer, text, mode, l_max=cfg.l_max)
+    z = list(prompt.context_ids) if prompt.context_ids else None
+    return list(prompt.ids[-cfg.l_max:]), z, f"the Prompt tab's text {text!r}"
 
 
 def _texts(corpus: Corpus) -> tuple[str, str]:

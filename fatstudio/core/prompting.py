@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .config import ModelConfig, ResolvedModelConfig
     from .runs import LoadedModel
     from .tokenization import TokenizerLike
 
@@ -32,7 +33,11 @@ def prompt_mode(loaded: LoadedModel | None) -> str | None:
     if loaded is None:
         return None
     cfg = getattr(loaded.model, "config", None) or loaded.config.model
-    task = getattr(getattr(loaded.config, "data", None), "task", None)
+    return model_mode(cfg, getattr(getattr(loaded.config, "data", None), "task", None))
+
+
+def model_mode(cfg: ModelConfig | ResolvedModelConfig, task: str | None = None) -> str | None:
+    """The inference call that fits a model of ``cfg`` trained on ``task`` (None: not known), one of `MODES`."""
     if cfg.arch in ("gpt", "gopher"):
         return "generate"
     if cfg.arch == "edt":
@@ -181,5 +186,5 @@ def display_token(token: str, max_chars: int = 14) -> str:
     return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
 
 
-__all__ = ["MODES", "MASK_MARKER", "EncodedPrompt", "MaskSpan", "prompt_mode", "encode_prompt", "unknown_words",
+__all__ = ["MODES", "MASK_MARKER", "EncodedPrompt", "MaskSpan", "prompt_mode", "model_mode", "encode_prompt", "unknown_words",
            "framed", "encode_masked", "mask_markers", "has_mask_marker", "check_length", "display_token"]

@@ -436,6 +436,7 @@ class Trace:
     attention: dict[str, np.ndarray]
     x: list[int]
     z: list[int] | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # every parameter's (state-dict name)
 
 
 def trace(model: torch.nn.Module, taps: Sequence[Tap], x: Sequence[int], z: Sequence[int] | None = None) -> Trace:
@@ -481,4 +482,5 @@ def trace(model: torch.nn.Module, taps: Sequence[Tap], x: Sequence[int], z: Sequ
             v = calls[t.call][0].double()
             tensors[t] = (v.softmax(-1) if t.softmax else v).cpu().numpy()
     maps = {k: v[0].double().cpu().numpy() for k, v in attn.items()}
-    return Trace(tensors, maps, list(x), list(z) if z is not None else None)
+    shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
+    return Trace(tensors, maps, list(x), list(z) if z is not None else None, shapes)

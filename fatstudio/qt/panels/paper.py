@@ -52,7 +52,6 @@ from fatstudio.qt.workers import call_in_thread
 
 TOLERANCE = 1e-9  # float64 agreement the reference tests ask for
 _SELECTED = QColor(255, 224, 138)  # the clicked line, as the Model panel marks its rows
-_PROMPT_MODE = {"gpt": "generate", "gopher": "generate", "bert": "fill_mask", "edt": "translate"}
 
 
 @dataclass(frozen=True)
@@ -70,13 +69,9 @@ def _model(subject: Subject, cached):
         return subject.loaded.model
     if cached is not None:
         return cached
-    import torch
+    from fatstudio.core.paper_check import fresh_model
 
-    from fatstudio.core.model import build_model
-
-    with torch.random.fork_rng(devices=[]):  # the seed, without touching the global generator's state
-        torch.manual_seed(subject.seed)
-        return build_model(subject.config).eval()
+    return fresh_model(subject.config, subject.seed)
 
 
 def _tokenizer(subject: Subject, prepared):
@@ -89,32 +84,23 @@ def _tokenizer(subject: Subject, prepared):
 
 def _check_job(subject: Subject, cached, prepared):
     """Worker: the model's check against the literal reference on the start of the corpus."""
-    from fatstudio.core.paper_check import check_against_paper, sample_input
+    from fatstudio.core.paper_check import check_on_corpus
 
     model = _model(subject, cached)
-    sample = sample_input(model.config, _tokenizer(subject, prepared), getattr(prepared, "corpus", None))
-    return check_against_paper(model, sample.x, sample.z, sample.source), model
+    return check_on_corpus(model, _tokenizer(subject, prepared), getattr(prepared, "corpus", None)), model
 
 
 def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap]):
-    """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (no text, or no tokenizer:
-    the start of the corpus, or random ids); returns (Trace, the input in words, parameter shapes, the model)."""
-    from fatstudio.core.paper_check import sample_input
-    from fatstudio.core.prompting import encode_prompt
+    """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (`paper_check.model_input`);
+    returns (Trace, the input in words, the model)."""
+    from fatstudio.core.paper_check import model_input
+    from fatstudio.core.prompting import model_mode, prompt_mode
     from fatstudio.core.pseudocode import trace
 
     model = _model(subject, cached)
-    cfg = model.config
-    tok = _tokenizer(subject, prepared)
-    if tok is None or not text:
-        sample = sample_input(cfg, tok, getattr(prepared, "corpus", None))
-        x, z, what = sample.x, sample.z, sample.source + ("" if text else " (the Prompt tab's text is empty)")
-    else:
-        prompt = encode_prompt(tok, text, _PROMPT_MODE[cfg.arch], l_max=cfg.l_max)
-        x, z = list(prompt.ids[-cfg.l_max:]), list(prompt.context_ids) if prompt.context_ids else None
-        what = f"the Prompt tab's text {text!r}"
-    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    return trace(model, taps, x, z), what, shapes, model
+    mode = prompt_mode(subject.loaded) if subject.loaded is not None else model_mode(model.config)
+    x, z, what = model_input(model, _tokenizer(subject, prepared), getattr(prepared, "corpus", None), text, mode)
+    return trace(model, taps, x, z), what, model
 
 
 def _exp(v: float) -> str:
@@ -491,8 +477,8 @@ class PaperPanel(QWidget):
         self.tensorLabel.setText("Running the forward pass…")
         return self._start("forward", _forward_job, self.prompt_source(), self.code.taps(), on_result=self._traced)
 
-    def _traced(self, trace: Trace, what: str, shapes: dict) -> None:
-        self.trace, self.traced, self.shapes = trace, what, shapes
+    def _traced(self, trace: Trace, what: str) -> None:
+        self.trace, self.traced, self.shapes = trace, what, trace.shapes
         self._show_details()
 
     def run_check(self) -> bool:
