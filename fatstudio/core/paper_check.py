@@ -93,14 +93,6 @@ class PaperCheck:
     n_tokens: int
     seconds: float
 
-    @property
-    def probabilities(self) -> float:
-        return self.differences.probabilities
-
-    @property
-    def attention(self) -> float:
-        return self.differences.attention_max
-
 
 def float64_copy(model: Transformer) -> Transformer:
     """A float64 copy of ``model`` on the CPU in eval mode (copied, not built: no random numbers drawn, so a

@@ -1,32 +1,11 @@
 """The runs list offers the Hugging Face export: runsExportButton asks for a folder (the dialog is replaced),
 exports in a worker and shows the result in the status bar, or the refusal naming the field."""
-import pytest
-from PySide6.QtCore import QThreadPool
 from PySide6.QtWidgets import QFileDialog, QPushButton
 
 from fatstudio import ModelConfig
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 
 LONG = 60_000
-
-
-@pytest.fixture
-def runs_root(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("FATSTUDIO_RUNS", str(root))
-    return root
-
-
-@pytest.fixture
-def window(qtbot, runs_root):
-    from fatstudio.app import MainWindow
-
-    w = MainWindow()
-    w.confirm_close = lambda: True
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    QThreadPool.globalInstance().waitForDone(LONG)
 
 
 def tiny_run(runs_root, tmp_path, name, **model):

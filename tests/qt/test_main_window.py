@@ -14,33 +14,10 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import Qt, QThreadPool
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QLabel, QListWidget, QProgressBar, QPushButton, QWidget
 
 LONG = 60_000  # ms: generous ceilings for waits on a slow, shared 2-CPU machine
-
-
-@pytest.fixture
-def runs_root(tmp_path, monkeypatch):
-    root = tmp_path / "runs"
-    monkeypatch.setenv("FATSTUDIO_RUNS", str(root))
-    return root
-
-
-@pytest.fixture
-def window(qtbot, runs_root):
-    from fatstudio.app import MainWindow
-
-    w = MainWindow()
-    w.confirm_close = lambda: True  # the questions a person would answer
-    w.confirm_delete = lambda run: True
-    qtbot.addWidget(w)
-    w.show()
-    yield w
-    if w.job is not None:
-        w.job.stop()
-        qtbot.waitUntil(lambda: w.job is None, timeout=LONG)
-    QThreadPool.globalInstance().waitForDone(LONG)
 
 
 def set_tiny(w, steps=30, corpus=None, eval_interval=10, checkpoint_interval=1000):
