@@ -158,7 +158,9 @@ def part_b(smoke: bool, corpus: Path, checkout: Path | None, target: float, comp
         evals = peers.parse_evals(p.lines)
         last = f"step {evals[-1][0]}, val loss {evals[-1][2]:.4f}" if evals else "no evaluation"
         what = "reached the target" if p.stopped else f"ended (exit {p.rc}) without reaching it"
-        print(f"    {name:9s}: {p.wall_s:7.1f} s, {what}: {last}", flush=True)
+        best = min(evals, key=lambda e: e[2]) if evals and not p.stopped else None
+        print(f"    {name:9s}: {p.wall_s:7.1f} s, {what}: {last}"
+              + (f" (best: step {best[0]}, val loss {best[2]:.4f})" if best else ""), flush=True)
 
     print(f"(b) time to val loss ≤ {target} on nanoGPT's GPU shakespeare_char config"
           + (" (smoke: a tiny model, 3 steps, CPU)" if smoke else ""), flush=True)

@@ -96,7 +96,8 @@ def missing_modules(names=PEER_MODULES) -> list[str]:
 
 def describe(path: Path) -> str:
     """The checkout and its commit, for the report."""
-    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    out = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                         check=False, env={**os.environ, "GIT_CEILING_DIRECTORIES": str(path.parent)})  # not a parent's
     return f"{path} @ {out.stdout.strip() or 'unknown commit'}"
 
 

@@ -151,9 +151,19 @@ def split_corpus(corpus: Corpus, val_fraction: float) -> tuple[list[str], list[s
 
 
 def _sample(texts: list[str], cap: int) -> list[str]:
-    """``texts``, or evenly spaced ones totalling about ``cap`` characters if they hold more."""
+    """``texts``, or ones spread evenly over them totalling about ``cap`` characters if they hold more: a
+    piece is kept while the kept characters lag ``cap`` × the fraction seen (a stride over the pieces
+    missed ``cap`` by far when the pieces' lengths differ)."""
     total = sum(map(len, texts))
-    return texts if total <= cap else texts[::math.ceil(total / cap)]
+    if total <= cap:
+        return texts
+    kept, seen, out = 0, 0, []
+    for t in texts:
+        seen += len(t)
+        if kept < cap * seen / total:
+            out.append(t)
+            kept += len(t)
+    return out
 
 
 def count_tokens(tokenizer: Tokenizer, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -140,6 +140,15 @@ def test_a_large_corpus_is_sampled(monkeypatch):
     assert lab.val_chars > 90_000 and row.tokens_per_char == pytest.approx(1.0, abs=0.01)
 
 
+@pytest.mark.parametrize("lengths", [[8_000] * 40, [30_000, 500, 500, 30_000] * 10, [1, 20_000] * 25])
+def test_sampling_keeps_about_the_cap_spread_over_pieces_of_any_length(lengths):
+    texts = ["x" * n for n in lengths]
+    kept = tokenizer_lab._sample(texts, 100_000)
+    assert 100_000 <= sum(map(len, kept)) < 100_000 + max(lengths)
+    where = [i for i, t in enumerate(texts) if any(t is k for k in kept)]
+    assert where[0] == 0 and where[-1] >= len(texts) * 3 // 4  # from the start to near the end
+
+
 def test_tokenize_sentence_marks_unknown_words_and_shows_their_text():
     from fatstudio.core.tokenization import train_tokenizer
 

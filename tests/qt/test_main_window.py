@@ -470,7 +470,9 @@ def test_estimate_button_times_the_settings_and_forgets_when_they_change(qtbot, 
     qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
     assert not button.isEnabled() and label.text().startswith("estimating")
     qtbot.waitUntil(lambda: button.isEnabled(), timeout=LONG)
-    assert re.fullmatch(r"400 steps ≈ (\d+ s|\d+ min \d\d s) on cpu", label.text()), label.text()
+    from fatstudio.core.device import resolve_device
+    here = resolve_device("auto").type  # the default device: the GPU where there is one
+    assert re.fullmatch(rf"400 steps ≈ (\d+ s|\d+ min \d\d s) on {here}", label.text()), label.text()
     assert "ms a step" in label.toolTip() and "40 evaluations" in label.toolTip()
     assert not [p for p in Path(os.environ["FATSTUDIO_RUNS"]).glob("*") if p.is_dir()]  # no run was made
     w.train_panel.fields["steps"].setValue(500)
