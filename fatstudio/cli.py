@@ -113,12 +113,14 @@ def _probe(args, config):
 
 
 def cmd_train(args) -> int:
+    from .core.distributed import World
     from .core.training import Control, Evaluation, Finished, Note, Prepare, Started, Steps, train
 
     config = _load_config(args)
     control = Control()
     previous = signal.signal(signal.SIGINT, lambda *_: control.stop())  # Ctrl-C: stop, checkpoint, exit
-    bar = _ProgressBar(enabled=not args.quiet)
+    world = World.from_env()  # under torchrun, rank 0 alone shows the run
+    bar = _ProgressBar(enabled=not args.quiet and world.is_main, processes=world.size)
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
         Finished: bar.finish}
@@ -147,8 +149,8 @@ class _ProgressBar:
 
     PLAIN_EVERY_S = 10.0
 
-    def __init__(self, enabled: bool = True):
-        self.enabled, self.tty = enabled, sys.stderr.isatty()
+    def __init__(self, enabled: bool = True, processes: int = 1):
+        self.enabled, self.tty, self.processes = enabled, sys.stderr.isatty(), processes
         self.val: float | None = None
         self.last_plain = -math.inf
         self.bar: Any = None  # the tqdm bar, from the first Steps on a terminal to Finished
@@ -173,7 +175,8 @@ class _ProgressBar:
         self._out(ev.message)
 
     def start(self, ev) -> None:
-        self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {ev.device} in {ev.precision}, "
+        where = f"{ev.device} × {self.processes} processes" if self.processes > 1 else ev.device
+        self._out(f"run {ev.run_dir}: {ev.n_parameters:,} parameters on {where} in {ev.precision}, "
                   f"steps {ev.start_step}→{ev.total_steps}")
 
     def update(self, ev) -> None:

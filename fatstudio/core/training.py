@@ -38,6 +38,7 @@ from .device import (
     to_device,
 )
 from .diagnostics import Finding
+from .distributed import World
 from .probes import ProbeInput
 from .runs import LoadedModel, Run
 from .tokenization import Tokenizer
@@ -283,10 +284,15 @@ def _tokens_in(batch: Batch) -> int:
     return int(batch["x"].numel() + (batch["z"].numel() if "z" in batch else 0))
 
 
-def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator, dev: torch.device) -> Batch:
+def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator, dev: torch.device,
+               world: World | None = None) -> Batch:
     """A minibatch drawn on the CPU (so the data order does not depend on the device) and moved to ``dev``,
-    through pinned memory on CUDA so the copy does not stall the GPU."""
-    return to_device(pin(dataset.batch(split, batch_size, generator), dev), dev)
+    through pinned memory on CUDA so the copy does not stall the GPU; under torchrun (``world``) this
+    process's rows of it (`distributed`)."""
+    batch = dataset.batch(split, batch_size, generator)
+    if world is not None and world.distributed:
+        batch = world.shard(batch)
+    return to_device(pin(batch, dev), dev)
 
 
 @torch.no_grad()
@@ -378,18 +384,29 @@ def compile_problem(dev: torch.device) -> str | None:
 LossFunction = Callable[[Batch], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
-def _loss_function(model, task: str, compiled: bool) -> LossFunction:
-    """What each training step calls: task_loss on ``model``, compiled as a whole (so classification's
-    ``model.classify`` is compiled too, not only ``forward``) or eager. Compiling starts from a clean slate:
-    what an earlier run in this process compiled is dropped (torch._dynamo.reset)."""
-    def loss(batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return task_loss(model, batch, task)
+class _TaskLoss(torch.nn.Module):
+    """task_loss on ``model`` as a module's forward: what DistributedDataParallel wraps (it synchronises
+    the gradients of what its forward computed, so classification's ``model.classify`` must run inside)."""
+
+    def __init__(self, model: torch.nn.Module, task: str):
+        super().__init__()
+        self.model, self.task = model, task
+
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return task_loss(self.model, batch, self.task)
+
+
+def _loss_function(eager: LossFunction, compiled: bool) -> LossFunction:
+    """What each training step calls: the task's loss (`task_loss`, or the DDP module computing it), compiled
+    as a whole (so classification's ``model.classify`` is compiled too, not only ``forward``) or eager.
+    Compiling starts from a clean slate: what an earlier run in this process compiled is dropped
+    (torch._dynamo.reset)."""
     if not compiled:
-        return loss
+        return eager
     import torch._dynamo
 
     torch._dynamo.reset()
-    return torch.compile(loss)
+    return torch.compile(eager)
 
 
 # ---- the loop -------------------------------------------------------------------------------------------
@@ -402,23 +419,39 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
     data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again; one
     made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory
-    while setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed."""
+    while setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed.
+
+    Under torchrun (`distributed`) every process calls this; rank 0 alone opens or writes the run and
+    yields events past Prepare (the others yield Finished at the end)."""
     control = control or Control()
     config.validate()
     t = config.train
+    world = World.from_env()
     dev = resolve_device(t.device)
+    try:
+        if world.distributed:
+            dev = world.start(dev, t.batch_size)
+        yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe)
+    finally:
+        world.end()
+
+
+def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Path | None, resume: bool,
+           control: Control, runs_root: Path | None, prepared: Prepared | None, probe: ProbeInput | str | None
+           ) -> Iterator[Event]:
+    t = config.train
     precision = resolve_precision(t.precision, dev)
     torch.manual_seed(t.seed)
     run = None
-    if resume:
+    if resume and world.is_main:
         if run_dir is None:
             raise ValueError("resuming needs the folder of the run to continue.")
         run = Run.open(run_dir)
         if not run.has_checkpoint:
             raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
-    tokenizer, dataset, config, chars = yield from _prepare_data(config, run, prepared)
+    tokenizer, dataset, config, chars = yield from _prepare_data(config, run, prepared, world)
     yield Prepare("building the model", 0.9)
-    loop = _Loop(config, dev, precision, tokenizer, dataset, control)
+    loop = _Loop(config, dev, precision, tokenizer, dataset, control, world)
     loop.probe_input = ProbeInput(probe) if isinstance(probe, str) else probe
     try:
         start = loop.open(run, run_dir, runs_root)
@@ -433,18 +466,22 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
         if problem:
             yield Note(f"{problem}; training without compiling.")
         loop.compiled = not problem
-        loop.loss = _loss_function(loop.model, config.data.task, compiled=loop.compiled)
+        loop.loss = _loss_function(loop.eager_loss, compiled=loop.compiled)
+    if not world.is_main:
+        yield from loop.run_steps(start)
+        return
     loop.run.write_meta(chars_per_token=chars)
     yield Started(str(loop.run.path), start, t.steps, loop.model.num_parameters(), str(dev), precision,
                   deterministic(dev), config.to_dict(), loop.run.meta.get("unigram_entropy"), chars)
     yield from loop.run_steps(start)
 
 
-def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None
+def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None, world: World | None = None
                   ) -> Generator[Prepare, None, tuple[Tokenizer, Dataset, RunConfig, dict[str, float] | None]]:
     """Corpus, tokenizer (the run's own when resuming) and dataset, as Prepare events while they load;
     returns them with the config whose N_V (model.vocab_size) and n_classes come from them, and the
-    corpus's characters per token (`chars_per_token`)."""
+    corpus's characters per token (`chars_per_token`). Under torchrun (``world``) rank 0 makes the
+    tokenizer and the other processes take a copy of it."""
     from .data import build_dataset, load_corpus  # looked up per call (tests substitute them)
     from .tokenization import train_tokenizer
 
@@ -460,14 +497,19 @@ def _prepare_data(config: RunConfig, run: Run | None, prepared: Prepared | None
         corpus = yield from _with_progress(lambda progress: load_corpus(d.corpus, d.task, progress, t.seed), 0.0, 0.2)
         for note in corpus.notes:
             yield Prepare(note, 0.2)
+    world = world or World()
+    tokenizer: Tokenizer | None = None
     if run:
         tokenizer = run.load_tokenizer()
     elif prepared:
         tokenizer = prepared.tokenizer
-    else:
+    elif world.is_main:
         yield Prepare(f"training the {d.tokenizer} tokenizer", 0.2)
         tokenizer = yield from _with_progress(
             lambda progress: train_tokenizer(d.tokenizer, corpus.texts(), vocab_cap, progress), 0.2, 0.4)
+    if world.distributed:
+        tokenizer = Tokenizer.from_json(world.share(tokenizer.to_json() if tokenizer else None))
+    assert tokenizer is not None
     yield Prepare("tokenizing the corpus", 0.4)
     dataset = yield from _with_progress(lambda progress: build_dataset(
         corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress), 0.4, 0.9)
@@ -578,9 +620,11 @@ class _Window:
     def tokens_per_s(self, now: float) -> float:
         return self.tokens / max(now - self.since, 1e-9)
 
-    def read(self) -> _Numbers:
-        """The pending steps' numbers, read from the device at once; the window keeps no steps after it."""
-        pairs = torch.stack(self.values).tolist()
+    def read(self, mean: Callable[[torch.Tensor], torch.Tensor] | None = None) -> _Numbers:
+        """The pending steps' numbers, read from the device at once (averaged over the processes by ``mean``
+        under torchrun); the window keeps no steps after it."""
+        values = torch.stack(self.values)
+        pairs = (mean(values) if mean else values).tolist()
         numbers = _Numbers(self.steps, self.lr, [loss for loss, _ in pairs], [norm for _, norm in pairs])
         self.steps, self.lr, self.values = [], [], []
         return numbers
@@ -597,9 +641,11 @@ class _Loop:
     diverged: dict | None = None  # the step whose numbers were not finite (see `Finished`)
 
     def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer: Tokenizer, dataset: Dataset,
-                 control: Control):
+                 control: Control, world: World | None = None):
         self.config, self.dev, self.precision = config, dev, precision
         self.tokenizer, self.dataset, self.control = tokenizer, dataset, control
+        self.world = world or World()
+        self.agreed_stop = False  # under torchrun: a stop every process agreed on (`World.agree`)
         self.t, self.task = config.train, config.data.task
         self.data_gen = torch.Generator().manual_seed(self.t.seed)
         self.has_val = any(v for k, v in dataset.sizes().items() if k.startswith("val"))  # val_fraction = 0: none
@@ -617,20 +663,35 @@ class _Loop:
         self.optimizer = make_optimizer(self.model, self.t)
         self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.precision == "fp16")
         self.compiled = False
-        self.loss = _loss_function(self.model, self.task, compiled=False)
+        self.eager_loss: torch.nn.Module = _TaskLoss(self.model, self.task)  # under torchrun, its DDP wrapper
+        self.loss: LossFunction = self.eager_loss
 
     def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> int:
-        """`build`, then resume or create the run folder; the start step."""
+        """`build`, then resume or create the run folder; the start step. Under torchrun rank 0 does the
+        folder's work and hands the start step and the optimizer and random states to the others; the
+        model goes under DistributedDataParallel, which copies rank 0's weights to them."""
         self.build()
-        t = self.t
-        start = 0
+        start, state = 0, None
+        if self.world.is_main:
+            start, state = self._open_run(run, run_dir, runs_root)
+        if self.world.distributed:
+            start, state = self.world.share((start, state))
+            self.eager_loss = self.loss = self.world.wrap(self.eager_loss, self.dev, self.task == "classification")
+        if state:
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.data_gen.set_state(state["data_rng"])
+            set_rng_state(state, self.dev)
+        return start
+
+    def _open_run(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> tuple[int, dict | None]:
+        """Resume (the weights loaded; the start step and the training state saved with them, if it matches)
+        or create the run folder."""
+        t, start, state = self.t, 0, None
         if run:
             start = run.load_weights(self.model)
             state = run.load_training_state()
-            if state and state.get("step") == start:
-                self.optimizer.load_state_dict(state["optimizer"])
-                self.data_gen.set_state(state["data_rng"])
-                set_rng_state(state, self.dev)
+            if not (state and state.get("step") == start):
+                state = None
             run.truncate_after(start)
             run.write_config(self.config)
         else:
@@ -640,9 +701,10 @@ class _Loop:
         self.run = run
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
-                       data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy())
+                       data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy(),
+                       processes=self.world.size)
         self._open_probe()
-        return start
+        return start, state
 
     # -- one step ---------------------------------------------------------------------------------------------
     def step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -653,7 +715,7 @@ class _Loop:
         self.lr = lr
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev)
+        batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev, self.world)
         with autocast(self.dev, self.precision):
             loss, _, _ = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=True)
@@ -662,7 +724,7 @@ class _Loop:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.grad_clip if t.grad_clip > 0 else math.inf)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        return loss.detach(), grad_norm, _tokens_in(batch)
+        return loss.detach(), grad_norm, _tokens_in(batch) * self.world.size
 
     def _first_step(self, step: int) -> tuple[tuple[torch.Tensor, torch.Tensor, int], Note | None]:
         """The first step, where torch.compile compiles; if compiling fails the step runs again eagerly."""
@@ -672,7 +734,7 @@ class _Loop:
             if is_out_of_memory(e) or not self.compiled:
                 raise
             self.compiled = False
-            self.loss = _loss_function(self.model, self.task, compiled=False)
+            self.loss = self.eager_loss
             self.optimizer.zero_grad(set_to_none=True)
             reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
             return self.step(step), Note(f"torch.compile failed ({reason}); training without compiling.")
@@ -715,7 +777,7 @@ class _Loop:
                     single = False
                     yield Resumed(step)
                     self.window.restart_clock()
-                if control.stopping:
+                if self.agreed_stop if self.world.distributed else control.stopping:
                     status, message = "stopped", f"stopped at step {step}"
                     break
                 if control.snapshot_wanted:
@@ -724,7 +786,10 @@ class _Loop:
                 if note:
                     yield note
                 step += 1
-                if single or self._emission_due(step):
+                due = single or self._emission_due(step)
+                if self.world.distributed:  # the same steps in every process (`World.agree`)
+                    due, self.agreed_stop = self.world.agree(due, control.stopping)
+                if due:
                     diverged = yield from self._emit(step)
                     if diverged:
                         message, step = diverged
@@ -732,18 +797,21 @@ class _Loop:
                         break
         except Exception as e:
             if not is_out_of_memory(e):
-                self.run.write_meta(status="failed", step=step)
+                if self.world.is_main:
+                    self.run.write_meta(status="failed", step=step)
                 raise
             self.optimizer.zero_grad(set_to_none=True)
             free_memory(self.dev)
             status = "failed"
             message = oom_message(f"training at step {step + 1}", self.dev) + " The last checkpoint is kept."
         except BaseException as e:  # the consumer closing us (GeneratorExit), Ctrl-C: never leave the run "running"
-            self.run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
+            if self.world.is_main:
+                self.run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
             raise
-        if status != "failed":
-            yield self.checkpoint(step)
-        self.run.write_meta(status=status, step=step)
+        if self.world.is_main:
+            if status != "failed":
+                yield self.checkpoint(step)
+            self.run.write_meta(status=status, step=step)
         yield Finished(step, status, message, self.diverged)
 
     def _pause(self, step: int) -> Generator[Event, None, bool]:
@@ -777,9 +845,12 @@ class _Loop:
         them, yield Steps, write them to metrics.jsonl, then the evaluation, sample and checkpoint due now.
         A non-finite number ends it early: the steps before it are written (with no throughput: the window
         did not finish) and (the message, the last good step) returned."""
-        numbers = self.window.read()
+        numbers = self.window.read(self.world.mean if self.world.distributed else None)
         now = time.perf_counter()
         bad = numbers.first_non_finite(loss_scaling=self.scaler.is_enabled())
+        if not self.world.is_main:  # rank 0 writes and reports; the others stop where it stops
+            self.window.restart_clock()
+            return None if bad is None else ("", numbers.steps[bad] - 1)
         if bad is not None:
             self.run.append_metrics(numbers.head(bad).rows())
             self.diverged = {"step": numbers.steps[bad], "train_loss": str(numbers.train_loss[bad]),
