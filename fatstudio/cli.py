@@ -118,7 +118,8 @@ def cmd_train(args) -> int:
 
     config = _load_config(args)
     control = Control()
-    previous = signal.signal(signal.SIGINT, lambda *_: control.stop())  # Ctrl-C: stop, checkpoint, exit
+    # Ctrl-C or SIGTERM (a scheduler ending the job): stop after the current step, checkpoint, exit
+    previous = {sig: signal.signal(sig, lambda *_: control.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     world = World.from_env()  # under torchrun, rank 0 alone shows the run
     bar = _ProgressBar(enabled=not args.quiet and world.is_main, processes=world.size)
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
@@ -133,7 +134,8 @@ def cmd_train(args) -> int:
             if isinstance(ev, Finished):
                 return 0 if ev.status != "failed" else 1
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return 0
 
 

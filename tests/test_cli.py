@@ -169,6 +169,25 @@ def test_sigkill_then_resume(cfg_file, tmp_path):
     assert steps == list(range(1, ckpt + 16))  # rows past the checkpoint were dropped, then continued
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_stops_after_the_step_checkpoints_and_says_so(sig, cfg_file, tmp_path):
+    run = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "fatstudio", "train", str(cfg_file(100000)), "--out", str(run)],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 90
+    while time.time() < deadline and not (run / "model.safetensors").exists():
+        time.sleep(0.05)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0 and "Traceback" not in err, err
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["status"] == "stopped" and meta["checkpoint_step"] == meta["step"] > 0  # nothing lost
+    assert f"stopped: stopped at step {meta['step']}, checkpoint saved" in err
+    rows = (run / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(rows[-1])["step"] == meta["step"]
+
+
 def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     """The run line says what precision "auto" chose; a note (here: compile unavailable) reaches the terminal."""
     import torch

@@ -757,8 +757,8 @@ class _Loop:
     def run_steps(self, start: int) -> Iterator[Event]:
         """Step from ``start`` to train.steps, honouring the Control between steps, emitting (see `_emit`)
         about ten times a second and at every evaluation and checkpoint; then checkpoint and finish.
-        Whatever happens, the run folder is not left "running". Pausing first announces the steps done so
-        far; a step asked for while paused (`Control.step_once`) is announced at once, then Paused again."""
+        Whatever happens, the run folder is not left "running". Pausing or stopping first announces the
+        steps done so far (their rows are on disk before the last checkpoint); a step asked for while paused (`Control.step_once`) is announced at once, then Paused again."""
         t, control = self.t, self.control
         self.start, step = start, start
         self.model.train()
@@ -766,19 +766,22 @@ class _Loop:
         single = False  # the coming step is one asked for while paused
         try:
             while step < t.steps:
-                if control.paused and not control.stopping:
-                    diverged = (yield from self._emit(step)) if self.window.steps else None
+                stopping = self.agreed_stop if self.world.distributed else control.stopping
+                if (control.paused or stopping) and self.window.steps:  # first announce the steps done so far
+                    diverged = yield from self._emit(step)
                     if diverged:
                         message, step = diverged
                         status = "failed"
                         break
+                if control.paused and not stopping:
                     single = yield from self._pause(step)
+                    stopping = control.stopping
                 elif single:  # resumed or stopped while the single step ran: the pause is over
                     single = False
                     yield Resumed(step)
                     self.window.restart_clock()
-                if self.agreed_stop if self.world.distributed else control.stopping:
-                    status, message = "stopped", f"stopped at step {step}"
+                if stopping:
+                    status, message = "stopped", f"stopped at step {step}, checkpoint saved"
                     break
                 if control.snapshot_wanted:
                     yield self.snapshot(step)
