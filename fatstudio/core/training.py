@@ -758,7 +758,8 @@ class _Loop:
         """Step from ``start`` to train.steps, honouring the Control between steps, emitting (see `_emit`)
         about ten times a second and at every evaluation and checkpoint; then checkpoint and finish.
         Whatever happens, the run folder is not left "running". Pausing or stopping first announces the
-        steps done so far (their rows are on disk before the last checkpoint); a step asked for while paused (`Control.step_once`) is announced at once, then Paused again."""
+        steps done so far (their rows are on disk before the last checkpoint); a step asked for while
+        paused (`Control.step_once`) is announced at once, then Paused again."""
         t, control = self.t, self.control
         self.start, step = start, start
         self.model.train()
