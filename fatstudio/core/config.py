@@ -5,6 +5,7 @@ the training. Plain dataclasses with validation that names the field, the value 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 from dataclasses import dataclass, field, fields
@@ -222,6 +223,7 @@ class ResolvedModelConfig:
         return ModelConfig(**dataclasses.asdict(self))
 
 
+TENSORBOARD_MISSING = "train.tensorboard needs the tensorboard package: pip install tensorboard"
 TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "word", "bpe")
@@ -275,6 +277,7 @@ class TrainConfig(_Config):
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "mps"
     precision: str = "auto"  # "auto" (bf16 on GPUs that do it natively, else fp32) | "fp32" | "bf16" | "fp16"
     compile: bool = False
+    tensorboard: bool = False  # also write TensorBoard event files into RUN_DIR/tensorboard/ (see `tensorboard_log`)
 
     def validate(self) -> TrainConfig:
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
@@ -293,8 +296,11 @@ class TrainConfig(_Config):
         _check_number("train.beta1", self.beta1, 0.0, 1.0)
         _check_number("train.beta2", self.beta2, 0.0, 1.0)
         _check_number("train.grad_clip", self.grad_clip, 0.0, math.inf)
-        if not isinstance(self.compile, bool):
-            raise ValueError(f"train.compile = {self.compile!r} is not allowed; it must be true or false.")
+        for name in ("compile", "tensorboard"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"train.{name} = {getattr(self, name)!r} is not allowed; it must be true or false.")
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:  # looks, imports nothing
+            raise ValueError(TENSORBOARD_MISSING)
         return self
 
 

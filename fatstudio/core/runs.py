@@ -10,6 +10,9 @@ probe input at each evaluation (see `probes`). Loading a run never executes code
 window (a batch of steps announced together), so every row of a window carries the window's
 ``tokens_per_s`` and the window's last row carries ``window_end: true``: the throughput curve is the
 ``tokens_per_s`` of those rows.
+
+With ``train.tensorboard = true`` the rows and samples also go into TensorBoard event files in
+``tensorboard/`` (`tensorboard_log`), written as they are appended and closed when the run ends.
 """
 from __future__ import annotations
 
@@ -32,11 +35,13 @@ if TYPE_CHECKING:
     from .attention_maps import AttentionMaps
     from .model import Transformer
     from .probes import ProbeInput
+    from .tensorboard_log import TensorBoardLog
     from .tokenization import Tokenizer
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
+ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 
 
 def default_runs_root() -> Path:
@@ -100,6 +105,7 @@ class Run:
 
     def __init__(self, path: Path, config: RunConfig, meta: dict):
         self.path, self.config, self.meta = Path(path), config, meta
+        self._tensorboard: TensorBoardLog | None = None  # opened by the first write when config says so
 
     @property
     def name(self) -> str:
@@ -148,6 +154,7 @@ class Run:
         return cls(path, config, meta)
 
     def delete(self) -> None:
+        self.close()
         shutil.rmtree(self.path)
 
     # -- files -----------------------------------------------------------------------------------------------
@@ -156,15 +163,43 @@ class Run:
         atomic_write(self.path / CONFIG, json.dumps(config.to_dict(), indent=2))
 
     def write_meta(self, **updates) -> None:
+        """Update meta.json. ``status="running"`` with ``train.tensorboard`` on first imports TensorBoard's
+        writer (a ValueError in one line, before the run starts, if it cannot); a status the run ends with
+        (`ENDED`) closes the event files."""
+        status = updates.get("status")
+        if status == "running" and self.config.train.tensorboard:
+            from .tensorboard_log import summary_writer_class
+
+            summary_writer_class()
         self.meta.update(updates, updated=time.time())
         atomic_write(self.path / META, json.dumps(self.meta, indent=2))
+        if status in ENDED:
+            self.close()
 
     def append_metrics(self, rows: list[dict]) -> None:
-        """Append metrics rows (see the module docstring for their fields)."""
+        """Append metrics rows (see the module docstring for their fields); with ``train.tensorboard`` also
+        to the event files, flushed."""
         self._append(METRICS, rows)
+        if rows and self.config.train.tensorboard:
+            self._events().add_rows(rows)
 
     def append_sample(self, step: int, text: str) -> None:
         self._append(SAMPLES, [{"step": step, "text": text}])
+        if self.config.train.tensorboard:
+            self._events().add_sample(step, text)
+
+    def _events(self) -> TensorBoardLog:
+        if self._tensorboard is None:
+            from .tensorboard_log import TENSORBOARD_DIR, TensorBoardLog
+
+            self._tensorboard = TensorBoardLog(self.path / TENSORBOARD_DIR)
+        return self._tensorboard
+
+    def close(self) -> None:
+        """Close the run's TensorBoard event file if one is open (writing more opens a new one)."""
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+            self._tensorboard = None
 
     def _append(self, name: str, rows: list[dict]) -> None:
         if rows:

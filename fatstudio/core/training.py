@@ -812,10 +812,11 @@ class _Loop:
             if self.world.is_main:
                 self.run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
             raise
-        if self.world.is_main:
-            if status != "failed":
-                yield self.checkpoint(step)
+        if self.world.is_main:  # saved and marked before they are announced: a consumer may close us there
+            checkpoint = self.checkpoint(step) if status != "failed" else None
             self.run.write_meta(status=status, step=step)
+            if checkpoint:
+                yield checkpoint
         yield Finished(step, status, message, self.diverged)
 
     def _pause(self, step: int) -> Generator[Event, None, bool]:

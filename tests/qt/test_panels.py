@@ -4,6 +4,7 @@ pseudocode is the Paper panel's: tests/qt/test_paper.py.)"""
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import pytest
 
@@ -103,10 +104,29 @@ def test_train_panel_round_trip(qtbot):
     qtbot.addWidget(panel)
     t = TrainConfig(steps=123, batch_size=7, optimizer="sgd", lr=3e-4, warmup=5, lr_schedule="constant", min_lr=1e-5,
                     weight_decay=0.05, grad_clip=0.5, eval_interval=11, eval_iters=3, checkpoint_interval=50,
-                    sample_tokens=0, seed=9, device="cpu", precision="bf16", compile=True)
+                    sample_tokens=0, seed=9, device="cpu", precision="bf16", compile=True, tensorboard=True)
     panel.set_config(t)
     assert panel.config() == t
     assert panel.fields["lr"].text() == "3e-4"
+
+
+def test_train_panel_turns_tensorboard_on(qtbot, monkeypatch):
+    from PySide6.QtWidgets import QCheckBox
+
+    from fatstudio.core.config import TENSORBOARD_MISSING
+
+    panel = TrainPanel()
+    qtbot.addWidget(panel)
+    box = panel.fields["tensorboard"]
+    assert isinstance(box, QCheckBox) and box.objectName() == "train_tensorboard"
+    assert box.text() == "TensorBoard event files" and not box.isChecked() and not panel.config().tensorboard
+    assert "tensorboard --logdir" in box.toolTip() and "pip install tensorboard" in box.toolTip()
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # as if it were not installed
+    box.click()  # the person ticks it
+    assert panel.config().tensorboard is True and panel.settings.train.tensorboard is True
+    assert panel.settings.error == TENSORBOARD_MISSING  # said where the settings' problems are said
+    panel.set_config(panel.config().replace(tensorboard=False))  # a preset or a run's config
+    assert not box.isChecked() and panel.settings.error is None
 
 
 def test_tokens_html_shows_boundaries():

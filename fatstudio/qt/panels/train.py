@@ -100,6 +100,10 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
          "training will use here."),
         ("compile", "compile", check("torch.compile the model"),
          "Compile the model with torch.compile (slow start, faster steps on a GPU)."),
+        ("tensorboard", "TensorBoard", check("TensorBoard event files"),
+         "Also write TensorBoard event files into the run folder's tensorboard/ (losses, η, gradient norm, "
+         "tokens/s, accuracy and the samples, at the run's steps); watch them with tensorboard --logdir and "
+         "the runs folder. Needs the tensorboard package (pip install tensorboard)."),
     ]
 
 
