@@ -158,3 +158,34 @@ def test_fast_enough_for_the_gui():
     t = time.perf_counter()
     d.diagnose(rows, grad_clip=1.0, unigram=3.3, warmup=100)
     assert time.perf_counter() - t < 0.5  # the GUI recomputes it at most twice a second
+
+
+def test_a_growing_run_is_diagnosed_as_if_all_its_rows_were_read_each_time(monkeypatch):
+    """`Diagnosis`, fed a run as the GUI gets it (windows of steps, an evaluation's numbers joining its row
+    afterwards), finds at every call what every rule finds over all the rows, while the spike rule reads
+    only the new rows and the window before them."""
+    rows = healthy(n=3000, seed=3, evals=100)
+    for i in (700, 1500, 1501, 2600):
+        rows[i]["train_loss"] += 2.5  # spikes, one of them two steps long
+    for r in rows[2000:2400]:
+        r["grad_norm"] = 3.0  # clipped on every step
+    for k, r in enumerate(rows[1899:2300:100]):
+        r["val_loss"] = 2.0 + 0.05 * k  # validation loss rising while the training loss falls
+    evals = {i: (r.pop("eval_train_loss"), r.pop("val_loss")) for i, r in enumerate(rows) if "val_loss" in r}
+    read = []
+    spikes = d.spikes
+    monkeypatch.setattr(d, "spikes", lambda rs: read.append(len(rs)) or spikes(rs))
+    grown: list[dict] = []
+    seen = set()
+    diagnosis = d.Diagnosis(grad_clip=1.0, unigram=1.7, warmup=100)
+    for start in range(0, len(rows), 37):
+        for i in range(start, min(start + 37, len(rows))):
+            grown.append(rows[i])
+            if i - 3 in evals:  # an evaluation arrives a few rows after its step's numbers
+                rows[i - 3]["eval_train_loss"], rows[i - 3]["val_loss"] = evals[i - 3]
+        expected = sorted([*d.non_finite(grown), *spikes(grown), *d.overfitting(grown),
+                           *d.unigram_plateau(grown, 1.7, 100), *d.clipping(grown, 1.0, 100)], key=lambda f: f.step)
+        assert diagnosis(grown) == expected, start
+        seen.update(kinds(expected))
+    assert {"spike", "clipping", "overfitting"} <= seen
+    assert max(read) <= d.SPIKE_CONTEXT + 37
