@@ -21,6 +21,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fatstudio", description="A playground for 'Formal Algorithms for Transformers'. "
                                 "With no command, opens the desktop app.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--self-test", action="store_true", help="check that the app works here (offscreen: train, "
+                   "generate, draw attention for a tiny model; prints what it did) and exit")
     sub = p.add_subparsers(dest="command")
 
     t = sub.add_parser("train", help="train from a TOML config file (or a preset), or resume a run")
@@ -65,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    if args.self_test:
+        from .qt.self_test import run as self_test
+        return self_test()
     if args.command is None:
         from .qt.app import main as app_main
         return app_main([])

@@ -13,6 +13,30 @@ def _style() -> str:
         return ""
 
 
+def app_icon():
+    """fatstudio's icon (resources/fatstudio.png, drawn from fatstudio.svg); a null QIcon if it is missing."""
+    from PySide6.QtGui import QIcon
+
+    try:
+        from fatstudio.core.resources import resource_path
+        path = resource_path("fatstudio.png")
+    except OSError:
+        return QIcon()
+    return QIcon(str(path)) if path.is_file() else QIcon()
+
+
+def configure(app) -> None:
+    """The application's names, icon (every window's, unless it sets its own) and style sheet."""
+    app.setApplicationName("fatstudio")
+    app.setApplicationDisplayName("fatstudio")
+    app.setOrganizationName("fatstudio")
+    app.setDesktopFileName("fatstudio")  # Wayland: the compositor takes the icon from fatstudio.desktop
+    app.setWindowIcon(app_icon())
+    style = _style()
+    if style:
+        app.setStyleSheet(style)
+
+
 def _close_on_sigint(window) -> None:
     """Ctrl+C in the terminal closes the window the normal way (asking first if a run is training)."""
     import signal
@@ -33,12 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "fatstudio", *(argv or [])])
-    app.setApplicationName("fatstudio")
-    app.setApplicationDisplayName("fatstudio")
-    app.setOrganizationName("fatstudio")
-    style = _style()
-    if style:
-        app.setStyleSheet(style)
+    configure(app)
 
     from .gc import MainThreadCollector
     from .main_window import MainWindow
