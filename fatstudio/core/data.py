@@ -13,17 +13,22 @@ from __future__ import annotations
 import codecs
 import json
 import random
+import sys
 import sysconfig
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .config import TASKS, _check_choice
 from .tokenization import Progress, Tokenizer, encode_corpus, split_text, token_dtype
+
+if TYPE_CHECKING:
+    from .streaming import Source, TokenFile
 
 IGNORE = -100  # target index ignored by the loss
 TEXT_SUFFIXES = frozenset(
@@ -38,7 +43,9 @@ _FIELDS = {"seq2seq": ("source", "target"), "classification": ("text", "label")}
 @dataclass
 class Corpus:
     """Raw training material: ``text`` (kind "text"), ``pairs`` (kind "pairs", seq2seq) or ``labelled``
-    (kind "labelled", classification), with ``notes`` on how it was read."""
+    (kind "labelled", classification), with ``notes`` on how it was read. A text larger than
+    `streaming.STREAM_BYTES` is not held: ``text`` is None and ``source`` streams it from its files (its
+    ``texts()`` are a sample spread over it, its ``preview`` the start of it; its ``stats`` are exact)."""
 
     name: str
     kind: str
@@ -46,6 +53,7 @@ class Corpus:
     pairs: list[tuple[str, str]] | None = None
     labelled: list[tuple[str, str]] | None = None
     notes: list[str] = field(default_factory=list)
+    source: Source | None = None  # a streamed text (see `streaming`)
 
     @property
     def examples(self) -> list[tuple[str, str]]:
@@ -53,7 +61,10 @@ class Corpus:
 
     def texts(self) -> list[str]:
         """All text to train a tokenizer on: the text, or every source and target, or every example's text
-        (labels are classes, not tokens). A list, so ``train_tokenizer`` can report progress."""
+        (labels are classes, not tokens). A list, so ``train_tokenizer`` can report progress. A streamed
+        text gives a sample of it (and one of each character the sample lacks)."""
+        if self.source is not None:
+            return self.source.texts()
         if self.kind == "text":
             return [self.text or ""]
         if self.kind == "pairs":
@@ -62,6 +73,8 @@ class Corpus:
 
     def stats(self) -> dict:
         """Numbers for the GUI: characters, lines, words, distinct symbols, and examples/classes."""
+        if self.source is not None:
+            return {"name": self.name, "kind": self.kind, **self.source.stats(), "notes": list(self.notes)}
         chars = lines = words = 0
         symbols: set[str] = set()
         for piece in (p for t in self.texts() for p in split_text(t)):
@@ -83,6 +96,8 @@ class Corpus:
 
     def preview(self, n_chars: int = 2000) -> str:
         """The first ``n_chars`` characters, examples shown one a line as ``source → target`` or ``[label] text``."""
+        if self.source is not None:
+            return self.source.sample[0][:n_chars] if self.source.sample else ""
         if self.kind == "text":
             return (self.text or "")[:n_chars]
         out, size = [], 0
@@ -177,6 +192,8 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
             raise ValueError(f"task {task} needs examples: a .tsv file with {a}<TAB>{b} lines or a .jsonl file "
                              f'with {{"{a}": …, "{b}": …}} objects; {path.name} is neither.')
     notes: list[str] = []
+    if text_task and _streams(files):
+        return _load_streamed(path, spec, files, notes, progress)
     texts, examples, binaries = [], [], 0
     for i, f in enumerate(files):
         try:
@@ -208,6 +225,34 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
     if task == "seq2seq":
         return Corpus(path.name, "pairs", pairs=examples, notes=notes)
     return Corpus(path.name, "labelled", labelled=examples, notes=notes)
+
+
+def _streams(files: list[Path]) -> bool:
+    """Whether text ``files`` are too large to hold in memory (`streaming.STREAM_BYTES`)."""
+    from . import streaming
+
+    return sum(f.stat().st_size for f in files) > streaming.STREAM_BYTES
+
+
+def _load_streamed(path: Path, spec: str, files: list[Path], notes: list[str], progress: Progress | None) -> Corpus:
+    from . import streaming
+
+    try:
+        source = streaming.scan(files, notes, progress)
+    except OSError as e:
+        raise ValueError(f"cannot read {getattr(e, 'filename', None) or path}: {e.strerror or e}.") from None
+    if not source.files and path.is_file():
+        raise ValueError(f"{path.name} looks like a binary file, not text.")
+    if not source.alphabet.strip():
+        raise ValueError(f"corpus {spec!r} is empty.")
+    if len(source.files) < len(files):
+        notes.append(f"skipped {len(files) - len(source.files)} binary file(s).")
+    if len(files) > 1:
+        notes.insert(0, f"{len(source.files)} files from {path}.")
+    notes.append(f"{source.size / 1e6:,.0f} MB: too large to hold, so it is streamed from disk into a token file "
+                 f"(cached in {streaming.cache_root()}); the tokenizer is trained on "
+                 f"{sum(map(len, source.sample)) / 1e6:.0f} M characters sampled across it.")
+    return Corpus(path.name, "text", notes=notes, source=source)
 
 
 # --- built-in corpora -------------------------------------------------------------------------------------
@@ -357,23 +402,45 @@ def _unique(make, rng: random.Random, n: int) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-def _stdlib_text() -> tuple[str, list[str]]:
+# A frozen app (PyInstaller) has no .py sources of its standard library: packaging/fatstudio.spec copies the
+# files `stdlib_corpus_files` picks at build time into this folder of the bundle, and `_stdlib_root` reads them
+# there, so the bundle's corpus is the same text, file for file and in the same order, as an unfrozen run's.
+STDLIB_BUNDLE_DIR = "stdlib-corpus"
+
+
+def _stdlib_root() -> Path:
+    if getattr(sys, "frozen", False):
+        return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)) / STDLIB_BUNDLE_DIR
+    return Path(sysconfig.get_paths()["stdlib"])
+
+
+def _stdlib_parts(root: Path) -> list[tuple[Path, str]]:
     """Top-level .py modules of the standard library, sorted by name, until ~STDLIB_CHARS characters."""
-    root = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(root.glob("*.py"))
-    if not files:
-        raise ValueError(f"the Python standard library sources were not found in {root}; "
-                         "choose another corpus.")
-    parts, size = [], 0
-    for f in files:
+    parts: list[tuple[Path, str]] = []
+    size = 0
+    for f in sorted(root.glob("*.py")):
         text = f.read_text(encoding="utf-8", errors="replace")
         if len(text) > STDLIB_CHARS // 5:
             continue  # keep variety: no single huge module
-        parts.append(text)
+        parts.append((f, text))
         size += len(text)
         if size >= STDLIB_CHARS:
             break
-    return "\n".join(parts), [f"{len(parts)} modules from {root}."]
+    return parts
+
+
+def stdlib_corpus_files(root: Path | None = None) -> list[Path]:
+    """The files the "python-stdlib" corpus reads, in order (what the bundle's spec collects)."""
+    return [f for f, _ in _stdlib_parts(root or _stdlib_root())]
+
+
+def _stdlib_text() -> tuple[str, list[str]]:
+    root = _stdlib_root()
+    parts = _stdlib_parts(root)
+    if not parts:
+        raise ValueError(f"the Python standard library sources were not found in {root}; "
+                         "choose another corpus.")
+    return "\n".join(text for _, text in parts), [f"{len(parts)} modules from {root}."]
 
 
 def repeat_sequences(seed: int) -> list[str]:
@@ -470,6 +537,11 @@ class Dataset:
         of predicting token frequencies only. None where it is no baseline (seq2seq, classification)."""
         return None
 
+    def split_chars(self) -> dict[str, int] | None:
+        """The characters of the text each split covers, where the dataset knew them as it encoded (a
+        streamed corpus); else None (`training.chars_per_token` counts them from the text)."""
+        return None
+
     @staticmethod
     def _check_split(split: str, n: int | None = None) -> None:
         if split not in ("train", "val"):
@@ -507,6 +579,29 @@ class _StreamDataset(Dataset):
         rows = (~masked.any(1)).nonzero(as_tuple=True)[0]  # at least one masked position per row
         masked[rows, torch.randint(T, (len(rows),), generator=generator)] = True
         return {"x": torch.where(masked, self.tokenizer.mask_id, w), "y": torch.where(masked, w, IGNORE)}
+
+
+class _MappedDataset(_StreamDataset):
+    """A `_StreamDataset` over a streamed corpus's token file, mapped (`streaming.TokenFile`): the same
+    batches from the same ids, while only the pages read stay in memory."""
+
+    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, tokens: TokenFile, n_train: int, p_mask: float):
+        super().__init__(task, tokenizer, l_max, tokens.data, n_train, p_mask)
+        self._tokens, self._n_train = tokens, n_train
+
+    def unigram_entropy(self) -> float | None:
+        if not self._n_train:
+            return None
+        counts = self._tokens.counts(self._n_train)  # read in chunks, not through the map
+        p = counts[counts > 0] / self._n_train
+        return float(-(p * np.log(p)).sum())
+
+    def split_chars(self) -> dict[str, int] | None:
+        train = self._tokens.chars_before(self._n_train)
+        out = {"train": train}
+        if len(self._data["val"]):
+            out["val"] = self._tokens.chars - train
+        return out
 
 
 def _ragged(tokenizer: Tokenizer, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -603,12 +698,15 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
     if task == "masked_lm" and not 0 < p_mask <= 1:
         raise ValueError(f"p_mask = {p_mask!r} is not allowed; it must be in (0, 1].")
     if corpus.kind == "text":
-        data = encode_corpus(tokenizer, corpus.text or "", progress)
+        tokens = corpus.source.tokens(tokenizer, progress) if corpus.source is not None else None
+        data = tokens.data if tokens is not None else encode_corpus(tokenizer, corpus.text or "", progress)
         n_train = int(len(data) * (1 - val_fraction))
         need = 2 if task == "next_token" else 1  # tokens per split
         if n_train < need or (val_fraction > 0 and len(data) - n_train < need):
             raise ValueError(f"corpus {corpus.name!r} gives only {len(data)} tokens, too few to split with "
                              f"val_fraction = {val_fraction}; use a larger corpus.")
+        if tokens is not None:
+            return _MappedDataset(task, tokenizer, l_max, tokens, n_train, p_mask)
         return _StreamDataset(task, tokenizer, l_max, data, n_train, p_mask)
     unique = list(dict.fromkeys(corpus.examples))
     order = np.random.default_rng(seed).permutation(len(unique))

@@ -194,7 +194,7 @@ def model_input(model: Transformer, tokenizer: TokenizerLike | None, corpus: Cor
 def _texts(corpus: Corpus) -> tuple[str, str]:
     """The first text of a corpus and, for pairs, its target."""
     if corpus.kind == "text":
-        return corpus.text or "", ""
+        return corpus.text or corpus.preview(1 << 16), ""  # a streamed corpus holds only its start
     examples = corpus.examples
     if not examples:
         return "", ""

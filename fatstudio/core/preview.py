@@ -83,7 +83,7 @@ def token_pieces(tokenizer: Tokenizer, corpus: Corpus, n_chars: int = TOKEN_PREV
         return [Piece(s, first + i) for i, s in enumerate(tokenizer.token_strings(tokenizer.encode(text)))]
 
     if corpus.kind == "text":
-        sample = (corpus.text or "")[:n_chars]
+        sample = corpus.preview(n_chars)  # the text's start (a streamed corpus holds no text, only a sample)
         pieces = tokens(sample, 0) if sample else []
         return pieces, len(pieces), len(sample)
     pieces = []

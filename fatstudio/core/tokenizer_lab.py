@@ -130,12 +130,13 @@ def parse_specs(text: str) -> list[Spec]:
 def split_corpus(corpus: Corpus, val_fraction: float) -> tuple[list[str], list[str]]:
     """The training and validation texts of ``corpus``: a text cut at 1 - ``val_fraction`` of its characters
     (moved on to the next line start within 10,000 characters, else to the next space), or its examples'
-    texts, the last ``val_fraction`` of them held out."""
+    texts, the last ``val_fraction`` of them held out. A streamed corpus (too large to hold) is represented by
+    its sample (`streaming.SAMPLE_CHARS` characters spread over it)."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"the tokenizer lab measures on the validation split; val_fraction = {val_fraction} "
                          "holds none out. Set the validation split above 0.")
     if corpus.kind == "text":
-        text = corpus.text or ""
+        text = corpus.text or ("".join(corpus.source.sample) if corpus.source else "")
         cut = int(len(text) * (1 - val_fraction))
         m = _LINE_START.search(text, max(cut - 1, 0), cut + 10_000) or _SPACE.search(text, cut)
         cut = m.end() if m else cut

@@ -524,7 +524,12 @@ def chars_per_token(corpus: Corpus, tokenizer: Tokenizer, dataset: Dataset) -> d
     ratio bits per character. Each split has its own (a BPE's differ by 10 % on python-stdlib). None for
     paired or labelled corpora (seq2seq, classification), whose loss is not over one text."""
     sizes = dataset.sizes()
-    if corpus.kind != "text" or not corpus.text or not sizes.get("train_tokens"):
+    if corpus.kind != "text" or not sizes.get("train_tokens"):
+        return None
+    counted = dataset.split_chars()  # a streamed corpus's, counted as it was encoded (it holds no text)
+    if counted is not None:
+        return {split: n / sizes[f"{split}_tokens"] for split, n in counted.items()}
+    if not corpus.text:
         return None
     n_val = sizes.get("val_tokens", 0)
     val_chars = _tail_chars(corpus.text, tokenizer, n_val)
