@@ -37,7 +37,7 @@ from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
-from fatstudio.qt.workers import TrainingJob, call_in_thread
+from fatstudio.qt.workers import TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
 
 log = logging.getLogger("fatstudio.qt")
 
@@ -64,6 +64,13 @@ def _import_view_panels():
     return True
 
 
+def _diagnosis(train: dict, unigram: float | None):
+    """The "is this normal?" rules for a run with these train settings and unigram entropy."""
+    from fatstudio.core.diagnostics import Diagnosis
+
+    return Diagnosis(float(train.get("grad_clip", 0.0) or 0.0), unigram, int(train.get("warmup", 0) or 0))
+
+
 def _diverged_row(diverged: dict) -> dict:
     """A metrics-like row for the step whose numbers were not finite (`training.Finished.diverged`)."""
     def number(value):
@@ -84,6 +91,20 @@ def _export_hf(run_dir: str, out_dir: str):
 def _load_model(path: str):
     from fatstudio.core.runs import Run
     return Run.open(path).load_model("cpu")
+
+
+def _list_runs(root: str):
+    """Worker: every run of the runs folder, read (config and meta of each) off the GUI thread."""
+    from fatstudio.core.runs import list_runs
+    return list_runs(Path(root))
+
+
+BUSY_TRAIN = {  # what the Train button says while it cannot start a run
+    "starting": ("Starting…", "A run is starting (preparing the corpus, the model and the run folder)."),
+    "running": ("Training…", "A run is training: stop it first to start another."),
+    "paused": ("Paused", "A run is paused: resume or stop it first to start another."),
+    "stopping": ("Stopping…", "The run is stopping after the current step and being saved."),
+}
 
 
 class MainWindow(QMainWindow):
@@ -118,12 +139,16 @@ class MainWindow(QMainWindow):
         self._close_pending = False
         self._error_box: QMessageBox | None = None
         self._model_call = None
+        self._model_call_path: str | None = None
+        self._loaded_dir: str | None = None  # the run folder whose model the Prompt tab has (None: none, a snapshot)
+        self._runs_call: Any = None  # the Call reading the runs folder in a worker
+        self.runs_loading = False
         self._runs_stale = False
         self._event_handlers: dict[type, Callable[[Any], None]] | None = None
         self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
         # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
         self._diag_rows: list[dict] = []
-        self._diag_settings: dict[str, Any] = {}
+        self._diagnosis: Any = None  # core.diagnostics.Diagnosis of the run shown: the rules over _diag_rows
         self._diag_heads: list = []  # diagnostics.Finding: the dead or uniform heads of its latest probe step
         self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
 
@@ -139,6 +164,7 @@ class MainWindow(QMainWindow):
         self._restore_choice()
         state.restore_window(self)
         self.revalidate()
+        install_shutdown()  # no worker thread outlives the application
         QTimer.singleShot(0, self._after_start)
 
     # ============================================================================================== building
@@ -174,11 +200,16 @@ class MainWindow(QMainWindow):
         self.validationLabel.setWordWrap(True)
         self.validationLabel.setStyleSheet("color: #b00020; font-weight: bold; padding: 4px;")
         self.validationLabel.hide()
+        self.settingsNoteLabel = QLabel(objectName="settingsNoteLabel")  # what the settings apply to
+        self.settingsNoteLabel.setWordWrap(True)
+        self.settingsNoteLabel.setStyleSheet("color: #555; padding: 4px;")
+        self.settingsNoteLabel.hide()
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.setContentsMargins(4, 4, 0, 4)
         ll.addWidget(self.settingsTabs, 1)
         ll.addWidget(self.validationLabel)
+        ll.addWidget(self.settingsNoteLabel)
         left.setMinimumWidth(380)
 
         self.viewTabs = QTabWidget(objectName="viewTabs")
@@ -270,13 +301,14 @@ class MainWindow(QMainWindow):
                     item.widget().deleteLater()
             lay.addWidget(panel)
         self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        register_stoppable(self._prompt_panel)  # a generation stops when the application ends
         self._prompt_panel.openOfferedRun.connect(self._open_latest_run)
         self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
         self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
         if self._probe_dir is not None:
             self._list_probes(self._probe_dir)
         if self.loaded_model is not None:
-            self._set_prompt_model(self.loaded_model)
+            self._set_prompt_model(self.loaded_model, self._loaded_dir)
 
     def highlight_model_fields(self, names: list) -> None:
         """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
@@ -340,20 +372,38 @@ class MainWindow(QMainWindow):
         self.validationLabel.setText(message or "")
         self.validationLabel.setVisible(bool(message))
         self._update_train_enabled()
+        self._update_settings_note()
         return message
 
     def _update_train_enabled(self) -> None:
         ok = self.state == "idle" and self.validation_error is None and not self._close_pending
-        self.train_view.trainButton.setEnabled(ok)
+        button = self.train_view.trainButton
+        button.setEnabled(ok)
         self.trainAction.setEnabled(ok)
-        self.train_view.trainButton.setToolTip(
-            "Start a new run with the current Model, Corpus and Train settings." if self.validation_error is None
-            else f"Fix this first: {self.validation_error}")
+        text, tip = BUSY_TRAIN.get(self.state, ("▶ Train", ""))
+        button.setText(text)
+        button.setToolTip(tip or ("Start a new run with the current Model, Corpus and Train settings."
+                                  if self.validation_error is None else f"Fix this first: {self.validation_error}"))
+
+    def _update_settings_note(self) -> None:
+        """Say what the settings apply to when that is not obvious: they are locked while a run trains, and
+        with a run open in the Prompt tab whose model they no longer describe, they are the next run's."""
+        note = ""
+        if self.state != "idle":
+            note = "The settings are locked while a run trains; changes apply to the next run."
+        elif self.loaded_model is not None:
+            m = self.loaded_model.config.model
+            if self.settings.model.replace(vocab_size=m.vocab_size) != m:
+                note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
+                        f"{self.loaded_model.label or 'the open model'} ({m.arch}).")
+        self.settingsNoteLabel.setText(note)
+        self.settingsNoteLabel.setVisible(bool(note))
 
     # ============================================================================================ training
     def start_training(self) -> bool:
         """Start a new run with the current settings (the Train button)."""
         if self.state != "idle":
+            self.statusBar().showMessage(f"A run is already {self.state}: no second run is started.", 6000)
             return False
         if self.revalidate() is not None:
             self.statusBar().showMessage(self.validation_error or "", 8000)
@@ -451,6 +501,7 @@ class MainWindow(QMainWindow):
         self.paper_panel.set_training(busy)
         self.train_view.runs.set_busy(busy, self.run_dir)
         self._update_train_enabled()
+        self._update_settings_note()
 
     # ========================================================================================= the trainer's events
     def _on_event(self, ev) -> None:
@@ -483,8 +534,7 @@ class MainWindow(QMainWindow):
         self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
         self.train_view.show_lr_override(None)
         train = ev.config.get("train", {})
-        self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
-                               "warmup": int(train.get("warmup", 0) or 0), "unigram": ev.unigram_entropy}
+        self._diagnosis = _diagnosis(train, ev.unigram_entropy)
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
         self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
         self.train_view.statusLabel.setText(
@@ -598,7 +648,7 @@ class MainWindow(QMainWindow):
         if self._close_pending:
             self.close()
             return
-        self.refresh_runs()
+        self.refresh_runs(select=self.run_dir)
         if self.run_dir and self.last_status in ("finished", "stopped"):
             self.train_view.runs.select_path(self.run_dir)
             self._load_run_model(self.run_dir)
@@ -612,8 +662,7 @@ class MainWindow(QMainWindow):
         self._diag_heads = []  # until the run's probes are listed
         if meta.get("diverged") and meta.get("status") == "failed":
             self._diag_rows.append(_diverged_row(meta["diverged"]))
-        self._diag_settings = {"grad_clip": float(train.get("grad_clip", 0.0) or 0.0),
-                               "warmup": int(train.get("warmup", 0) or 0), "unigram": meta.get("unigram_entropy")}
+        self._diagnosis = _diagnosis(train, meta.get("unigram_entropy"))
         self.update_diagnostics()
 
     def _schedule_diagnostics(self) -> None:
@@ -621,12 +670,11 @@ class MainWindow(QMainWindow):
             self._diag_timer.start()
 
     def update_diagnostics(self) -> None:
-        """Run the "is this normal?" rules (`core.diagnostics.diagnose`) over the rows so far, with the dead
-        heads of the latest probe step, into ``diagnosticsView``."""
-        from fatstudio.core.diagnostics import diagnose
-
+        """Run the "is this normal?" rules (`core.diagnostics.Diagnosis`: each call reads the rows added since
+        the last) over the rows so far, with the dead heads of the latest probe step, into ``diagnosticsView``."""
         self._diag_timer.stop()
-        findings = sorted([*diagnose(self._diag_rows, **self._diag_settings), *self._diag_heads], key=lambda f: f.step)
+        self._diagnosis = self._diagnosis or _diagnosis({}, None)
+        findings = sorted([*self._diagnosis(self._diag_rows), *self._diag_heads], key=lambda f: f.step)
         self.train_view.set_diagnostics([f.line for f in findings])
 
     # ================================================================================================= runs
@@ -636,15 +684,29 @@ class MainWindow(QMainWindow):
         from fatstudio.core.runs import default_runs_root
         return default_runs_root()
 
-    def refresh_runs(self) -> None:
-        from fatstudio.core.runs import list_runs
+    def refresh_runs(self, select: str | None = None) -> None:
+        """Read the runs folder again in a worker thread (hundreds of runs take a while); the list is filled
+        when it has been read (``runs_loading`` until then), with ``select`` selected if given."""
         root = self._root()
-        try:
-            runs = list_runs(root)
-        except OSError as e:
-            self.show_error(f"Cannot read the runs folder {root}: {e.strerror or e}.", dialog=False)
-            runs = []
+        if self._runs_call is not None:
+            self._runs_call.cancelled = True  # a newer reading wins
+        self.runs_loading = True
+        self.train_view.runs.folderLabel.setText(f"<small>reading the runs folder {root}…</small>")
+        call = call_in_thread(_list_runs, str(root))
+        call.result.connect(lambda runs, c=call: self._runs_listed(c, root, runs, select))
+        call.failed.connect(lambda message, c=call: self._runs_listed(c, root, [], select, message))
+        self._runs_call = call
+
+    def _runs_listed(self, call, root, runs: list, select: str | None, error: str | None = None) -> None:
+        if call is not self._runs_call:
+            return
+        self._runs_call = None
+        self.runs_loading = False
+        if error:
+            self.show_error(f"Cannot read the runs folder {root}: {error}", dialog=False)
         self.train_view.runs.set_runs(runs, root)
+        if select:
+            self.train_view.runs.select_path(select)
         self._offer_latest_run(runs)
 
     def _offer_latest_run(self, runs: list) -> None:
@@ -699,16 +761,20 @@ class MainWindow(QMainWindow):
         if self._model_call is not None:
             self._model_call.cancelled = True
         self.statusBar().showMessage(f"Loading the model of {Path(path).name}…")
-        self._model_call = call_in_thread(_load_model, path, on_result=self._model_loaded,
+        self._model_call_path = path
+        self._model_call = call_in_thread(_load_model, path, on_result=lambda m, p=path: self._model_loaded(m, p),
                                           on_error=lambda msg: self.show_error(f"Cannot load the model: {msg}"))
 
-    def _model_loaded(self, loaded) -> None:
+    def _model_loaded(self, loaded, path: str | None = None) -> None:
         self._model_call = None
-        self._set_prompt_model(loaded)
+        self._set_prompt_model(loaded, path)
         self.statusBar().showMessage(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
 
-    def _set_prompt_model(self, loaded) -> None:
+    def _set_prompt_model(self, loaded, path: str | None = None) -> None:
+        """Prompt ``loaded``, the model of the run folder ``path`` (None: a snapshot, or no model)."""
         self.loaded_model = loaded
+        self._loaded_dir = path if loaded is not None else None
+        self._update_settings_note()
         self.paper_panel.set_model(loaded)
         try:
             self.prompt_panel.set_model(loaded)
@@ -724,21 +790,62 @@ class MainWindow(QMainWindow):
         self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
         self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
+    def _is_open(self, run) -> bool:
+        """Whether ``run`` is the one shown (Training tab) or prompted (Prompt tab), or its model loads."""
+        path = str(run.path)
+        return path in (self.run_dir, self._loaded_dir) or (
+            self._model_call is not None and self._model_call.running and self._model_call_path == path)
+
     def delete_run(self, run) -> None:
+        """Delete a run's folder (asked first). The run open in the Training and Prompt tabs is closed with it,
+        and the tabs say so."""
         if self.state != "idle":
             return
         if not self.confirm_delete(run):
             return
+        is_open = self._is_open(run)
         try:
             run.delete()
         except OSError as e:
             self.show_error(f"Could not delete {run.path}: {e.strerror or e}.")
+            self.refresh_runs()
+            return
         self.plots.remove_overlay(run.name)
         if self._probe_dir == str(run.path):
             self._list_probes(str(run.path))  # its probe files are gone: the slider goes
-        if self.run_dir and str(run.path) == str(self.run_dir):
-            self.run_dir = None
+        if is_open:
+            self._close_open_run(run.name)
+        runs = self.train_view.runs
+        runs.set_runs([r for r in runs.runs if str(r.path) != str(run.path)])  # at once; then read again
         self.refresh_runs()
+
+    def _close_open_run(self, name: str) -> None:
+        """The open run was deleted: the Training, Prompt, Attention and Paper tabs let it go and say so."""
+        if self._model_call is not None:
+            self._model_call.cancelled = True  # its model would arrive for a folder that is gone
+            self._model_call = None
+        self.run_dir = None
+        self.plots.clear()
+        self.train_view.samplesView.clear()
+        self._set_diagnostics_rows([], {})
+        self.train_view.progressBar.setValue(0)
+        self.train_view.progressBar.setFormat("deleted")
+        message = f"The run {name} was deleted; open another run to prompt it."
+        self.train_view.statusLabel.setText(f"Deleted {name}.")
+        if self.loaded_model is not None and "snapshot" not in (self.loaded_model.label or ""):
+            self._set_prompt_model(None)
+            if self._attention_panel is not None:
+                self._attention_panel.clear()
+        if self._prompt_panel is not None:
+            self._prompt_panel.show_note(message)
+        self.statusBar().showMessage(message, 10000)
+
+    def delete_question(self, run) -> str:
+        """What `confirm_delete` asks: the run, its folder, and whether it is the one open."""
+        text = f"Delete the run {run.name} and all its files?\n{run.path}"
+        if self._is_open(run):
+            text += "\n\nIt is open in the Prompt tab and the Training tab: it will be closed there."
+        return text
 
     def export_run(self, run) -> None:
         """Write the run as a Hugging Face transformers folder, ``<run name>-hf`` in a folder the user picks,
@@ -761,7 +868,7 @@ class MainWindow(QMainWindow):
 
     def confirm_delete(self, run) -> bool:
         """Ask before deleting (tests replace this)."""
-        answer = QMessageBox.question(self, "Delete run", f"Delete the run {run.name} and all its files?\n{run.path}",
+        answer = QMessageBox.question(self, "Delete run", self.delete_question(run),
                                       QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
                                       QMessageBox.StandardButton.No)
         return answer == QMessageBox.StandardButton.Yes
@@ -822,6 +929,9 @@ class MainWindow(QMainWindow):
             return
         if self._error_box is not None:
             self._error_box.close()
+        if self.corpus_panel.tokenizer_lab is not None:
+            self.corpus_panel.tokenizer_lab.close()  # its comparison's result is dropped
+        shutdown_workers(0)  # a generation stops after its token, no result lands on a closed window; no wait
         state.save_window(self)
         state.remember_choice(self.model_panel.presetCombo.currentData(), self.settings.data.corpus)
         super().closeEvent(event)

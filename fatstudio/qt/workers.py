@@ -7,12 +7,21 @@ model) and hands the result or the error message back on the GUI thread.
 
 The heavy modules (torch, tokenizers, the core's training/data/runs) are imported inside the worker
 functions, so the window opens without them.
+
+No worker outlives the interpreter: ``shutdown_workers`` asks every running job to stop (a training run then
+checkpoints and is marked stopped), drops the results of calls still in flight and waits for the pool's
+threads. ``install_shutdown`` runs it when the application is about to quit (before Python's own shutdown
+begins: a thread importing torch then still can), and it is registered with ``atexit`` too, after PySide6's own
+clean-up (so it runs before it): a script or test that quits while a worker still runs (importing torch,
+training a tokenizer, generating) ends quietly, not with tracebacks from threads whose Qt objects are gone.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import traceback
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +56,11 @@ def _as_failure(exc: BaseException) -> WorkerFailure:
     if not isinstance(exc, (ValueError, WorkerFailure)):
         log.error("worker error:\n%s", "".join(traceback.format_exception(exc)))
     return WorkerFailure(describe_error(exc))
+
+
+class Cancelled(Exception):
+    """Raised by a cancelled call's ``progress`` callable: the function stops at its next report (its result
+    would be dropped anyway)."""
 
 
 class ControlReady:
@@ -99,7 +113,10 @@ class TrainingJob(QObject):
         return self._running
 
     def start(self) -> None:
+        if _QUITTING:  # the application is ending: no run starts
+            return
         self._running = True
+        _STOPPABLE.add(self)
         self._worker.start()
 
     def _on_error(self, exc) -> None:
@@ -159,7 +176,8 @@ class _CallSignals(QObject):
 class Call(QObject):
     """A function run once in a worker thread. ``progress(fraction, message)``, ``result(object)``,
     ``failed(str)``, ``done()`` arrive on the GUI thread. If the function accepts a ``progress`` keyword,
-    pass ``with_progress=True`` and it gets a thread-safe callable ``progress(fraction, message)``."""
+    pass ``with_progress=True`` and it gets a thread-safe callable ``progress(fraction, message)``, which
+    raises `Cancelled` once ``cancelled`` is set, so a superseded or abandoned call ends at its next report."""
 
     progress = Signal(float, str)
     result = Signal(object)
@@ -177,7 +195,11 @@ class Call(QObject):
         def run():
             try:
                 return func(*args, **kwargs)
+            except Cancelled:
+                return None
             except BaseException as e:
+                if self.cancelled:  # abandoned (superseded, or the application is ending): nobody to tell
+                    return None
                 raise _as_failure(e) from None
 
         self._worker = FunctionWorker(run)
@@ -187,6 +209,8 @@ class Call(QObject):
         self._running = False
 
     def _emit_progress(self, fraction: float, message: str = "") -> None:
+        if self.cancelled:
+            raise Cancelled
         with contextlib.suppress(RuntimeError):  # the receiver is gone
             self._sig.progress.emit(float(fraction), str(message))
 
@@ -208,6 +232,9 @@ class Call(QObject):
         return self._running
 
     def start(self) -> Call:
+        if _QUITTING:  # the application is ending: no new thread (the call never runs, nothing arrives)
+            self.cancelled = True
+            return self
         self._running = True
         _LIVE.add(self)
         self._worker.start()
@@ -215,6 +242,7 @@ class Call(QObject):
 
 
 _LIVE: set[Call] = set()  # calls in flight are kept alive until they are done
+_QUITTING = False  # set when the application is about to quit
 
 
 def call_in_thread(func, *args, on_result=None, on_error=None, on_progress=None, on_done=None,
@@ -235,3 +263,50 @@ def call_in_thread(func, *args, on_result=None, on_error=None, on_progress=None,
 def wait_for_workers(msecs: int = -1) -> bool:
     """Block until every worker thread of the pool has ended (or ``msecs`` passed)."""
     return QThreadPool.globalInstance().waitForDone(msecs)
+
+
+_STOPPABLE: weakref.WeakSet = weakref.WeakSet()  # jobs with a stop() that ends their worker soon
+EXIT_WAIT_MS = 120_000  # a training step, a tokenizer's training or an import of torch ends well within this
+
+
+def register_stoppable(obj) -> None:
+    """``obj.stop()`` is called by `shutdown_workers` (e.g. a panel's generation in a worker thread)."""
+    _STOPPABLE.add(obj)
+
+
+def shutdown_workers(msecs: int = EXIT_WAIT_MS) -> bool:
+    """Before the application ends: ask every registered job to stop, drop the results of calls in flight
+    (their receivers are going) and wait until the pool's threads have ended. Returns whether they all did."""
+    for call in list(_LIVE):
+        call.cancelled = True
+    for job in list(_STOPPABLE):
+        with contextlib.suppress(RuntimeError):  # its Qt object is already gone
+            job.stop()
+    return QThreadPool.globalInstance().waitForDone(msecs)
+
+
+def install_shutdown(app=None) -> None:
+    """Run `shutdown_workers` when the application (``app``, default the running one) is about to quit;
+    once per application."""
+    from PySide6.QtCore import QCoreApplication
+
+    app = app or QCoreApplication.instance()
+    if app is not None and not app.property("fatstudioShutdown"):
+        app.setProperty("fatstudioShutdown", True)
+        app.aboutToQuit.connect(_about_to_quit)
+
+
+def _about_to_quit() -> None:
+    global _QUITTING
+    _QUITTING = True  # what the clean-up after this (deferred deletions, timers) would start, does not start
+    if not shutdown_workers():
+        log.warning("worker threads still running as the application quits")
+
+
+def _at_exit() -> None:
+    with contextlib.suppress(Exception):
+        if not shutdown_workers():
+            log.warning("worker threads still running at exit")
+
+
+atexit.register(_at_exit)  # after PySide6's clean-up was registered (QtCore is imported above): runs before it

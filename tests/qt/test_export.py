@@ -34,7 +34,8 @@ def test_runs_list_exports_and_shows_refusals(qtbot, window, runs_root, tmp_path
         return str(dest) if len(asked) > 1 else ""  # the first time the person cancels
 
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(choose))
-    w.refresh_runs()
+    w.refresh_runs()  # read in a worker thread
+    qtbot.waitUntil(lambda: not w.runs_loading and w.train_view.runs.tree.topLevelItemCount() == 2, timeout=LONG)
     runs, button = w.train_view.runs, w.findChild(QPushButton, "runsExportButton")
     runs.tree.clearSelection()
     assert not button.isEnabled()  # nothing selected

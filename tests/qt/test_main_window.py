@@ -102,6 +102,7 @@ def test_one_click_training(qtbot, window, runs_root):
     assert w.train_view.samplesView.toPlainText().strip()
     assert w.findChild(QListWidget, "diagnosticsView").count() == 0  # a healthy run: nothing to flag
     assert w.model_panel.isEnabled() and w.findChild(QPushButton, "trainButton").isEnabled()
+    qtbot.waitUntil(lambda: not w.runs_loading, timeout=LONG)  # the runs folder is read in a worker thread
     assert w.train_view.runs.tree.topLevelItemCount() == 1
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)  # the model went to the Prompt panel
 
@@ -185,6 +186,7 @@ def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
     _fin, run_b = _headless_run(runs_root, steps=10)
     assert fin.status == "finished"
     w.refresh_runs()
+    qtbot.waitUntil(lambda: not w.runs_loading, timeout=LONG)  # read in a worker thread
     runs = w.train_view.runs
     assert runs.tree.topLevelItemCount() == 2
     runs.select_path(run_a)

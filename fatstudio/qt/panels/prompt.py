@@ -433,6 +433,10 @@ class PromptPanel(QWidget):
         self.generateButton.setEnabled(self.loaded is not None and not running)
         self.stopButton.setEnabled(running and not self._stop.is_set())
 
+    def show_note(self, text: str) -> None:
+        """A note under the prompt (e.g. why the model went)."""
+        self._show_message(text, "info")
+
     def _show_message(self, text: str, kind: str = "error") -> None:
         if not text:
             self.messageLabel.clear()
