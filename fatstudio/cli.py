@@ -76,10 +76,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export}[args.command](args)
-    except (ValueError, OSError) as e:
-        if args.debug:
+    except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
+        from .core.runs import os_error_in
+
+        cause = e if isinstance(e, (ValueError, OSError)) else os_error_in(e)
+        if args.debug or cause is None:
             raise
-        msg = str(e) if isinstance(e, ValueError) else f"{getattr(e, 'filename', '') or ''}: {e.strerror or e}".lstrip(": ")
+        msg = str(e) if isinstance(cause, ValueError) else \
+            f"{getattr(cause, 'filename', '') or ''}: {cause.strerror or cause}".lstrip(": ")
         print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

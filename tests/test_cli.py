@@ -147,6 +147,13 @@ def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tm
     assert 1 <= len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 
+def test_attention_on_a_text_longer_than_l_max_is_refused_in_a_line(trained_run, tmp_path, capsys):
+    assert main(["attention", str(trained_run), "--prompt", "hello " * 10, "--out", str(tmp_path / "m.json")]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "more than this model's l_max = 16" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "m.json").exists()
+
+
 def test_sigkill_then_resume(cfg_file, tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

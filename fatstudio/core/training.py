@@ -428,17 +428,20 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     t = config.train
     world = World.from_env()
     dev = resolve_device(t.device)
+    locked: list[Run] = []  # the run this process trains holds its lock (`Run.lock`) until training ends
     try:
         if world.distributed:
             dev = world.start(dev, t.batch_size)
-        yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe)
+        yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe, locked)
     finally:
+        for run in locked:
+            run.unlock()
         world.end()
 
 
 def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Path | None, resume: bool,
-           control: Control, runs_root: Path | None, prepared: Prepared | None, probe: ProbeInput | str | None
-           ) -> Iterator[Event]:
+           control: Control, runs_root: Path | None, prepared: Prepared | None, probe: ProbeInput | str | None,
+           locked: list[Run]) -> Iterator[Event]:
     t = config.train
     precision = resolve_precision(t.precision, dev)
     torch.manual_seed(t.seed)
@@ -447,11 +450,16 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
         if run_dir is None:
             raise ValueError("resuming needs the folder of the run to continue.")
         run = Run.open(run_dir)
+        run.lock()  # a second process training it is refused here, before anything is read or written
+        locked.append(run)
         if not run.has_checkpoint:
             raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
+    elif run_dir is not None and world.is_main:
+        Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
     tokenizer, dataset, config, chars = yield from _prepare_data(config, run, prepared, world)
     yield Prepare("building the model", 0.9)
     loop = _Loop(config, dev, precision, tokenizer, dataset, control, world)
+    loop.locked = locked
     loop.probe_input = ProbeInput(probe) if isinstance(probe, str) else probe
     try:
         start = loop.open(run, run_dir, runs_root)
@@ -644,6 +652,7 @@ class _Loop:
     probe: ProbeInput | None = None  # the run's probe, and the ids the model reads for it
     probe_ids: tuple[list[int], list[int] | None] | None = None
     diverged: dict | None = None  # the step whose numbers were not finite (see `Finished`)
+    locked: list[Run] | None = None  # where a run this loop creates and locks goes (`train` unlocks them)
 
     def __init__(self, config: RunConfig, dev: torch.device, precision: str, tokenizer: Tokenizer, dataset: Dataset,
                  control: Control, world: World | None = None):
@@ -701,7 +710,10 @@ class _Loop:
             run.write_config(self.config)
         else:
             out = Path(run_dir) if run_dir else None
-            run = Run.create(self.config, out.parent if out else runs_root, out.name if out else None)
+            run = Run.create(self.config, out.parent if out else runs_root, out.name if out else None,
+                             lock=self.locked is not None)
+            if self.locked is not None:
+                self.locked.append(run)
             run.save_tokenizer(self.tokenizer)
         self.run = run
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
@@ -807,7 +819,7 @@ class _Loop:
         except Exception as e:
             if not is_out_of_memory(e):
                 if self.world.is_main:
-                    self.run.write_meta(status="failed", step=step)
+                    self.run.try_write_meta(status="failed", step=step)  # a full disk: the error is told
                 raise
             self.optimizer.zero_grad(set_to_none=True)
             free_memory(self.dev)
@@ -815,10 +827,14 @@ class _Loop:
             message = oom_message(f"training at step {step + 1}", self.dev) + " The last checkpoint is kept."
         except BaseException as e:  # the consumer closing us (GeneratorExit), Ctrl-C: never leave the run "running"
             if self.world.is_main:
-                self.run.write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
+                self.run.try_write_meta(status="failed" if not isinstance(e, GeneratorExit) else "stopped", step=step)
             raise
         if self.world.is_main:  # saved and marked before they are announced: a consumer may close us there
-            checkpoint = self.checkpoint(step) if status != "failed" else None
+            try:
+                checkpoint = self.checkpoint(step) if status != "failed" else None
+            except Exception:  # a full disk: the previous checkpoint stays, the run is not left "running"
+                self.run.try_write_meta(status="failed", step=step)
+                raise
             self.run.write_meta(status=status, step=step)
             if checkpoint:
                 yield checkpoint
