@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             raise
         msg = str(e) if isinstance(cause, ValueError) else \
             f"{getattr(cause, 'filename', '') or ''}: {cause.strerror or cause}".lstrip(": ")
+        if cause is not e and str(e):  # a library's error around the OSError: its words too (--debug: the traceback)
+            msg += f" ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
         print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -193,36 +193,37 @@ def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Fi
 SPIKE_CONTEXT = 2 * SPIKE_WINDOW + 1  # rows before the new ones for `spikes` to judge these as over all of them
 TAIL_ROWS = 2 * max(PLATEAU_STEPS, CLIP_STEPS)  # the rows the plateau and clipping rules look at (with room)
 LATE_EVAL_ROWS = 2000  # an evaluation's numbers may join a row up to this many rows after it was first read
+KEEP_ROWS = max(SPIKE_CONTEXT, TAIL_ROWS, LATE_EVAL_ROWS)  # the rows a `Diagnosis` keeps
 
 
 class Diagnosis:
-    """Every rule above over a run's growing metrics rows, each call as cheap as the rows added since the last:
-    call it with the rows so far (a list only ever appended to, whose evaluation rows may gain their
-    ``val_loss`` later). The step rules read the new rows (spikes with the window before them) and keep what
-    they found; overfitting reads the evaluations, the plateau and clipping rules the last rows. ``grad_clip``
-    and ``warmup`` are the run's train settings; ``unigram`` the corpus's unigram entropy in nats per token
-    (None: the plateau rule is skipped). A run of 17,000 steps took 0.3 s a call over all rows, on the GUI
-    thread, growing with the run."""
+    """Every rule above over a run's metrics rows as they arrive: call it with the rows added since the last
+    call (a reopened run's all at once); it returns what every rule finds over all the rows so far. It keeps
+    only what the rules look back at (the last `KEEP_ROWS` rows, the evaluations, the spikes found), so a call
+    costs the new rows and its memory stays bounded however long the run (the GUI holds no rows; a 17,000-step
+    run took 0.3 s a call over all its rows when it did). An evaluation's numbers may join a row already given
+    (the same dict, updated) up to `LATE_EVAL_ROWS` rows later. ``grad_clip`` and ``warmup`` are the run's
+    train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule)."""
 
     def __init__(self, grad_clip: float = 0.0, unigram: float | None = None, warmup: int = 0):
         self.grad_clip, self.unigram, self.warmup = grad_clip, unigram, warmup
-        self._read = 0  # rows the step rules have read
+        self._recent: list[dict] = []  # the last KEEP_ROWS rows given
         self._non_finite: list[Finding] = []
         self._spikes: list[Finding] = []
         self._evals: dict[int, dict] = {}  # step → evaluation row
 
-    def __call__(self, rows: Sequence[dict]) -> list[Finding]:
-        new = rows[self._read:]
+    def __call__(self, new: Sequence[dict]) -> list[Finding]:
         if new:
             self._non_finite = self._non_finite or non_finite(new)
             first = int(new[0].get("step", 0))
-            judged = spikes(rows[max(0, self._read - SPIKE_CONTEXT):])
+            judged = spikes([*self._recent[-SPIKE_CONTEXT:], *new])
             self._spikes = (self._spikes + [f for f in judged if f.step >= first])[-SPIKE_MAX_FINDINGS:]
-        for r in rows[max(0, self._read - LATE_EVAL_ROWS):]:
+        window = [*self._recent[-LATE_EVAL_ROWS:], *new]
+        for r in window:
             if "val_loss" in r:
                 self._evals[int(r.get("step", 0))] = r
-        self._read = len(rows)
-        tail = rows[-TAIL_ROWS:]
+        self._recent = window[-KEEP_ROWS:]
+        tail = self._recent[-TAIL_ROWS:]
         found = [*self._non_finite, *self._spikes, *overfitting([self._evals[s] for s in sorted(self._evals)]),
                  *unigram_plateau(tail, self.unigram, self.warmup), *clipping(tail, self.grad_clip, self.warmup)]
         return sorted(found, key=lambda f: f.step)

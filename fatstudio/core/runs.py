@@ -105,8 +105,9 @@ def os_error_in(e: BaseException) -> OSError | None:
 
 
 def _naming(e: OSError, path: Path) -> OSError:
-    """``e`` with ``path`` as its file name (a write error says which file), of the same OSError subclass."""
-    return e if e.filename else OSError(e.errno, e.strerror or str(e), str(path))
+    """``e`` with ``path`` as its file name (a write error says which file, not its temporary's), of the same
+    OSError subclass (OSError picks it from the errno)."""
+    return OSError(e.errno, e.strerror or str(e), str(path))
 
 
 def _jsonl(rows) -> str:
@@ -237,7 +238,10 @@ class Run:
         return cls(path, config, meta)
 
     def delete(self) -> None:
+        """Remove the run's folder. A run another process trains (`lock`) is a ValueError and nothing goes."""
         self.close()
+        if not self.locked:
+            self.lock()  # refused at once if another process holds it
         self.unlock()
         shutil.rmtree(self.path)
 

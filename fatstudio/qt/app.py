@@ -61,15 +61,12 @@ def main(argv: list[str] | None = None) -> int:
 
     from .gc import MainThreadCollector
     from .main_window import MainWindow
-    from .workers import wait_for_workers
 
     MainThreadCollector(app)  # Qt objects are collected in the GUI thread only
     window = MainWindow()
     window.show()
     _close_on_sigint(window)
-    code = app.exec()
-    wait_for_workers()  # corpus loading or model loading still in flight
-    return int(code)
+    return int(app.exec())  # the worker threads still running are stopped and waited for on aboutToQuit (workers)
 
 
 if __name__ == "__main__":

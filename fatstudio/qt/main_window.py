@@ -9,7 +9,9 @@ functions or when first needed, so the window opens fast.
 """
 from __future__ import annotations
 
+import html
 import logging
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.workers import TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
 
 log = logging.getLogger("fatstudio.qt")
+EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among the last this many rows
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -64,11 +67,14 @@ def _import_view_panels():
     return True
 
 
-def _diagnosis(train: dict, unigram: float | None):
-    """The "is this normal?" rules for a run with these train settings and unigram entropy."""
+def _diagnosis(train: dict, unigram: float | None, diagnosis=None):
+    """The "is this normal?" rules for a run with these train settings and unigram entropy: a new
+    `core.diagnostics.Diagnosis`, or ``diagnosis`` (which has read the run's earlier rows) given them."""
     from fatstudio.core.diagnostics import Diagnosis
 
-    return Diagnosis(float(train.get("grad_clip", 0.0) or 0.0), unigram, int(train.get("warmup", 0) or 0))
+    d = diagnosis or Diagnosis()
+    d.grad_clip, d.unigram, d.warmup = float(train.get("grad_clip", 0.0) or 0.0), unigram, int(train.get("warmup", 0) or 0)
+    return d
 
 
 def _diverged_row(diverged: dict) -> dict:
@@ -142,13 +148,15 @@ class MainWindow(QMainWindow):
         self._model_call_path: str | None = None
         self._loaded_dir: str | None = None  # the run folder whose model the Prompt tab has (None: none, a snapshot)
         self._runs_call: Any = None  # the Call reading the runs folder in a worker
+        self._runs_select: str | None = None  # the run to select once it has been read
         self.runs_loading = False
         self._runs_stale = False
         self._event_handlers: dict[type, Callable[[Any], None]] | None = None
         self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
         # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
-        self._diag_rows: list[dict] = []
-        self._diagnosis: Any = None  # core.diagnostics.Diagnosis of the run shown: the rules over _diag_rows
+        self._diag_new: list[dict] = []  # metrics rows the diagnosis has not read yet
+        self._diag_recent: deque[dict] = deque(maxlen=EVAL_ROW_LOOKBACK)  # the last rows (evaluations join them)
+        self._diagnosis: Any = None  # core.diagnostics.Diagnosis of the run shown: it keeps what it needs
         self._diag_heads: list = []  # diagnostics.Finding: the dead or uniform heads of its latest probe step
         self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
 
@@ -393,7 +401,7 @@ class MainWindow(QMainWindow):
             note = "The settings are locked while a run trains; changes apply to the next run."
         elif self.loaded_model is not None:
             m = self.loaded_model.config.model
-            if self.settings.model.replace(vocab_size=m.vocab_size) != m:
+            if self.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both from the data
                 note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
                         f"{self.loaded_model.label or 'the open model'} ({m.arch}).")
         self.settingsNoteLabel.setText(note)
@@ -426,8 +434,9 @@ class MainWindow(QMainWindow):
         if cfg.train.steps <= upto:
             self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
             return False
-        self.plots.load_metrics([r for r in run.metrics() if r.get("step", 0) <= upto])
-        self._set_diagnostics_rows([r for r in run.metrics() if r.get("step", 0) <= upto], {})
+        rows = [r for r in run.metrics() if r.get("step", 0) <= upto]
+        self.plots.load_metrics(rows)
+        self._set_diagnostics_rows(rows, {})
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])
         return self._start_job(cfg, run_dir=str(run.path), resume=True)
 
@@ -534,7 +543,7 @@ class MainWindow(QMainWindow):
         self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
         self.train_view.show_lr_override(None)
         train = ev.config.get("train", {})
-        self._diagnosis = _diagnosis(train, ev.unigram_entropy)
+        self._diagnosis = _diagnosis(train, ev.unigram_entropy, self._diagnosis)  # a resumed run's rows are read
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
         self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
         self.train_view.statusLabel.setText(
@@ -546,8 +555,8 @@ class MainWindow(QMainWindow):
 
     def _on_steps(self, ev) -> None:
         self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
-        self._diag_rows.extend({"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
-                               for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm))
+        self._add_diag_rows([{"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
+                             for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)])
         self._schedule_diagnostics()
         if self._runs_stale:  # show the step and best validation loss so far in the runs list
             self._runs_stale = False
@@ -557,10 +566,10 @@ class MainWindow(QMainWindow):
 
     def _on_evaluation(self, ev) -> None:
         self.plots.add_eval(ev.step, ev.val_loss)
-        row = next((r for r in reversed(self._diag_rows[-1000:]) if r.get("step") == ev.step), None)
+        row = next((r for r in reversed(self._diag_recent) if r.get("step") == ev.step), None)
         if row is None:
             row = {"step": ev.step}
-            self._diag_rows.append(row)
+            self._add_diag_rows([row])
         row.update(eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss)
         self._schedule_diagnostics()
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
@@ -621,7 +630,7 @@ class MainWindow(QMainWindow):
         self.last_status = ev.status
         self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
         if ev.diverged:
-            self._diag_rows.append(_diverged_row(ev.diverged))
+            self._add_diag_rows([_diverged_row(ev.diverged)])
         self.update_diagnostics()
         if ev.status == "failed":
             self.show_error(f"Training failed: {ev.message}")
@@ -648,9 +657,8 @@ class MainWindow(QMainWindow):
         if self._close_pending:
             self.close()
             return
-        self.refresh_runs(select=self.run_dir)
+        self.refresh_runs(select=self.run_dir)  # the run just ended is selected once the list is read
         if self.run_dir and self.last_status in ("finished", "stopped"):
-            self.train_view.runs.select_path(self.run_dir)
             self._load_run_model(self.run_dir)
 
     # ========================================================================================== diagnostics
@@ -658,12 +666,17 @@ class MainWindow(QMainWindow):
         """Diagnose these metrics rows (a reopened or resumed run's, or none) now; ``train`` its train settings,
         ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
         meta = meta or {}
-        self._diag_rows = list(rows)
+        self._diag_new, self._diag_recent = [], deque(maxlen=EVAL_ROW_LOOKBACK)
         self._diag_heads = []  # until the run's probes are listed
+        self._add_diag_rows(list(rows))
         if meta.get("diverged") and meta.get("status") == "failed":
-            self._diag_rows.append(_diverged_row(meta["diverged"]))
+            self._add_diag_rows([_diverged_row(meta["diverged"])])
         self._diagnosis = _diagnosis(train, meta.get("unigram_entropy"))
         self.update_diagnostics()
+
+    def _add_diag_rows(self, rows: list[dict]) -> None:
+        self._diag_new.extend(rows)
+        self._diag_recent.extend(rows)
 
     def _schedule_diagnostics(self) -> None:
         if not self._diag_timer.isActive():
@@ -674,7 +687,8 @@ class MainWindow(QMainWindow):
         the last) over the rows so far, with the dead heads of the latest probe step, into ``diagnosticsView``."""
         self._diag_timer.stop()
         self._diagnosis = self._diagnosis or _diagnosis({}, None)
-        findings = sorted([*self._diagnosis(self._diag_rows), *self._diag_heads], key=lambda f: f.step)
+        new, self._diag_new = self._diag_new, []
+        findings = sorted([*self._diagnosis(new), *self._diag_heads], key=lambda f: f.step)
         self.train_view.set_diagnostics([f.line for f in findings])
 
     # ================================================================================================= runs
@@ -689,13 +703,14 @@ class MainWindow(QMainWindow):
         when it has been read (``runs_loading`` until then), with ``select`` selected if given."""
         root = self._root()
         if self._runs_call is not None:
-            self._runs_call.cancelled = True  # a newer reading wins
+            self._runs_call.cancelled = True  # a newer reading wins, selecting what the older one would have
+            select = select or self._runs_select
         self.runs_loading = True
-        self.train_view.runs.folderLabel.setText(f"<small>reading the runs folder {root}…</small>")
+        self.train_view.runs.folderLabel.setText(f"<small>reading the runs folder {html.escape(str(root))}…</small>")
         call = call_in_thread(_list_runs, str(root))
         call.result.connect(lambda runs, c=call: self._runs_listed(c, root, runs, select))
         call.failed.connect(lambda message, c=call: self._runs_listed(c, root, [], select, message))
-        self._runs_call = call
+        self._runs_call, self._runs_select = call, select
 
     def _runs_listed(self, call, root, runs: list, select: str | None, error: str | None = None) -> None:
         if call is not self._runs_call:
@@ -790,11 +805,12 @@ class MainWindow(QMainWindow):
         self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
         self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
-    def _is_open(self, run) -> bool:
-        """Whether ``run`` is the one shown (Training tab) or prompted (Prompt tab), or its model loads."""
+    def _open_in(self, run) -> list[str]:
+        """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
         path = str(run.path)
-        return path in (self.run_dir, self._loaded_dir) or (
-            self._model_call is not None and self._model_call.running and self._model_call_path == path)
+        loading = self._model_call is not None and self._model_call.running and self._model_call_path == path
+        return [tab for tab, here in (("Training", self.run_dir == path), ("Prompt", self._loaded_dir == path or loading))
+                if here]
 
     def delete_run(self, run) -> None:
         """Delete a run's folder (asked first). The run open in the Training and Prompt tabs is closed with it,
@@ -803,48 +819,54 @@ class MainWindow(QMainWindow):
             return
         if not self.confirm_delete(run):
             return
-        is_open = self._is_open(run)
+        open_in = self._open_in(run)
         try:
             run.delete()
-        except OSError as e:
-            self.show_error(f"Could not delete {run.path}: {e.strerror or e}.")
+        except (OSError, ValueError) as e:  # a file that will not go; another process training the run
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).rstrip(".")
+            self.show_error(f"Could not delete {run.path}: {why}.")
             self.refresh_runs()
             return
         self.plots.remove_overlay(run.name)
         if self._probe_dir == str(run.path):
             self._list_probes(str(run.path))  # its probe files are gone: the slider goes
-        if is_open:
-            self._close_open_run(run.name)
+        if open_in:
+            self._close_open_run(run, open_in)
         runs = self.train_view.runs
         runs.set_runs([r for r in runs.runs if str(r.path) != str(run.path)])  # at once; then read again
         self.refresh_runs()
 
-    def _close_open_run(self, name: str) -> None:
-        """The open run was deleted: the Training, Prompt, Attention and Paper tabs let it go and say so."""
-        if self._model_call is not None:
-            self._model_call.cancelled = True  # its model would arrive for a folder that is gone
-            self._model_call = None
-        self.run_dir = None
-        self.plots.clear()
-        self.train_view.samplesView.clear()
-        self._set_diagnostics_rows([], {})
-        self.train_view.progressBar.setValue(0)
-        self.train_view.progressBar.setFormat("deleted")
-        message = f"The run {name} was deleted; open another run to prompt it."
-        self.train_view.statusLabel.setText(f"Deleted {name}.")
-        if self.loaded_model is not None and "snapshot" not in (self.loaded_model.label or ""):
-            self._set_prompt_model(None)
-            if self._attention_panel is not None:
-                self._attention_panel.clear()
-        if self._prompt_panel is not None:
-            self._prompt_panel.show_note(message)
-        self.statusBar().showMessage(message, 10000)
+    def _close_open_run(self, run, tabs: list[str]) -> None:
+        """``run`` was deleted while open in ``tabs`` (`_open_in`): those tabs let it go and say so; a run open
+        in another tab stays."""
+        message = f"The run {run.name} was deleted"
+        if "Training" in tabs:
+            self.run_dir = None
+            self.plots.clear()
+            self.train_view.samplesView.clear()
+            self._set_diagnostics_rows([], {})
+            self.train_view.progressBar.setValue(0)
+            self.train_view.progressBar.setFormat("deleted")
+            self.train_view.statusLabel.setText(f"Deleted {run.name}.")
+        if "Prompt" in tabs:
+            if self._model_call is not None and self._model_call_path == str(run.path):
+                self._model_call.cancelled = True  # its model would arrive for a folder that is gone
+                self._model_call = None
+            if self._loaded_dir == str(run.path):
+                self._set_prompt_model(None)
+                if self._attention_panel is not None:
+                    self._attention_panel.clear()
+            message += "; open another run to prompt it"
+            if self._prompt_panel is not None:
+                self._prompt_panel.show_note(message + ".")
+        self.statusBar().showMessage(message + ".", 10000)
 
     def delete_question(self, run) -> str:
         """What `confirm_delete` asks: the run, its folder, and whether it is the one open."""
         text = f"Delete the run {run.name} and all its files?\n{run.path}"
-        if self._is_open(run):
-            text += "\n\nIt is open in the Prompt tab and the Training tab: it will be closed there."
+        tabs = self._open_in(run)
+        if tabs:
+            text += f"\n\nIt is open in the {' and the '.join(tabs)} tab{'s' * (len(tabs) > 1)}: it will be closed there."
         return text
 
     def export_run(self, run) -> None:

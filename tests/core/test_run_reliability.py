@@ -13,7 +13,7 @@ from safetensors import SafetensorError, safe_open
 from training_helpers import tiny_config as config
 
 from fatstudio.core import runs, training
-from fatstudio.core.runs import FORMAT_VERSION, Run, atomic_write, list_runs
+from fatstudio.core.runs import FORMAT_VERSION, WEIGHTS, Run, atomic_write, list_runs
 from fatstudio.core.training import Control, train
 
 
@@ -338,6 +338,9 @@ def test_training_holds_the_lock_and_reading_is_not_blocked(text_file, tmp_path)
     with pytest.raises(ValueError, match=f"{run} is being trained by another process"):
         run_all(Run.open(run).config, run_dir=run, resume=True)
     assert Run.open(run).load_model().step == 5  # reading (prompting, attention, the GUI) takes no lock
+    with pytest.raises(ValueError, match="being trained by another process"):
+        Run.open(run).delete()  # the runs list's Delete… while the CLI trains it
+    assert (run / WEIGHTS).exists()
     gen.close()  # the consumer stops it
     assert Run.open(run).meta["status"] == "stopped" and lock_is_free(run)
 

@@ -104,6 +104,7 @@ def test_one_click_training(qtbot, window, runs_root):
     assert w.model_panel.isEnabled() and w.findChild(QPushButton, "trainButton").isEnabled()
     qtbot.waitUntil(lambda: not w.runs_loading, timeout=LONG)  # the runs folder is read in a worker thread
     assert w.train_view.runs.tree.topLevelItemCount() == 1
+    assert str(w.train_view.runs.selected().path) == w.run_dir  # the run just trained is selected
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)  # the model went to the Prompt panel
 
 

@@ -220,3 +220,32 @@ def test_panels_follow_the_settings_not_each_other(qtbot):
     settings.update("model", vocab_size=77)  # what the corpus panel records from its tokenizer
     assert model.vocabLabel.text().startswith("77") and f"{costs.parameter_counts(settings.model)['embedding']:,}" \
         in model.costLabel.text()
+
+
+def test_runs_list_fills_at_once_and_keeps_the_selected_run_across_refreshes(qtbot):
+    from pathlib import Path
+
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.runs import Run
+    from fatstudio.qt.panels.train import RunsList
+
+    def run(name: str, step: int) -> Run:
+        return Run(Path("/runs") / name, RunConfig(), {"status": "finished", "step": step, "total_steps": 500,
+                                                        "val_loss": 1.23456, "created": 1.7e9})
+
+    runs = RunsList()
+    qtbot.addWidget(runs)
+    a, b, c = run("a", 100), run("b", 200), run("c", 300)
+    runs.set_runs([c, b, a], "/runs")
+    tree = runs.tree
+    assert [tree.topLevelItem(i).text(0) for i in range(3)] == ["c", "b", "a"]
+    assert [tree.topLevelItem(1).text(i) for i in range(4)] == ["b", "finished", "200/500", "1.2346"]
+    assert runs.selected() is None and not runs.openButton.isEnabled()
+    runs.select_path("/runs/b")
+    assert runs.selected() is b and runs.openButton.isEnabled() and runs.resumeSpin.value() == 500
+    d = run("d", 400)
+    runs.set_runs([d, c, run("b", 250), a])  # a newer run on top; b read again
+    assert runs.selected().path == b.path and runs.selected().meta["step"] == 250
+    assert len(tree.selectedItems()) == 1 and tree.selectedItems()[0].text(0) == "b"
+    runs.set_runs([d, c, a])  # b deleted meanwhile
+    assert runs.selected() is None and not runs.deleteButton.isEnabled()

@@ -250,6 +250,27 @@ def test_switching_architecture_or_preset_leaves_the_open_run_working(qtbot, win
     assert note.isHidden()
 
 
+def test_a_classification_run_open_with_its_own_settings_says_nothing(qtbot, window, runs_root):
+    """n_classes (like N_V) comes from the data when the run starts: the settings that made the run, loaded
+    back, are not "for the next run"."""
+    from fatstudio.core import training
+    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs import Run
+
+    w = window
+    preset = next(p for p in load_presets() if p.config.data.task == "classification")
+    cfg = preset.config.with_overrides(["model.L=1", "model.d_e=16", "model.d_mlp=32", "train.steps=5",
+                                        "train.eval_interval=5", "train.eval_iters=1", "train.batch_size=4"])
+    events = list(training.train(cfg, runs_root=runs_root))
+    run_dir = next(e for e in events if e.kind == "started").run_dir
+    w.apply_preset(preset)
+    w.settings.replace(cfg)
+    w.open_run(Run.open(run_dir))
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    assert w.loaded_model.config.model.n_classes > 0 and w.settings.model.n_classes == 0
+    assert w.findChild(type(w.validationLabel), "settingsNoteLabel").isHidden()
+
+
 def test_settings_are_locked_while_training_and_say_so(qtbot, window):
     w = window
     set_tiny(w, steps=100_000)
@@ -279,7 +300,7 @@ def test_deleting_the_run_open_in_the_prompt_tab_closes_it_with_a_message(qtbot,
     assert not Path(run_b).exists() and w.loaded_model is not None and w.run_dir == run_a
     assert "Prompt tab" not in asked[-1]
     w.delete_run(Run.open(run_a))
-    assert "open in the Prompt tab" in asked[-1]  # the question says what happens
+    assert "open in the Training and the Prompt tabs" in asked[-1]  # the question says what happens
     assert not Path(run_a).exists()
     assert w.loaded_model is None and w.prompt_panel.loaded is None and w.run_dir is None
     assert "deleted" in w.prompt_panel.modelLabel.text().lower() or "deleted" in w.prompt_panel.messageLabel.text()
@@ -301,6 +322,52 @@ def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root):
     QThreadPool.globalInstance().waitForDone(LONG)
     qtbot.wait(100)
     assert w.loaded_model is None and w.run_dir is None
+    assert w.last_error is None  # the load was cancelled, not failed on the missing files
+
+
+def test_deleting_a_run_another_process_trains_is_refused_with_a_message(qtbot, window, runs_root):
+    from fatstudio.core import training
+    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs import WEIGHTS, Run
+
+    w = window
+    cfg = load_presets()[0].config.with_overrides([*TINY, "train.steps=400", "train.checkpoint_interval=5"])
+    trainer = training.train(cfg, runs_root=runs_root)  # as `fatstudio train` would, holding RUN/.lock
+    run_dir = next(e.run_dir for e in trainer if e.kind == "started")
+    next(e for e in trainer if e.kind == "checkpoint")
+    w.confirm_delete = lambda run: True
+    try:
+        w.delete_run(Run.open(run_dir))
+        assert "being trained by another process" in (w.last_error or "")
+        assert (Path(run_dir) / WEIGHTS).exists()
+    finally:
+        trainer.close()
+    w.delete_run(Run.open(run_dir))  # once it has stopped, it goes
+    assert not Path(run_dir).exists()
+
+
+def test_deleting_a_run_closes_it_only_in_the_tabs_it_is_open_in(qtbot, window, runs_root):
+    """The Training tab may show one run while the Prompt tab prompts another (a run opened without weights
+    keeps the model that was loaded): deleting one leaves the other."""
+    from fatstudio.core.runs import WEIGHTS, Run
+
+    w = window
+    run_a, run_c = headless_run(runs_root), headless_run(runs_root)
+    (Path(run_c) / WEIGHTS).unlink()  # a run that never reached a checkpoint
+    w.open_run(Run.open(run_a))
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    model_a = w.loaded_model
+    w.open_run(Run.open(run_c))
+    assert w.run_dir == run_c and w.loaded_model is model_a
+    asked = []
+    w.confirm_delete = lambda run: asked.append(w.delete_question(run)) or True
+    w.delete_run(Run.open(run_c))
+    assert "open in the Training tab:" in asked[-1]
+    assert w.run_dir is None and w.plots.n_points() == 0 and "deleted" in w.train_view.statusLabel.text().lower()
+    assert w.loaded_model is model_a and w.prompt_panel.loaded is model_a  # A is still prompted
+    w.delete_run(Run.open(run_a))
+    assert "open in the Prompt tab:" in asked[-1]
+    assert w.loaded_model is None and "deleted" in w.prompt_panel.messageLabel.text()
 
 
 # ============================================================================ 5. hundreds of runs

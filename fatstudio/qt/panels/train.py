@@ -303,21 +303,26 @@ class RunsList(QWidget):
         keep = selected.path if selected is not None else None
         self.runs = list(runs)
         self.tree.clear()
-        for run in self.runs:
-            m = run.meta
-            val = m.get("best_val_loss", m.get("val_loss"))
-            item = QTreeWidgetItem([run.name, str(m.get("status", "?")),
-                                    f"{m.get('step', 0)}/{m.get('total_steps', run.config.train.steps)}",
-                                    f"{val:.4f}" if isinstance(val, (int, float)) else "",
-                                    _when(m.get("created"))])
-            item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
-                               f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
-            self.tree.addTopLevelItem(item)
+        items = [self._item(run) for run in self.runs]
+        self.tree.addTopLevelItems(items)  # at once: one layout and one column resize, not one per run
+        for run, item in zip(self.runs, items):
             if keep is not None and run.path == keep:
                 item.setSelected(True)
         if root is not None:
             self.folderLabel.setText(f"<small>runs folder: {html.escape(str(root))}</small>")
         self._selection_changed()
+
+    @staticmethod
+    def _item(run) -> QTreeWidgetItem:
+        m = run.meta
+        val = m.get("best_val_loss", m.get("val_loss"))
+        item = QTreeWidgetItem([run.name, str(m.get("status", "?")),
+                                f"{m.get('step', 0)}/{m.get('total_steps', run.config.train.steps)}",
+                                f"{val:.4f}" if isinstance(val, (int, float)) else "",
+                                _when(m.get("created"))])
+        item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
+                           f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
+        return item
 
     def select_path(self, path) -> None:
         for i, run in enumerate(self.runs):
