@@ -5,7 +5,8 @@
 The real MainWindow trains the default preset (its size; steps unbounded) from a Train click. Every
 ``--every`` seconds the soak takes a snapshot of the weights (the Train view's snapshot button, as a user
 prompting mid-run does), generates 100 tokens from the Prompt tab (which draws their attention maps into
-the Attention tab), and records the process's resident memory (VmRSS) and the GUI thread's gaps: a 10 ms
+the Attention tab), and records the process's resident memory (VmRSS; with glibc also the C heap's bytes in use
+and free, and Python's allocated blocks) and the GUI thread's gaps: a 10 ms
 QTimer on the GUI thread logs the time between its ticks. At the end the run is stopped (checkpointed).
 
 Printed: memory per minute, its spread after warm-up (the first ``--warmup`` minutes; goal: within 5% of
@@ -30,6 +31,24 @@ def rss_mb() -> float:
             return int(line.split()[1]) / 1024
     import resource
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # no /proc: the peak instead
+
+
+def c_heap_mb() -> tuple[float, float] | None:
+    """The C heap (glibc's mallinfo2, over all arenas): MB in use (mmapped blocks included) and MB free inside
+    the heaps; None without glibc. RSS growing while "in use" stays flat is the allocator holding freed memory."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                     "keepcost")]
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        return None
+    f.restype = MallInfo2
+    m = f()
+    return round((m.uordblks + m.hblkhd) / 2**20, 1), round(m.fordblks / 2**20, 1)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -97,7 +116,8 @@ def soak(minutes: float, every: float, preset_index: int) -> list[dict]:
         gaps = [1000 * (b - a) for a, b in zip(ticks[max(0, first_tick - 1):], ticks[first_tick:])]
         all_gaps = [1000 * (b - a) for a, b in zip(ticks, ticks[1:])]
         rows.append({"minute": round((time.monotonic() - t0) / 60, 2), "step": int(w.plots.train.x[-1]),
-                     "rss_mb": round(rss_mb(), 1), "snapshot": took_snapshot, "generated": finished[:1],
+                     "rss_mb": round(rss_mb(), 1), "c_heap_mb": c_heap_mb(), "py_blocks": sys.getallocatedblocks(),
+                     "snapshot": took_snapshot, "generated": finished[:1],
                      "attention": bool(maps), "window_gaps": len(all_gaps),
                      "p50_ms": round(pct(all_gaps, 0.5), 1), "p99_ms": round(pct(all_gaps, 0.99), 1),
                      "max_ms": round(max(all_gaps, default=0.0), 1), "prompt_gap_max_ms": round(max(gaps, default=0.0), 1)})
