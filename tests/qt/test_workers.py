@@ -1,0 +1,45 @@
+"""A call in a worker thread (fatstudio.qt.workers) lets go of what it ran once it is done."""
+import gc
+import os
+import subprocess
+import sys
+import weakref
+
+import pytest
+
+pytest.importorskip("PySide6")
+
+from fatstudio.qt.workers import call_in_thread, wait_for_workers
+
+N = 12  # PySide keeps about half of the runnables it ran: all 12 payloads freed by chance is ~1 in 4000
+
+
+class Payload:
+    """Stands for what a call holds: a model's weights, a corpus."""
+
+
+def test_a_calls_arguments_and_result_are_freed_once_it_is_done(qtbot):
+    # PySide kept the runnables when the machine was busy (as while training): keep every core busy meanwhile
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+    try:
+        _run_calls(qtbot)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+
+
+def _run_calls(qtbot):
+    refs, results = [], []
+    for i in range(1, N + 1):
+        payload = Payload()
+        refs.append(weakref.ref(payload))
+        call_in_thread(lambda p: Payload(), payload, on_result=results.append)
+        del payload
+        qtbot.waitUntil(lambda i=i: len(results) == i, timeout=10_000)  # one at a time, as a session's
+    assert wait_for_workers(10_000)
+    qtbot.wait(20)  # the workers' queued finished signals
+    assert all(isinstance(r, Payload) for r in results)
+    results.clear()
+    gc.collect()
+    assert [r() for r in refs] == [None] * N
