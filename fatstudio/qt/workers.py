@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QThreadPool, Signal
+from PySide6.QtCore import SIGNAL, QObject, QThreadPool, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker
 
 log = logging.getLogger("fatstudio.qt")
@@ -183,7 +183,9 @@ class Call(QObject):
     The worker thread takes the function and its arguments when it begins, and lets go of them when it returns:
     PySide (6.11) keeps about half of the runnables handed to the thread pool (superqt's workers among them)
     alive after they ran, and with them whatever they refer to. A call's arguments (a snapshot's weights, a
-    run's paths) stayed resident for good: a long session grew by megabytes a minute."""
+    run's paths) stayed resident for good: a long session grew by megabytes a minute. And once done, a call
+    disconnects its receivers: a lambda that holds the call (to know whether its result is still wanted) would
+    otherwise keep it, through a connection the garbage collector cannot see."""
 
     progress = Signal(float, str)
     result = Signal(object)
@@ -246,6 +248,9 @@ class Call(QObject):
         self._running = False
         _LIVE.discard(self)
         self.done.emit()
+        for signature in ("progress(double,QString)", "result(PyObject)", "failed(QString)", "done()"):
+            if self.receivers(SIGNAL(signature)):  # a done call emits nothing more
+                getattr(self, signature.split("(")[0]).disconnect()
 
     @property
     def running(self) -> bool:

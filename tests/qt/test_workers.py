@@ -43,3 +43,19 @@ def _run_calls(qtbot):
     results.clear()
     gc.collect()
     assert [r() for r in refs] == [None] * N
+
+
+def test_a_call_held_by_its_own_receiver_is_freed_once_done(qtbot):
+    # a receiver that keeps the call (to check that its result is still wanted) makes a cycle through a
+    # connection, which the garbage collector cannot see: the call disconnects its receivers once done
+    results, refs = [], []
+    for _ in range(N):
+        call = call_in_thread(lambda: Payload())
+        call.result.connect(lambda value, c=call: results.append((c, value)))
+        call.done.connect(lambda c=call: refs.append(weakref.ref(c)))
+        del call
+    qtbot.waitUntil(lambda: len(refs) == N, timeout=10_000)
+    assert [type(v) for _, v in results] == [Payload] * N
+    results.clear()
+    gc.collect()
+    assert [r() for r in refs] == [None] * N
