@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import SIGNAL, QObject, QThreadPool, Signal
-from superqt.utils import FunctionWorker, GeneratorWorker
+from superqt.utils import FunctionWorker, GeneratorWorker, WorkerBase
 
 log = logging.getLogger("fatstudio.qt")
 
@@ -118,7 +118,7 @@ class TrainingJob(QObject):
             return
         self._running = True
         _STOPPABLE.add(self)
-        self._worker.start()
+        start_now(self._worker)
 
     def _on_error(self, exc) -> None:
         self.failed.emit(describe_error(exc))
@@ -262,8 +262,15 @@ class Call(QObject):
             return self
         self._running = True
         _LIVE.add(self)
-        self._worker.start()
+        start_now(self._worker)
         return self
+
+
+def start_now(worker: WorkerBase) -> None:
+    """Start a superqt worker in the global thread pool at once. (superqt's ``worker.start()``, called from a
+    running event loop, starts it from a timer a millisecond later: a call made as the window closed then
+    began after quitting had waited for the pool, and ran into Python's shutdown.)"""
+    QThreadPool.globalInstance().start(worker)
 
 
 _LIVE: set[Call] = set()  # calls in flight are kept alive until they are done

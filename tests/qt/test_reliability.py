@@ -166,7 +166,7 @@ def test_closing_while_work_runs_ends_quietly(tmp_path, runs_root, scenario):
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("REPORT "))
     report = json.loads(line[len("REPORT "):])
     assert "closing" in report, report
-    assert report["threads_left"] == 0, report  # no worker outlives the application
+    assert report["threads_left"] == 0, json.dumps(report)  # no worker outlives the application
     after_close = ended - report["closing"]  # the process's exit included
     if scenario == "evaluation":  # closes once the run is stopped and checkpointed
         m = meta(report["run_dir"])

@@ -52,7 +52,7 @@ from ...core.attention_maps import AttentionMaps
 from ...core.inference import Generation, MaskPrediction, TokenChoice
 from ...core.prompting import EncodedPrompt, display_token, prompt_mode
 from ..widgets.token_view import TokenView, probability_color, probability_gradient_css
-from ..workers import describe_error
+from ..workers import describe_error, start_now
 
 mode_for = prompt_mode  # the mode of a LoadedModel (None: no model), decided in the core
 BATCH_SECONDS = 0.03  # the worker hands tokens to the GUI at most this often (the first one at once)
@@ -515,7 +515,7 @@ class PromptPanel(QWidget):
         self.statusLabel.setText("running…")
         self._update_buttons()
         self.runStarted.emit()
-        worker.start()
+        start_now(worker)
 
     def stop(self) -> None:
         """Ask the running generation to stop after the current token (the attention of what was generated
