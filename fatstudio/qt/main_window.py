@@ -703,7 +703,7 @@ class MainWindow(QMainWindow):
         when it has been read (``runs_loading`` until then), with ``select`` selected if given."""
         root = self._root()
         if self._runs_call is not None:
-            self._runs_call.cancelled = True  # a newer reading wins, selecting what the older one would have
+            self._runs_call.cancel()  # a newer reading wins, selecting what the older one would have
             select = select or self._runs_select
         self.runs_loading = True
         self.train_view.runs.folderLabel.setText(f"<small>reading the runs folder {html.escape(str(root))}…</small>")
@@ -774,7 +774,7 @@ class MainWindow(QMainWindow):
 
     def _load_run_model(self, path: str) -> None:
         if self._model_call is not None:
-            self._model_call.cancelled = True
+            self._model_call.cancel()
         self.statusBar().showMessage(f"Loading the model of {Path(path).name}…")
         self._model_call_path = path
         self._model_call = call_in_thread(_load_model, path, on_result=lambda m, p=path: self._model_loaded(m, p),
@@ -850,7 +850,7 @@ class MainWindow(QMainWindow):
             self.train_view.statusLabel.setText(f"Deleted {run.name}.")
         if "Prompt" in tabs:
             if self._model_call is not None and self._model_call_path == str(run.path):
-                self._model_call.cancelled = True  # its model would arrive for a folder that is gone
+                self._model_call.cancel()  # its model would arrive for a folder that is gone
                 self._model_call = None
             if self._loaded_dir == str(run.path):
                 self._set_prompt_model(None)

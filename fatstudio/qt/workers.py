@@ -178,7 +178,7 @@ class Call(QObject):
     """A function run once in a worker thread. ``progress(fraction, message)``, ``result(object)``,
     ``failed(str)``, ``done()`` arrive on the GUI thread. If the function accepts a ``progress`` keyword,
     pass ``with_progress=True`` and it gets a thread-safe callable ``progress(fraction, message)``, which
-    raises `Cancelled` once ``cancelled`` is set, so a superseded or abandoned call ends at its next report.
+    raises `Cancelled` once the call is cancelled (`cancel`), so a superseded or abandoned call ends at its next report.
 
     The worker thread takes the function and its arguments when it begins, and lets go of them when it returns:
     PySide (6.11) keeps about half of the runnables handed to the thread pool (superqt's workers among them)
@@ -218,17 +218,13 @@ class Call(QObject):
         self._worker.finished.connect(self._on_done)
         self._running = False
 
+    def cancel(self) -> None:
+        """The caller no longer wants the result: nothing arrives, and a progress report raises `Cancelled`."""
+        self._cancel.set()
+
     @property
     def cancelled(self) -> bool:
-        """Set: the caller no longer wants the result (nothing arrives; a progress report raises `Cancelled`)."""
         return self._cancel.is_set()
-
-    @cancelled.setter
-    def cancelled(self, value: bool) -> None:
-        if value:
-            self._cancel.set()
-        else:
-            self._cancel.clear()
 
     def _emit_progress(self, fraction: float, message: str = "") -> None:
         if self.cancelled:
@@ -258,7 +254,7 @@ class Call(QObject):
 
     def start(self) -> Call:
         if _QUITTING:  # the application is ending: no new thread (the call never runs, nothing arrives)
-            self.cancelled = True
+            self.cancel()
             return self
         self._running = True
         _LIVE.add(self)
@@ -310,7 +306,7 @@ def shutdown_workers(msecs: int = EXIT_WAIT_MS) -> bool:
     """Before the application ends: ask every registered job to stop, drop the results of calls in flight
     (their receivers are going) and wait until the pool's threads have ended. Returns whether they all did."""
     for call in list(_LIVE):
-        call.cancelled = True
+        call.cancel()
     for job in list(_STOPPABLE):
         with contextlib.suppress(RuntimeError):  # its Qt object is already gone
             job.stop()

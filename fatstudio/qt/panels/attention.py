@@ -435,7 +435,7 @@ class AttentionPanel(QWidget):
         """Measure the scores of the maps shown in a worker thread (`core.head_scores.head_scores`); the table
         and the grid show them when they arrive, if those maps are still shown."""
         if self._scores_call is not None:
-            self._scores_call.cancelled = True  # its result is for maps no longer shown
+            self._scores_call.cancel()  # its result is for maps no longer shown
             self._scores_call = None
         maps, loaded = self.maps, self.loaded
         if maps is None or self._saved_scores() is not None:

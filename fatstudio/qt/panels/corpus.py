@@ -304,7 +304,7 @@ class CorpusPanel(QWidget):
         if not self.spec:
             return
         if self._call is not None:
-            self._call.cancelled = True  # its result, if any, is stale
+            self._call.cancel()  # its result, if any, is stale
         self._job += 1
         job = self._job
         self.loading = True

@@ -191,7 +191,7 @@ class TokenizerLab(QDialog):
             self._set_error(str(e))
             return
         if self._call is not None:
-            self._call.cancelled = True
+            self._call.cancel()
         self._set_error(None)
         self.compareButton.setEnabled(False)
         self.progressBar.setValue(0)
@@ -222,7 +222,7 @@ class TokenizerLab(QDialog):
 
     def done(self, r: int) -> None:
         if self._call is not None:
-            self._call.cancelled = True  # its result, if any, has nowhere to go
+            self._call.cancel()  # its result, if any, has nowhere to go
             self._call = None
         super().done(r)
 
