@@ -261,3 +261,20 @@ def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, 
     w._on_event(started)  # a live run's Started event
     assert w.plots.reference is not None and w.plots._chars == {"train": 1.0, "val": 1.0}
     QThreadPool.globalInstance().waitForDone(60_000)  # the opened runs' models, loaded in the background
+
+
+def test_the_x_range_grows_in_jumps_and_stops_at_the_runs_planned_steps(qtbot):
+    from fatstudio.core.config import RunConfig
+
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    p.set_run(RunConfig().with_overrides(["data.corpus=copy", "train.steps=2000"]), None)
+
+    def x_range_after(step: int) -> float:
+        p.append_steps([step], [2.0], [1e-3], [0.5])
+        p.flush()
+        return p.lossPlot.getPlotItem().getViewBox().viewRange()[0][1]
+
+    assert x_range_after(100) == pytest.approx(200 * 1.02, rel=0.01)  # a 1-2-5 jump past 110
+    assert x_range_after(2000) == pytest.approx(2000 * 1.02, rel=0.01)  # not 5000: the run ends at 2000
+    assert x_range_after(2100) == pytest.approx(5000 * 1.02, rel=0.01)  # a resumed run's steps go past it

@@ -191,6 +191,7 @@ class TrainingPlots(QWidget):
         self._last_loss = self._last_small = -1e9
         self._follow: dict[int, bool] = {}
         self._xmax = None
+        self._planned: int | None = None  # the run's train.steps: the x range stops there while the run is within it
         self._dirty = False
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._scheduled)
@@ -311,6 +312,7 @@ class TrainingPlots(QWidget):
         """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
         or its meta.json; None: no bits/char) and the reference curve that applies to its settings, if any."""
         self._set_chars(chars_per_token)
+        self._planned = config.train.steps if config is not None else None
         self.set_reference(find_reference(config) if config is not None else None)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
@@ -343,6 +345,8 @@ class TrainingPlots(QWidget):
     def _follow_x(self) -> None:
         last = max([s.x[-1] for s in (self.train, self.val) if s.n] + self._overlay_xmax(), default=0.0)
         xmax = self._nice_ceil(last * 1.1 if last else 10)
+        if self._planned and last <= self._planned:  # a finished run fills its axis, not 2000 of 0-5000
+            xmax = min(xmax, float(self._planned))
         if xmax == self._xmax:
             return
         self._xmax = xmax
