@@ -278,3 +278,8 @@ def test_the_x_range_grows_in_jumps_and_stops_at_the_runs_planned_steps(qtbot):
     assert x_range_after(100) == pytest.approx(200 * 1.02, rel=0.01)  # a 1-2-5 jump past 110
     assert x_range_after(2000) == pytest.approx(2000 * 1.02, rel=0.01)  # not 5000: the run ends at 2000
     assert x_range_after(2100) == pytest.approx(5000 * 1.02, rel=0.01)  # a resumed run's steps go past it
+    reopened = TrainingPlots()  # a finished run opened from the runs list: its curves come first
+    qtbot.addWidget(reopened)
+    reopened.load_metrics([{"step": s, "train_loss": 2.0} for s in range(1, 2001)])
+    reopened.set_run(RunConfig().with_overrides(["data.corpus=copy", "train.steps=2000"]), None)
+    assert reopened.lossPlot.getPlotItem().getViewBox().viewRange()[0][1] == pytest.approx(2000 * 1.02, rel=0.01)

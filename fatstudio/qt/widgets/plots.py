@@ -314,6 +314,7 @@ class TrainingPlots(QWidget):
         self._set_chars(chars_per_token)
         self._planned = config.train.steps if config is not None else None
         self.set_reference(find_reference(config) if config is not None else None)
+        self._follow_x()  # a reopened run's curves came first (`load_metrics`)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
     #    with every new point (that halves the cost of a redraw); a zoom or pan by the user stops following
