@@ -55,6 +55,23 @@ def map_name(kind: str, layer: int) -> str:
     return f"{kind}/{layer}"
 
 
+# One way to count: files and the command line's arguments use the map names (0-based, ``self/0``); whatever a
+# person reads (the app, pictures, sentences) counts as the paper does, from 1, and names the kind in words.
+KIND_WORDS = {"self": "", "enc": "encoder", "dec": "decoder", "cross": "cross-attention"}
+
+
+def layer_label(name: str) -> str:
+    """``"self/0"`` → "layer 1", ``"dec/1"`` → "decoder layer 2", ``"cross/0"`` → "cross-attention layer 1"."""
+    kind, layer = parse_map_name(name)
+    words = KIND_WORDS.get(kind, kind)
+    return f"{words} layer {layer + 1}" if words else f"layer {layer + 1}"
+
+
+def head_label(name: str, head: int) -> str:
+    """``("self/0", 2)`` → "layer 1 · head 3"; the mean (`MEAN_HEAD`) → "layer 1 · mean over heads"."""
+    return f"{layer_label(name)} · " + ("mean over heads" if head == MEAN_HEAD else f"head {head + 1}")
+
+
 # -------------------------------------------------------------------------------------------- measures
 def attention_entropy(A: np.ndarray) -> np.ndarray:
     """The mean over queries of each attention row's entropy in nats (0 log 0 = 0), for (..., T_q, T_k)."""
@@ -267,5 +284,6 @@ class AttentionMaps:
                        {k: d[k] for k in d.files if k not in ("tokens", "context_tokens")})
 
 
-__all__ = ["AttentionMaps", "MapName", "KIND_TITLES", "MEAN_HEAD", "SAVE_SUFFIXES", "LEVELS", "VIRIDIS", "VIRIDIS_POSITIONS",
+__all__ = ["AttentionMaps", "MapName", "KIND_TITLES", "KIND_WORDS", "layer_label", "head_label", "MEAN_HEAD",
+           "SAVE_SUFFIXES", "LEVELS", "VIRIDIS", "VIRIDIS_POSITIONS",
            "parse_map_name", "map_name", "attention_entropy", "max_pool", "colormap"]
