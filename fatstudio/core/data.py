@@ -11,10 +11,10 @@ targets are -100.
 from __future__ import annotations
 
 import codecs
+import gzip
 import json
 import random
-import sys
-import sysconfig
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from .config import TASKS, _check_choice
+from .resources import resource_path
 from .tokenization import Progress, Tokenizer, encode_corpus, split_text, token_dtype
 
 if TYPE_CHECKING:
@@ -370,11 +371,10 @@ _SYNTHETIC = {
                            _balanced_or_not),
     "kv": _Synthetic("key→value lookup: a1 b7 c3|b>7; classification: the value (10 classes)", ">", _kv, _kv),
 }
-STDLIB_CHARS = 1_500_000
 BUILTINS: dict[str, str] = {
     **{name: s.description for name, s in _SYNTHETIC.items()},
     "repeat": "random letters, each sequence written twice: qwkdmqwkdmxbxb… (where induction heads form)",
-    "python-stdlib": "Python standard library source (.py files of this Python, ~1.5 MB)",
+    "python-stdlib": "Python standard library source (53 modules of CPython 3.11.7, 1.5 M characters)",
 }
 BUILTIN_TASKS: dict[str, tuple[str, ...]] = {
     **{name: tuple(t for t in TASKS if t != "classification" or s.labelled) for name, s in _SYNTHETIC.items()},
@@ -402,45 +402,21 @@ def _unique(make, rng: random.Random, n: int) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
-# A frozen app (PyInstaller) has no .py sources of its standard library: packaging/fatstudio.spec copies the
-# files `stdlib_corpus_files` picks at build time into this folder of the bundle, and `_stdlib_root` reads them
-# there, so the bundle's corpus is the same text, file for file and in the same order, as an unfrozen run's.
-STDLIB_BUNDLE_DIR = "stdlib-corpus"
-
-
-def _stdlib_root() -> Path:
-    if getattr(sys, "frozen", False):
-        return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)) / STDLIB_BUNDLE_DIR
-    return Path(sysconfig.get_paths()["stdlib"])
-
-
-def _stdlib_parts(root: Path) -> list[tuple[Path, str]]:
-    """Top-level .py modules of the standard library, sorted by name, until ~STDLIB_CHARS characters."""
-    parts: list[tuple[Path, str]] = []
-    size = 0
-    for f in sorted(root.glob("*.py")):
-        text = f.read_text(encoding="utf-8", errors="replace")
-        if len(text) > STDLIB_CHARS // 5:
-            continue  # keep variety: no single huge module
-        parts.append((f, text))
-        size += len(text)
-        if size >= STDLIB_CHARS:
-            break
-    return parts
-
-
-def stdlib_corpus_files(root: Path | None = None) -> list[Path]:
-    """The files the "python-stdlib" corpus reads, in order (what the bundle's spec collects)."""
-    return [f for f, _ in _stdlib_parts(root or _stdlib_root())]
+# The "python-stdlib" corpus is a fixed snapshot shipped in resources/corpora (see its README.md): CPython
+# 3.11.7's top-level .py modules sorted by name until ~1.5 M characters, the text the reference curves were
+# measured on. The same on every machine, installed or frozen, whatever Python runs fatstudio.
+STDLIB_SNAPSHOT = ("corpora", "python-stdlib.txt.gz")
+STDLIB_SHA256 = "6a4a2a5518e7d81162a1b2e254040b71cb65346ce3da2d146a605383aa1ddd8e"  # of the decompressed text
 
 
 def _stdlib_text() -> tuple[str, list[str]]:
-    root = _stdlib_root()
-    parts = _stdlib_parts(root)
-    if not parts:
-        raise ValueError(f"the Python standard library sources were not found in {root}; "
-                         "choose another corpus.")
-    return "\n".join(text for _, text in parts), [f"{len(parts)} modules from {root}."]
+    path = resource_path(*STDLIB_SNAPSHOT)
+    try:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+        raise ValueError(f"the python-stdlib corpus {path} cannot be read ({e}); reinstall fatstudio, "
+                         "or choose another corpus.") from None
+    return text, ["53 modules of CPython 3.11.7's standard library (a snapshot shipped with fatstudio)."]
 
 
 def repeat_sequences(seed: int) -> list[str]:
