@@ -2,8 +2,8 @@
 flag what a person watching the curves should know, each with one line of advice.
 
 Qt-free (numpy only). `diagnose` (`Diagnosis` for a run that grows) takes the metrics.jsonl rows so far (``step``, ``train_loss``,
-``grad_norm`` — None where loss scaling skipped a step — ``lr``, and ``val_loss`` / ``eval_train_loss`` on
-evaluation rows, see `runs`) and returns `Finding`s, oldest first. The rules, each one function below:
+``grad_norm`` — None where loss scaling skipped a step — ``lr``, and ``val_loss`` / ``eval_train_loss`` /
+``accuracy`` on evaluation rows, see `runs`) and returns `Finding`s, oldest first. The rules, each one function below:
 
 - `non_finite`: a train loss (or gradient norm) that is NaN or ±inf.
 - `spikes`: a step's train loss above the median of the previous ``SPIKE_WINDOW`` steps by more than
@@ -15,15 +15,21 @@ evaluation rows, see `runs`) and returns `Finding`s, oldest first. The rules, ea
 - `unigram_plateau`: after warm-up, the median train loss of the last ``PLATEAU_STEPS`` steps within
   ``PLATEAU_NATS`` of the corpus's unigram entropy (`unigram_entropy`), and flat (the medians of their two
   halves within ``PLATEAU_NATS`` of each other): the model predicts token frequencies and nothing more.
-- `clipping`: the gradient norm above ``grad_clip`` on at least ``CLIP_FRACTION`` of the last
-  ``CLIP_STEPS`` steps, the first ``CLIP_STEPS`` steps and warm-up left out (large early gradients are
-  normal).
+- `clipping` (a note, not a warning): the gradient norm above ``grad_clip`` on at least ``CLIP_FRACTION`` of
+  the last ``CLIP_STEPS`` steps, the first ``CLIP_STEPS`` steps and warm-up left out (large early gradients
+  are normal). A tight clip does that on purpose (the BERT presets clip on every step); only with spikes or a
+  stalled loss does it mean the learning rate is too high, and those rules say so.
 
-`dead_heads` checks one `AttentionMaps` (e.g. a run's probe at an evaluation step): a head whose every query
-puts (almost) all its weight on one key, or whose every query spreads it (almost) uniformly. `head_findings`
-is what a run's Diagnostics list shows of them: dead heads always, uniform heads only from step
-``UNIFORM_AFTER`` on (every head starts out uniform). The trainer sends them with each evaluation's probe maps
-(`training.Probe.findings`); `latest_head_findings` reads them from a run folder's latest saved probe.
+`dead_heads` checks one `AttentionMaps` (e.g. a run's probe at an evaluation step), each kind in one line
+naming its heads as the app does (layers and heads from 1, `attention_maps.layer_label`): heads whose every
+query puts (almost) all its weight on the same key (a warning: a position sink), or spreads it (almost)
+uniformly (a note). `head_findings` is what a run's Diagnostics list shows of them: dead heads always,
+uniform heads only from step ``UNIFORM_AFTER`` on (every head starts out uniform). The trainer sends them
+with each evaluation's probe maps (`training.Probe.findings`); `latest_head_findings` reads them from a run
+folder's latest saved probe. Once the latest evaluation shows the task solved (`Diagnosis.solved`) they are
+not listed: how a head attends is no concern then.
+
+With no warning, `Diagnosis.summary` says what was checked ("Nothing unusual at step N: …").
 """
 from __future__ import annotations
 
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .attention_maps import AttentionMaps
+from .attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
 
 SPIKE_WINDOW = 50  # steps of history a spike is measured against
 SPIKE_MIN_HISTORY = 20  # no spike is called before this many earlier steps
@@ -51,16 +57,22 @@ CLIP_FRACTION = 0.9
 DEAD_ENTROPY_NATS = 0.1  # a query this sure looks at one key
 UNIFORM_FRACTION = 0.98  # of log(visible keys): a query this spread out does not look
 UNIFORM_AFTER = 500  # steps: a head still uniform this late is worth a line (before, it is how heads start)
+SOLVED_ACCURACY = 0.99  # validation accuracy from which a task counts as solved: its heads are not judged
+SOLVED_NATS = 0.01  # likewise, validation loss (nats per token)
 
 
 @dataclass(frozen=True)
 class Finding:
     """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "clipping",
-    "dead_head", "uniform_head"), the step it concerns, and one line of advice."""
+    "dead_head", "uniform_head"), the step it concerns, and one line of advice. ``warning``: something to act
+    on; else a note (what the curves or maps show, nothing wrong in itself). ``heads``: the (map name, h) of
+    the heads a head finding is about, h from 0."""
 
     kind: str
     step: int
     advice: str
+    warning: bool = True
+    heads: tuple[tuple[str, int], ...] = ()
 
     @property
     def line(self) -> str:
@@ -175,7 +187,7 @@ def unigram_plateau(rows: Sequence[dict], entropy: float | None, warmup: int = 0
 
 def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Finding]:
     """The gradient norm above ``grad_clip`` (> 0) on ≥ CLIP_FRACTION of the last CLIP_STEPS steps that have
-    one, all of them after step CLIP_STEPS and after warm-up."""
+    one, all of them after step CLIP_STEPS and after warm-up: a note (clipping set on purpose does that)."""
     if not grad_clip or grad_clip <= 0:
         return []
     pairs = [(int(r.get("step", 0)), g) for r in rows if (g := _number(r.get("grad_norm"))) is not None]
@@ -185,8 +197,10 @@ def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Fi
     clipped = sum(g > grad_clip for _, g in last)
     if clipped >= CLIP_FRACTION * len(last):
         return [Finding("clipping", last[-1][0],
-                        f"the gradient was clipped on {clipped} of the last {len(last)} steps: the learning rate "
-                        "is probably too high.")]
+                        f"the gradient norm was above grad_clip = {grad_clip:g} on {clipped} of the last {len(last)} "
+                        "steps: clipping sets the length of every step, which keeps training stable; lower the "
+                        "learning rate only if the loss also spikes or stalls.",
+                        warning=False)]
     return []
 
 
@@ -194,6 +208,9 @@ SPIKE_CONTEXT = 2 * SPIKE_WINDOW + 1  # rows before the new ones for `spikes` to
 TAIL_ROWS = 2 * max(PLATEAU_STEPS, CLIP_STEPS)  # the rows the plateau and clipping rules look at (with room)
 LATE_EVAL_ROWS = 2000  # an evaluation's numbers may join a row up to this many rows after it was first read
 KEEP_ROWS = max(SPIKE_CONTEXT, TAIL_ROWS, LATE_EVAL_ROWS)  # the rows a `Diagnosis` keeps
+LOSS_ENDS = 20  # steps whose median loss is where the run started, and where it is now (`Diagnosis.summary`)
+
+HeadCheck = tuple[int, Sequence[Finding]]  # a probe step and its `head_findings`
 
 
 class Diagnosis:
@@ -203,21 +220,31 @@ class Diagnosis:
     costs the new rows and its memory stays bounded however long the run (the GUI holds no rows; a 17,000-step
     run took 0.3 s a call over all its rows when it did). An evaluation's numbers may join a row already given
     (the same dict, updated) up to `LATE_EVAL_ROWS` rows later. ``grad_clip`` and ``warmup`` are the run's
-    train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule)."""
+    train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule).
+
+    ``heads``, when given, is the latest probe step's `head_findings`: listed with the rest unless the task is
+    `solved` (then how the heads attend is no cause for concern)."""
 
     def __init__(self, grad_clip: float = 0.0, unigram: float | None = None, warmup: int = 0):
         self.grad_clip, self.unigram, self.warmup = grad_clip, unigram, warmup
         self._recent: list[dict] = []  # the last KEEP_ROWS rows given
+        self._first: list[float] = []  # the first LOSS_ENDS finite train losses
         self._non_finite: list[Finding] = []
         self._spikes: list[Finding] = []
         self._evals: dict[int, dict] = {}  # step → evaluation row
+        self._heads: HeadCheck | None = None
 
-    def __call__(self, new: Sequence[dict]) -> list[Finding]:
+    def __call__(self, new: Sequence[dict], heads: HeadCheck | None = None) -> list[Finding]:
         if new:
             self._non_finite = self._non_finite or non_finite(new)
             first = int(new[0].get("step", 0))
             judged = spikes([*self._recent[-SPIKE_CONTEXT:], *new])
             self._spikes = (self._spikes + [f for f in judged if f.step >= first])[-SPIKE_MAX_FINDINGS:]
+            if len(self._first) < LOSS_ENDS:
+                _, losses = _losses(new)
+                self._first += losses[np.isfinite(losses)][:LOSS_ENDS - len(self._first)].tolist()
+        if heads is not None:
+            self._heads = heads
         window = [*self._recent[-LATE_EVAL_ROWS:], *new]
         for r in window:
             if "val_loss" in r:
@@ -226,7 +253,54 @@ class Diagnosis:
         tail = self._recent[-TAIL_ROWS:]
         found = [*self._non_finite, *self._spikes, *overfitting([self._evals[s] for s in sorted(self._evals)]),
                  *unigram_plateau(tail, self.unigram, self.warmup), *clipping(tail, self.grad_clip, self.warmup)]
+        if self._heads is not None and self.solved() is None:
+            found += self._heads[1]
         return sorted(found, key=lambda f: f.step)
+
+    def solved(self) -> dict | None:
+        """The latest evaluation if it shows the task solved (validation accuracy ≥ SOLVED_ACCURACY, or
+        validation loss ≤ SOLVED_NATS), else None."""
+        if not self._evals:
+            return None
+        last = self._evals[max(self._evals)]
+        acc, val = _number(last.get("accuracy")), _number(last.get("val_loss"))
+        if (acc is not None and acc >= SOLVED_ACCURACY) or (val is not None and 0 <= val <= SOLVED_NATS):
+            return last
+        return None
+
+    def summary(self, found: Sequence[Finding]) -> str:
+        """With no warning among ``found`` (what the last call returned), one line of what was checked ("Nothing
+        unusual at step N: loss finite and falling …", or "No warning at step N: loss finite but not falling
+        …"); "" with a warning, or before any train loss."""
+        steps, losses = _losses(self._recent[-LOSS_ENDS:])
+        now = losses[np.isfinite(losses)]
+        if any(f.warning for f in found) or not self._first or not now.size:
+            return ""
+        start, end = float(np.median(self._first)), float(np.median(now))
+        falling = end < start
+        checks = [f"loss finite {'and' if falling else 'but not'} falling ({start:.2f} → {end:.2f})"]
+        if len(self._recent) > SPIKE_MIN_HISTORY:
+            checks.append("no spikes")
+        if len(self._evals) > OVERFIT_EVALS:  # enough for the rule to have fired
+            checks.append(f"no overfitting over {len(self._evals)} evaluations")
+        tail = self._recent[-PLATEAU_STEPS:]
+        if self.unigram is not None and len(tail) == PLATEAU_STEPS and int(tail[0].get("step", 0)) > self.warmup:
+            checks.append(f"not stuck at the unigram entropy ({self.unigram:.2f} nats)")
+        if self.grad_clip > 0 and not any(f.kind == "clipping" for f in found):
+            norms = [g for r in self._recent[-CLIP_STEPS:] if (g := _number(r.get("grad_norm"))) is not None]
+            if norms:
+                checks.append(f"gradient clipped on {sum(g > self.grad_clip for g in norms)} of the last "
+                              f"{len(norms)} steps")
+        solved = self.solved()
+        if solved is not None:
+            acc = _number(solved.get("accuracy"))
+            checks.append("task solved (" + (f"accuracy {acc:.1%}" if acc is not None else
+                                             f"validation loss {solved['val_loss']:.4f}") + "), so heads are not judged")
+        elif self._heads is not None:
+            step, heads = self._heads
+            uniform_checked = step >= UNIFORM_AFTER and not any(f.kind == "uniform_head" for f in heads)
+            checks.append(f"no dead {'or uniform ' if uniform_checked else ''}heads at step {step:,}")
+        return f"{'Nothing unusual' if falling else 'No warning'} at step {int(steps[-1]):,}: " + ", ".join(checks) + "."
 
 
 def diagnose(rows: Sequence[dict], grad_clip: float = 0.0, unigram: float | None = None,
@@ -246,26 +320,72 @@ def _visible_keys(A: np.ndarray) -> np.ndarray:
     return np.full(tq, tk)
 
 
+def _map_order(name: str) -> tuple[int, int]:
+    """Maps in the model's order: (encoder or decoder-only) self-attention, decoder, cross-attention."""
+    kind, layer = parse_map_name(name)
+    return (list(KIND_WORDS).index(kind) if kind in KIND_WORDS else len(KIND_WORDS), layer)
+
+
+def _and(parts: Sequence[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def heads_text(heads: Sequence[tuple[str, int]], n_heads: dict[str, int]) -> str:
+    """The heads ``(map name, h)`` (h from 0) grouped by layer and numbered from 1: "head 2 of layer 1",
+    "heads 1 and 3 of layer 2 and all 4 heads of decoder layer 1"; ``n_heads`` is each map's head count."""
+    by_map: dict[str, list[int]] = {}
+    for name, h in heads:
+        by_map.setdefault(name, []).append(h)
+    parts = []
+    for name in sorted(by_map, key=_map_order):
+        hs = sorted(by_map[name])
+        if len(hs) == 1:
+            parts.append(f"head {hs[0] + 1} of {layer_label(name)}")
+        elif len(hs) == n_heads.get(name):
+            parts.append(f"all {len(hs)} heads of {layer_label(name)}")
+        else:
+            parts.append(f"heads {_and([str(h + 1) for h in hs])} of {layer_label(name)}")
+    return _and(parts)
+
+
 def dead_heads(maps: AttentionMaps, step: int = 0) -> list[Finding]:
-    """Heads that do not look: every query (with ≥ 2 keys to choose from) has entropy below
-    DEAD_ENTROPY_NATS (one key, always) or at least UNIFORM_FRACTION · log(its visible keys) (uniform).
-    Heads are named as the Attention tab names them: "head 1 of self/0" is h = 0 of layer 0."""
-    found: list[Finding] = []
-    for name in sorted(maps.maps):
+    """Heads that do not look, at most one finding of each kind, every such head in its one line:
+    "dead_head" (a warning) for a head whose every query (with ≥ 2 keys to choose from) puts almost all its
+    weight on the same key, entropy below DEAD_ENTROPY_NATS (a position sink; a head as sharp on a different
+    key per query, e.g. the previous token, looks); "uniform_head" (a note) for a head whose every query
+    spreads it at least UNIFORM_FRACTION · log(its visible keys), an average over the input that picks
+    nothing out."""
+    dead: list[tuple[str, int]] = []
+    uniform: list[tuple[str, int]] = []
+    n_heads: dict[str, int] = {}
+    for name in sorted(maps.maps, key=_map_order):
         A = np.asarray(maps.maps[name], dtype=np.float64)
+        n_heads[name] = A.shape[0]
         visible = _visible_keys(A)
         choose = visible >= 2
         if not choose.any():
             continue
         H = -(A * np.log(np.where(A > 0, A, 1.0))).sum(-1)  # (heads, T_q): each query's entropy in nats
+        top = A.argmax(-1)  # (heads, T_q): each query's key of most weight
         for h in range(A.shape[0]):
             row = H[h, choose]
-            if (row < DEAD_ENTROPY_NATS).all():
-                found.append(Finding("dead_head", step, f"head {h + 1} of {name} always attends to one key: it may "
-                                     "be dead (a position sink); more training or a lower learning rate may help."))
+            if (row < DEAD_ENTROPY_NATS).all() and (top[h, choose] == top[h, choose][0]).all():
+                dead.append((name, h))
             elif (row >= UNIFORM_FRACTION * np.log(visible[choose])).all():
-                found.append(Finding("uniform_head", step, f"head {h + 1} of {name} attends uniformly: it does not "
-                                     "look at anything yet; fine early in training, a waste of a head later."))
+                uniform.append((name, h))
+    found = []
+    if dead:
+        one = len(dead) == 1
+        found.append(Finding("dead_head", step, f"{heads_text(dead, n_heads)} always {'attends' if one else 'attend'} "
+                             f"to the same key (a position sink): {'it' if one else 'they'} may be dead; more "
+                             "training or a lower learning rate may help.", heads=tuple(dead)))
+    if uniform:
+        one = len(uniform) == 1
+        found.append(Finding("uniform_head", step, f"{heads_text(uniform, n_heads)} "
+                             f"{'attends' if one else 'attend'} uniformly: each query averages every position it "
+                             "sees (a summary of the input) and picks none out. Normal early in training and "
+                             "common in a first layer; heads that stay so in every layer may be more than the "
+                             "task needs.", warning=False, heads=tuple(uniform)))
     return found
 
 
@@ -275,20 +395,20 @@ def head_findings(maps: AttentionMaps, step: int) -> list[Finding]:
     return [f for f in dead_heads(maps, step) if f.kind != "uniform_head" or step >= UNIFORM_AFTER]
 
 
-def latest_head_findings(run_dir: str | Path) -> list[Finding]:
-    """`head_findings` of the latest probe step saved in a run folder (`probes`); [] when there is none or it
-    cannot be read."""
+def latest_head_findings(run_dir: str | Path) -> HeadCheck | None:
+    """The latest probe step saved in a run folder (`probes`) and its `head_findings`; None when there is
+    none or it cannot be read."""
     from .probes import list_probes, load_probe_file
 
     saved = list_probes(run_dir)
     if not saved:
-        return []
+        return None
     step = max(saved)
     try:
-        return head_findings(load_probe_file(saved[step]), step)
+        return step, head_findings(load_probe_file(saved[step]), step)
     except ValueError:
-        return []
+        return None
 
 
-__all__ = ["Finding", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau", "clipping",
-           "Diagnosis", "diagnose", "dead_heads", "head_findings", "latest_head_findings"]
+__all__ = ["Finding", "HeadCheck", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau",
+           "clipping", "Diagnosis", "diagnose", "heads_text", "dead_heads", "head_findings", "latest_head_findings"]

@@ -2,8 +2,10 @@
 and stays silent on healthy ones."""
 from __future__ import annotations
 
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -92,10 +94,15 @@ def test_unigram_plateau():
     assert d.unigram_plateau(passing, 2.2) == []
 
 
-def test_clipping_on_almost_every_step():
+def test_clipping_on_almost_every_step_is_a_note():
+    """A tight clip on purpose (the BERT presets clip on every step) is no sign of too high a learning rate
+    by itself: the finding is a note, which says when to lower it."""
     rows = healthy(n=400, grad=2.0)
     found = d.clipping(rows, grad_clip=1.0)
     assert kinds(found) == ["clipping"] and found[0].step == 400
+    assert not found[0].warning and "too high" not in found[0].advice
+    assert "grad_clip = 1 on 100 of the last 100 steps" in found[0].advice
+    assert "only if the loss also spikes or stalls" in found[0].advice
     assert d.clipping(rows, grad_clip=0.0) == []  # no clipping configured
     assert d.clipping(rows[:100], grad_clip=1.0) == []  # the start of training is left out
     some = healthy(n=400, grad=0.9)  # clipped on some steps only
@@ -124,14 +131,37 @@ def _heads(T=8):
 
 
 def test_dead_and_uniform_heads():
+    """One line per kind naming every such head, numbered from 1 as the app does; a head as sharp on a
+    different key per query (the previous token) looks: only one that always picks the same key is dead."""
     T = 8
     causal_uniform, first_token, looking = _heads(T)
-    found = d.dead_heads(_maps(np.stack([causal_uniform, first_token, looking])), step=200)
-    assert [(f.kind, f.advice.split()[1]) for f in found] == [("uniform_head", "1"), ("dead_head", "2")]  # from 1
-    assert all(f.step == 200 for f in found)
+    previous = np.eye(T, k=-1)
+    previous[0, 0] = 1.0
+    found = d.dead_heads(_maps(np.stack([causal_uniform, first_token, looking, previous])), step=200)
+    assert [(f.kind, f.warning, f.heads) for f in found] == [("dead_head", True, (("self/0", 1),)),
+                                                             ("uniform_head", False, (("self/0", 0),))]
+    assert found[0].line.startswith("step 200 · head 2 of layer 1 always attends to the same key")
+    assert found[1].advice.startswith("head 1 of layer 1 attends uniformly")
     assert d.dead_heads(_maps(looking[None])) == []
+    assert d.dead_heads(_maps(previous[None])) == []
     bidirectional = np.full((1, T, T), 1 / T)  # BERT-like: uniform over all keys
     assert kinds(d.dead_heads(_maps(bidirectional))) == ["uniform_head"]
+
+
+def test_uniform_heads_are_one_line():
+    """Heads 1 and 3 of layer 2 and head 4 of layer 3 uniform: one line that names them so, no map names."""
+    T = 6
+    uniform, _, looking = _heads(T)
+    maps = {f"self/{layer}": np.stack([looking] * 4) for layer in range(3)}
+    for layer, h in (("self/1", 0), ("self/1", 2), ("self/2", 3)):
+        maps[layer][h] = uniform
+    (found,) = d.dead_heads(AttentionMaps(list("abcdef"), None, maps), step=900)
+    assert found.advice.startswith("heads 1 and 3 of layer 2 and head 4 of layer 3 attend uniformly: ")
+    assert "self/" not in found.advice
+    edt = {"enc/0": np.full((4, T, T), 1 / T), "dec/0": np.stack([looking] * 4),
+           "cross/1": np.stack([np.full((T, T), 1 / T), *[looking] * 3])}
+    (found,) = d.dead_heads(AttentionMaps(list("abcdef"), list("abcdef"), edt))
+    assert found.advice.startswith("all 4 heads of encoder layer 1 and head 1 of cross-attention layer 2 attend")
 
 
 def test_head_findings_of_a_runs_latest_probe_step(tmp_path):
@@ -142,15 +172,54 @@ def test_head_findings_of_a_runs_latest_probe_step(tmp_path):
     uniform, dead, looking = _heads()
     early = d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER - 1)
     assert [(f.kind, f.step) for f in early] == [("dead_head", d.UNIFORM_AFTER - 1)]
-    assert kinds(d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER)) == ["uniform_head",
-                                                                                               "dead_head"]
-    assert d.latest_head_findings(tmp_path) == []  # no probes saved
+    assert kinds(d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER)) == ["dead_head",
+                                                                                               "uniform_head"]
+    assert d.latest_head_findings(tmp_path) is None  # no probes saved
     save_probe(tmp_path, 100, _maps(np.stack([looking, dead])))
     save_probe(tmp_path, 200, _maps(np.stack([looking, looking])))
-    assert d.latest_head_findings(tmp_path) == []  # the head died at step 100 and recovered
+    assert d.latest_head_findings(tmp_path) == (200, [])  # the head died at step 100 and recovered
     save_probe(tmp_path, 300, _maps(np.stack([dead, looking])))
-    (found,) = d.latest_head_findings(tmp_path)
-    assert found.kind == "dead_head" and found.line.startswith("step 300 · head 1 of self/0 always attends to one key")
+    step, (found,) = d.latest_head_findings(tmp_path)
+    assert step == 300 and found.kind == "dead_head"
+    assert found.line.startswith("step 300 · head 1 of layer 1 always attends to the same key")
+
+
+def test_a_solved_task_has_its_heads_left_alone():
+    """Once the latest evaluation shows the task solved (accuracy ≥ 99%, or validation loss ≈ 0), how its
+    heads attend is not listed, and the summary says why."""
+    uniform, dead, _ = _heads()
+    heads = (600, d.head_findings(_maps(np.stack([uniform, dead])), 600))
+    rows = healthy(n=600)
+    for r in rows:
+        if "val_loss" in r:
+            r["accuracy"] = 0.9
+    diagnosis = d.Diagnosis(grad_clip=1.0)
+    assert kinds(diagnosis(rows, heads)) == ["dead_head", "uniform_head"]
+    rows[-1]["accuracy"] = 0.999  # the last evaluation: solved
+    found = diagnosis([], heads)
+    assert found == [] and "task solved (accuracy 99.9%), so heads are not judged" in diagnosis.summary(found)
+    by_loss = d.Diagnosis()
+    by_loss([*healthy(n=100), {"step": 100, "val_loss": 0.002, "eval_train_loss": 0.002}])
+    assert by_loss.solved() is not None and by_loss([], heads) == []
+
+
+def test_nothing_unusual_says_what_was_checked():
+    rows = healthy(n=1000)
+    diagnosis = d.Diagnosis(grad_clip=1.0, unigram=3.3, warmup=100)
+    found = diagnosis(rows, (1000, []))
+    assert found == []
+    assert diagnosis.summary(found) == (
+        f"Nothing unusual at step 1,000: loss finite and falling ({np.median([r['train_loss'] for r in rows[:20]]):.2f}"
+        f" → {np.median([r['train_loss'] for r in rows[-20:]]):.2f}), no spikes, no overfitting over 10 evaluations, "
+        "not stuck at the unigram entropy (3.30 nats), gradient clipped on 0 of the last 100 steps, no dead or "
+        "uniform heads at step 1,000.")
+    assert d.Diagnosis().summary([]) == ""  # nothing to say before the first step
+    rows[500]["train_loss"] += 3.0
+    spiked = d.Diagnosis()
+    assert kinds(found := spiked(rows)) == ["spike"] and spiked.summary(found) == ""  # a warning: no all-clear
+    clipped = d.Diagnosis(grad_clip=0.1)
+    assert kinds(found := clipped(healthy(n=400))) == ["clipping"]  # a note: still nothing unusual
+    assert clipped.summary(found).startswith("Nothing unusual at step 400")
 
 
 def test_fast_enough_for_the_gui():
@@ -190,3 +259,81 @@ def test_a_growing_run_is_diagnosed_as_if_all_its_rows_were_read_each_time(monke
     assert {"spike", "clipping", "overfitting"} <= seen
     assert max(read) <= d.SPIKE_CONTEXT + 37
     assert len(diagnosis._recent) == d.KEEP_ROWS < len(rows)  # what it keeps is bounded
+
+
+# ---- the shipped presets, at their own settings ------------------------------------------------------------
+RUNS = Path(__file__).parent / "data" / "preset-runs"  # measured by bench/diagnose_presets.py --save
+
+
+def _replay(key):
+    """A preset's measured run fed to `Diagnosis` as the main window feeds it: the steps in windows of 40,
+    each evaluation's numbers joining its step's row a window later, the last probe's head findings with
+    the last evaluation. Returns every call's findings, the diagnosis and the run's settings."""
+    from fatstudio.core.probes import load_probe_file
+
+    run = np.load(RUNS / f"{key}.npz")
+    settings = json.loads(str(run["settings"]))
+    train = settings["config"]["train"]
+    diagnosis = d.Diagnosis(float(train["grad_clip"]), settings["unigram"], int(train["warmup"]))
+    rows = [{"step": int(s), "train_loss": float(x), "grad_norm": None if np.isnan(g) else float(g)}
+            for s, x, g in zip(run["step"], run["train_loss"], run["grad_norm"])]
+    evals = {int(s): (t, v, None if np.isnan(a) else a) for s, t, v, a in run["evals"]}
+    by_step = {r["step"]: r for r in rows}
+    step = max(evals)
+    heads = (step, d.head_findings(load_probe_file(RUNS / f"{key}.safetensors"), step))
+    calls, pending = [], []
+    for i in range(0, len(rows), 40):
+        for s in pending:
+            t, v, a = evals[s]
+            by_step[s].update(eval_train_loss=t, val_loss=v, accuracy=a)
+        window = rows[i:i + 40]
+        pending = [r["step"] for r in window if r["step"] in evals]
+        calls.append(diagnosis(window))
+    for s in pending:
+        t, v, a = evals[s]
+        by_step[s].update(eval_train_loss=t, val_loss=v, accuracy=a)
+    calls.append(diagnosis([], heads))
+    return calls, diagnosis, settings
+
+
+def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
+    """Every shipped preset, trained at its settings (measured rows, gradient norms and last probe maps):
+    no call finds anything to warn about. BERT clips on every step (a note), the encoder-decoder solves its
+    task (its uniform heads are not judged), and at the end the Diagnostics list says nothing is unusual."""
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.presets import load_presets
+    from fatstudio.core.reference_curves import same_settings
+
+    presets = load_presets()
+    assert sorted(p.stem for p in RUNS.glob("*.npz")) == sorted(p.key for p in presets)  # one run per preset
+    notes = {}
+    for preset in presets:
+        calls, diagnosis, settings = _replay(preset.key)
+        measured = RunConfig.from_dict(settings["config"])
+        assert same_settings(measured, preset.config) and measured.train.steps == preset.config.train.steps, \
+            f"{preset.key} changed: measure it again (bench/diagnose_presets.py --save {RUNS})"
+        for found in calls:
+            assert [f.line for f in found if f.warning] == [], preset.key
+        assert diagnosis.summary(calls[-1]).startswith("Nothing unusual at step"), preset.key
+        notes[preset.key] = kinds(calls[-1])
+    assert notes["3-bert-mlm"][0] == "clipping"  # the intended clipping is said, as a note
+    assert notes["4-edt-reverse"] == []  # solved: no head lines at all
+
+
+def test_the_shipped_reference_curves_raise_no_warning():
+    """The reference curves (`reference_curves`: each preset's loss over seeds) read as metrics rows, the mean
+    train loss of each window and the validation loss of each evaluation: no rule warns."""
+    from fatstudio.core.reference_curves import load_reference, reference_dir
+
+    shipped = sorted(reference_dir().glob("*.json"))
+    assert shipped
+    for path in shipped:
+        ref = load_reference(path)
+        train = ref.train
+        rows = [{"step": int(round(s)), "train_loss": m} for s, m in zip(train.step, train.mean)]
+        for s, v in zip(ref.val.step, ref.val.mean):
+            rows.append({"step": int(s), "val_loss": v, "eval_train_loss": float(np.interp(s, train.step, train.mean))})
+        rows.sort(key=lambda r: r["step"])
+        unigram = json.loads(str(np.load(RUNS / f"{ref.preset}.npz")["settings"]))["unigram"]
+        found = d.diagnose(rows, ref.config.train.grad_clip, unigram, ref.config.train.warmup)
+        assert [f.line for f in found if f.warning] == [], ref.preset
