@@ -19,6 +19,10 @@ Two standard classes express fatstudio's decoder-only models exactly (logits equ
 
 Anything else (ALiBi or relative positions, post-LN, an encoder, RMSnorm with learned positions, …) is
 refused with a ValueError naming the field, its value and what each class needs.
+
+Both classes know positions up to ℓ_max only (``n_positions``, ``max_position_embeddings``), and
+transformers' ``generate`` does not slide a window as fatstudio's does: `generate_limit` says so, in the
+export's summary.
 """
 from __future__ import annotations
 
@@ -51,9 +55,25 @@ class HFExport:
     out_dir: Path
     model_class: str
     files: tuple[str, ...] = FILES
+    note: str = ""  # what a user of the folder must know: how ℓ_max limits transformers' generate
 
     def summary(self) -> str:
-        return f"wrote a {self.model_class} (transformers) to {self.out_dir}: {', '.join(self.files)}"
+        wrote = f"wrote a {self.model_class} (transformers) to {self.out_dir}: {', '.join(self.files)}"
+        return f"{wrote}\nnote: {self.note}" if self.note else wrote
+
+
+def generate_limit(cfg: ResolvedModelConfig) -> str:
+    """How ℓ_max limits transformers' ``generate`` on the exported model (`hf_class` of ``cfg``), in a
+    sentence: GPT-2's position table ends at n_positions = ℓ_max (a longer call fails); Llama's rotary
+    positions go on, past any position the model was trained on."""
+    n = cfg.l_max
+    if hf_class(cfg) == GPT2:
+        return (f"transformers' generate stops at n_positions = {n} tokens, prompt included: ℓ_max of this run "
+                f"(GPT-2's learned positions end there and a longer call fails with an IndexError, so keep the "
+                f"prompt's tokens + max_new_tokens ≤ {n}; fatstudio generate slides its window instead).")
+    return (f"max_position_embeddings = {n} is ℓ_max of this run: transformers' generate goes past {n} tokens, "
+            "prompt included, but the model never saw a position beyond ℓ_max, so what it writes there degrades "
+            "(fatstudio generate slides its window of ℓ_max tokens instead).")
 
 
 def hf_class(cfg: ResolvedModelConfig) -> str:
@@ -234,4 +254,4 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return HFExport(out, target)
+    return HFExport(out, target, note=generate_limit(cfg))

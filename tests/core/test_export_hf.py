@@ -179,3 +179,17 @@ def test_export_needs_no_transformers_and_writes_the_config(tmp_path, monkeypatc
     assert cfg["rope_parameters"]["rope_theta"] == 10000.0
     tok = json.loads((tmp_path / "hf" / "tokenizer_config.json").read_text())
     assert tok["tokenizer_class"] == "PreTrainedTokenizerFast" and tok["mask_token"] == "<mask>"
+
+
+def test_the_export_says_how_l_max_limits_transformers_generate(tmp_path, capsys):
+    gpt2 = random_run(tmp_path / "gpt2")  # l_max = 32
+    assert main(["export", str(gpt2.path), "--format", "hf", "--out", str(tmp_path / "gpt2-hf")]) == 0
+    wrote, note = capsys.readouterr().out.strip().splitlines()
+    assert "GPT2LMHeadModel" in wrote
+    assert note.startswith("note: transformers' generate stops at n_positions = 32 tokens, prompt included: "
+                           "ℓ_max of this run")
+    assert json.loads((tmp_path / "gpt2-hf" / "config.json").read_text())["n_positions"] == 32
+    llama = random_run(tmp_path / "llama", norm="rms", positions="rope", activation="swiglu", l_max=24)
+    export = export_hf(llama.path, tmp_path / "llama-hf")
+    assert export.note.startswith("max_position_embeddings = 24 is ℓ_max of this run: transformers' generate goes "
+                                  "past 24 tokens") and export.note in export.summary()

@@ -47,6 +47,7 @@ def test_runs_list_exports_and_shows_refusals(qtbot, window, runs_root, tmp_path
     out = dest / "gpt-hf"
     qtbot.waitUntil(lambda: "Exported gpt" in w.statusBar().currentMessage(), timeout=LONG)
     assert "GPT2LMHeadModel" in w.statusBar().currentMessage()
+    assert "generate stops at n_positions = 16 tokens, prompt included" in w.statusBar().currentMessage()  # ℓ_max
     assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json"}
     runs.select_path(alibi)
     button.click()
