@@ -1,7 +1,8 @@
 """Where fatstudio departs from the paper's pseudocode (Phuong & Hutter 2022), all in one place: errata it
 fixes, details the paper leaves open (initialisation, ε, padding) and the practice it follows instead of the
 paper's plain algorithms (minibatches, AdamW). Each `Deviation` says what the paper writes, what fatstudio
-does, why, and the setting that changes it, if any. The app lists them beside the pseudocode.
+does, why, and the setting that changes it, if any, and the architectures it concerns (`Deviation.archs`).
+The app lists them beside the pseudocode, the chosen architecture's first (`deviations(arch)`).
 
 Torch-free: the defaults quoted are read from the configuration classes, so the text follows the code.
 """
@@ -19,6 +20,11 @@ class Deviation:
     fatstudio: str  # what fatstudio does
     why: str
     setting: str = ""  # the setting that changes it ("" = none)
+    archs: tuple[str, ...] = ()  # the architectures it concerns (() = every one)
+
+    def rank(self, arch: str) -> int:
+        """0: about ``arch`` alone (or a few, ``arch`` among them); 1: about every architecture; 2: about others."""
+        return 0 if arch in self.archs else 1 if not self.archs else 2
 
 
 def _sinusoidal_base() -> str:
@@ -28,7 +34,16 @@ def _sinusoidal_base() -> str:
     return "ℓ_max (as Algorithm 2 writes it)" if b == l_max else f"{b:g}"
 
 
-def deviations() -> list[Deviation]:
+def deviations(arch: str | None = None) -> list[Deviation]:
+    """Every deviation; with ``arch``, those about that architecture alone first, then those about every
+    architecture, then those about the others (each group in its own order)."""
+    every = _deviations()
+    if arch is None:
+        return every
+    return sorted(every, key=lambda d: d.rank(arch))
+
+
+def _deviations() -> list[Deviation]:
     m, t = ModelConfig(), TrainConfig()
     return [
         Deviation(
@@ -36,19 +51,19 @@ def deviations() -> list[Deviation]:
             "γ, β ∈ ℝ^d_e and W_u ∈ ℝ^(N_V×d_e), after the projection X ← GELU(W_f X + b_f 1ᵀ) with W_f ∈ ℝ^(d_f×d_e).",
             "γ, β ∈ ℝ^d_f and W_u ∈ ℝ^(N_V×d_f).",
             "X has d_f rows after W_f, so only these shapes fit; the paper's differ unless d_f = d_e (the default).",
-            "model.d_f"),
+            "model.d_f", ("bert",)),
         Deviation(
             "Erratum: GPT-2's normalised copy X̃ (Algorithm 10, lines 5-8)",
             "The earlier version writes line 5 as X ← layer_norm(X), overwriting the residual stream.",
             "X̃ ← layer_norm(X | γ¹_l, β¹_l); X ← X + MHAttention(X̃ | …), as the corrected version and GPT-2 do: "
             "the residual stream itself is never normalised (pre-LN).",
             "Overwriting X would make the residual connection skip nothing: that is not GPT-2.",
-            "model.norm_position"),
+            "model.norm_position", ("gpt", "gopher")),
         Deviation(
             "Erratum: the decoder's loop index (Algorithm 8, line 13)",
             "for i = 1, 2, …, L_dec, while the loop body uses the layer index l.",
             "for l = 1, 2, …, L_dec.",
-            "A typo: the body's parameters 𝒲^dec_l, γ³_l, … are indexed by the loop variable."),
+            "A typo: the body's parameters 𝒲^dec_l, γ³_l, … are indexed by the loop variable.", archs=("edt",)),
         Deviation(
             "Gopher's positions",
             "Gopher \"uses different positional embeddings\" than GPT-2 (no formula).",
@@ -58,7 +73,7 @@ def deviations() -> list[Deviation]:
             "v per head, learned in every layer; no absolute W_p. Transformer-XL's memory of earlier segments is "
             "not used: each sequence is read on its own.",
             "The paper names no scheme; this is the one of the Gopher paper.",
-            "model.positions, model.position_base"),
+            "model.positions, model.position_base", ("gopher",)),
         Deviation(
             "Sinusoidal positions' base b (Algorithm 2)",
             "W_p[2i-1, t] = sin(t/ℓ_max^{2i/d_e}), W_p[2i, t] = cos(t/ℓ_max^{2i/d_e}), t = 1…ℓ_max.",
@@ -72,7 +87,7 @@ def deviations() -> list[Deviation]:
             "Exactly that by default. The tanh approximation that the released GPT-2 and BERT code use is the "
             "variant 'gelu_tanh'. BERT's final projection (Algorithm 9, line 10) always uses the exact GELU.",
             "The paper's definition is the exact one.",
-            "model.activation"),
+            "model.activation", ("bert", "gpt", "gopher")),
         Deviation(
             "ε in the norms (Algorithm 6)",
             "ê = (e - m)/√v ⊙ γ + β (RMSnorm: e/√mean(e²) ⊙ γ), with no ε.",
@@ -148,7 +163,7 @@ def deviations() -> list[Deviation]:
             "A linear head W_c, b_c on the final vector of the first position (bos) of Algorithm 9's output, "
             "after W_f and the final norm.",
             "BERT's choice (its [CLS] token).",
-            "data.task = classification"),
+            "data.task = classification", ("bert",)),
         Deviation(
             "Prompting (Algorithms 14 and 15)",
             "Sample y ∝ p^{1/τ} from the full distribution; the context grows without bound.",
@@ -156,5 +171,5 @@ def deviations() -> list[Deviation]:
             "default); τ = 0 is greedy; when x reaches ℓ_max the window slides by ℓ_max/8 tokens and the KV "
             "cache is rebuilt.",
             "Text never continues with those tokens; the model cannot read beyond ℓ_max positions.",
-            "the Prompt tab's τ, top-k, top-p"),
+            "the Prompt tab's τ, top-k, top-p", ("edt", "gpt", "gopher")),
     ]

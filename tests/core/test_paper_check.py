@@ -158,6 +158,18 @@ def test_every_deviation_says_paper_ours_why():
         assert words in topics, words
 
 
+@pytest.mark.parametrize("arch,first", [("gpt", "Erratum: GPT-2"), ("gopher", "Erratum: GPT-2"),
+                                        ("bert", "Erratum: BERT"), ("edt", "Erratum: the decoder")])
+def test_the_chosen_architectures_deviations_come_first(arch, first):
+    ds = fidelity.deviations(arch)
+    assert sorted(d.topic for d in ds) == sorted(d.topic for d in fidelity.deviations())  # all, reordered
+    ranks = [d.rank(arch) for d in ds]
+    assert ranks == sorted(ranks) and ranks[0] == 0 and ds[0].topic.startswith(first)
+    own = {d.topic for d in ds if d.rank(arch) == 0}
+    assert ("Gopher's positions" in own) == (arch == "gopher") and ("Classification head (§3)" in own) == (arch == "bert")
+    assert all(arch not in d.archs for d in ds if d.rank(arch) == 2) and {d.rank(arch) for d in ds} == {0, 1, 2}
+
+
 def test_deviations_quote_the_code_defaults():
     """The numbers quoted are the configuration's (ε, the optimizer's, the sinusoidal base)."""
     ds = {d.topic: d for d in fidelity.deviations()}

@@ -151,21 +151,25 @@ def test_forward_pass_reads_the_prompt(qtbot, make_panel):
     assert "☃" in panel.tensorLabel.text() or "unknown" in panel.tensorLabel.text().lower()
 
 
-@pytest.mark.parametrize("arch,kind,number", [("gpt", "self", 6), ("bert", "self", 5), ("edt", "enc", 5),
-                                              ("edt", "dec", 14), ("edt", "cross", 16)])
-def test_a_head_highlights_the_line_that_made_it(qtbot, make_panel, arch, kind, number):
+@pytest.mark.parametrize("arch,kind,number,words", [("gpt", "self", 6, "layer 2"), ("bert", "self", 5, "layer 2"),
+                                                    ("edt", "enc", 5, "encoder layer 2"),
+                                                    ("edt", "dec", 14, "decoder layer 2"),
+                                                    ("edt", "cross", 16, "cross-attention layer 2")])
+def test_a_head_highlights_the_line_that_made_it(qtbot, make_panel, arch, kind, number, words):
     panel = make_panel(arch)
     chosen = []
     panel.fieldsChosen.connect(chosen.append)
     panel.show_head(kind, 1, 2)
     line = panel.selected_line()
     assert line.attention == kind and line.number == number and "MHAttention" in line.text
-    assert "head 3 of layer 2 (the Attention tab's l1 h3)" in html.unescape(panel.lineTitle.text())
+    title = html.unescape(panel.lineTitle.text())
+    assert f"{line.where()} · {words} · head 3<" in title  # counted from 1, the kind in words, as everywhere
+    assert not re.search(r"\bl\d|\bh\d|/\d", title)  # no 0-based internal names (l1 h3, {kind}/1)
     assert chosen == []  # a head's line does not pull the settings column to the Model tab
     sel = panel.pseudocodeView.extraSelections()
     assert sel[0].cursor.blockNumber() == panel.line
     run_forward(qtbot, panel)  # then the head's own weights are shown
-    assert "softmax(S/√d_attn) of head 3 of layer 2" in panel.tensorLabel.text()
+    assert f"softmax(S/√d_attn) of {words} · head 3" in panel.tensorLabel.text()
     A = panel.trace.attention[f"{kind}/1"][2]
     assert f"shape {A.shape}" in panel.tensorLabel.text() and np.allclose(A.sum(-1), 1)
 
@@ -198,12 +202,19 @@ def test_a_fault_shows_in_the_label(qtbot, make_panel, monkeypatch):
     assert panel.check.differences.attention_max > 1e-6  # a fresh model: small scores
 
 
-def test_deviations_are_listed(make_panel):
-    panel = make_panel()
+def test_deviations_are_listed_the_chosen_architectures_first(make_panel):
+    panel = make_panel("edt")
     text = panel.deviationsView.toPlainText()
     for d in fidelity.deviations():
         assert d.topic in text and d.fatstudio[:40] in text
     assert panel.tabs.tabText(1) == "Deviations from the paper"
+    order = [text.index(h) for h in ("For EDTransformer", "Erratum: the decoder's loop index", "For every architecture",
+                                     "Initialisation", "For the other architectures", "Erratum: BERT")]
+    assert order == sorted(order)
+    panel.settings.update("model", arch="bert")  # the list follows the architecture chosen
+    text = panel.deviationsView.toPlainText()
+    assert text.index("For ETransformer / BERT") < text.index("Erratum: BERT") < text.index("For every architecture")
+    assert text.index("For the other architectures") < text.index("Erratum: the decoder's loop index")
 
 
 # ---- in the window -------------------------------------------------------------------------------------------
@@ -286,5 +297,5 @@ def test_a_head_clicked_in_the_attention_grid_highlights_its_line(qtbot, window)
     line = w.paper_panel.selected_line()
     assert line.attention == "self" and line.number == 6
     assert w.paper_panel.layer == 1 and w.paper_panel.head == 2
-    assert "head 3 of layer 2" in w.paper_panel.lineTitle.text()
+    assert "layer 2 · head 3" in w.paper_panel.lineTitle.text()
     assert not w.model_panel.highlighted  # looking at a head does not pull the settings column to the Model tab

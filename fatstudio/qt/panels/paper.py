@@ -43,8 +43,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.attention_maps import map_name
-from fatstudio.core.config import ModelConfig
+from fatstudio.core.attention_maps import head_label, map_name
+from fatstudio.core.config import ARCH_NAMES, ModelConfig
 from fatstudio.core.fidelity import deviations
 from fatstudio.core.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change, Settings
@@ -178,7 +178,6 @@ class PaperPanel(QWidget):
         self.tabs = QTabWidget(objectName="paperTabs")
         self.tabs.addTab(self._build_details(), "Line")
         self.deviationsView = QTextBrowser(objectName="deviationsView")
-        self.deviationsView.setHtml(self._deviations_html())
         self.tabs.addTab(self.deviationsView, "Deviations from the paper")
 
         split = QSplitter(Qt.Orientation.Horizontal, objectName="paperSplitter")
@@ -233,9 +232,16 @@ class PaperPanel(QWidget):
         return page
 
     @staticmethod
-    def _deviations_html() -> str:
-        parts = []
-        for d in deviations():
+    def _deviations_html(arch: str | None) -> str:
+        """Every deviation, under a heading per group: the architecture ``arch``'s own, every architecture's,
+        the other architectures'."""
+        heading = {0: f"For {ARCH_NAMES.get(arch or '', arch)}", 1: "For every architecture",
+                   2: "For the other architectures"}
+        parts, group = [], None
+        for d in deviations(arch):
+            if arch is not None and d.rank(arch) != group:
+                group = d.rank(arch)
+                parts.append(f"<h3>{html.escape(heading[group])}</h3>")
             setting = f"<br><b>Setting:</b> <code>{html.escape(d.setting)}</code>" if d.setting else ""
             parts.append(f"<h4>{html.escape(d.topic)}</h4><p><b>Paper:</b> {html.escape(d.paper)}<br>"
                          f"<b>fatstudio:</b> {html.escape(d.fatstudio)}<br><b>Why:</b> {html.escape(d.why)}"
@@ -278,6 +284,7 @@ class PaperPanel(QWidget):
         self.checkPaperLabel.setText("")
         self.checkPaperLabel.setToolTip("")
         self.code = pseudocode(subject.config) if subject is not None else None  # a subject's config is valid
+        self.deviationsView.setHtml(self._deviations_html(subject.config.arch if subject is not None else None))
         text = self.code.text() if self.code is not None else "(fix the configuration to see the pseudocode)"
         if text != self.pseudocodeView.toPlainText():
             self.pseudocodeView.blockSignals(True)
@@ -359,7 +366,7 @@ class PaperPanel(QWidget):
         n_layers = code.layers.get(line.stack, 1) if line.stack else 0
         where = line.where() or "A note beside the algorithm"
         if self.head is not None:
-            where += f" · head {self.head + 1} of layer {self.layer + 1} (the Attention tab's l{self.layer} h{self.head + 1})"
+            where += f" · {head_label(map_name(line.attention, self.layer), self.head)}"
         elif line.stack:
             where += f" · layer l = {self.layer + 1} of {n_layers}"
         self.lineTitle.setText(f"<b>{html.escape(where)}</b><br><code>{html.escape(line.text.strip())}</code>")
@@ -400,7 +407,7 @@ class PaperPanel(QWidget):
         if self.head is not None and line.attention is not None:
             A = self.trace.attention.get(map_name(line.attention, self.layer))
             if A is not None and self.head < A.shape[0]:
-                what = f"softmax(S/√d_attn) of head {self.head + 1} of layer {self.layer + 1}"
+                what = f"softmax(S/√d_attn) of {head_label(map_name(line.attention, self.layer), self.head)}"
                 head = tensor_stats(A[self.head])
                 parts.append(stats_html(f"{what} (query × key; each row sums to 1)", head))
                 drawn = (what, head)  # the head asked about is drawn
