@@ -10,8 +10,10 @@ token and in bits per character (`bits_per_char`), the unit that does not depend
 The validation split is the last ``val_fraction`` of a text's characters (from the next line start, or
 the next space), or of a corpus's examples. Very large corpora are sampled: the tokenizers
 train on at most ``TRAIN_CHARS`` characters and are measured on at most ``VAL_CHARS``, in evenly spaced
-pieces of the split (`tokenization.split_text`; evenly spaced lines for the lengths). Plain data in, plain
-data out: the GUI runs it in a worker.
+pieces of the split (`tokenization.split_text`; evenly spaced lines for the lengths). A text without words
+(letters only: a word tokenizer's tokens span over ``WORD_CHARS`` characters on average) or without line breaks
+gets a note saying so (`LabResult.notes`, `LabRow.note`) in place of numbers that would mean nothing. Plain
+data in, plain data out: the GUI runs it in a worker.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import math
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,6 +42,7 @@ TRAIN_CHARS = 4_000_000  # the most characters a tokenizer trains on (an even sa
 VAL_CHARS = 1_000_000  # the most characters measured (an even sample of the validation split)
 BINS = 40  # histogram bins of the sequence lengths
 SENTENCE_CHARS = 120  # the default sentence is the first validation line with ≥ 20 characters, cut to this
+WORD_CHARS = 20  # more characters a word token than this on average: the text has no words to speak of
 QUANTILES = {"min": 0.0, "median": 0.5, "p90": 0.9, "p99": 0.99, "max": 1.0}
 _BATCH = 4096  # texts per encode_batch call
 _LINE_START = re.compile(r"\n")
@@ -62,6 +65,7 @@ class LabRow:
     histogram: list[int]  # lengths counted in `LabResult.bin_edges`
     sentence: list[tuple[str, bool]]  # the sentence as this tokenizer cuts it: (token text, unknown?)
     tokenizer: Tokenizer
+    note: str = ""  # why this row's tokens per character and unknown rate mean nothing here ("" when they do)
 
     @property
     def label(self) -> str:
@@ -98,6 +102,7 @@ class LabResult:
     sentence: str
     bin_edges: list[int]  # shared by every row's histogram; the last bin also holds every longer sequence
     rows: list[LabRow]
+    notes: list[str] = field(default_factory=list)  # what the corpus lacks that some numbers need (words, lines)
 
 
 def spec_label(spec: Spec) -> str:
@@ -203,6 +208,17 @@ def _default_sentence(lines: list[str]) -> str:
     return line.strip()[:SENTENCE_CHARS]
 
 
+def _no_words(row: LabRow) -> str:
+    """Why a word tokenizer's numbers mean nothing on this text, or "": its tokens span more than WORD_CHARS
+    characters on average, so the text has no spaces or punctuation to cut words at (e.g. the built-in
+    "repeat": letters only)."""
+    if row.kind != "word" or row.chars_per_token <= WORD_CHARS:
+        return ""
+    return (f"no words: the text has hardly a space or punctuation mark to cut words at, so {row.label} sees a "
+            "few long, never-seen 'words' and makes each one <unk>; its tokens per character and unknown rate say "
+            "nothing here (compare char and bpe).")
+
+
 def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, val_fraction: float = 0.1,
                        sentence: str | None = None, progress: Progress | None = None) -> LabResult:
     """Train each tokenizer of ``specs`` on ``corpus``'s training split and measure it on the validation split
@@ -210,9 +226,15 @@ def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, va
     train, val = split_corpus(corpus, val_fraction)
     train = _sample([p for t in train for p in split_text(t)], TRAIN_CHARS)
     val_pieces = _sample([p for t in val for p in split_text(t)], VAL_CHARS)
-    lines = _sample([s for t in val for s in t.split("\n") if s.strip()] if corpus.kind == "text" else
-                    [t for t in val if t], VAL_CHARS)
-    sentence = _default_sentence(lines) if sentence is None else sentence
+    notes = []
+    if corpus.kind == "text" and "\n" not in val[0]:  # no lines: one "line" would be the whole split
+        lines = []
+        notes.append(f"No lines: the validation split has no line breaks ({len(val[0]):,} characters in one "
+                     "run), so there are no tokens per line to compare; the lengths are left out.")
+    else:
+        lines = _sample([s for t in val for s in t.split("\n") if s.strip()] if corpus.kind == "text" else
+                        [t for t in val if t], VAL_CHARS)
+    sentence = _default_sentence(lines or [val_pieces[0]]) if sentence is None else sentence
     rows = []
     for i, (kind, size) in enumerate(specs):
         if progress:
@@ -222,8 +244,13 @@ def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, va
         seconds = time.perf_counter() - start
         tokens, unknown = count_tokens(tok, val_pieces)
         lengths, _ = count_tokens(tok, lines)
-        rows.append(LabRow(kind, size, tok.vocab_size, seconds, sum(map(len, val_pieces)), int(tokens.sum()),
-                           int(unknown.sum()), lengths, [], tokenize_sentence(tok, sentence), tok))
+        row = LabRow(kind, size, tok.vocab_size, seconds, sum(map(len, val_pieces)), int(tokens.sum()),
+                     int(unknown.sum()), lengths, [], tokenize_sentence(tok, sentence), tok)
+        row.note = _no_words(row)
+        rows.append(row)
+    if any(r.note for r in rows):
+        notes.insert(0, "No words: the text has hardly a space or punctuation mark between its letters, so a word "
+                        "tokenizer has nothing to cut at; its tokens per character and unknown rate are left out.")
     top = max((float(np.quantile(r.lengths, 0.99)) for r in rows if len(r.lengths)), default=1.0)
     width = max(1, math.ceil(top / BINS))
     edges = list(range(0, width * (math.ceil(top / width) + 1) + 1, width))
@@ -232,7 +259,7 @@ def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, va
     if progress:
         progress(1.0, f"{len(rows)} tokenizers compared")
     return LabResult(corpus.name, "line" if corpus.kind == "text" else "example text", val_fraction,
-                     sum(map(len, train)), sum(map(len, val)), sentence, edges, rows)
+                     sum(map(len, train)), sum(map(len, val)), sentence, edges, rows, notes)
 
 
 # --- runs on the corpus ---------------------------------------------------------------------------------------

@@ -140,6 +140,23 @@ def test_a_large_corpus_is_sampled(monkeypatch):
     assert lab.val_chars > 90_000 and row.tokens_per_char == pytest.approx(1.0, abs=0.01)
 
 
+def test_a_text_without_words_or_lines_says_so_instead_of_giving_numbers():
+    corpus = load_corpus("repeat")  # letters only: no space, punctuation or line break
+    lab = compare_tokenizers(corpus, [("char", None), ("word", 1024), ("bpe", 300)], 0.1)
+    char, word, bpe = lab.rows
+    assert word.note.startswith("no words") and word.chars_per_token > tokenizer_lab.WORD_CHARS
+    assert not char.note and not bpe.note and char.tokens_per_char == 1.0
+    assert [n.split(":")[0] for n in lab.notes] == ["No words", "No lines"]
+    assert all(not len(r.lengths) and r.quantiles == {} and not any(r.histogram) for r in lab.rows)
+    assert 20 <= len(lab.sentence) == len(char.sentence) <= tokenizer_lab.SENTENCE_CHARS  # still one to cut
+
+
+def test_a_text_with_words_and_lines_has_no_notes():
+    text = "".join(f"x{i} = compute(y{i}, z)\n" for i in range(300))  # long identifiers, still words
+    lab = compare_tokenizers(text_corpus(text), [("word", 1024)], 0.1)
+    assert lab.notes == [] and lab.rows[0].note == "" and len(lab.rows[0].lengths) > 20
+
+
 @pytest.mark.parametrize("lengths", [[8_000] * 40, [30_000, 500, 500, 30_000] * 10, [1, 20_000] * 25])
 def test_sampling_keeps_about_the_cap_spread_over_pieces_of_any_length(lengths):
     texts = ["x" * n for n in lengths]

@@ -65,6 +65,24 @@ def test_the_table_compares_the_default_tokenizers_on_a_built_in_corpus(qtbot, t
     curves = dialog.histogram.getPlotItem().listDataItems()
     assert [c.name() for c in curves] == [spec_label(s) for s in DEFAULT_SPECS]
     assert "tokens per line" in dialog.summaryLabel.text() and "No finished run" in dialog.runsNote.text()
+    assert dialog.notesLabel.isHidden()  # words and lines: nothing to explain
+
+
+def test_a_corpus_without_words_or_lines_is_explained_not_measured(qtbot, tmp_path):
+    dialog = lab(qtbot, load_corpus("repeat"), "repeat", runs_root=tmp_path,
+                 specs=[("char", None), ("word", 1024), ("bpe", 300)])
+    table = dialog.table
+    cells = [{table.horizontalHeaderItem(c).text(): table.item(r, c) for c in range(table.columnCount())}
+             for r in range(table.rowCount())]
+    char, word, bpe = cells
+    assert word["tokens / char"].text() == word["unknown"].text() == "–"  # not 0.000 and 100.00%
+    assert "no words" in word["unknown"].toolTip() and "no words" in word["tokenizer"].toolTip()
+    assert char["tokens / char"].text() == "1.000" and bpe["unknown"].text() == "0.00%"
+    assert all(row[k].text() == "–" for row in cells for k in ("median", "p90", "max"))
+    notes = dialog.notesLabel.text()
+    assert not dialog.notesLabel.isHidden() and "No words" in notes and "no line breaks" in notes
+    assert dialog.histogram.getPlotItem().listDataItems() == []
+    assert "no line breaks" in dialog.histogram.getPlotItem().titleLabel.text
 
 
 def test_editing_the_sentence_retokenizes_it_in_every_row(qtbot, tmp_path):

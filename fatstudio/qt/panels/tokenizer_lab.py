@@ -111,6 +111,11 @@ class TokenizerLab(QDialog):
         self.summaryLabel = QLabel(objectName="labSummaryLabel")
         self.summaryLabel.setWordWrap(True)
         outer.addWidget(self.summaryLabel)
+        self.notesLabel = QLabel(objectName="labNotesLabel")  # what the corpus lacks: words, lines
+        self.notesLabel.setWordWrap(True)
+        self.notesLabel.setStyleSheet("color: #8a5300;")
+        self.notesLabel.hide()
+        outer.addWidget(self.notesLabel)
         self.table = _table("labTable", LAB_COLUMNS)
         for col, tip in ((2, "Tokens per character of the validation split: lower packs more text into ℓ_max."),
                          (3, "Unknown tokens of the validation split: <unk> for words, characters a char "
@@ -236,14 +241,20 @@ class TokenizerLab(QDialog):
         self.summaryLabel.setText(
             f"Trained on the first {1 - lab.val_fraction:.0%} of {lab.corpus} ({lab.train_chars:,} characters), "
             f"measured on the last {lab.val_fraction:.0%} ({lab.val_chars:,} characters{sampled}), text the "
-            f"tokenizers never saw. Sequence lengths are tokens per {lab.unit}.")
+            f"tokenizers never saw." + (f" Sequence lengths are tokens per {lab.unit}." if lab.rows[0].lengths.size
+                                        else ""))
+        self.notesLabel.setText("\n".join(lab.notes))
+        self.notesLabel.setVisible(bool(lab.notes))
         self.table.setRowCount(len(lab.rows))
         for r, row in enumerate(lab.rows):
             q = row.quantiles
-            cells = [_item(row.label, align_right=False), _item(f"{row.vocab_size:,}"),
+            cells = [_item(row.label, row.note, align_right=False), _item(f"{row.vocab_size:,}"),
+                     _item("–", row.note) if row.note else
                      _item(f"{row.tokens_per_char:.3f}", f"{row.chars_per_token:.2f} characters per token"),
+                     _item("–", row.note) if row.note else
                      _item(f"{row.unknown_rate:.2%}", f"{row.unknown:,} of {row.tokens:,} tokens"),
-                     *(_item(f"{q[k]:,.0f}" if q else "–") for k in ("median", "p90", "max")),
+                     *(_item(f"{q[k]:,.0f}", "") if q else _item("–", "no line breaks in the validation split")
+                       for k in ("median", "p90", "max")),
                      _item(f"{row.train_seconds:.2f}")]
             for c, item in enumerate(cells):
                 self.table.setItem(r, c, item)
@@ -257,7 +268,10 @@ class TokenizerLab(QDialog):
         plot = self.histogram.getPlotItem()
         plot.clear()  # the legend's entries go with the curves
         plot.setLabel("bottom", f"tokens per {lab.unit}")
-        for i, row in enumerate(lab.rows):
+        measured = any(len(row.lengths) for row in lab.rows)
+        plot.setTitle("Sequence lengths on the validation split" if measured else
+                      "Sequence lengths: none, the validation split has no line breaks", size="9pt", color="#333")
+        for i, row in enumerate(lab.rows if measured else []):
             plot.plot(lab.bin_edges, row.histogram, stepMode="center", name=row.label,
                       pen=pg.mkPen(COLORS[i % len(COLORS)], width=1.5))
 
