@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .attention_maps import AttentionMaps, parse_map_name
+from .attention_maps import AttentionMaps, head_label, parse_map_name
 
 if TYPE_CHECKING:
     import torch
@@ -177,13 +177,16 @@ class HeadScores:
         return [s for s in SCORES if s in found]
 
     def table(self) -> str:
-        """A short text table: a header, then one line per head of each map: map, head (1-based), scores."""
+        """A short text table: a header, then one line per head of each map, named as a person reads it
+        (`head_label`: "decoder layer 1 · head 2", counted from 1), then its scores."""
         cols = self.score_names()
-        lines = ["map     head " + " ".join(f"{c:>9}" for c in cols)]
-        for name, per in self.scores.items():
-            for h in range(len(next(iter(per.values()), []))):
-                cells = " ".join(f"{per[c][h]:9.3f}" if c in per else f"{'':>9}" for c in cols)
-                lines.append(f"{name:<7} {h + 1:>4} {cells}")
+        rows = [(head_label(name, h), per, h) for name, per in self.scores.items()
+                for h in range(len(next(iter(per.values()), [])))]
+        width = max((len(label) for label, _, _ in rows), default=4)
+        lines = [f"{'head':<{width}} " + " ".join(f"{c:>9}" for c in cols)]
+        for label, per, h in rows:
+            cells = " ".join(f"{per[c][h]:9.3f}" if c in per else f"{'':>9}" for c in cols)
+            lines.append(f"{label:<{width}} {cells}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
@@ -219,13 +222,27 @@ def head_scores(model: torch.nn.Module, tokenizer: TokenizerLike, maps: Attentio
     return HeadScores(out, n, seed)
 
 
+def score_movement(history: Mapping[int, HeadScores], names: list[str], score: str) -> float:
+    """How far ``score`` moves over the steps of ``history`` (step → the scores saved then): the largest
+    (max - min) over the steps of any head of the maps ``names``; 0 with fewer than two steps or no score."""
+    moves = [0.0]
+    for name in names:
+        rows = [v for step in sorted(history) if (v := history[step].get(name, score)) is not None]
+        if len(rows) > 1 and len({len(r) for r in rows}) == 1:
+            for column in np.array(rows, dtype=np.float64).T:  # one head over the steps
+                known = column[np.isfinite(column)]
+                moves.append(float(known.max() - known.min()) if known.size else 0.0)
+    return max(moves)
+
+
 def map_scores(maps: AttentionMaps) -> HeadScores:
     """The scores that need no model: prev, diag and sink of every self-attention map of ``maps``
     (e.g. maps saved during training, whose model is gone)."""
     return HeadScores(text_scores(maps))
 
 
-__all__ = ["map_scores", "SCORES", "SCORE_TITLES", "SELF_KINDS", "MAX_INDUCTION_LENGTH", "HeadScores", "head_scores",
+__all__ = ["map_scores", "score_movement",
+           "SCORES", "SCORE_TITLES", "SELF_KINDS", "MAX_INDUCTION_LENGTH", "HeadScores", "head_scores",
            "is_self_attention", "previous_token_score", "diagonal_score", "sink_score", "induction_score",
            "text_scores", "induction_scores", "ordinary_ids", "induction_length", "repeated_tokens",
            "induction_maps"]

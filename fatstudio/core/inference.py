@@ -11,7 +11,8 @@ Which call fits a run, and what the model reads for a text in each (framing, mas
 `prompting`: every call here takes either the text or the `prompting.EncodedPrompt` made from it, so a caller
 that encoded a text once (to check it) does not encode it again. `fill_mask` and `classify` can return the
 attention maps of their own forward pass (``return_attention=True``); a `Generation` computes the maps of
-the text it ends with. The maps, their names, colours and files are `attention_maps.AttentionMaps`.
+the user's text (the prompt, then as much of the output as l_max allows), captioned (`TextAttention`).
+The maps, their names, colours and files are `attention_maps.AttentionMaps`.
 """
 from __future__ import annotations
 
@@ -253,12 +254,21 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
     return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
 
 
+@dataclass
+class TextAttention(AttentionMaps):
+    """The `AttentionMaps` of a generation's text, with ``caption``: what of the text they show, in words
+    (`Generation.attention_caption`)."""
+
+    caption: str = ""
+
+
 class Generation(Iterator[TokenChoice]):
     """The tokens of one `generate` or `translate` call: an iterator of TokenChoice that samples each token
     when it is asked for (``close()`` stops early and restores the model's mode), and what the model read.
 
     ``prompt`` is the `EncodedPrompt` (encoded once, when the call was made); ``output_ids`` the ids yielded
-    so far. `attention` gives the attention maps of the text the generation ends with.
+    so far. `attention` gives the attention maps of the user's text: the prompt and as much of the output as
+l_max allows.
     """
 
     def __init__(self, steps: Iterator[TokenChoice], model, tokenizer: TokenizerLike, prompt: EncodedPrompt):
@@ -277,18 +287,45 @@ class Generation(Iterator[TokenChoice]):
             close()
 
     def attention_input(self) -> tuple[list[int], list[int] | None]:
-        """(x, z) of the text the generation ends with: decoder-only, the last l_max ids of prompt + output
-        (the window the model would read next) and no z; translate, [bos] + output (at most l_max) and the
-        encoder's z = [bos] + source + [eos]."""
+        """(x, z) of the user's text as far as l_max allows: decoder-only, the window of prompt + output that
+        starts where the prompt starts (a prompt longer than l_max: its last l_max tokens, which the model
+        read), so the prompt stays in view however long the output; no z. Translate: [bos] + output (at most
+        l_max) and the encoder's z = [bos] + source + [eos]."""
         l_max = _l_max(self._model)
         ids = [*self.prompt.ids, *self.output_ids]
         if self.prompt.context_ids is None:
-            return ids[-l_max:], None
+            start = self.prompt.cropped
+            return ids[start:start + l_max], None
         return ids[:l_max], list(self.prompt.context_ids)
 
-    def attention(self) -> AttentionMaps:
-        """The attention maps of one forward pass over `attention_input` (the last token sampled is read too)."""
-        return attention_maps_for_ids(self._model, self._tokenizer, *self.attention_input())
+    def attention_caption(self) -> str:
+        """What `attention_input` shows of the text, in words: "the prompt (12 tokens) + the first 14 of the
+        200 generated tokens (l_max = 26)"."""
+        x, z = self.attention_input()
+        n_out = len(self.output_ids)
+        plural = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")
+        if z is not None:
+            shown = len(x) - 1  # after the decoder's bos
+            out = (f"all {plural(n_out, 'output token')}" if shown == n_out else
+                   f"the first {shown} of the {plural(n_out, 'output token')}")
+            return f"the source ({plural(len(z), 'token')} with bos and eos) → <bos> + {out}"
+        n_prompt, cut = len(self.prompt.ids), self.prompt.cropped
+        shown_out = len(x) - (n_prompt - cut)
+        text = (f"the last {n_prompt - cut} of the prompt's {n_prompt} tokens" if cut else
+                f"the prompt ({plural(n_prompt, 'token')})")
+        if n_out and shown_out == n_out:
+            text += f" + all {plural(n_out, 'generated token')}"
+        elif n_out and shown_out:
+            text += f" + the first {shown_out} of the {plural(n_out, 'generated token')}"
+        elif n_out:
+            text += f"; the {plural(n_out, 'generated token')} do not fit"
+        return text + (f" (l_max = {_l_max(self._model)})" if cut or shown_out < n_out else "")
+
+    def attention(self) -> TextAttention:
+        """The attention maps of one forward pass over `attention_input` (the last token sampled is read too),
+        with `attention_caption`."""
+        maps = attention_maps_for_ids(self._model, self._tokenizer, *self.attention_input())
+        return TextAttention(maps.tokens, maps.context_tokens, maps.maps, self.attention_caption())
 
 
 # -------------------------------------------------------------------------------- Algorithm 14: generate
@@ -517,6 +554,6 @@ def attention_maps_for_ids(model, tokenizer: TokenizerLike, ids: Sequence[int],
     return _maps(tokenizer, ids, context_ids, attn)
 
 
-__all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "Generation", "AttentionMaps", "EncodedPrompt",
+__all__ = ["SampleInfo", "TokenChoice", "MaskPrediction", "Generation", "AttentionMaps", "TextAttention", "EncodedPrompt",
            "MASK_MARKER", "sample_next", "generate", "translate", "fill_mask", "fill_in", "classify",
            "attention_maps", "attention_maps_for_ids", "attention_entropy", "encode_masked", "framed", "colormap"]

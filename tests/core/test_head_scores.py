@@ -153,5 +153,8 @@ def test_scores_round_trip_through_plain_json_and_print_as_a_table():
         with pytest.raises(ValueError, match="not head scores"):
             hs.HeadScores.from_dict(bad)
     lines = back.table().splitlines()
-    assert lines[0].split() == ["map", "head", "prev", "sink", "induction"] and len(lines) == 5
-    assert lines[1].split() == ["self/0", "1", "0.250", "0.123"] and lines[4].split() == ["dec/1", "2", "0.000"]
+    assert lines[0].split() == ["head", "prev", "sink", "induction"] and len(lines) == 5
+    # named as a person reads them, from 1 with the kind in words: no map names such as self/0
+    assert lines[1].split() == ["layer", "1", "·", "head", "1", "0.250", "0.123"]
+    assert lines[4].split() == ["decoder", "layer", "2", "·", "head", "2", "0.000"]
+    assert "/" not in back.table()

@@ -421,9 +421,22 @@ def test_a_generation_knows_what_the_model_read():
     out = [c.id for c in gen]
     assert gen.output_ids == out
     x, z = gen.attention_input()
-    assert x == (list(gen.prompt.ids) + out)[-L_MAX:] and z is None
+    # the user's text: the window starts where the prompt starts, whatever the output's length
+    assert x == (list(gen.prompt.ids) + out)[:L_MAX] and z is None
     maps = gen.attention()
     assert maps.tokens == TOK.token_strings(x) and maps.maps["self/0"].shape == (2, L_MAX, L_MAX)
+    assert maps.caption == "the prompt (15 tokens) + the first 1 of the 5 generated tokens (l_max = 16)"
+    gen = generate(model, TOK, "abcde", tokens=40, temperature=0)
+    out = [c.id for c in gen]
+    assert gen.attention_input()[0] == (TOK.encode("abcde") + out)[:L_MAX]
+    assert gen.attention().caption == "the prompt (5 tokens) + the first 11 of the 40 generated tokens (l_max = 16)"
+    gen = generate(model, TOK, "abcde" * 4, tokens=3, temperature=0)  # longer than l_max: its last l_max tokens
+    list(gen)
+    assert gen.attention_input()[0] == TOK.encode("abcde" * 4)[-L_MAX:]
+    assert gen.attention().caption == "the last 16 of the prompt's 20 tokens; the 3 generated tokens do not fit (l_max = 16)"
+    gen = generate(model, TOK, "abc", tokens=2, temperature=0)
+    list(gen)
+    assert gen.attention().caption == "the prompt (3 tokens) + all 2 generated tokens"
     edt = tiny("edt")
     with torch.no_grad():
         edt.unembed.W_u.weight[TOK.eos_id] = 0
@@ -431,6 +444,7 @@ def test_a_generation_knows_what_the_model_read():
     out = [c.id for c in gen]
     assert gen.attention_input() == ([TOK.bos_id] + out, [TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id])
     assert gen.attention().maps["cross/0"].shape == (2, 5, 5)
+    assert gen.attention().caption == "the source (5 tokens with bos and eos) → <bos> + all 4 output tokens"
     gen = generate(model, TOK, "ab", tokens=100)
     next(gen)
     gen.close()  # stops early

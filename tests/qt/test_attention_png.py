@@ -72,7 +72,9 @@ def test_titles_token_labels_and_headings_are_drawn(qapp, monkeypatch):
     am = edt_maps()
     image, layout = render_attention_maps(am)
     px = pixels(image)
-    assert tile_title("cross/1", 0) == "layer 1 · head 1" and tile_title("enc/0", MEAN_HEAD) == "layer 0 · mean over heads"
+    assert tile_title("cross/1", 0) == "cross-attention layer 2 · head 1"  # from 1, the kind named in every title
+    assert tile_title("enc/0", MEAN_HEAD) == "encoder layer 1 · mean over heads"
+    assert tile_title("self/0", 2) == "layer 1 · head 3"
     for key, rect in layout.titles.items():
         assert inked(px, rect), key
         assert inked(px, layout.key_labels[key]), key
@@ -81,8 +83,8 @@ def test_titles_token_labels_and_headings_are_drawn(qapp, monkeypatch):
     assert set(layout.headings) == {"enc", "dec", "cross"} and all(inked(px, r) for r in layout.headings.values())
     monkeypatch.setattr(attention_png, "tile_title", lambda name, head: "")
     untitled, same = render_attention_maps(am)
-    assert same.titles == layout.titles
-    assert not any(inked(pixels(untitled), r) for r in layout.titles.values())  # the ink was the titles
+    assert same.titles.keys() == layout.titles.keys()
+    assert not any(inked(pixels(untitled), r) for r in same.titles.values())  # the ink was the titles
     assert set(render_attention_maps(gpt_maps())[1].headings) == set()  # one kind: no headings
 
 
@@ -105,3 +107,51 @@ def test_long_inputs_and_chosen_maps(qapp):
     assert layout.tiles["self/1", 0].size().toTuple() == (200, 200) and not image.isNull()
     with pytest.raises(ValueError, match="no attention map 'self/5'"):
         render_attention_maps(am, ["self/5"])
+
+
+def edt_maps_as_the_model_gives_them():
+    """An edt's maps in the model's order: the encoder's, then each decoder layer's self- and cross-attention."""
+    rng = np.random.default_rng(2)
+    maps = {"enc/0": rows(rng, 2, 5, 5), "enc/1": rows(rng, 2, 5, 5), "dec/0": rows(rng, 2, 3, 3),
+            "cross/0": rows(rng, 2, 3, 5), "dec/1": rows(rng, 2, 3, 3), "cross/1": rows(rng, 2, 3, 5)}
+    return AttentionMaps(["<bos>", "a", "b"], ["<bos>", "c", "d", "e", "<eos>"], maps)
+
+
+def test_edt_maps_are_grouped_by_kind_under_their_own_heading(qapp):
+    """Each row sits under the heading of its own kind: the model's interleaved order (dec/0, cross/0, dec/1,
+    cross/1) put the decoder's and cross-attention's first layers under the encoder's heading."""
+    am = edt_maps_as_the_model_gives_them()
+    _, layout = render_attention_maps(am)
+    assert layout.rows == ["enc/0", "enc/1", "dec/0", "dec/1", "cross/0", "cross/1"]
+    for name in am.maps:
+        top = layout.tiles[name, 0].top()
+        above = max((r.top(), kind) for kind, r in layout.headings.items() if r.top() < top)
+        assert above[1] == name.split("/")[0], (name, above)
+    tops = [layout.tiles[n, 0].top() for n in layout.rows]
+    assert tops == sorted(tops)
+    # chosen maps are grouped too
+    assert render_attention_maps(am, ["cross/0", "dec/1", "dec/0"])[1].rows == ["dec/1", "dec/0", "cross/0"]
+
+
+@pytest.mark.parametrize("tokens", [26, 64])
+def test_every_token_is_labelled_up_to_64(qapp, tokens):
+    """Up to l_max = 64 every query and key token has its label: ink in each token's slot beside and under a map."""
+    am = gpt_maps(tokens=tokens, heads=1, layers=1)
+    image, layout = render_attention_maps(am)
+    px = pixels(image)
+    s = layout.cell
+    assert layout.label_step == 1 and s >= QFontMetrics_height(layout.label_px)
+    q, k = layout.query_labels["self/0"], layout.key_labels["self/0", 0]
+    for i in range(tokens):
+        assert inked(px, QRect(q.x(), q.y() + i * s, q.width(), s)), f"query {i}"
+        assert inked(px, QRect(k.x() + i * s, k.y(), s, k.height())), f"key {i}"
+    long = render_attention_maps(gpt_maps(tokens=200, heads=1, layers=1))[1]
+    assert long.label_step > 1  # longer inputs: every n-th label
+
+
+def QFontMetrics_height(px: int) -> int:
+    from PySide6.QtGui import QFont, QFontMetrics
+
+    font = QFont()
+    font.setPixelSize(px)
+    return QFontMetrics(font).height()

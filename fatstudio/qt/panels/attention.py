@@ -1,5 +1,10 @@
 """Attention panel: every head's softmax(S/√d_attn) (Algorithm 4) of the last forward pass.
 
+- two sources, chosen in ``sourceSwitch`` (`widgets.source_switch`): "Your text" (the Prompt tab's last
+  forward pass, `show_maps`, with its caption: the prompt and as much of the output as l_max allows) and
+  "Training probe, step N" (the slider's step); each keeps its maps while the other is shown;
+- an edt opens on its lesson, cross-attention in the last layer; layers and heads are counted from 1 in
+  everything shown (`attention_maps.layer_label`, `head_label`);
 - a grid of layers × heads thumbnails (plus the mean over heads), titled with each head's entropy in nats
   (the mean over queries of the entropy of each attention row), all on one fixed 0-1 colour scale;
 - one head large (``attentionView``) with the tokens on both axes: zoom with the wheel, pan by dragging,
@@ -16,9 +21,10 @@
 - over training time: ``probeSlider`` (a QSlider) runs over the evaluation steps whose probe maps the run
   saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
   play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
-  ``headScoresPlot`` draws one head score (``headScoreCombo``) of every head of the kind shown against the
-  step (`core.probes.score_history`), a dashed line at the slider's step, the head shown large drawn bold
-  (click a line to show that head);
+  ``headScoresPlot`` draws one head score (``headScoreCombo``, opening on the one that moves most over the
+  run) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
+  slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
+  it folds to a one-line note;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -58,6 +64,8 @@ from ...core.attention_maps import (
     MEAN_HEAD,
     AttentionMaps,
     attention_entropy,
+    head_label,
+    layer_label,
     map_name,
     parse_map_name,
 )
@@ -68,11 +76,13 @@ from ...core.head_scores import (  # torch-free at import
     head_scores,
     is_self_attention,
     map_scores,
+    score_movement,
 )
 from ...core.probes import load_probe_file, probe_scores, score_history, score_series
 from ...core.prompting import display_token
 from ..widgets.heatmap import HeadGrid, HeatmapView
 from ..widgets.plots import _curve, _plot
+from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.token_view import TokenView, weight_tint
 from ..workers import call_in_thread
 
@@ -101,7 +111,8 @@ class AttentionPanel(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.maps: AttentionMaps | None = None
+        self.maps: AttentionMaps | None = None  # the maps shown: `text_maps` or a probe step's
+        self.text_maps: AttentionMaps | None = None  # the user's text's (`show_maps`), kept while a probe is shown
         self.kind: str | None = None
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
@@ -117,6 +128,7 @@ class AttentionPanel(QWidget):
         self._probe_maps: AttentionMaps | None = None
         self.score_history: dict[int, HeadScores] = {}  # the head scores saved with each probe step
         self._score_curves: dict[tuple[str, int], pg.PlotDataItem] = {}  # (map name, head) → its line
+        self._auto_score = True  # the plot picks the score that moves most, until the user picks one
         self._build()
 
     # ---- layout ------------------------------------------------------------------------------------------
@@ -141,7 +153,7 @@ class AttentionPanel(QWidget):
                                   "to the encoder's output.")
         self.layerCombo = QComboBox()
         self.layerCombo.setObjectName("layerCombo")
-        self.layerCombo.setToolTip("Layer l of the stack (0 = the first).")
+        self.layerCombo.setToolTip("Layer l of the stack (1 = the first, as the paper counts).")
         self.headCombo = QComboBox()
         self.headCombo.setObjectName("headCombo")
         self.headCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -170,6 +182,9 @@ class AttentionPanel(QWidget):
                                         "tokens as the header.")
         for b in (self.fitButton, self.exportPngButton, self.exportCsvButton):
             bar.addWidget(b)
+        self.sourceSwitch = SourceSwitch()
+        self.sourceSwitch.chosen.connect(self.show_source)
+        pl.addWidget(self.sourceSwitch)
         pl.addLayout(bar)
         pl.addWidget(self._build_probe_bar())
 
@@ -182,7 +197,7 @@ class AttentionPanel(QWidget):
         self.gridScroll = QScrollArea()
         self.gridScroll.setWidgetResizable(True)
         self.gridScroll.setWidget(self.headGrid)
-        self.gridScroll.setMinimumWidth(220)
+        self.gridScroll.setMinimumWidth(260)
         self.gridScroll.installEventFilter(self)
 
         self.attentionView = HeatmapView()
@@ -191,6 +206,7 @@ class AttentionPanel(QWidget):
         self.hoverLabel = QLabel(" ")
         self.hoverLabel.setObjectName("attentionHoverLabel")
         self.hoverLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.hoverLabel.setWordWrap(True)  # a long line must not widen the window
         self.hoverLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         right = QWidget()
         rl = QVBoxLayout(right)
@@ -240,18 +256,20 @@ class AttentionPanel(QWidget):
         self.tokenStrip = TokenView()
         self.tokenStrip.setObjectName("attentionTokens")
         self.tokenStrip.setMaximumHeight(5 * line + 12)
+        for view in (self.queryStrip, self.tokenStrip):  # two lines at least, scrolling: the maps keep the height
+            view.setMinimumHeight(2 * line + 12)
         sl.addWidget(self.queryCaption)
         sl.addWidget(self.queryStrip)
         sl.addWidget(self.stripCaption)
         sl.addWidget(self.tokenStrip)
 
-        vsplit = QSplitter(Qt.Orientation.Vertical)
+        vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self._build_score_plot())
         vsplit.addWidget(split)
         vsplit.addWidget(strip)
-        vsplit.setStretchFactor(0, 1)
-        vsplit.setStretchFactor(1, 4)
-        vsplit.setStretchFactor(2, 1)
+        for i, stretch in enumerate((0, 1, 0)):  # spare height goes to the maps, not the score plot or the strips
+            vsplit.setStretchFactor(i, stretch)
+        vsplit.setSizes([100, 800, 80])  # the maps first; the others at about their least
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -305,15 +323,32 @@ class AttentionPanel(QWidget):
         return list(self.maps.key_tokens(self.current_name()))
 
     def show_maps(self, maps) -> None:
-        """Show an `AttentionMaps` (the last forward pass). Keeps the chosen kind, layer and head
-        when the new maps have them."""
-        if maps is None or not getattr(maps, "maps", None):
-            self.clear()
-            return
+        """Show the attention of the user's text (an `AttentionMaps` of the Prompt tab's last forward pass; a
+        `TextAttention` says what of the text it shows) and keep it for "Your text". Keeps the chosen kind,
+        layer and head when the new maps have them. None: the user's text has no maps."""
+        self.text_maps = maps if maps is not None and getattr(maps, "maps", None) else None
+        if self.text_maps is not None:
+            self._show(self.text_maps)
+        elif not self.showing_probe:
+            self._blank()
+
+    def show_source(self, source: str) -> None:
+        """Show the user's text's maps (`TEXT`) or the probe maps at the slider's step (`PROBE`), if there are."""
+        if source == TEXT and self.text_maps is not None:
+            self._show(self.text_maps)
+        elif source == PROBE and self.probe_paths:
+            self._on_probe_slider(self.probeSlider.value())
+        else:
+            self._update_source()
+
+    def _show(self, maps: AttentionMaps) -> None:
+        """Draw ``maps`` (the user's text's or a probe step's). A kind not in them: the lesson's view, an
+        edt's cross-attention in its last layer (else the decoder's, or the only kind, first layer)."""
         self.maps = maps
         kinds = self.kinds()
         if self.kind not in kinds:
-            self.kind = "dec" if "dec" in kinds else kinds[0]
+            self.kind = next(k for k in ("cross", "dec", *kinds) if k in kinds)
+            self.layer = self.layers()[-1] if self.kind == "cross" else self.layers()[0]
         if self.layer not in self.layers():
             self.layer = self.layers()[0]
         if self.head != MEAN and self.head >= self.n_heads():
@@ -330,12 +365,41 @@ class AttentionPanel(QWidget):
         self._request_scores()
 
     def clear(self) -> None:
+        """Forget the user's text's maps and show none (the probe slider stays)."""
+        self.text_maps = None
+        self._blank()
+
+    def _blank(self) -> None:
         self.maps = None
         self.scores = None
         self.kind = None
         self.query = None
-        self.attentionView.clear()
+        self.attentionView.clear_matrix()
         self.stack.setCurrentIndex(0)
+        self._update_source()
+
+    def source(self) -> str | None:
+        """What the maps shown are: `PROBE`, `TEXT`, or None (none shown)."""
+        return None if self.maps is None else PROBE if self.showing_probe else TEXT
+
+    def source_caption(self) -> str:
+        """What is shown, in words ("Your text: the prompt (12 tokens) + …", "Training probe, step 400: …")."""
+        if self.maps is None:
+            return ""
+        n = len(self.maps.tokens)
+        if self.showing_probe:
+            return (f"<b>Training probe, step {self.probe_step:,}</b>: the run's probe input ({n} tokens) as the "
+                    "model read it at that evaluation.")
+        what = getattr(self.maps, "caption", "") or (
+            f"the source ({len(self.maps.context_tokens)} tokens) → {n} tokens" if self.maps.context_tokens
+            else f"{n} tokens")
+        return f"<b>Your text</b>: {html.escape(what)}."
+
+    def _update_source(self) -> None:
+        steps = self.probe_steps()
+        i = self.probeSlider.value()
+        self.sourceSwitch.set_state(self.source(), self.text_maps is not None,
+                                    steps[i] if 0 <= i < len(steps) else None, self.source_caption())
 
     def set_view(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Choose what is shown large: ``kind`` ("self", "enc", "dec", "cross"), ``layer``, ``head``
@@ -376,9 +440,12 @@ class AttentionPanel(QWidget):
             multi = len(kinds) > 1
             self.kindCombo.setVisible(multi)
             self.kindLabel.setVisible(multi)
+            fm = self.kindCombo.fontMetrics()  # room for the longest kind: the bar must not clip it
+            self.kindCombo.setMinimumWidth(max((fm.horizontalAdvance(KIND_NAMES.get(k, k)) for k in kinds),
+                                               default=0) + 40)
             self.layerCombo.clear()
             for l in self.layers():
-                self.layerCombo.addItem(f"{l}", l)
+                self.layerCombo.addItem(f"{l + 1}", l)  # as the paper counts
             self.layerCombo.setCurrentIndex(self.layers().index(self.layer))
             ent = self.maps.entropy(self.current_name())
             self.headCombo.clear()
@@ -399,14 +466,15 @@ class AttentionPanel(QWidget):
         rows, mean_ents = [], []
         for l in self.layers():
             name = map_name(self.kind, l)
-            rows.append((f"l{l}", self.maps.maps[name], self.maps.entropy(name)))
+            rows.append((layer_label(name).replace(" layer", "<br>layer"), self.maps.maps[name],
+                         self.maps.entropy(name)))
             mean_ents.append(self.maps.mean_entropy(name))
         if self.headGrid.set_maps(rows, with_mean=True, mean_entropies=mean_ents):
             self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
-        n_cols = self.headGrid.grid_shape()[1]
-        self.headGrid.setMinimumWidth(40 + 40 * n_cols)
         self._fill_entropy_table(rows, mean_ents)
         self.headGrid.set_badges(self._grid_badges())
+        # every title whole: narrower than this, the grid scrolls sideways rather than cutting them
+        self.headGrid.setMinimumWidth(self.headGrid.minimum_width())
         self._fit_grid()
 
     def _grid_badges(self) -> list[list[str]]:
@@ -494,8 +562,8 @@ class AttentionPanel(QWidget):
             out.append((r, len(ent), "mean", float(mean_ents[r]), {sc: float(v.mean()) for sc, v in per.items()}))
         t.setRowCount(len(out))
         for i, (r, c, head, e, sc) in enumerate(out):
-            where = f"layer {layers[r]}, {'mean over heads' if head == 'mean' else f'head {head}'}"
-            layer_item = _NumberItem(f"{layers[r]}", layers[r] + (0.5 if head == "mean" else 0.0))
+            where = head_label(map_name(self.kind, layers[r]), MEAN if head == "mean" else c)
+            layer_item = _NumberItem(f"{layers[r] + 1}", layers[r] + (0.5 if head == "mean" else 0.0))
             layer_item.setData(Qt.ItemDataRole.UserRole + 1, (r, c))  # what a click shows large
             t.setItem(i, 0, layer_item)
             t.setItem(i, 1, _NumberItem(head, c))
@@ -522,7 +590,9 @@ class AttentionPanel(QWidget):
         for i in range(t.rowCount()):
             for col in range(t.columnCount()):
                 t.item(i, col).setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        # each column as wide as its header and numbers (a narrow pane scrolls rather than cutting them)
+        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        t.horizontalHeader().setStretchLastSection(True)
         t.verticalHeader().setVisible(False)
         t.setSortingEnabled(True)
 
@@ -540,10 +610,12 @@ class AttentionPanel(QWidget):
         sa = self.gridScroll
         bar = sa.verticalScrollBar().sizeHint().width()
         # sized as if the scroll bar were there, so that showing or hiding it cannot make the height oscillate
-        h = self.headGrid.height_for(sa.width() - 2 * sa.frameWidth() - bar)
+        inner = sa.width() - 2 * sa.frameWidth() - bar
+        h = self.headGrid.height_for(max(inner, self.headGrid.minimumWidth()))
         self.headGrid.setFixedHeight(h)
-        # the scroll area is no taller than the grid, so spare height goes to the entropy table
-        sa.setMaximumHeight(h + 2 * sa.frameWidth() + 2)
+        # the scroll area is no taller than the grid (and its sideways scroll bar), so spare height goes to the table
+        sideways = sa.horizontalScrollBar().sizeHint().height() if self.headGrid.minimumWidth() > inner else 0
+        sa.setMaximumHeight(h + 2 * sa.frameWidth() + 2 + sideways)
 
     def _grid_cell(self) -> tuple[int, int]:
         r = self.layers().index(self.layer)
@@ -552,16 +624,15 @@ class AttentionPanel(QWidget):
 
     def _draw_large(self) -> None:
         A = self.current_matrix()
-        name = self.current_name()
-        head = "mean over heads" if self.head == MEAN else f"head {self.head + 1}"
+        where = head_label(self.current_name(), self.head)
         ent = float(attention_entropy(A))
-        title = f"{KIND_NAMES.get(self.kind, self.kind)} · layer {self.layer} · {head} · H = {ent:.2f} nats"
+        title = f"{where} · H = {ent:.2f} nats"
         self.attentionView.set_matrix(A, self.query_tokens(), self.key_tokens(), title=html.escape(title))
         self.headGrid.set_selected(*self._grid_cell())
         if self.query is None or self.query >= A.shape[0]:
             self.query = A.shape[0] - 1  # the last query: what the model looked at to predict the next token
         self._overlay()
-        self.hoverLabel.setText(f"{name}: hover the map for a weight; click a row or a token to lay its "
+        self.hoverLabel.setText(f"{where}: hover the map for a weight; click a row or a token to lay its "
                                 "attention over the text.")
 
     def _set_strips(self) -> None:
@@ -669,7 +740,7 @@ class AttentionPanel(QWidget):
         self.probeSlider.valueChanged.connect(self._on_probe_slider)
         self.probeSlider.valueChanged.connect(self._move_score_marker)
         self.probePlayButton.toggled.connect(self._on_probe_play)
-        self.viewChanged.connect(self._update_probe_label)  # a prompt's maps shown: the label says so
+        self.viewChanged.connect(self._update_source)
         self.probeBar.setVisible(False)
         return self.probeBar
 
@@ -684,16 +755,17 @@ class AttentionPanel(QWidget):
 
     def set_probes(self, paths: dict[int, str | Path]) -> None:
         """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
-        step's maps are shown. Empty: the slider hides (and probe maps shown go)."""
+        step's maps are shown. Empty: the slider hides, and probe maps shown give way to the user's text's."""
         self.probePlayButton.setChecked(False)
         self.probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
         self.score_history = score_history(self.probe_paths)
+        self._auto_score = True  # another run: its own most moving score
         self._sync_probe_slider()
         if self.probe_paths:
             self._set_probe_index(len(self.probe_paths) - 1, force=True)
         elif self.showing_probe:
             self._probe_maps = self.probe_step = None
-            self.clear()
+            self.show_maps(self.text_maps)
 
     def add_probe(self, step: int, path: str | Path, scores: dict | None = None) -> None:
         """A new evaluation's probe maps (the trainer's Probe event) and head ``scores`` (the event's,
@@ -709,8 +781,12 @@ class AttentionPanel(QWidget):
         self._sync_probe_slider()
         if follow:
             self._set_probe_index(len(self.probe_paths) - 1, force=True)
-        else:
+        elif at_end and not self.probeTimer.isActive():  # the user's text stays; the slider waits at the newest
+            self.probeSlider.blockSignals(True)
+            self.probeSlider.setValue(len(self.probe_paths) - 1)
+            self.probeSlider.blockSignals(False)
             self._update_probe_label()
+            self._move_score_marker()
 
     def show_probe_step(self, step: int) -> None:
         """Move the slider to ``step`` (one of `probe_steps`) and show its maps."""
@@ -727,6 +803,9 @@ class AttentionPanel(QWidget):
         self.scoreHistory.setVisible(n > 0)
         self.probePlayButton.setEnabled(n > 1)
         self._update_probe_label()
+        self._update_source()
+        if self._auto_score:
+            self._pick_score()
         self._draw_score_plot()
         if n:  # the steps from the start of training to the last evaluation
             self.headScoresPlot.getPlotItem().setXRange(0, self.probe_steps()[-1], padding=0.02)
@@ -749,7 +828,7 @@ class AttentionPanel(QWidget):
             self.messageLabel.setVisible(True)
             return
         self._probe_maps, self.probe_step = maps, steps[i]
-        self.show_maps(maps)
+        self._show(maps)
         self._update_probe_label()
 
     def _update_probe_label(self) -> None:
@@ -758,8 +837,8 @@ class AttentionPanel(QWidget):
             self.probeStepLabel.setText("")
             return
         i = self.probeSlider.value()
-        shown = "" if self.showing_probe else " (not shown)"
-        self.probeStepLabel.setText(f"step {steps[i]:,}  ({i + 1}/{len(steps)}){shown}")
+        self.probeStepLabel.setText(f"step {steps[i]:,}  ({i + 1}/{len(steps)})")
+        self._update_source()
 
     def _on_probe_play(self, playing: bool) -> None:
         self.probePlayButton.setText("❚❚ Pause" if playing else "▶ Play")
@@ -790,6 +869,7 @@ class AttentionPanel(QWidget):
         for score in SCORES:
             self.headScoreCombo.addItem(SCORE_TITLES[score], score)
         self.headScoreCombo.setCurrentIndex(SCORES.index("induction"))
+        self.headScoreCombo.activated.connect(self._on_score_picked)
         self.headScoreCombo.setToolTip("The head score plotted against the training step: the mean attention "
                                        "weight (0-1) to the previous token, to itself, to the first token (of the "
                                        "probe input), or induction (random tokens repeated twice), measured at "
@@ -798,17 +878,28 @@ class AttentionPanel(QWidget):
         self.headScoresLegend = QLabel(objectName="headScoresLegend")
         self.headScoresLegend.setTextFormat(Qt.TextFormat.RichText)
         self.headScoresLegend.setWordWrap(True)
+        # every line flat: the box is one line, this note and a button that shows the plot anyway
+        self.headScoresNote = QLabel(objectName="headScoresNote")
+        self.headScoresNote.setWordWrap(True)
+        self.headScoresToggle = QPushButton("Show plot", objectName="headScoresToggle")
+        self.headScoresToggle.setCheckable(True)
+        self.headScoresToggle.toggled.connect(self._fold_score_plot)
         bar.addWidget(QLabel("Head scores over training:"))
         bar.addWidget(self.headScoreCombo)
         bar.addSpacing(12)
         bar.addWidget(self.headScoresLegend, 1)
+        bar.addWidget(self.headScoresNote, 1)
+        bar.addWidget(self.headScoresToggle)
         box.addLayout(bar)
         self.headScoresPlot = _plot("", "headScoresPlot", "score")
         self.headScoresPlot.setToolTip("One line per head (L = layer, H = head, as in the grid); the head shown "
                                        "large is bold. Dashed: the step on the slider. Click a line to show its "
                                        "head.")
-        self.headScoresPlot.setMinimumHeight(170)
+        self.headScoresPlot.setMinimumHeight(100)
         item = self.headScoresPlot.getPlotItem()
+        # low and wide: three y ticks, the x axis's ticks are the steps (its label would take a line)
+        item.getAxis("left").setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
+        item.getAxis("bottom").showLabel(False)
         item.setYRange(0, 1, padding=0.02)
         item.getViewBox().enableAutoRange(y=False)
         self.scoreMarker = pg.InfiniteLine(angle=90, movable=False,
@@ -819,6 +910,57 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._draw_score_plot)  # another kind, or another head in bold
         self.scoreHistory.setVisible(False)
         return self.scoreHistory
+
+    FLAT = 0.05  # every head's score moves less than this over the run's probe steps: the plot folds away
+    SCORE_PLOT_MAX = 220  # px: the score plot's box at most, so that the maps keep the height
+
+    def score_moves(self) -> dict[str, float]:
+        """Per score, how far it moves over the saved probe steps: the largest (max - min) of any head of
+        `score_kind` (`head_scores.score_movement`)."""
+        kind = self.score_kind()
+        names = {n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind}
+        return {score: score_movement(self.score_history, sorted(names), score) for score in SCORES}
+
+    def _pick_score(self) -> None:
+        """Open the plot on the score that moves most over this run (previous-token, typically, for a
+        character model; induction where an induction head forms)."""
+        moves = self.score_moves()
+        best = max(SCORES, key=lambda sc: moves[sc])
+        if moves[best] > 0:
+            self.headScoreCombo.blockSignals(True)
+            self.headScoreCombo.setCurrentIndex(SCORES.index(best))
+            self.headScoreCombo.blockSignals(False)
+
+    def _on_score_picked(self, _index: int) -> None:
+        self._auto_score = False  # the user's choice stays, until another run's probes
+
+    def score_plot_folded(self) -> bool:
+        """Whether the plot is folded to its one-line note (every line flat, and not asked for)."""
+        return not self.headScoresPlot.isVisibleTo(self.scoreHistory)
+
+    def _fold_score_plot(self, *_args) -> None:
+        """Fold the plot to one line when every score of every head is flat (`FLAT`), unless asked for."""
+        moves = self.score_moves()
+        steps = len(self.score_history)
+        flat = max(moves.values(), default=0.0) < self.FLAT
+        fold = flat and not self.headScoresToggle.isChecked()
+        self.headScoresToggle.setVisible(flat)
+        self.headScoresToggle.setText("Hide plot" if self.headScoresToggle.isChecked() else "Show plot")
+        self.headScoresNote.setVisible(flat)
+        self.headScoresNote.setText(
+            f"flat so far: no head's score moved by {self.FLAT} or more over {steps} evaluation"
+            f"{'s' if steps != 1 else ''}." if steps else "")
+        if fold == self.score_plot_folded():
+            return
+        self.headScoresPlot.setVisible(not fold)
+        self.headScoresLegend.setVisible(not fold)
+        self.headScoreCombo.setVisible(not fold)
+        box = self.scoreHistory
+        box.setMaximumHeight(self.headScoresToggle.sizeHint().height() + 4 if fold else self.SCORE_PLOT_MAX)
+        sizes = self._vsplit.sizes()  # the height it gives or takes goes to the maps
+        want = box.maximumHeight() if fold else max(box.minimumSizeHint().height(), 130)
+        if sum(sizes):
+            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, sizes[2]])
 
     def score_kind(self) -> str | None:
         """The kind of attention whose heads the plot draws: the one shown if it gets scores, else the
@@ -855,7 +997,7 @@ class AttentionPanel(QWidget):
             color = curve.opts["pen"].color()
             curve.setPen(pg.mkPen(color, width=3 if bold else 1.2))
             curve.setData(steps, values[:, h])
-            label = f"L{parse_map_name(name).layer}&nbsp;H{h + 1}"
+            label = f"L{parse_map_name(name).layer + 1}&nbsp;H{h + 1}"
             legend.append(f"<span style='color:{color.name()}'>━━</span>&nbsp;" + (f"<b>{label}</b>" if bold else label))
         self.headScoresLegend.setText("&nbsp;&nbsp; ".join(legend))
         title = f"{SCORE_TITLES[score]} score of each head"
@@ -865,6 +1007,7 @@ class AttentionPanel(QWidget):
             title += " · not saved for this run"
         item.setTitle(title, size="9pt", color="#333")
         self._move_score_marker()
+        self._fold_score_plot()
 
     def _move_score_marker(self, *_args) -> None:
         steps = self.probe_steps()
@@ -878,8 +1021,8 @@ class AttentionPanel(QWidget):
         return int(self.scoreMarker.value()) if self.scoreMarker.isVisible() else None
 
     def score_curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """The plot's lines as drawn: label ("L0 H1") → (steps, scores)."""
-        return {f"L{parse_map_name(name).layer} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
+        """The plot's lines as drawn: label as in the legend ("L1 H1", from 1) → (steps, scores)."""
+        return {f"L{parse_map_name(name).layer + 1} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
                 for (name, h), curve in self._score_curves.items()}
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
@@ -915,8 +1058,8 @@ class AttentionPanel(QWidget):
         return self.maps
 
     def _default_name(self) -> str:
-        head = "mean" if self.head == MEAN else f"h{self.head + 1}"
-        return f"attention-{self.kind}-l{self.layer}-{head}"
+        head = "mean" if self.head == MEAN else f"head{self.head + 1}"
+        return f"attention-{self.kind}-layer{self.layer + 1}-{head}"
 
     def _export_png_dialog(self) -> None:
         self._export_dialog("PNG image (*.png)", ".png", self.export_png)

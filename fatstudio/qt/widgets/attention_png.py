@@ -1,11 +1,14 @@
 """A labelled picture of attention maps, painted with QPainter into a QImage and saved as PNG: what
 ``fatstudio attention … --out maps.png`` writes.
 
-One row per map (``kind/l``), one column per head (then, ``with_mean``, the mean over heads), each heatmap
-titled as the app titles it ("layer l · head h"), its query tokens down the left of the row and its key
-tokens under it (an edt's cross maps: decoder queries × encoder keys), a heading per kind when there is more
-than one, and one colour bar for the fixed 0-1 viridis scale every map is drawn on (`attention_maps.colormap`,
-the scale of the app's views). Each attention weight is a square of `Layout.cell` pixels, exactly its colour.
+One row per map (``kind/l``), the maps grouped by kind (encoder, decoder, cross-attention, each in layer
+order) under a heading per kind when there is more than one, one column per head (then, ``with_mean``, the
+mean over heads), each heatmap titled as the app titles it, from 1 and with its kind ("decoder layer 1 · head
+2", `attention_maps.head_label`), its query tokens down the left of the row and its key tokens under it (an
+edt's cross maps: decoder queries × encoder keys), and one colour bar for the fixed 0-1 viridis scale every
+map is drawn on (`attention_maps.colormap`, the scale of the app's views). Each attention weight is a square
+of `Layout.cell` pixels, exactly its colour. Up to `ALL_LABELS` tokens a side every token is labelled (the
+cells grow to a line of small text); longer inputs get every n-th label.
 
 Painting text needs a QGuiApplication: `ensure_gui_application` makes one (a QApplication) (the "offscreen" platform on Linux,
 so that it needs no display) when the command line has none.
@@ -24,10 +27,18 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QApplication
 
-from ...core.attention_maps import KIND_TITLES, LEVELS, MEAN_HEAD, AttentionMaps, colormap, parse_map_name
+from ...core.attention_maps import (
+    KIND_TITLES,
+    LEVELS,
+    MEAN_HEAD,
+    AttentionMaps,
+    colormap,
+    head_label,
+    parse_map_name,
+)
 from ...core.prompting import display_token
 
-__all__ = ["Layout", "ensure_gui_application", "render_attention_maps", "save_attention_png", "tile_title"]
+__all__ = ["Layout", "by_kind", "ensure_gui_application", "render_attention_maps", "save_attention_png", "tile_title"]
 
 BACKGROUND = QColor(255, 255, 255)
 TEXT = QColor(32, 32, 32)
@@ -37,6 +48,8 @@ FONT_PX = 12
 BUDGET = 320  # px: the longest side of a map is about this long (1 to `MAX_CELL` px per weight)
 MAX_CELL = 24
 LABEL_CHARS = 12  # tokens longer than this are cut with an ellipsis
+ALL_LABELS = 64  # inputs up to this many tokens a side get a label on every token
+MIN_LABEL_PX = 8  # the token labels' smallest text, in pixels
 BAR_WIDTH, BAR_HEIGHT = 16, 200
 BAR_TICKS = (0.0, 0.25, 0.5, 0.75, 1.0)
 HEADER = "attention weights softmax(S/√d_attn) · rows: query tokens · columns: key tokens"
@@ -60,9 +73,16 @@ def ensure_gui_application() -> QGuiApplication:
 
 
 def tile_title(name: str, head: int) -> str:
-    """The title of one heatmap, as the app names it: "layer l · head h" (h from 1), "layer l · mean over heads"."""
-    layer = parse_map_name(name).layer
-    return f"layer {layer} · " + ("mean over heads" if head == MEAN_HEAD else f"head {head + 1}")
+    """The title of one heatmap, as the app names it (`head_label`): "layer 1 · head 2", "cross-attention
+    layer 2 · mean over heads"."""
+    return head_label(name, head)
+
+
+def by_kind(names: Sequence[str]) -> list[str]:
+    """``names`` grouped by kind, in the order of `KIND_TITLES` (the model gives an edt's maps interleaved:
+    enc/0, enc/1, dec/0, cross/0, dec/1, …), each kind's maps in the order given."""
+    order = {k: i for i, k in enumerate(KIND_TITLES)}
+    return sorted(names, key=lambda n: order.get(parse_map_name(n).kind, len(order)))
 
 
 @dataclass
@@ -73,17 +93,20 @@ class Layout:
     width: int
     height: int
     cell: int  # px per attention weight, each side
+    label_step: int = 1  # every label_step-th token is labelled (1: all)
+    label_px: int = FONT_PX  # the token labels' text size
     tiles: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the heatmaps
     titles: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the band above each heatmap
     key_labels: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the band under each heatmap
     query_labels: dict[str, QRect] = field(default_factory=dict)  # left of each row's first heatmap
     headings: dict[str, QRect] = field(default_factory=dict)  # kind → its heading (more than one kind)
+    rows: list[str] = field(default_factory=list)  # the maps, top to bottom
     colorbar: QRect = field(default_factory=QRect)  # the gradient, 1 at the top
 
 
-def _font(bold: bool = False) -> QFont:
+def _font(bold: bool = False, px: int = FONT_PX) -> QFont:
     font = QFont()
-    font.setPixelSize(FONT_PX)
+    font.setPixelSize(px)
     font.setBold(bold)
     return font
 
@@ -98,7 +121,7 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
                           with_mean: bool = False) -> tuple[QImage, Layout]:
     """Paint the maps (all, or ``names``, in that order): see the module. Returns the image and its layout."""
     ensure_gui_application()
-    chosen = list(maps.maps) if names is None else list(names)
+    chosen = by_kind(list(maps.maps) if names is None else list(names))
     missing = [n for n in chosen if n not in maps.maps]
     if missing or not chosen:
         raise ValueError(f"there is no attention map {missing[0]!r}; there are {', '.join(maps.maps)}." if missing
@@ -110,11 +133,16 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
     line = fm.height()
     longest = max(max(maps.maps[n].shape[1:]) for n in chosen)
     s = max(1, min(MAX_CELL, BUDGET // longest))
-    step = max(1, math.ceil(line / s))  # label every step-th token so that labels do not overlap
+    label_px = min(FONT_PX, max(MIN_LABEL_PX, math.floor(s / 1.25)))
+    label_fm = QFontMetrics(_font(px=label_px))
+    label_line = label_fm.height()
+    if longest <= ALL_LABELS:
+        s = max(s, label_line)  # a cell holds a line of label text: every token gets its label
+    step = max(1, math.ceil(label_line / s))  # label every step-th token so that labels do not overlap
     cell_w = max(maps.maps[n].shape[2] for n in chosen) * s
     cell_h = max(maps.maps[n].shape[1] for n in chosen) * s
-    query_w = max(fm.horizontalAdvance(t) for n in chosen for t in labels[n][0])
-    key_h = max(fm.horizontalAdvance(t) for n in chosen for t in labels[n][1])  # written upwards
+    query_w = max(label_fm.horizontalAdvance(t) for n in chosen for t in labels[n][0])
+    key_h = max(label_fm.horizontalAdvance(t) for n in chosen for t in labels[n][1])  # written upwards
     n_cols = max(len(heads) for _, heads in rows)
     kinds = [parse_map_name(n).kind for n in chosen]
     headed = len(set(kinds)) > 1
@@ -126,7 +154,7 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
     bar_x = left + grid_w + 2 * GAP
     width = max(bar_x + BAR_WIDTH + LABEL_GAP + tick_w + PAD, PAD + fm.horizontalAdvance(HEADER) + PAD)
     top = PAD + line + GAP // 2
-    layout = Layout(0, 0, s)
+    layout = Layout(0, 0, s, step, label_px, rows=chosen)
     y = top
     for r, (name, heads) in enumerate(rows):
         if headed and (r == 0 or kinds[r] != kinds[r - 1]):
@@ -155,12 +183,12 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
         for kind, rect in layout.headings.items():
             p.setFont(_font(bold=True))
             p.drawText(rect, Qt.AlignmentFlag.AlignLeft, KIND_TITLES.get(kind, kind))
-        p.setFont(_font())
         for name, heads in rows:
             q_labels, k_labels = labels[name]
             qrect = layout.query_labels[name]
+            p.setFont(_font(px=label_px))
             for i in range(0, len(q_labels), step):
-                p.drawText(QRect(qrect.x(), qrect.y() + i * s + (s - line) // 2, query_w, line),
+                p.drawText(QRect(qrect.x(), qrect.y() + i * s + (s - label_line) // 2, query_w, label_line),
                            Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, q_labels[i])
             for head in heads:
                 A = maps.matrix(name, head)
@@ -169,15 +197,18 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
                 p.setPen(FRAME)
                 p.drawRect(tile.adjusted(-1, -1, 0, 0))
                 p.setPen(TEXT)
+                p.setFont(_font())
                 p.drawText(layout.titles[name, head], Qt.AlignmentFlag.AlignLeft, tile_title(name, head))
+                p.setFont(_font(px=label_px))
                 krect = layout.key_labels[name, head]
                 for j in range(0, len(k_labels), step):
                     p.save()  # a key's label runs upwards from just under its column
-                    p.translate(krect.x() + j * s + (s - line) // 2, krect.y())
+                    p.translate(krect.x() + j * s + (s - label_line) // 2, krect.y())
                     p.rotate(-90)
-                    p.drawText(QRect(-key_h, 0, key_h, line),
+                    p.drawText(QRect(-key_h, 0, key_h, label_line),
                                Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, k_labels[j])
                     p.restore()
+        p.setFont(_font())
         bar = layout.colorbar
         ramp = np.linspace(LEVELS[1], LEVELS[0], bar.height())[:, None].repeat(bar.width(), 1)
         p.drawImage(bar.topLeft(), _rgb_image(colormap(ramp)))

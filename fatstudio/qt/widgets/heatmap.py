@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QPen
+from PySide6.QtGui import QColor, QFont, QFontInfo, QFontMetricsF, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QWidget
 
 from ...core.attention_maps import LEVELS, VIRIDIS, VIRIDIS_POSITIONS, max_pool
@@ -22,7 +22,7 @@ from ...core.prompting import display_token
 
 COLORMAP = pg.ColorMap(VIRIDIS_POSITIONS, VIRIDIS, name="viridis")
 
-__all__ = ["COLORMAP", "LEVELS", "HeadGrid", "HeatmapView", "TokenAxis", "display_token", "max_pool"]
+__all__ = ["COLORMAP", "LEVELS", "SHADOWED", "HeadGrid", "HeatmapView", "TokenAxis", "display_token", "max_pool"]
 
 
 def _image_item() -> pg.ImageItem:
@@ -53,24 +53,29 @@ def _palette_colors(widget: QWidget) -> tuple[QColor, QColor]:
 class TokenAxis(pg.AxisItem):
     """An axis labelled by tokens at the centres of the image's cells (i + 0.5).
 
-    Shows as many labels as fit without overlapping at the current zoom: every token when zoomed in,
-    every n-th (n a whole number, labels on multiples of n) when the view is too dense.
+    Every token gets its label while the font fits between `MIN_FONT_PX` and the axis's own size: the font
+    shrinks with the cells (on inputs up to l_max = 64 at the app's size, all of them), and the key axis
+    (bottom) writes its labels upwards when they are wider than a cell. Denser still, every n-th label (n a
+    whole number, labels on multiples of n). ``drawn`` holds the labels of the last paint.
     """
+
+    MIN_FONT_PX = 6  # smallest label text, in pixels
 
     def __init__(self, orientation: str, **kw):
         super().__init__(orientation, **kw)
         self._labels: list[str] = []
-        self._extent = 10.0  # px a label needs along the axis
+        base = QFont(self.font())
+        if base.pixelSize() <= 0:
+            base.setPixelSize(max(self.MIN_FONT_PX, round(QFontInfo(base).pixelSize())))
+        self._base_font = base
+        self.font_px = base.pixelSize()
+        self.rotated = False  # the key labels run upwards
+        self.drawn: list[str] = []
+        self._values: list[float] = []  # the ticks of the last `tickValues`
         self.enableAutoSIPrefix(False)
 
     def set_tokens(self, tokens: Sequence[str]) -> None:
         self._labels = [display_token(t) for t in tokens]
-        fm = QFontMetricsF(self.style.get("tickFont") or self.font())
-        if self.orientation in ("bottom", "top"):
-            widest = max((fm.horizontalAdvance(s) for s in self._labels), default=8.0)
-            self._extent = widest + 6.0
-        else:
-            self._extent = fm.height() * 0.85 + 1.0
         self.picture = None
         self.update()
 
@@ -78,22 +83,33 @@ class TokenAxis(pg.AxisItem):
     def labels(self) -> list[str]:
         return list(self._labels)
 
-    def label_step(self, lo: float, hi: float, size_px: float) -> int:
-        """Show every ``step``-th label so that labels of ``_extent`` px do not overlap."""
-        span = max(hi - lo, 1e-9)
-        px_per_token = max(size_px, 1.0) / span
-        return max(1, math.ceil(self._extent / px_per_token))
+    def _font(self, px: int) -> QFont:
+        font = QFont(self._base_font)
+        font.setPixelSize(px)
+        return font
 
-    def tickValues(self, minVal, maxVal, size):
-        n = len(self._labels)
-        if n == 0:
-            return []
-        lo, hi = min(minVal, maxVal), max(minVal, maxVal)
-        step = self.label_step(lo, hi, size)
-        first = max(0, math.ceil(lo - 0.5))
-        first = math.ceil(first / step) * step
-        last = min(n - 1, math.floor(hi - 0.5))
-        return [(float(step), [i + 0.5 for i in range(first, last + 1, step)])]
+    def fit(self, lo: float, hi: float, size_px: float) -> int:
+        """Choose the label font, the direction and the label step for ``size_px`` pixels showing tokens
+        ``lo``…``hi``; returns the step (1: every token)."""
+        if not self._labels:
+            return 1
+        cell = max(size_px, 1.0) / max(hi - lo, 1e-9)  # px per token along the axis
+        base = self._base_font.pixelSize()
+        high = max(self.MIN_FONT_PX, min(base, math.floor(cell / 1.1)))  # a line of text per cell
+        self.rotated, px = False, high
+        if self.orientation in ("bottom", "top"):
+            widest = max(QFontMetricsF(self._font(base)).horizontalAdvance(s) for s in self._labels) + 2.0
+            across = math.floor(base * cell / widest)  # side by side: the font at which the widest fits
+            if across >= min(base, 8):
+                px = min(base, across)
+            else:
+                self.rotated = True
+        if self.style["tickFont"] is None or self.style["tickFont"].pixelSize() != px:
+            self.setStyle(tickFont=self._font(px))  # only on a change: it asks for a repaint
+        self.font_px = px
+        extent = 1.1 * px if self.rotated or self.orientation in ("left", "right") else \
+            max(QFontMetricsF(self._font(px)).horizontalAdvance(s) for s in self._labels) + 2.0
+        return max(1, math.ceil(extent / cell - 1e-9))
 
     def tickStrings(self, values, scale, spacing):
         out = []
@@ -102,10 +118,70 @@ class TokenAxis(pg.AxisItem):
             out.append(self._labels[i] if 0 <= i < len(self._labels) else "")
         return out
 
+    def tickValues(self, minVal, maxVal, size):
+        n = len(self._labels)
+        if n == 0:
+            return []
+        lo, hi = min(minVal, maxVal), max(minVal, maxVal)
+        step = self.fit(lo, hi, size)
+        first = max(0, math.ceil(lo - 0.5))
+        first = math.ceil(first / step) * step
+        last = min(n - 1, math.floor(hi - 0.5))
+        self._values = [i + 0.5 for i in range(first, last + 1, step)]
+        return [(float(step), list(self._values))]
+
+    def generateDrawSpecs(self, p):
+        p.setFont(self.style["tickFont"] or self._base_font)
+        specs = super().generateDrawSpecs(p)
+        if specs is None or not self.rotated:
+            return specs
+        # written upwards from under each tick: (x, text) for `drawPicture`; the axis is as tall as the longest
+        axis_spec, tick_specs, _ = specs
+        width, (r0, r1) = self.mapRectFromParent(self.geometry()).width(), self.range
+        scale = width / (r1 - r0) if r1 != r0 else 1.0
+        texts = [((v - r0) * scale, s) for v, s in zip(self._values, self.tickStrings(self._values, 1, 1))]
+        fm = QFontMetricsF(self.style["tickFont"])
+        tall = math.ceil(max((fm.horizontalAdvance(s) for _, s in texts), default=0.0)) + 2
+        if tall != self.textHeight:
+            self.textHeight = tall
+            self._updateHeight()
+        return axis_spec, tick_specs, texts
+
+    def _updateMaxTextSize(self, x):
+        if not self.rotated:  # rotated: `generateDrawSpecs` sets the height
+            super()._updateMaxTextSize(x)
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
+        if not self.rotated:
+            super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+            self.drawn = [text for _, _, text in textSpecs]
+            return
+        super().drawPicture(p, axisSpec, tickSpecs, [])
+        top = self.mapRectFromParent(self.geometry()).top() + max(0, self.style["tickLength"]) + \
+            self.style["tickTextOffset"][1]
+        line = QFontMetricsF(self.style["tickFont"]).height()
+        p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        for x, text in textSpecs:
+            p.save()
+            p.translate(x, top)
+            p.rotate(-90)
+            p.drawText(QRectF(-self.textHeight, -line / 2, self.textHeight, line),
+                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), text)
+            p.restore()
+        self.drawn = [text for _, text in textSpecs]
+
+
+# GraphicsLayoutWidget.__init__ sets these names on the instance, bound to its layout (``self.clear`` is
+# ``self.ci.clear``, which removes every item for good): a method of that name in a subclass never runs.
+SHADOWED = ("nextRow", "nextCol", "nextColumn", "addPlot", "addViewBox", "addItem", "getItem", "addLayout",
+            "addLabel", "removeItem", "itemIndex", "clear")
+
 
 class HeatmapView(pg.GraphicsLayoutWidget):
     """One attention matrix large: keys along the top/bottom axis, queries down the left axis, token labels,
     zoom and scroll with the mouse (ViewBox), a colour bar on the fixed 0-1 scale, a row highlight.
+    `clear_matrix` empties it (not ``clear``: see `SHADOWED`).
 
     Signals: ``hovered(query, key)`` (-1, -1 when the cursor leaves the matrix) and ``queryClicked(query)``.
     """
@@ -142,10 +218,14 @@ class HeatmapView(pg.GraphicsLayoutWidget):
                                             label="weight")
             self.colorbar.setImageItem(self.image)
             for name in ("left", "right"):
-                ax = self.colorbar.getAxis(name) if hasattr(self.colorbar, "getAxis") else None
-                if ax is not None:
-                    ax.setPen(fg)
-                    ax.setTextPen(fg)
+                ax = self.colorbar.getAxis(name)
+                ax.setPen(fg)
+                ax.setTextPen(fg)
+            # its tick labels ("0.0" … "1.0") in full: the bar's fixed 45 px cut them at larger fonts
+            ticks = self.colorbar.axis
+            fm = QFontMetricsF(ticks.style["tickFont"] or ticks.font())
+            ticks.setWidth(math.ceil(fm.horizontalAdvance("0.75") + max(0, ticks.style["tickLength"])
+                                     + ticks.style["tickTextOffset"][0] + 8))
             self.addItem(self.colorbar, row=0, col=1)
         self._matrix: np.ndarray | None = None
         self._query_tokens: list[str] = []
@@ -195,7 +275,8 @@ class HeatmapView(pg.GraphicsLayoutWidget):
         if not (keep_view and same_shape):
             self.reset_zoom()
 
-    def clear(self) -> None:
+    def clear_matrix(self) -> None:
+        """Show no matrix (the plot, its axes and the colour bar stay, for the next `set_matrix`)."""
         self._matrix = None
         self._query_tokens, self._key_tokens = [], []
         self.image.clear()
@@ -282,12 +363,29 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         """(rows, columns) of thumbnails."""
         return (self._shape[0], self._shape[1]) if self._shape else (0, 0)
 
+    def _text_width(self, texts, point_size: float) -> float:
+        """The widest line of ``texts`` (rich text lines split at <br>) at ``point_size``, in px."""
+        font = QFont(self.font())
+        font.setPointSizeF(point_size)
+        fm = QFontMetricsF(font)
+        return max((fm.horizontalAdvance(line) for t in texts for line in t.split("<br>")), default=0.0)
+
+    def label_width(self) -> float:
+        """px the row labels take, left of the thumbnails."""
+        return self._text_width([label.text for label in self.row_labels], 9) + 10
+
+    def minimum_width(self) -> int:
+        """The narrowest width at which no title, badge or row label is cut."""
+        cols = self.grid_shape()[1]
+        titles = [*(t for row in self._base_titles for t in row), *(b for row in self.badges for b in row)]
+        return math.ceil(self.label_width() + cols * max(36.0, self._text_width(titles, 8) + 8) + 6)
+
     def height_for(self, width: int) -> int:
         """A height that makes the thumbnails about square at this width."""
         rows, cols = self.grid_shape()
         if not rows or not cols:
             return 100
-        cell = max(36.0, (width - 40.0) / cols)
+        cell = max(36.0, (width - self.label_width()) / cols)
         title = 30.0 if any(any(row) for row in self.badges) else 18.0  # badges: a second line of title
         return int(rows * (cell + title) + 6)
 
