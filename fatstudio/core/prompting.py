@@ -154,12 +154,15 @@ def encode_prompt(tokenizer: TokenizerLike, text: str, mode: str | None, *, l_ma
     return EncodedPrompt(mode, text, tuple(ids), l_max, context, masks)
 
 
-def unknown_words(tokenizer: TokenizerLike, prompt: EncodedPrompt) -> list[str]:
-    """The symbols of a prompt's text that a word tokenizer reads as <unk>, in order of appearance (mask
-    markers aside). Empty for other tokenizers: char tokenizers refuse unknown symbols, BPE has none."""
+def unknown_words(tokenizer: TokenizerLike, prompt: EncodedPrompt | str) -> list[str]:
+    """The symbols of a prompt's text (or of a plain text) that a word tokenizer reads as <unk>, in order of
+    appearance (mask markers aside). Empty for other tokenizers: char tokenizers refuse unknown symbols, BPE
+    has none."""
     unknown_symbols = getattr(tokenizer, "unknown_symbols", None)
     if getattr(tokenizer, "kind", None) != "word" or unknown_symbols is None:
         return []
+    if isinstance(prompt, str):
+        return list(dict.fromkeys(unknown_symbols(prompt)))
     text, cuts = prompt.text, [(m.start, m.end) for m in prompt.masks]
     pieces = [text[a:b] for a, b in zip([0] + [e for _, e in cuts], [s for s, _ in cuts] + [len(text)])]
     return list(dict.fromkeys(s for p in pieces for s in unknown_symbols(p)))

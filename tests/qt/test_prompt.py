@@ -1,15 +1,21 @@
 """The prompt panel for each task type: generate (streaming, stop), fill a mask, translate, classify,
 and bad input shown in words. Tiny untrained models: these test the plumbing, not the model."""
+import html
+
 import pytest
 import torch
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QPlainTextEdit, QPushButton
 
 from fatstudio import ModelConfig, RunConfig, build_model
-from fatstudio.core import inference
+from fatstudio.core import inference, scoring
 from fatstudio.core.config import DataConfig
+from fatstudio.core.prompting import display_token
 from fatstudio.core.runs import LoadedModel
 from fatstudio.core.tokenization import train_tokenizer
 from fatstudio.qt.panels import prompt as prompt_module
 from fatstudio.qt.panels.prompt import PromptPanel, mode_for
+from fatstudio.qt.widgets.token_view import LossStrip, TokenView
 
 CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 0123456789"]
 TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt": "seq2seq",
@@ -79,9 +85,9 @@ def test_generate_streams_tokens_and_emits_attention(qtbot, panel, monkeypatch):
     assert [c.id for c in panel.generated] == [c.id for c in expected]
     assert panel.output_text() == "".join(c.text for c in expected)
     assert panel.outputView.text() == "the fox" + panel.output_text()
-    # the attention of the full text, the last l_max tokens of prompt + output
+    # the attention of the user's text: the prompt, then as much of the output as l_max = 24 allows
     assert len(maps) == 1 and maps[0] is panel.last_maps
-    ids = (loaded.tokenizer.encode("the fox") + [c.id for c in expected])[-24:]
+    ids = (loaded.tokenizer.encode("the fox") + [c.id for c in expected])[:24]
     assert maps[0].tokens == loaded.tokenizer.token_strings(ids)
     assert set(maps[0].maps) == {"self/0", "self/1"}
     assert maps[0].maps["self/1"].shape == (2, 24, 24)
@@ -261,3 +267,144 @@ def test_a_run_encodes_its_text_once(qtbot, panel, monkeypatch, kind, text):
     assert run_and_wait(qtbot, panel) == "finished"
     assert "".join(encoded) == text.replace("[MASK]", "") and maps
     assert len(passes) == (1 if kind in ("bert", "cls") else 0)
+
+
+# ------------------------------------------------------------------------------------------------- the seed
+def test_the_seed_is_random_by_default_shown_and_repeatable(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("the")
+    panel.tokensSpin.setValue(30)
+    assert panel.seedSpin.value() == panel.seedSpin.minimum() and panel.seedSpin.text() == "random"
+    run_and_wait(qtbot, panel)
+    first_seed, first_text = panel.last_seed, panel.output_text()
+    assert f"seed {first_seed}" in panel.statusLabel.text()
+    run_and_wait(qtbot, panel)
+    assert panel.last_seed != first_seed and f"seed {panel.last_seed}" in panel.statusLabel.text()
+    # take the first sample's seed back: the button now offers the second's, so set the first by hand too
+    assert panel.reuseSeedButton.isVisibleTo(panel) and str(panel.last_seed) in panel.reuseSeedButton.text()
+    panel.reuseSeedButton.click()
+    assert panel.seedSpin.value() == panel.last_seed
+    panel.seedSpin.setValue(first_seed)
+    run_and_wait(qtbot, panel)
+    assert panel.last_seed == first_seed and panel.output_text() == first_text  # the same sample, exactly
+
+
+def test_greedy_names_no_seed(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("the")
+    panel.tokensSpin.setValue(5)
+    panel.temperatureSpin.setValue(0.0)
+    run_and_wait(qtbot, panel)
+    assert panel.last_seed is None and "greedy" in panel.statusLabel.text()
+    assert not panel.reuseSeedButton.isVisibleTo(panel)
+
+
+# ------------------------------------------------------------------------------------------------ Score text
+def score_and_wait(qtbot, panel, timeout=10000):
+    with qtbot.waitSignal(panel.runFinished, timeout=timeout) as blocker:
+        qtbot.mouseClick(panel.findChild(QPushButton, "scoreButton"), Qt.MouseButton.LeftButton)
+    return blocker.args[0]
+
+
+def test_score_text_colours_every_token_by_its_probability(qtbot, panel):
+    loaded = make_loaded("gpt")
+    panel.set_model(loaded)
+    text = "the lazy fox"
+    panel.promptEdit.setPlainText(text)
+    maps = []
+    panel.attentionReady.connect(maps.append)
+    assert score_and_wait(qtbot, panel) == "finished"
+    expected = scoring.score_text(loaded, text)
+    s = panel.last_score
+    assert s.losses == pytest.approx(expected.losses, abs=1e-6) and s.ids == loaded.tokenizer.encode(text)
+    view = panel.findChild(TokenView, "scoreView")
+    assert view.isVisibleTo(panel) and not panel.outputView.isVisibleTo(panel)
+    assert view.text() == text and view.token_count() == len(text)
+    assert view.color(0) is None and "not scored" in view.tooltip(0)  # the first token has no prefix
+    tok = s.tokens[4]
+    assert view.color(4) is not None
+    tip = view.tooltip(4)
+    assert f"loss −ln p = {tok.loss:.3f} nats" in tip and f"p = {tok.prob:.4f}" in tip
+    assert "Most likely here" in tip and html.escape(display_token(tok.alternatives[0][0], 20)) in tip
+    assert ("◀" in tip) == any(a == tok.text and abs(p - tok.prob) < 1e-12 for a, p in tok.alternatives)
+    assert "given the 4 tokens before it" in tip
+    strip = panel.findChild(LossStrip, "lossStrip")
+    assert strip.isVisibleTo(panel) and strip.losses() == [t.loss for t in s.tokens]
+    summary = panel.scoreSummary.text()
+    assert f"mean loss {expected.mean_loss:.3f} nats/token" in summary and f"{expected.bits_per_char:.3f} bits/char" in summary
+    assert "Algorithm 13" in summary and "windows" not in summary
+    assert panel.statusLabel.text() == f"finished: {len(text) - 1} tokens scored"
+    assert maps and maps[0].tokens == list(text) and "scored text" in maps[0].caption
+    qtbot.mouseClick(strip, Qt.MouseButton.LeftButton, pos=strip.bar_rect(4).center().toPoint())
+    assert strip.marked() == 4  # a bar clicked marks its token in the text too
+    panel.run()  # Generate shows the generated text again
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=10000)
+    assert panel.outputView.isVisibleTo(panel) and not view.isVisibleTo(panel)
+
+
+def test_score_a_text_longer_than_l_max_in_windows(qtbot, panel):
+    panel.set_model(make_loaded("gopher", l_max=8))
+    panel.promptEdit.setPlainText("the quick brown fox jumps")
+    score_and_wait(qtbot, panel)
+    assert panel.last_score.windowed and len(panel.last_score.scored) == 24
+    assert "windows of 8 tokens" in panel.scoreSummary.text() and "at least 4 tokens" in panel.scoreSummary.text()
+
+
+def test_score_bert_masks_each_position(qtbot, panel):
+    loaded = make_loaded("bert")
+    panel.set_model(loaded)
+    assert panel.scoreButton.isEnabled() and "Algorithm 12" in panel.scoreButton.toolTip()
+    panel.promptEdit.setPlainText("lazy dog")
+    score_and_wait(qtbot, panel)
+    assert panel.last_score.losses == pytest.approx(scoring.score_text(loaded, "lazy dog").losses, abs=1e-6)
+    assert panel.scoreView.color(0) is not None  # every position is scored
+    assert "pseudo-log-likelihood" in panel.scoreSummary.text()
+
+
+def test_score_the_target_given_the_source(qtbot, panel):
+    loaded = make_loaded("edt")
+    panel.set_model(loaded)
+    target = panel.findChild(QPlainTextEdit, "targetEdit")
+    assert target.isVisibleTo(panel)
+    panel.promptEdit.setPlainText("hello")
+    assert panel.score() is False and "target" in panel.messageLabel.text()  # no target yet: "nothing to score"
+    target.setPlainText("olleh")
+    score_and_wait(qtbot, panel)
+    expected = scoring.score_text(loaded, "olleh", source="hello")
+    assert panel.last_score.losses == pytest.approx(expected.losses, abs=1e-6)
+    assert panel.scoreView.text() == "olleh<eos>" and "Algorithm 11" in panel.scoreSummary.text()
+    panel.set_model(make_loaded("gpt"))
+    assert not target.isVisibleTo(panel) and panel.scoreView.token_count() == 0
+
+
+def test_a_classifier_offers_no_score_and_says_why(panel):
+    panel.set_model(make_loaded("cls"))
+    assert not panel.scoreButton.isEnabled() and "classifier" in panel.scoreButton.toolTip()
+    panel.set_model(None)
+    assert not panel.scoreButton.isEnabled() and "open a run" in panel.scoreButton.toolTip()
+
+
+def test_bad_text_to_score_is_a_message(panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("t")
+    assert panel.score() is False and "at least two tokens" in panel.messageLabel.text()
+    panel.promptEdit.setPlainText("héllo")
+    assert panel.score() is False and "'é'" in panel.messageLabel.text() and not panel.is_running()
+
+
+def test_score_a_snapshot_while_training(qtbot, window):
+    from test_main_window import LONG, set_tiny, wait_idle
+
+    w = window
+    set_tiny(w, steps=100_000, corpus="copy")
+    w.train_view.trainButton.click()
+    qtbot.waitUntil(lambda: w.state == "running" and w.plots.n_points() > 2, timeout=LONG)
+    w.findChild(QPushButton, "snapshotButton").click()
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    panel = w.prompt_panel
+    tok = w.loaded_model.tokenizer
+    panel.promptEdit.setPlainText("".join(tok.token_strings(range(6))))  # six characters of the corpus
+    assert score_and_wait(qtbot, panel, timeout=LONG) == "finished"
+    assert len(panel.last_score.scored) == 5 and w.state == "running"  # training went on meanwhile
+    w.stop_training()
+    wait_idle(qtbot, w)

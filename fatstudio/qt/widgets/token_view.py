@@ -1,5 +1,6 @@
 """A read-only text of tokens: each token a span with its own background colour and tooltip, appended one
-at a time while a model streams, recoloured at once (e.g. by an attention row), clickable.
+at a time while a model streams, recoloured at once (e.g. by an attention row), clickable. And `LossStrip`:
+one bar per token, its loss.
 
 Whitespace tokens stay readable: a newline token shows as a small ↵ before the line break (so it has
 something to colour); ``text()`` is always the real text, without those marks.
@@ -7,11 +8,13 @@ something to colour); ``text()`` is always the real text, without those marks.
 from __future__ import annotations
 
 import bisect
+import html
+import math
 from collections.abc import Sequence
 
-from PySide6.QtCore import QEvent, QPoint, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QTextCharFormat, QTextCursor
-from PySide6.QtWidgets import QTextEdit, QToolTip
+from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QPainter, QPen, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QSizePolicy, QTextEdit, QToolTip, QWidget
 
 # Probability colours (light tints so black text stays readable): low p warm orange, middle pale yellow,
 # high p light blue. Orange/blue stays distinguishable with the common colour-vision deficiencies.
@@ -219,4 +222,130 @@ class TokenView(QTextEdit):
             i = self.token_at(event.position().toPoint())
             if i is not None:
                 self.tokenClicked.emit(i)
+        super().mousePressEvent(event)
+
+
+class LossStrip(QWidget):
+    """One bar per token position, its loss −ln p in nats (height, on a scale from 0 to ``top``, e.g. ln N_V:
+    the loss of a uniform guess) coloured by p as the tokens are; a position without a loss stays empty. A
+    dashed line marks the mean loss and a dotted one ``top``. Hover a bar: the token and its loss; click one:
+    ``positionClicked(index)``."""
+
+    positionClicked = Signal(int)
+    LEFT, RIGHT, TOP, BOTTOM = 36, 110, 8, 16  # margins around the bars: the axis and line labels live there
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setMinimumHeight(110)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        self._losses: list[float | None] = []
+        self._labels: list[str] = []
+        self._top = 1.0  # the scale's top: the larger of the largest loss and the top line's value
+        self._top_line: float | None = None
+        self._top_label = ""
+        self._mean: float | None = None
+        self._marked: int | None = None
+
+    def set_losses(self, losses: Sequence[float | None], labels: Sequence[str], top: float,
+                   top_label: str = "", mean: float | None = None) -> None:
+        """Show ``losses`` (None: a position not scored), with ``labels`` (each token, readable) for the
+        tooltips. The scale reaches ``top`` (named ``top_label``) or the largest loss, whichever is larger."""
+        self._losses, self._labels = list(losses), list(labels)
+        self._top_label, self._mean, self._marked = top_label, mean, None
+        self._top_line = top
+        self._top = max([top, *(v for v in self._losses if v is not None)], default=1.0) or 1.0
+        self.update()
+
+    def losses(self) -> list[float | None]:
+        return list(self._losses)
+
+    def set_marked(self, index: int | None) -> None:
+        """Outline one bar (the token chosen in the text), None for none."""
+        self._marked = index if index is not None and 0 <= index < len(self._losses) else None
+        self.update()
+
+    def marked(self) -> int | None:
+        return self._marked
+
+    def _plot(self) -> QRectF:
+        return QRectF(self.LEFT, self.TOP, max(1, self.width() - self.LEFT - self.RIGHT),
+                      max(1, self.height() - self.TOP - self.BOTTOM))
+
+    def bar_rect(self, index: int) -> QRectF:
+        """The full-height column of a position (its bar fills the lower part)."""
+        r = self._plot()
+        w = r.width() / max(1, len(self._losses))
+        return QRectF(r.left() + index * w, r.top(), w, r.height())
+
+    def index_at(self, x: float) -> int | None:
+        r = self._plot()
+        if not self._losses or not r.left() <= x < r.right():
+            return None
+        return min(len(self._losses) - 1, int((x - r.left()) / (r.width() / len(self._losses))))
+
+    def _y(self, loss: float) -> float:
+        r = self._plot()
+        return r.bottom() - r.height() * min(loss, self._top) / self._top
+
+    def paintEvent(self, event) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
+        r = self._plot()
+        p.fillRect(r, QColor(255, 255, 255))
+        p.setPen(QColor(170, 170, 170))
+        p.drawRect(r)
+        font = p.font()
+        font.setPointSizeF(max(6.5, font.pointSizeF() * 0.8))
+        p.setFont(font)
+        p.setPen(QColor(80, 80, 80))
+        fm = p.fontMetrics()
+        p.drawText(QRectF(0, r.top() - 2, self.LEFT - 4, fm.height()), Qt.AlignmentFlag.AlignRight,
+                   f"{self._top:.1f}")
+        p.drawText(QRectF(0, r.bottom() - fm.height() + 2, self.LEFT - 4, fm.height()),
+                   Qt.AlignmentFlag.AlignRight, "0")
+        p.drawText(QRectF(r.left(), r.bottom(), r.width(), self.BOTTOM), Qt.AlignmentFlag.AlignLeft,
+                   "loss −ln p (nats) per token →")
+        gap = 1 if r.width() / max(1, len(self._losses)) >= 4 else 0
+        for i, loss in enumerate(self._losses):
+            if loss is None:
+                continue
+            col = self.bar_rect(i)
+            color = probability_color(math.exp(-loss))
+            bar = QRectF(col.left(), self._y(loss), max(1.0, col.width() - gap), r.bottom() - self._y(loss))
+            p.fillRect(bar, color.darker(115))
+            if i == self._marked:
+                p.setPen(QPen(QColor(0, 0, 0), 2))
+                p.drawRect(col.adjusted(0, 1, -gap, -1))
+        for value, style, name in ((self._top_line, Qt.PenStyle.DotLine, self._top_label),
+                                   (self._mean, Qt.PenStyle.DashLine, "mean")):
+            if value is None or not self._losses:
+                continue
+            y = self._y(value)
+            p.setPen(QPen(QColor(60, 60, 60), 1, style))
+            p.drawLine(int(r.left()), int(y), int(r.right()), int(y))
+            if name:
+                p.drawText(QRectF(r.right() + 4, y - fm.height() / 2, self.RIGHT - 4, fm.height()),
+                           Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"{name} {value:.2f}")
+        p.end()
+
+    def event(self, event) -> bool:
+        if event.type() == QEvent.Type.ToolTip:
+            i = self.index_at(event.pos().x())
+            if i is None:
+                return super().event(event)  # the widget's own tooltip, if any
+            loss = self._losses[i]
+            label = html.escape(self._labels[i]) if i < len(self._labels) else ""
+            what = ("not scored" if loss is None else
+                    f"loss {loss:.3f} nats, p = {math.exp(-loss):.4f}")
+            QToolTip.showText(event.globalPos(), f"token {i + 1} <code>{label}</code>: {what}", self)
+            return True
+        return super().event(event)
+
+    def mousePressEvent(self, event) -> None:
+        if event.button() == Qt.MouseButton.LeftButton:
+            i = self.index_at(event.position().x())
+            if i is not None:
+                self.set_marked(i)
+                self.positionClicked.emit(i)
         super().mousePressEvent(event)
