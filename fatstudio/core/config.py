@@ -21,7 +21,7 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
 POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
 
 # Each architecture's defaults are the paper's algorithm exactly.
-PRESET_KEYS = ("name", "description")  # a preset file's top-level keys beside the tables
+PRESET_KEYS = ("name", "description", "walkthrough", "details", "demo_steps")  # a preset file's keys beside the tables
 VASWANI_BASE = 10000.0  # b of Vaswani et al.'s sinusoids, RoPE's and Transformer-XL's
 ARCH_DEFAULTS: dict[str, dict[str, str]] = {
     "edt": dict(norm="layer", norm_position="post", activation="relu", positions="learned"),  # Algorithm 8
@@ -332,8 +332,8 @@ class RunConfig(_Config):
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
-        """Read a TOML (or JSON) config file; a preset's file too (its ``name`` and ``description`` are for
-        people, not training, and are left out)."""
+        """Read a TOML (or JSON) config file; a preset's file too (its `PRESET_KEYS`, ``name``, ``description``
+        and the like, are for people, not training, and are left out)."""
         path = Path(path)
         try:
             text = path.read_text(encoding="utf-8")

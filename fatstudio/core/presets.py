@@ -1,4 +1,9 @@
-"""Presets: ready-made run configurations shipped as TOML files in resources/presets."""
+"""Presets: ready-made run configurations shipped as TOML files in resources/presets.
+
+Beside the [model], [data] and [train] tables a preset file has ``name`` (what a person reads), ``description``
+(what it teaches, a sentence or two), ``walkthrough`` (at most three "do this, look here" steps), ``details``
+(measurements: times, seeds, what else was tried) and ``demo_steps`` (the fewest train.steps at which the
+walkthrough holds)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,13 +13,33 @@ import tomllib
 from .config import PRESET_KEYS, RunConfig
 from .resources import resource_path
 
+MAX_WALKTHROUGH = 3  # steps a walkthrough may have
+
 
 @dataclass(frozen=True)
 class Preset:
     key: str  # the file stem, e.g. "1-gpt-char"
     name: str  # what a person reads
     config: RunConfig
-    description: str = ""  # what it teaches, what to look at and when, how long it takes on a CPU
+    description: str = ""  # what it teaches
+    walkthrough: tuple[str, ...] = ()  # at most MAX_WALKTHROUGH "do this, look here" steps
+    details: str = ""  # measurements, behind a fold
+    demo_steps: int = 0  # the fewest train.steps the walkthrough needs (0: any)
+
+    def steps_note(self, config: RunConfig) -> str:
+        """What to say before training ``config``, this preset's model and data with train.steps perhaps
+        fewer than `demo_steps`: "" when they are enough, or when the model or data are no longer the preset's
+        (its walkthrough does not speak of them)."""
+        mine, steps = self.config, config.train.steps
+        model = config.model.replace(vocab_size=mine.model.vocab_size, n_classes=mine.model.n_classes)  # the data's
+        if steps >= self.demo_steps or model != mine.model or config.data != mine.data:
+            return ""
+        return (f"The {self.name} walkthrough needs about {self.demo_steps:,} steps; with train.steps = {steps:,} "
+                f"what it describes may not happen yet.")
+
+
+def _paragraph(text: object) -> str:
+    return " ".join(str(text).split())  # one paragraph, however the TOML wraps it
 
 
 def load_presets() -> list[Preset]:
@@ -22,9 +47,14 @@ def load_presets() -> list[Preset]:
     out: list[Preset] = []
     for path in sorted(resource_path("presets").glob("*.toml")):
         d = tomllib.loads(path.read_text(encoding="utf-8"))
-        name, description = (d.pop(key, "") for key in PRESET_KEYS)
-        description = " ".join(str(description).split())  # one paragraph, however the TOML wraps it
-        out.append(Preset(path.stem, name or path.stem, RunConfig.from_dict(d), description))
+        info = {key: d.pop(key) for key in PRESET_KEYS if key in d}
+        walkthrough = tuple(_paragraph(step) for step in info.get("walkthrough", ()))
+        if len(walkthrough) > MAX_WALKTHROUGH:
+            raise ValueError(f"preset {path.stem}: a walkthrough has at most {MAX_WALKTHROUGH} steps, not "
+                             f"{len(walkthrough)}.")
+        out.append(Preset(path.stem, str(info.get("name") or path.stem), RunConfig.from_dict(d),
+                          _paragraph(info.get("description", "")), walkthrough, _paragraph(info.get("details", "")),
+                          int(info.get("demo_steps", 0))))
     return out
 
 

@@ -15,7 +15,7 @@ from fatstudio.core.config import ModelConfig, TrainConfig
 from fatstudio.core.presets import load_presets
 from fatstudio.core.preview import Piece
 from fatstudio.qt.panels.corpus import tokens_html
-from fatstudio.qt.panels.model import ModelPanel
+from fatstudio.qt.panels.model import ModelPanel, preset_html
 from fatstudio.qt.panels.train import TrainPanel
 
 
@@ -31,31 +31,55 @@ def test_model_panel_round_trips_presets(qtbot, preset):
         assert getattr(got.resolved(), name) == getattr(want, name), name
 
 
-def test_every_preset_says_what_it_teaches():
+def test_every_preset_leads_with_a_short_walkthrough_and_folds_its_measurements():
     presets = load_presets()
     assert len({p.description for p in presets}) == len(presets)  # each its own, none left empty
+    views = ("▶ Train", "Training tab", "Prompt tab", "Attention tab", "status line")
     for p in presets:
         assert p.description.strip() and "\n" not in p.description, p.key
-        assert len(p.description.split(". ")) >= 2, p.key  # what it teaches and what to look at
+        assert 1 <= len(p.walkthrough) <= 3, p.key  # at most three "do this, look here" steps
+        assert all(any(v in step for v in views) for step in p.walkthrough), p.key  # each says where to look
+        lead = " ".join((p.description, *p.walkthrough))
+        assert "Measured" not in lead and "OMP_NUM_THREADS" not in lead, p.key  # measurements go in the fold
+        assert "Measured" in p.details, p.key
+        assert p.demo_steps > 0, p.key
+    induction = next(p for p in presets if p.key.endswith("gpt-induction"))
+    assert induction.demo_steps >= 3000 and induction.config.train.steps >= induction.demo_steps
 
 
-def test_model_panel_describes_the_chosen_preset(qtbot):
+def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot):
     presets = load_presets()
     panel = ModelPanel(presets)
     qtbot.addWidget(panel)
-    label = panel.presetDescription
-    assert label.wordWrap() and label.text() == presets[0].description  # the combo starts on the first
+    panel.show()
+    label, fold, details = panel.presetDescription, panel.presetDetailsButton, panel.presetDetails
+    assert label.wordWrap() and label.text() == preset_html(presets[0])  # the combo starts on the first
     for p in presets:  # the window picks one…
         panel.select_preset(p.key)
-        assert label.text() == p.description and not label.isHidden()
+        assert label.text() == preset_html(p) and label.isVisible()
+        assert label.text().count("<li>") == len(p.walkthrough)  # the steps, numbered
+        assert fold.isVisible() and not details.isVisible()  # the measurements behind the fold…
+        fold.click()
+        assert details.isVisible() and "Measured" in details.text()  # …open on a click
+        fold.click()
+        assert not details.isVisible()
     panel.presetCombo.setCurrentIndex(panel.presetCombo.findData(presets[1].key))  # …or the person does
-    assert label.text() == presets[1].description
+    assert label.text() == preset_html(presets[1])
     panel.fields["d_e"].setValue(panel.settings.model.d_e + 16)  # an edit leaves the preset behind
-    assert panel.presetCombo.currentText() == "(custom)"
-    assert "custom" in label.text().lower() and presets[1].description not in label.text()
+    assert panel.presetCombo.currentText() == "(custom)" and panel.chosen_preset() is None
+    assert "custom" in label.text().lower() and not fold.isVisible()
     bare = ModelPanel()  # a panel without presets has no description to show
     qtbot.addWidget(bare)
     assert bare.presetDescription.text() == "" and bare.presetDescription.isHidden()
+
+
+def test_a_preset_says_when_its_steps_are_too_few_for_its_walkthrough():
+    induction = next(p for p in load_presets() if p.key.endswith("gpt-induction"))
+    shipped = induction.config
+    assert induction.steps_note(shipped) == ""  # as shipped: nothing to say
+    note = induction.steps_note(shipped.with_overrides(["train.steps=1000", "model.vocab_size=27"]))
+    assert "3,000 steps" in note and "train.steps = 1,000" in note
+    assert induction.steps_note(shipped.with_overrides(["train.steps=1000", "model.L=1"])) == ""  # not its model
 
 
 def test_model_panel_costs_and_notation(qtbot):
@@ -118,7 +142,7 @@ def test_train_panel_turns_tensorboard_on(qtbot, monkeypatch):
     panel = TrainPanel()
     qtbot.addWidget(panel)
     box = panel.fields["tensorboard"]
-    assert isinstance(box, QCheckBox) and box.objectName() == "train_tensorboard"
+    assert isinstance(box, QCheckBox) and box.objectName() == "train.tensorboard"
     assert box.text() == "TensorBoard event files" and not box.isChecked() and not panel.config().tensorboard
     assert "tensorboard --logdir" in box.toolTip() and "pip install tensorboard" in box.toolTip()
     monkeypatch.setitem(sys.modules, "tensorboard", None)  # as if it were not installed

@@ -283,3 +283,29 @@ def test_the_x_range_grows_in_jumps_and_stops_at_the_runs_planned_steps(qtbot):
     reopened.load_metrics([{"step": s, "train_loss": 2.0} for s in range(1, 2001)])
     reopened.set_run(RunConfig().with_overrides(["data.corpus=copy", "train.steps=2000"]), None)
     assert reopened.lossPlot.getPlotItem().getViewBox().viewRange()[0][1] == pytest.approx(2000 * 1.02, rel=0.01)
+
+
+def test_before_a_run_the_plot_shows_the_settings_reference_over_their_steps_and_says_press_train(qtbot, tmp_path,
+                                                                                                  monkeypatch):
+    from fatstudio.core import reference_curves
+    from fatstudio.core.config import RunConfig
+
+    config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=4"])
+    ref = _reference_in(tmp_path, config)
+    monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path)
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    p.show()
+    assert p.plan_text() == ""  # nothing planned yet
+    p.show_plan(config.with_overrides(["train.steps=400"]))
+    assert p.reference == ref and "Press ▶ Train" in p.plan_text() and "2 seeds" in p.plan_text()
+    assert p.lossPlot.getPlotItem().getViewBox().viewRange()[0][1] == pytest.approx(400 * 1.02, rel=0.01)
+    p.show_plan(config.with_overrides(["train.lr=0.01"]))  # settings nobody measured: still "press Train"
+    assert p.reference is None and "Press ▶ Train" in p.plan_text() and "grey band" not in p.plan_text()
+    p.append_steps([1], [3.0], [1e-3], [0.5])  # a run's first steps: the hint goes…
+    assert p.plan_text() == ""
+    p.show_plan(config)  # …and a plan does not replace a run's curves
+    assert p.plan_text() == "" and p.reference is None and p.train.n == 1
+    p.clear()
+    p.show_plan(config)
+    assert p.reference == ref and p.plan_text()

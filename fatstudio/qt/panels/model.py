@@ -1,10 +1,15 @@
-"""Model panel: presets, the architecture and every ModelConfig field as a control in the paper's notation
-(bound to the window's Settings), with the live cost summary (parameters per component, FLOPs per token,
-memory). The pseudocode lives in the Paper tab; `highlight_fields` marks the rows a line of it uses."""
+"""Model panel: presets (what each teaches, its walkthrough, its measurements behind a fold), the architecture
+and every ModelConfig field as a control in the paper's notation (bound to the window's Settings), with the live
+cost summary (parameters per component, FLOPs per token, memory). The pseudocode lives in the Paper tab;
+`highlight_fields` marks the rows a line of it uses. What is wrong with the model is said once, under the
+settings column (the main window's ``validationLabel``); this panel marks the row of the field it names."""
 from __future__ import annotations
 
+import html
+import re
+
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QToolButton, QVBoxLayout, QWidget
 
 from fatstudio.core import costs
 from fatstudio.core.config import (
@@ -17,6 +22,7 @@ from fatstudio.core.config import (
     POSITIONS,
     ModelConfig,
 )
+from fatstudio.core.presets import Preset
 from fatstudio.qt.binding import DERIVED, Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,
@@ -74,6 +80,7 @@ _TIPS = {
 
 # positions whose fixed frequencies have the base b = position_base
 _BASED_POSITIONS = ("sinusoidal", "rope", "relative")
+_FIELD_NAMED = re.compile(r"(\w+) = ")  # a ModelConfig message starts with the field it is about
 
 
 def _form_rows() -> list[tuple[str, str, QWidget]]:
@@ -103,6 +110,18 @@ def _form_rows() -> list[tuple[str, str, QWidget]]:
     ]
 
 
+def _marked_up(text: str) -> str:
+    """Plain preset text as rich text: `code` in a monospace font."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def preset_html(p: Preset) -> str:
+    """What a preset teaches, then its walkthrough as numbered steps."""
+    steps = "".join(f"<li>{_marked_up(step)}</li>" for step in p.walkthrough)
+    return f"<p>{_marked_up(p.description)}</p>" + (f"<ol>{steps}</ol>" if steps else "")
+
+
 def shown(m: ModelConfig) -> ModelConfig:
     """What the form shows of ``m``: a variation left to the paper (None) as the architecture's choice."""
     return m.replace(**{k: v for k, v in ARCH_DEFAULTS.get(m.arch, {}).items() if getattr(m, k) is None})
@@ -119,16 +138,15 @@ class ModelPanel(QWidget):
     main window then applies it). Without ``settings`` the panel keeps its own (a panel on its own)."""
 
     presetChosen = Signal(object)
-    estimateRequested = Signal()  # the user asks for a measured estimate of the run's time (`show_estimate`)
 
     def __init__(self, presets=(), settings: Settings | None = None, parent=None):
         super().__init__(parent)
         self._presets = list(presets)
         self.settings = settings if settings is not None else Settings()
         self.highlighted: list[str] = []  # the rows `highlight_fields` marked
+        self.invalid: str | None = None  # the field the model's error names, its row marked
         outer = QVBoxLayout(self)
         outer.addWidget(self._build_form())
-        outer.addWidget(self._build_error())
         outer.addWidget(self._build_costs())
         outer.addStretch(1)
         self.binding = Binding(self.settings, "model", self.fields, shown=shown, also={"arch": arch_resets},
@@ -139,18 +157,28 @@ class ModelPanel(QWidget):
     # -- building --------------------------------------------------------------------------------------------
     def _build_form(self) -> QWidget:
         self.presetCombo = QComboBox(objectName="presetCombo")
-        self.presetCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.presetCombo.setMinimumContentsLength(12)
+        self.presetCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # the names whole
         self.presetCombo.setToolTip("Ready-made configurations: model, corpus and training settings together.")
         for p in self._presets:
             self.presetCombo.addItem(p.name, p.key)
+            self.presetCombo.setItemData(self.presetCombo.count() - 1, p.name, Qt.ItemDataRole.ToolTipRole)
         self.presetCombo.addItem("(custom)", None)
         self.presetCombo.activated.connect(self._preset_activated)
         self.presetDescription = QLabel(objectName="presetDescription")
         self.presetDescription.setWordWrap(True)
+        self.presetDescription.setTextFormat(Qt.TextFormat.RichText)
         self.presetDescription.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.presetDetailsButton = QToolButton(objectName="presetDetailsButton", text="Details", checkable=True)
+        self.presetDetailsButton.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.presetDetailsButton.setAutoRaise(True)
+        self.presetDetailsButton.setToolTip("What was measured: times on a CPU, seeds, what else was tried.")
+        self.presetDetails = QLabel(objectName="presetDetails")
+        self.presetDetails.setWordWrap(True)
+        self.presetDetails.setTextFormat(Qt.TextFormat.RichText)
+        self.presetDetails.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.presetDetails.setStyleSheet("color: #444;")
+        self.presetDetailsButton.toggled.connect(self._show_details)
         self.presetCombo.currentIndexChanged.connect(self._show_description)
-        self._show_description()
 
         self.archCombo = ValueCombo([(_ARCH_SHORT.get(a, a), a) for a in ARCHS])
         self.archCombo.setObjectName("archCombo")
@@ -161,10 +189,16 @@ class ModelPanel(QWidget):
                                   "relative positions). Changing it resets the variations to the paper's choices.")
         self.vocabLabel = QLabel()
 
-        f = Form(prefix="model")
+        f = Form(section="model")
         self.form = f
-        f.add("preset", "Preset", self.presetCombo, self.presetCombo.toolTip())
+        preset_label = QLabel("<b>Preset</b>")  # the combo has the whole row: the presets' names are long
+        preset_label.setBuddy(self.presetCombo)
+        f.layout.addRow(preset_label)
+        f.layout.addRow(self.presetCombo)
         f.layout.addRow(self.presetDescription)
+        f.layout.addRow(self.presetDetailsButton)
+        f.layout.addRow(self.presetDetails)
+        self._show_description()
         f.add("arch", "Architecture", self.archCombo, self.archCombo.toolTip())
         f.add("vocab_size", "N<sub>V</sub>", self.vocabLabel,
               "N_V: the vocabulary size; it comes from the tokenizer chosen in the Corpus panel.")
@@ -175,37 +209,13 @@ class ModelPanel(QWidget):
         box.setLayout(f.layout)
         return box
 
-    def _build_error(self) -> QLabel:
-        self.errorLabel = QLabel(objectName="modelErrorLabel")
-        self.errorLabel.setWordWrap(True)
-        self.errorLabel.setStyleSheet("color: #b00020; font-weight: bold;")
-        self.errorLabel.hide()
-        return self.errorLabel
-
     def _build_costs(self) -> QGroupBox:
         box = QGroupBox("Cost")
         self.costLabel = QLabel(objectName="costLabel")
         self.costLabel.setTextFormat(Qt.TextFormat.RichText)
         self.costLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.estimateButton = QPushButton("Estimate time", objectName="estimateButton")
-        self.estimateButton.setToolTip("Time a few real steps and an evaluation of these settings on the chosen "
-                                       "device, and estimate how long the whole run takes.")
-        self.estimateButton.clicked.connect(self.estimateRequested)
-        self.estimateLabel = QLabel(objectName="estimateLabel")
-        self.estimateLabel.setWordWrap(True)
-        row = QHBoxLayout()
-        row.addWidget(self.estimateButton)
-        row.addWidget(self.estimateLabel, 1)
-        lay = QVBoxLayout(box)
-        lay.addWidget(self.costLabel)
-        lay.addLayout(row)
+        QVBoxLayout(box).addWidget(self.costLabel)
         return box
-
-    def show_estimate(self, text: str, details: str = "", busy: bool = False) -> None:
-        """Show an estimate (or a message, or "estimating…" while ``busy``) beside the button."""
-        self.estimateButton.setEnabled(not busy)
-        self.estimateLabel.setText(text)
-        self.estimateLabel.setToolTip(details)
 
     # -- the settings -----------------------------------------------------------------------------------------
     def config(self) -> ModelConfig:
@@ -220,16 +230,30 @@ class ModelPanel(QWidget):
         i = self.presetCombo.findData(key)
         self.presetCombo.setCurrentIndex(i if i >= 0 else self.presetCombo.count() - 1)
 
-    def _show_description(self, *_args) -> None:
-        """What the chosen preset teaches and what to look at, under the combo; custom settings say so."""
+    def chosen_preset(self) -> Preset | None:
+        """The preset the combo shows (None: custom settings)."""
         key = self.presetCombo.currentData()
-        chosen = next((p for p in self._presets if p.key == key), None)
+        return next((p for p in self._presets if p.key == key), None)
+
+    def _show_description(self, *_args) -> None:
+        """What the chosen preset teaches and its walkthrough under the combo, its measurements behind the
+        Details fold; custom settings say so."""
+        chosen = self.chosen_preset()
         if chosen is not None:
-            self.presetDescription.setText(chosen.description)
+            self.presetDescription.setText(preset_html(chosen))
         else:  # a panel without presets has nothing to say
             self.presetDescription.setText("Custom settings: changed away from the preset (pick one to start "
                                            "from its settings again)." if self._presets else "")
         self.presetDescription.setVisible(bool(self.presetDescription.text()))
+        self.presetDetails.setText(_marked_up(chosen.details) if chosen is not None else "")
+        self.presetDetailsButton.setVisible(bool(self.presetDetails.text()))
+        self._show_details()
+
+    def _show_details(self, *_args) -> None:
+        """The Details fold: open or closed, with its arrow."""
+        button = self.presetDetailsButton
+        button.setArrowType(Qt.ArrowType.DownArrow if button.isChecked() else Qt.ArrowType.RightArrow)
+        self.presetDetails.setVisible(button.isChecked() and bool(self.presetDetails.text()))
 
     def _preset_activated(self, index: int) -> None:
         key = self.presetCombo.itemData(index)
@@ -240,9 +264,6 @@ class ModelPanel(QWidget):
 
     def _on_settings(self, change: Change) -> None:
         self.binding.show(change)
-        if self.estimateLabel.text() and self.estimateButton.isEnabled() and any(
-                change.touches(section) for section in ("model", "data", "train")):
-            self.show_estimate("")  # an estimate of other settings
         if change.touches("model"):
             self._show_model()
         elif change.touches("train", "batch_size", "optimizer") or change.touches(DERIVED, "precision"):
@@ -258,20 +279,25 @@ class ModelPanel(QWidget):
         self.form.set_row_visible("L_dec", edt)
         self.form.set_row_visible("d_f", m.arch == "bert")
         self.form.set_row_visible("position_base", m.positions in _BASED_POSITIONS)
-        message = self.settings.model_error
-        self.errorLabel.setText(message or "")
-        self.errorLabel.setVisible(bool(message))
+        named = _FIELD_NAMED.match(self.settings.model_error or "")
+        self.invalid = named.group(1) if named and named.group(1) in self.form.labels else None
+        self._style_labels()
         self._show_costs()
 
     HIGHLIGHT = "background: #ffe08a; border-radius: 3px;"  # a row a pseudocode line uses
+    INVALID = "color: #b00020; font-weight: bold;"  # the row of the field the model's error names
 
     def highlight_fields(self, names) -> None:
         """Mark the rows of these ModelConfig fields (those a clicked pseudocode line uses) and unmark the
         others; ``highlighted`` lists the marked rows in form order."""
         wanted = set(names)
         self.highlighted = [name for name in self.form.labels if name in wanted]
+        self._style_labels()
+
+    def _style_labels(self) -> None:
         for name, label in self.form.labels.items():
-            label.setStyleSheet(self.HIGHLIGHT if name in wanted else "")
+            label.setStyleSheet((self.HIGHLIGHT if name in self.highlighted else "")
+                                + (self.INVALID if name == self.invalid else ""))
 
     def _show_costs(self) -> None:
         if self.settings.model_error is not None:

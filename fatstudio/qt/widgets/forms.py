@@ -5,9 +5,20 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QValidator
-from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QLabel, QSpinBox, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QScrollArea,
+    QSpinBox,
+    QWidget,
+)
 
 
 class SciSpinBox(QDoubleSpinBox):
@@ -43,6 +54,20 @@ class SciSpinBox(QDoubleSpinBox):
         ok = math.isfinite(v) and self.minimum() <= v <= self.maximum()
         return (QValidator.State.Acceptable if ok else QValidator.State.Intermediate), text, pos
 
+    WIDEST = "8.888e-10"  # the widest text it shows, for its size (Qt measures the range's ends: "0", "10")
+
+    def sizeHint(self) -> QSize:
+        return self._fitted(super().sizeHint())
+
+    def minimumSizeHint(self) -> QSize:
+        return self._fitted(super().minimumSizeHint())
+
+    def _fitted(self, hint: QSize) -> QSize:
+        fm = self.fontMetrics()
+        measured = max(fm.horizontalAdvance(t) for t in (self.textFromValue(self.minimum()),
+                                                          self.textFromValue(self.maximum()), self.specialValueText()))
+        return QSize(hint.width() + max(0, fm.horizontalAdvance(self.WIDEST) - measured), hint.height())
+
     def stepBy(self, steps: int) -> None:
         v = self.value()
         if v <= 0:
@@ -68,9 +93,7 @@ class ValueCombo(QComboBox):
 
     def __init__(self, items: Iterable[tuple[str, Any]] = (), parent=None):
         super().__init__(parent)
-        # never wider than the settings column because of one long item
-        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.setMinimumContentsLength(12)
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)  # no item clipped: the column fits
         self.set_items(items)
         self.currentIndexChanged.connect(lambda _i: self.valueChanged.emit(self.value()))
 
@@ -132,31 +155,90 @@ def check(text: str = "") -> QCheckBox:
 
 class Form:
     """Builds a QFormLayout whose rows have a rich-text label (the paper's notation) and a tooltip on both
-    label and field. Each field without an objectName gets ``{prefix}_{name}``; all are kept in ``fields``."""
+    label and field; all fields are kept in ``fields``, their labels in ``labels``.
 
-    def __init__(self, parent: QWidget | None = None, prefix: str = ""):
+    With a ``section`` ("model", "data", "train") every field added is named by its config key,
+    ``{section}.{name}`` (``train.steps``), for tests and assistive tools: the editor itself, or, where the
+    editor keeps a fixed public name given by the caller (``archCombo``), a `KeyedField` around it."""
+
+    def __init__(self, parent: QWidget | None = None, section: str = ""):
         self.layout = QFormLayout(parent) if parent is not None else QFormLayout()
         self.layout.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         self.layout.setLabelAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        self.prefix = prefix
+        self.section = section
         self.fields: dict[str, QWidget] = {}
         self.labels: dict[str, QLabel] = {}
+        self._rows: dict[str, QWidget] = {}  # what each row holds: the field, or its KeyedField
 
-    def add(self, name: str, label: str, widget: QWidget, tip: str) -> QWidget:
-        if not widget.objectName():  # keep a name given by the caller (e.g. the public "archCombo")
-            widget.setObjectName(f"{self.prefix}_{name}" if self.prefix else name)
+    def add(self, name: str, label: str, widget: QWidget, tip: str, keyed: bool = True) -> QWidget:
+        """A row for the field ``name``; ``keyed=False`` for a row that is no config field (the preset)."""
+        row = widget
+        if self.section and keyed:
+            key = f"{self.section}.{name}"
+            if widget.objectName():
+                row = KeyedField(key, widget)
+            else:
+                widget.setObjectName(key)
+        row.setToolTip(tip)
         widget.setToolTip(tip)
         lab = QLabel(label)
         lab.setTextFormat(Qt.TextFormat.RichText)
         lab.setToolTip(tip)
         lab.setBuddy(widget)
-        self.layout.addRow(lab, widget)
+        self.layout.addRow(lab, row)
         self.fields[name] = widget
         self.labels[name] = lab
+        self._rows[name] = row
         return widget
 
     def set_row_visible(self, name: str, visible: bool) -> None:
-        self.layout.setRowVisible(self.fields[name], visible)
+        self.layout.setRowVisible(self._rows[name], visible)
+
+
+class KeyedField(QWidget):
+    """A frameless holder named by a config key (``model.arch``) around an editor that keeps its own fixed
+    public name (``archCombo``), so that both names find it: the holder's ``focusProxy()`` and ``editor`` are
+    the editor. (Qt gives a widget one objectName.)"""
+
+    def __init__(self, key: str, editor: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName(key)
+        self.editor = editor
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(editor)
+        self.setFocusProxy(editor)
+        self.setSizePolicy(editor.sizePolicy())
+
+
+class ColumnScrollArea(QScrollArea):
+    """A vertically scrolling column that is never narrower than its widget needs (with no sideways scrolling,
+    a narrower one would clip its fields): its minimum width follows the widget's, as rows and items come
+    and go."""
+
+    def __init__(self, widget: QWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWidget(widget)
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        widget.installEventFilter(self)
+
+    def minimumSizeHint(self) -> QSize:
+        inner = self.widget().minimumSizeHint().width() if self.widget() is not None else 0
+        return QSize(inner + self.verticalScrollBar().sizeHint().width(), super().minimumSizeHint().height())
+
+    def eventFilter(self, watched, event) -> bool:
+        if watched is self.widget() and event.type() == QEvent.Type.LayoutRequest:
+            self.updateGeometry()  # its rows or items changed: the column may need to widen
+        return super().eventFilter(watched, event)
+
+
+def keyed_editor(root: QWidget, key: str) -> QWidget | None:
+    """The editor of the settings field ``key`` (``"model.arch"``) under ``root``: the widget named by the key,
+    or the editor a `KeyedField` of that name holds; None if there is none."""
+    found = root.findChild(QWidget, key)
+    return found.editor if isinstance(found, KeyedField) else found
 
 
 def section(title: str) -> QLabel:

@@ -12,7 +12,9 @@ from the buffers as CSV (one row per step) and the loss plot, with its legend, a
 The loss plot shows nats per token, or bits per character ("bits/char": each split's loss / ln 2 / its
 characters per token, see `training.chars_per_token`) so that runs with different tokenizers compare; the
 buffers keep nats and the conversion happens as they are drawn. Behind the run's curves, faint and grey,
-the reference curve of the preset whose settings the run has (`reference_curves`), if one was measured.
+the reference curve of the preset whose settings the run has (`reference_curves`), if one was measured. Before
+the first run (`show_plan`) the plot shows the reference of the settings about to be trained over their steps,
+and says to press Train.
 """
 from __future__ import annotations
 
@@ -221,6 +223,11 @@ class TrainingPlots(QWidget):
         self._chars: dict | None = None  # the run's characters per token, per split (None: bits/char unknown)
         self.reference: ReferenceCurve | None = None  # drawn behind the run's curves
         self._reference_items: list = []
+        self._plan: RunConfig | None = None  # the settings `show_plan` shows, while no run is shown
+        self.planHint = pg.TextItem(anchor=(0, 1), color="#444")  # "press Train", in the view's pixels
+        self.planHint.setParentItem(self.lossPlot.getPlotItem().getViewBox())
+        self.planHint.setVisible(False)
+        self.lossPlot.getPlotItem().getViewBox().sigResized.connect(self._place_hint)
 
         self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
         self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
@@ -301,12 +308,37 @@ class TrainingPlots(QWidget):
 
     # -- data --------------------------------------------------------------------------------------------
     def clear(self) -> None:
-        """Drop the run's curves and its reference (`set_run` gives the next run's)."""
+        """Drop the run's curves and its reference (`set_run` gives the next run's), or the plan."""
         for s in (self.train, self.val, self.lr, self.grad, self.speed):
             s.clear()
+        self._plan = None
+        self.planHint.setVisible(False)
         self.set_reference(None)
         self.follow()
         self.redraw()
+
+    def show_plan(self, config: RunConfig) -> None:
+        """Before a run is shown: the reference of ``config`` (if one was measured) over its train.steps, and
+        "press Train". Nothing while a run's curves are shown."""
+        if self.train.n or self.val.n or config == self._plan:
+            return
+        self.set_run(config, None)
+        self._plan = config
+        ref = self.reference
+        self.planHint.setText(
+            "Press ▶ Train to start." + (f"\nThe grey band is this preset as measured over {len(ref.seeds)} seeds:"
+                                         "\nyour run's loss should fall inside it."
+                                         if ref is not None else "\nThe loss is drawn here as it trains."))
+        self.planHint.setVisible(True)
+        self._place_hint()
+
+    def plan_text(self) -> str:
+        """What the empty plot says before a run ("" once a run is shown)."""
+        return self.planHint.toPlainText() if self.planHint.isVisible() else ""
+
+    def _place_hint(self, *_args) -> None:
+        rect = self.lossPlot.getPlotItem().getViewBox().boundingRect()  # bottom left: a falling loss is not there
+        self.planHint.setPos(rect.left() + 0.08 * rect.width(), rect.bottom() - 0.06 * rect.height())
 
     def set_run(self, config: RunConfig | None, chars_per_token: dict | None) -> None:
         """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
@@ -345,6 +377,8 @@ class TrainingPlots(QWidget):
 
     def _follow_x(self) -> None:
         last = max([s.x[-1] for s in (self.train, self.val) if s.n] + self._overlay_xmax(), default=0.0)
+        if not last and self.reference is not None and self._planned:
+            last = float(self._planned)  # the plan before a run: the reference over the steps to train
         xmax = self._nice_ceil(last * 1.1 if last else 10)
         if self._planned and last <= self._planned:  # a finished run fills its axis, not 2000 of 0-5000
             xmax = min(xmax, float(self._planned))
@@ -358,6 +392,7 @@ class TrainingPlots(QWidget):
 
     def append_steps(self, steps, train_loss, lr, grad_norm, tokens_per_s: float | None = None) -> None:
         """One batch of per-step numbers (a core ``Steps`` event); redraws once."""
+        self.planHint.setVisible(False)
         self.train.extend(steps, train_loss)
         self.lr.extend(steps, lr)
         scaled = [(s, g) for s, g in zip(steps, grad_norm) if g is not None]  # loss scaling skipped the others
