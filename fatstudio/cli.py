@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shlex
 import signal
 import sys
 import time
@@ -136,18 +137,53 @@ def cmd_train(args) -> int:
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
         Finished: bar.finish}
+    run_dir = None
     try:
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
                         probe=_probe(args, config)):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)
+            if isinstance(ev, Started):
+                run_dir = ev.run_dir
             if isinstance(ev, Finished):
+                hint = _next_commands(run_dir) if ev.status != "failed" and run_dir and world.is_main else None
+                if hint:
+                    print(hint)
                 return 0 if ev.status != "failed" else 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
+
+
+def _next_commands(run_dir: str) -> str | None:
+    """What to try on a trained run, for its task, with the run's probe as the text: prompt it (a line of the
+    probe for generate, its line with [MASK] for fill-mask, its source for an encoder-decoder, its text to
+    classify), and draw the attention maps the probe got at the last evaluation. None for a run with no
+    weights."""
+    from .core.prompting import MASK_MARKER, model_mode
+    from .core.runs import Run
+
+    run = Run.open(run_dir)
+    if not run.has_checkpoint:
+        return None
+    probe = run.probe_input()
+    mode = model_mode(run.config.model, run.config.data.task)
+    lines = [line.strip() for line in (probe.text if probe else "").splitlines() if line.strip()]
+    if mode == "translate":
+        text = probe.source if probe else None
+    elif mode == "fill_mask":
+        text = next((line for line in lines if MASK_MARKER in line), f"TEXT WITH {MASK_MARKER}")
+    else:
+        text = lines[0] if lines else None
+    where = shlex.quote(str(run.path))
+    out = [f"fatstudio generate {where} --prompt {shlex.quote(text or 'TEXT')}"]
+    steps = run.probe_steps()
+    if steps:
+        png = shlex.quote(f"{run.path.name}-step-{steps[-1]}.png")
+        out.append(f"fatstudio attention {where} --step {steps[-1]} --out {png}")
+    return "next: " + "\n      ".join(out)
 
 
 def _duration(s: float) -> str:
@@ -273,6 +309,13 @@ def _save_maps(maps, out: Path) -> None:
         maps.save(out)
 
 
+def _maps_in_words(maps) -> str:
+    """The maps as a person counts them (from 1, the kind in words): "encoder layer 1, decoder layer 1, …"."""
+    from .core.attention_maps import layer_label
+
+    return ", ".join(layer_label(name) for name in maps.maps)
+
+
 def cmd_attention(args) -> int:
     from .core import inference
     from .core.attention_maps import SAVE_SUFFIXES
@@ -293,7 +336,7 @@ def cmd_attention(args) -> int:
             print(f"fatstudio attention: error: {e}", file=sys.stderr)
             return 1
         _save_maps(maps, out)
-        print(f"wrote the probe maps of step {args.step} ({', '.join(maps.maps)}) to {out}")
+        print(f"wrote the probe maps of step {args.step} ({_maps_in_words(maps)}) to {out}")
         scores = probe_scores(probe_path(args.run_dir, args.step))
         if scores.scores:  # the self-attention heads' scores at that step (mean attention weights, 0-1)
             print(f"head scores at step {args.step}:\n{scores.table()}")
@@ -305,7 +348,7 @@ def cmd_attention(args) -> int:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")
     maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
     _save_maps(maps, out)
-    print(f"wrote {len(maps.maps)} attention maps ({', '.join(maps.maps)}) to {out}")
+    print(f"wrote {len(maps.maps)} attention maps ({_maps_in_words(maps)}) to {out}")
     return 0
 
 

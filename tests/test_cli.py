@@ -212,6 +212,37 @@ def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     assert code == 0 and f"in {here}" in err and "C++ compiler" in err
 
 
+PROMPT_OF_PROBE = {  # the text `generate` is shown with: a line of the probe, its line with [MASK], its source
+    "gpt": lambda probe: next(line.strip() for line in probe.text.splitlines() if line.strip()),
+    "bert": lambda probe: next(line.strip() for line in probe.text.splitlines() if "[MASK]" in line),
+    "edt": lambda probe: probe.source,
+}
+
+
+@pytest.mark.parametrize("arch,task,corpus", [("gpt", "next_token", None), ("bert", "masked_lm", None),
+                                              ("edt", "seq2seq", "reverse")])
+def test_train_ends_with_the_next_commands_and_they_work(arch, task, corpus, cfg_file, tmp_path, capsys):
+    """After train: the generate command the run's task prompts with (its probe's text: a line, the line with
+    [MASK], an encoder-decoder's source) and the attention of the last evaluation; both run as printed."""
+    import shlex
+
+    from fatstudio.core.runs import Run
+
+    run = tmp_path / "my run"  # a space: the commands quote the path
+    sets = ["--set", f"model.arch={arch}", "--set", f"data.task={task}"]
+    if corpus:
+        sets += ["--set", f"data.corpus={corpus}"]
+    assert main(["train", str(cfg_file()), "--out", str(run), "--quiet", *sets]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2].startswith("next: fatstudio generate ") and out[-1].startswith("      fatstudio attention ")
+    generate, attention = (shlex.split(line.removeprefix("next:")) for line in out[-2:])
+    assert generate[:3] == ["fatstudio", "generate", str(run)] and attention[:3] == ["fatstudio", "attention", str(run)]
+    assert generate[3:] == ["--prompt", PROMPT_OF_PROBE[arch](Run.open(run).probe_input())]
+    assert attention[3:5] == ["--step", "20"] and attention[6] == "my run-step-20.png"
+    assert main(generate[1:] + ["--tokens", "3"]) == 0
+    assert main(attention[1:-1] + [str(tmp_path / attention[-1])]) == 0 and (tmp_path / attention[-1]).exists()
+
+
 def test_train_with_a_probe_of_ones_own(cfg_file, tmp_path):
     from fatstudio.core.runs import Run
 
@@ -236,7 +267,13 @@ def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsy
     got = np.load(tmp_path / "maps.npz")
     assert got["tokens"].tolist() == want.tokens
     np.testing.assert_array_equal(got["self/0"], want.maps["self/0"])
-    assert "step 10" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "step 10" in printed
+    # what a person reads counts from 1, as the paper does: no map names such as self/0
+    assert "(layer 1)" in printed and "layer 1 · head 2" in printed and "self/" not in printed
+    assert main(["attention", str(trained_run), "--prompt", "hello", "--out", str(tmp_path / "p.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "wrote 1 attention maps (layer 1) to" in printed and "self/" not in printed
     r = cli("attention", trained_run, "--step", "7", "--out", tmp_path / "x.png")
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [r.stderr.strip()] and "step 7" in r.stderr and "saved steps: 10" in r.stderr

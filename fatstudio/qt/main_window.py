@@ -20,7 +20,6 @@ from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
-    QFrame,
     QLabel,
     QMainWindow,
     QMessageBox,
@@ -34,11 +33,12 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import RunConfig
 from fatstudio.core.presets import load_presets
 from fatstudio.qt import state
-from fatstudio.qt.binding import Settings
+from fatstudio.qt.binding import SECTIONS, Settings
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
+from fatstudio.qt.widgets.forms import ColumnScrollArea
 from fatstudio.qt.workers import TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
 
 log = logging.getLogger("fatstudio.qt")
@@ -46,12 +46,7 @@ EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among th
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
-    area = QScrollArea()
-    area.setWidget(widget)
-    area.setWidgetResizable(True)
-    area.setFrameShape(QFrame.Shape.NoFrame)
-    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-    return area
+    return ColumnScrollArea(widget)  # never narrower than its fields need
 
 
 def _estimate(config, prepared, progress):
@@ -141,6 +136,7 @@ class MainWindow(QMainWindow):
         self.last_status: str | None = None
         self.last_error: str | None = None
         self.validation_error: str | None = None
+        self._last_evaluation = ""  # the running run's last evaluation, which its finished status line keeps
         self.loaded_model = None
         self._close_pending = False
         self._error_box: QMessageBox | None = None
@@ -153,11 +149,12 @@ class MainWindow(QMainWindow):
         self._runs_stale = False
         self._event_handlers: dict[type, Callable[[Any], None]] | None = None
         self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
+        self._probes_pending: list[tuple] = []  # Probe events (step, path, scores) kept for the Attention tab
         # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
         self._diag_new: list[dict] = []  # metrics rows the diagnosis has not read yet
         self._diag_recent: deque[dict] = deque(maxlen=EVAL_ROW_LOOKBACK)  # the last rows (evaluations join them)
         self._diagnosis: Any = None  # core.diagnostics.Diagnosis of the run shown: it keeps what it needs
-        self._diag_heads: list = []  # diagnostics.Finding: the dead or uniform heads of its latest probe step
+        self._diag_heads: Any = None  # diagnostics.HeadCheck: its latest probe step and that step's head findings
         self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
 
         # the settings: the first preset's, ready to train
@@ -218,7 +215,7 @@ class MainWindow(QMainWindow):
         ll.addWidget(self.settingsTabs, 1)
         ll.addWidget(self.validationLabel)
         ll.addWidget(self.settingsNoteLabel)
-        left.setMinimumWidth(380)
+        # its minimum width is the settings' own (`ColumnScrollArea`): no field is clipped
 
         self.viewTabs = QTabWidget(objectName="viewTabs")
         self.viewTabs.addTab(self.train_view, "Training")
@@ -265,8 +262,11 @@ class MainWindow(QMainWindow):
         tv.runs.exportRequested.connect(self.export_run)
         tv.runs.refreshRequested.connect(self.refresh_runs)
         self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
+        self.viewTabs.currentChanged.connect(self._deliver_probes)
         self.model_panel.presetChosen.connect(self.apply_preset)
-        self.model_panel.estimateRequested.connect(self.estimate_time)
+        tv.estimateRequested.connect(self.estimate_time)
+        self.settings.changed.connect(lambda change: any(map(change.touches, SECTIONS)) and tv.forget_estimate())
+        self.model_panel.presetCombo.currentIndexChanged.connect(self._update_settings_note)  # its steps note
         self.settings.changed.connect(self.revalidate)
         self.corpus_panel.statusChanged.connect(self.revalidate)
         self.paper_panel.fieldsChosen.connect(self.highlight_model_fields)
@@ -330,12 +330,12 @@ class MainWindow(QMainWindow):
         return self._prompt_panel.promptEdit.toPlainText() if self._prompt_panel is not None else ""
 
     def estimate_time(self) -> None:
-        """Time a few real steps of the current settings in a worker (`core.estimate`); the Model panel shows
-        the estimated time of the run, or what is wrong."""
+        """Time a few real steps of the current settings in a worker (`core.estimate`); the Training view shows
+        the estimated time of the run beside Train, or what went wrong. Invalid settings are not timed (what is
+        wrong with them is said under the settings)."""
         if self.settings.error:
-            self.model_panel.show_estimate(f"⚠ {self.settings.error}")
             return
-        panel, asked = self.model_panel, self.settings.config
+        panel, asked = self.train_view, self.settings.config
 
         def show(text: str, details: str = "") -> None:  # an estimate of settings changed since says nothing
             panel.show_estimate(text if self.settings.config == asked else "", details)
@@ -381,7 +381,13 @@ class MainWindow(QMainWindow):
         self.validationLabel.setVisible(bool(message))
         self._update_train_enabled()
         self._update_settings_note()
+        self._show_plan()
         return message
+
+    def _show_plan(self) -> None:
+        """While no run is shown, the loss plot shows the settings' reference band and says to press Train."""
+        if self.state == "idle" and self.run_dir is None:
+            self.plots.show_plan(self.settings.config)
 
     def _update_train_enabled(self) -> None:
         ok = self.state == "idle" and self.validation_error is None and not self._close_pending
@@ -392,10 +398,12 @@ class MainWindow(QMainWindow):
         button.setText(text)
         button.setToolTip(tip or ("Start a new run with the current Model, Corpus and Train settings."
                                   if self.validation_error is None else f"Fix this first: {self.validation_error}"))
+        self.train_view.allow_estimate(ok, tip or f"Fix this first: {self.validation_error}")
 
     def _update_settings_note(self) -> None:
-        """Say what the settings apply to when that is not obvious: they are locked while a run trains, and
-        with a run open in the Prompt tab whose model they no longer describe, they are the next run's."""
+        """Say what the settings apply to when that is not obvious: they are locked while a run trains, the
+        chosen preset's walkthrough needs more steps than train.steps (`Preset.steps_note`), and with a run open
+        in the Prompt tab whose model they no longer describe, they are the next run's."""
         note = ""
         if self.state != "idle":
             note = "The settings are locked while a run trains; changes apply to the next run."
@@ -404,6 +412,9 @@ class MainWindow(QMainWindow):
             if self.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both from the data
                 note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
                         f"{self.loaded_model.label or 'the open model'} ({m.arch}).")
+        chosen = self.model_panel.chosen_preset()
+        if self.state == "idle" and chosen is not None:
+            note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
         self.settingsNoteLabel.setText(note)
         self.settingsNoteLabel.setVisible(bool(note))
 
@@ -448,6 +459,7 @@ class MainWindow(QMainWindow):
             return False
         self.show_error(None)
         self.last_status = None
+        self._last_evaluation = ""
         self.run_dir = run_dir
         self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.corpus_panel.prepared(), probe=probe,
                                parent=self)
@@ -570,11 +582,12 @@ class MainWindow(QMainWindow):
         if row is None:
             row = {"step": ev.step}
             self._add_diag_rows([row])
-        row.update(eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss)
+        row.update(eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss, accuracy=ev.accuracy)
         self._schedule_diagnostics()
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
-        self.train_view.statusLabel.setText(f"Step {ev.step:,}: train loss {ev.eval_train_loss:.4f}, validation loss "
-                                            f"{ev.val_loss:.4f}{acc}  ·  {self.run_dir}")
+        numbers = f"train loss {ev.eval_train_loss:.4f}, validation loss {ev.val_loss:.4f}{acc}"
+        self._last_evaluation = f"step {ev.step:,}: {numbers}"
+        self.train_view.statusLabel.setText(f"Step {ev.step:,}: {numbers}  ·  {self.run_dir}")
         self._runs_stale = True  # the trainer writes meta.json after the evaluation's sample
 
     def _on_sample(self, ev) -> None:
@@ -599,20 +612,39 @@ class MainWindow(QMainWindow):
     def _on_probe(self, ev) -> None:
         """Step ``ev.step``'s probe maps are saved: the Attention tab's slider gets the step, its head scores
         plot the step's scores, the Diagnostics tab its dead heads."""
-        self._diag_heads = list(ev.findings)
+        self._diag_heads = (ev.step, list(ev.findings))
         self._schedule_diagnostics()
         if self._attention_panel is not None:  # else listed from the folder when the panel is made
-            self._attention_panel.add_probe(ev.step, ev.path, ev.scores)
+            self._probes_pending.append((ev.step, ev.path, ev.scores))
+            self._deliver_probes()
+
+    def _deliver_probes(self, *_args) -> None:
+        """Hand the Attention tab the probe steps that arrived while it was hidden, once it is shown: a panel
+        draws a new step's maps and head scores as it gets them (0.1-0.3 s of the GUI thread at each
+        evaluation when that ran hidden). Several steps go at once (`set_probes`, one drawing) when the panel
+        follows the latest step; one by one (no map drawn) when it shows an earlier step or a prompt's maps."""
+        panel = self._attention_panel
+        if not self._probes_pending or panel is None or self.viewTabs.currentWidget() is not self._attention_host:
+            return
+        pending, self._probes_pending = self._probes_pending, []
+        steps = panel.probe_steps()
+        following = panel.maps is None or (panel.showing_probe and panel.probe_step == (steps[-1] if steps else None))
+        if len(pending) > 1 and following and self._probe_dir is not None:
+            from fatstudio.core.probes import list_probes
+            panel.set_probes(list_probes(self._probe_dir))
+            return
+        for step, path, scores in pending:
+            panel.add_probe(step, path, scores)
 
     def _list_probes(self, run_dir: str) -> None:
         """Give the Attention tab's slider the probe maps saved in ``run_dir`` (once the panel exists: making
         it imports torch, which opening a run does not need), and the Diagnostics tab the dead heads of the
-        latest one."""
+        latest one (its file read in a worker)."""
         from fatstudio.core.diagnostics import latest_head_findings
 
         self._probe_dir = run_dir
-        self._diag_heads = latest_head_findings(run_dir)
-        self.update_diagnostics()
+        self._probes_pending = []  # the folder lists them all
+        call_in_thread(latest_head_findings, run_dir, on_result=lambda heads: self._latest_heads(run_dir, heads))
         if self._attention_panel is not None:
             from fatstudio.core.probes import list_probes
             self._attention_panel.set_probes(list_probes(run_dir))
@@ -628,7 +660,8 @@ class MainWindow(QMainWindow):
 
     def _on_finished(self, ev) -> None:
         self.last_status = ev.status
-        self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}  ·  {self.run_dir}")
+        evaluated = f"  ·  last evaluation, {self._last_evaluation}" if self._last_evaluation else ""
+        self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}{evaluated}  ·  {self.run_dir}")
         if ev.diverged:
             self._add_diag_rows([_diverged_row(ev.diverged)])
         self.update_diagnostics()
@@ -667,7 +700,7 @@ class MainWindow(QMainWindow):
         ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
         meta = meta or {}
         self._diag_new, self._diag_recent = [], deque(maxlen=EVAL_ROW_LOOKBACK)
-        self._diag_heads = []  # until the run's probes are listed
+        self._diag_heads = None  # until the run's probes are listed
         self._add_diag_rows(list(rows))
         if meta.get("diverged") and meta.get("status") == "failed":
             self._add_diag_rows([_diverged_row(meta["diverged"])])
@@ -688,8 +721,16 @@ class MainWindow(QMainWindow):
         self._diag_timer.stop()
         self._diagnosis = self._diagnosis or _diagnosis({}, None)
         new, self._diag_new = self._diag_new, []
-        findings = sorted([*self._diagnosis(new), *self._diag_heads], key=lambda f: f.step)
-        self.train_view.set_diagnostics([f.line for f in findings])
+        found = self._diagnosis(new, self._diag_heads)
+        self.train_view.set_diagnostics([(f.line, f.warning) for f in found], self._diagnosis.summary(found))
+
+    def _latest_heads(self, run_dir: str, heads) -> None:
+        """The head findings of ``run_dir``'s latest saved probe (`_list_probes`), unless a newer probe
+        arrived or another run is shown meanwhile."""
+        if self._probe_dir == run_dir and heads is not None and (self._diag_heads is None or
+                                                                  self._diag_heads[0] < heads[0]):
+            self._diag_heads = heads
+            self.update_diagnostics()
 
     # ================================================================================================= runs
     def _root(self):
@@ -848,6 +889,7 @@ class MainWindow(QMainWindow):
             self.train_view.progressBar.setValue(0)
             self.train_view.progressBar.setFormat("deleted")
             self.train_view.statusLabel.setText(f"Deleted {run.name}.")
+            self._show_plan()
         if "Prompt" in tabs:
             if self._model_call is not None and self._model_call_path == str(run.path):
                 self._model_call.cancel()  # its model would arrive for a folder that is gone
@@ -880,7 +922,8 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Exporting {run.name} to {out}…")
         call_in_thread(_export_hf, str(run.path), str(out),
                        on_result=lambda r: self.statusBar().showMessage(
-                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}.", 15000),
+                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}",
+                           30000),
                        on_error=lambda message: self.show_error(f"Cannot export {run.name}: {message}"))
 
     def ask_export_folder(self, run) -> str:

@@ -1,7 +1,7 @@
 """Train panel: the training settings (``TrainPanel``, a form in the settings column) and the training view
-(``TrainView``: Start / Pause / Step / Stop, the learning rate η changed while training, the progress bar
-with ETA, the live plots (exported as CSV or PNG), the sample text of each evaluation and the list of runs to
-reopen, resume, overlay or delete)."""
+(``TrainView``: Train and Estimate time, Pause / Step / Stop, the learning rate η changed while training, the
+progress bar with ETA, the live plots (exported as CSV or PNG), the sample text of each evaluation and the list
+of runs to reopen, resume, overlay or delete)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -18,11 +18,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QListWidget,
+    QListWidgetItem,
     QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QSpinBox,
     QSplitter,
+    QStyle,
     QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
@@ -53,6 +55,8 @@ PROBE_HINTS = {  # the probe edit's placeholder per task: what the default is, w
     "seq2seq": "default: a validation pair's target (the decoder's text)",
     "classification": "default: a validation text; or any text to classify",
 }
+ESTIMATE_TIP = ("Time a few real steps and an evaluation of the current settings on the chosen device, and "
+                "estimate how long the whole run takes.")
 PRECISIONS = [("auto", "auto"), ("fp32", "fp32"), ("bf16 (autocast)", "bf16"),
               ("fp16 (autocast + loss scaling, GPU)", "fp16")]
 
@@ -128,7 +132,7 @@ class TrainPanel(QWidget):
         QTimer.singleShot(0, self.describe_choice)  # once the event loop runs: the window opens first
 
     def _build_form(self) -> QWidget:
-        f = Form(prefix="train")
+        f = Form(section="train")
         self.form = f
         for name, label, widget, tip in _form_rows():
             f.add(name, label, widget, tip)
@@ -145,7 +149,7 @@ class TrainPanel(QWidget):
         box = QGroupBox("Probe (attention over training)")
         box.setToolTip("At every evaluation every head's attention map for this input is saved with the run; "
                        "the Attention tab's step slider scrubs through them.")
-        f = Form(prefix="probe")
+        f = Form()  # not settings of the run's config: the fields keep their names
         self.probeEdit = QLineEdit(objectName="probeEdit")
         self.probeEdit.setClearButtonEnabled(True)
         self.probeSourceEdit = QLineEdit(objectName="probeSourceEdit")
@@ -215,9 +219,10 @@ def _describe_choice(choice: tuple[str, str]) -> tuple[tuple[str, str], str, str
         return choice, "", str(e)
 
 
-def _when(ts) -> str:
+def _when(ts, short: bool = False) -> str:
+    """A run's creation time, "2025-11-24 06:19"; ``short``: "11-24 06:19" (the runs list's column)."""
     try:
-        return _dt.datetime.fromtimestamp(float(ts)).strftime("%Y-%m-%d %H:%M")
+        return _dt.datetime.fromtimestamp(float(ts)).strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M")
     except (TypeError, ValueError, OSError):
         return ""
 
@@ -257,11 +262,12 @@ class RunsList(QWidget):
         for i in range(1, 5):
             self.tree.header().setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
         self.tree.setToolTip("Earlier runs in the runs folder. Double-click to open one.")
+        self._fit_columns()
         self.tree.itemSelectionChanged.connect(self._selection_changed)
         self.tree.itemDoubleClicked.connect(lambda *_: self._emit(self.openRequested))
         return self.tree
 
-    def _build_buttons(self) -> QHBoxLayout:
+    def _build_buttons(self) -> QVBoxLayout:
         def button(text: str, name: str, tip: str) -> QPushButton:
             b = QPushButton(text, objectName=name)
             b.setToolTip(tip)
@@ -289,13 +295,16 @@ class RunsList(QWidget):
         self.exportButton.clicked.connect(lambda: self._emit(self.exportRequested))
         self.resumeButton.clicked.connect(self._resume_clicked)
         self.refreshButton.clicked.connect(self.refreshRequested)
-        buttons = QHBoxLayout()
+        first, second = QHBoxLayout(), QHBoxLayout()  # two rows: the samples beside them get the width
         for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
-            buttons.addWidget(w)
-        buttons.addStretch(1)
-        buttons.addWidget(self.exportButton)
-        buttons.addWidget(self.deleteButton)
-        buttons.addWidget(self.refreshButton)
+            first.addWidget(w)
+        first.addStretch(1)
+        for w in (self.exportButton, self.deleteButton, self.refreshButton):
+            second.addWidget(w)
+        second.addStretch(1)
+        buttons = QVBoxLayout()
+        buttons.addLayout(first)
+        buttons.addLayout(second)
         return buttons
 
     def set_runs(self, runs: list, root=None) -> None:
@@ -305,12 +314,23 @@ class RunsList(QWidget):
         self.tree.clear()
         items = [self._item(run) for run in self.runs]
         self.tree.addTopLevelItems(items)  # at once: one layout and one column resize, not one per run
+        self._fit_columns()
         for run, item in zip(self.runs, items):
             if keep is not None and run.path == keep:
                 item.setSelected(True)
         if root is not None:
             self.folderLabel.setText(f"<small>runs folder: {html.escape(str(root))}</small>")
         self._selection_changed()
+
+    NAME_COLUMN = "20250101-120000-…"  # what the run's name column shows at least (the rest elides)
+
+    def _fit_columns(self) -> None:
+        """At least as wide as the status, step, loss and date columns and the start of a run's name: no
+        sideways scrolling."""
+        tree, header = self.tree, self.tree.header()
+        columns = sum(max(tree.sizeHintForColumn(i), header.sectionSizeHint(i)) for i in range(1, header.count()))
+        frame = 2 * tree.frameWidth() + tree.verticalScrollBar().sizeHint().width()
+        tree.setMinimumWidth(columns + tree.fontMetrics().horizontalAdvance(self.NAME_COLUMN) + frame)
 
     @staticmethod
     def _item(run) -> QTreeWidgetItem:
@@ -319,9 +339,10 @@ class RunsList(QWidget):
         item = QTreeWidgetItem([run.name, str(m.get("status", "?")),
                                 f"{m.get('step', 0)}/{m.get('total_steps', run.config.train.steps)}",
                                 f"{val:.4f}" if isinstance(val, (int, float)) else "",
-                                _when(m.get("created"))])
+                                _when(m.get("created"), short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
+        item.setToolTip(4, _when(m.get("created")))
         return item
 
     def select_path(self, path) -> None:
@@ -370,11 +391,14 @@ class RunsList(QWidget):
 class TrainView(QWidget):
     """What a run looks like while it trains: buttons, progress, plots, samples, runs.
 
-    Signals ``stepRequested()`` (Step, while paused) and ``lrRequested(object)``: a learning rate (float) to
-    train at from the next step on, or None to return to the schedule."""
+    Signals ``stepRequested()`` (Step, while paused), ``lrRequested(object)``: a learning rate (float) to
+    train at from the next step on, or None to return to the schedule, and ``estimateRequested()``: time the
+    settings (`show_estimate` shows the answer)."""
 
     stepRequested = Signal()
     lrRequested = Signal(object)
+    estimateRequested = Signal()
+    SAMPLE_COLUMNS = 60  # characters of a sample's line the samples pane shows unwrapped, whatever the window
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -382,6 +406,8 @@ class TrainView(QWidget):
         self._pending_progress = None
         self._progress_timer = QTimer(self, singleShot=True)
         self._progress_timer.timeout.connect(self.flush_progress)
+        self._estimating = False
+        self._estimate_allowed = True
         lay = QVBoxLayout(self)
         lay.addLayout(self._build_controls())
         lay.addLayout(self._build_lr_controls())
@@ -395,6 +421,9 @@ class TrainView(QWidget):
         self.trainButton = QPushButton("▶ Train", objectName="trainButton")
         self.trainButton.setToolTip("Start a new run with the current Model, Corpus and Train settings.")
         self.trainButton.setDefault(True)
+        self.estimateButton = QPushButton("Estimate time", objectName="estimateButton")
+        self.estimateButton.setToolTip(ESTIMATE_TIP)
+        self.estimateButton.clicked.connect(self.estimateRequested)
         self.pauseButton = QPushButton("Pause", objectName="pauseButton")
         self.pauseButton.setToolTip("Pause training after the current step (Resume continues).")
         self.stepButton = QPushButton("Step", objectName="stepButton")
@@ -413,7 +442,8 @@ class TrainView(QWidget):
         self.progressBar.setTextVisible(True)
         self.progressBar.setMinimumWidth(200)
         row = QHBoxLayout()
-        for w in (self.trainButton, self.pauseButton, self.stepButton, self.stopButton, self.snapshotButton):
+        for w in (self.trainButton, self.estimateButton, self.pauseButton, self.stepButton, self.stopButton,
+                  self.snapshotButton):
             row.addWidget(w)
         row.addWidget(self.progressBar, 1)
         return row
@@ -437,11 +467,36 @@ class TrainView(QWidget):
         self.lrLabel = QLabel("", objectName="liveLrLabel")
         label = QLabel("learning rate η:")
         label.setToolTip(tip)
+        self.estimateLabel = QLabel(objectName="estimateLabel")  # under the progress bar: how long a run takes
+        self.estimateLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         row = QHBoxLayout()
         for w in (label, self.lrSpin, self.lrApplyButton, self.lrScheduleButton, self.lrLabel):
             row.addWidget(w)
         row.addStretch(1)
+        row.addWidget(self.estimateLabel)
         return row
+
+    def show_estimate(self, text: str, details: str = "", busy: bool = False) -> None:
+        """Show an estimate (or a message, or "estimating…" while ``busy``) under the progress bar; the
+        details as its tooltip."""
+        self._estimating = busy
+        self.estimateLabel.setText(text)
+        self.estimateLabel.setToolTip(details)
+        self._update_estimate_button()
+
+    def allow_estimate(self, allowed: bool, why: str = "") -> None:
+        """Whether the settings can be timed now (valid, no run training); ``why`` not, as the tooltip."""
+        self._estimate_allowed = allowed
+        self.estimateButton.setToolTip(ESTIMATE_TIP if allowed or not why else why)
+        self._update_estimate_button()
+
+    def _update_estimate_button(self) -> None:
+        self.estimateButton.setEnabled(self._estimate_allowed and not self._estimating)
+
+    def forget_estimate(self) -> None:
+        """The settings changed: an estimate shown (not one being measured) was of others."""
+        if not self._estimating and self.estimateLabel.text():
+            self.show_estimate("")
 
     def _step_clicked(self) -> None:
         self.stepButton.setEnabled(False)  # until the trainer says Paused again: one click, one step
@@ -473,11 +528,13 @@ class TrainView(QWidget):
         self.samplesView.setReadOnly(True)
         self.samplesView.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.samplesView.setMaximumBlockCount(5000)
+        self.samplesView.setMinimumWidth(self.sample_width(self.SAMPLE_COLUMNS))
         self.diagnosticsView = QListWidget(objectName="diagnosticsView")
         self.diagnosticsView.setWordWrap(True)
         self.diagnosticsView.setToolTip(
-            "Is this normal? What the run's curves show: a non-finite or spiking loss, overfitting, a plateau "
-            "at the corpus's unigram entropy, clipping on almost every step (core/diagnostics.py).")
+            "Is this normal? Warnings (⚠): a non-finite or spiking loss, overfitting, a plateau at the corpus's "
+            "unigram entropy, a head stuck on one position. Notes (ℹ): clipping on almost every step, heads "
+            "that attend uniformly. With no warning, a line (✓) says what was checked (core/diagnostics.py).")
         samples_box = QTabWidget(objectName="samplesTabs")
         samples_box.addTab(self.samplesView, "Samples at each evaluation")
         samples_box.addTab(self.diagnosticsView, "Diagnostics")
@@ -486,11 +543,12 @@ class TrainView(QWidget):
         self.runs = RunsList()
         QVBoxLayout(runs_box).addWidget(self.runs)
 
-        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom = QSplitter(Qt.Orientation.Horizontal, objectName="samplesRunsSplitter")
         bottom.addWidget(samples_box)
         bottom.addWidget(runs_box)
-        bottom.setStretchFactor(0, 1)
-        bottom.setStretchFactor(1, 1)
+        bottom.setStretchFactor(0, 1)  # the samples take the width: a line of code (the runs' names elide)
+        bottom.setStretchFactor(1, 0)
+        bottom.setChildrenCollapsible(False)
         split = QSplitter(Qt.Orientation.Vertical, objectName="trainSplitter")
         split.addWidget(self.plots)
         split.addWidget(bottom)
@@ -498,6 +556,15 @@ class TrainView(QWidget):
         split.setStretchFactor(1, 2)
         split.setChildrenCollapsible(False)
         return split
+
+    def sample_width(self, columns: int) -> int:
+        """The width the samples pane needs to show ``columns`` characters a line without wrapping."""
+        view = self.samplesView
+        text = view.fontMetrics().horizontalAdvance("m" * columns)
+        margins = view.contentsMargins()
+        chrome = (2 * int(view.document().documentMargin()) + margins.left() + margins.right()
+                  + view.verticalScrollBar().sizeHint().width())
+        return text + chrome + 2
 
     def set_state(self, state: str) -> None:
         """idle | starting | running | paused | stopping."""
@@ -579,13 +646,22 @@ class TrainView(QWidget):
         if first is not None:  # scroll once, to the newest
             self._show_later(first)
 
-    def set_diagnostics(self, lines: list[str]) -> None:
-        """One line per finding ("step N · advice"); the tab's title counts them."""
+    def set_diagnostics(self, findings: list[tuple[str, bool]], summary: str = "") -> None:
+        """One line per finding ("step N · advice", oldest first), each with whether it is a warning (⚠; else
+        a note, ℹ), under ``summary`` (✓: what was checked, when no warning fired); the tab's title counts
+        the warnings."""
+        icons = {True: QStyle.StandardPixmap.SP_MessageBoxWarning, False: QStyle.StandardPixmap.SP_MessageBoxInformation,
+                 None: QStyle.StandardPixmap.SP_DialogApplyButton}
+        rows = ([(summary, None)] if summary else []) + [(line, bool(warning)) for line, warning in findings]
         view = self.diagnosticsView
-        if [view.item(i).text() for i in range(view.count())] != lines:
+        if [(view.item(i).text(), view.item(i).data(Qt.ItemDataRole.UserRole)) for i in range(view.count())] != rows:
             view.clear()
-            view.addItems(lines)
-        self.samplesTabs.setTabText(1, f"Diagnostics ({len(lines)})" if lines else "Diagnostics")
+            for text, warning in rows:
+                item = QListWidgetItem(self.style().standardIcon(icons[warning]), text)
+                item.setData(Qt.ItemDataRole.UserRole, warning)
+                view.addItem(item)
+        warnings = sum(bool(w) for _, w in findings)
+        self.samplesTabs.setTabText(1, f"Diagnostics ({warnings})" if warnings else "Diagnostics")
 
     def show_error(self, message: str | None) -> None:
         self.errorLabel.setText(message or "")
