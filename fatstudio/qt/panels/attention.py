@@ -906,6 +906,11 @@ class AttentionPanel(QWidget):
                                            pen=pg.mkPen((90, 90, 90), width=1, style=Qt.PenStyle.DashLine))
         item.addItem(self.scoreMarker, ignoreBounds=True)
         box.addWidget(self.headScoresPlot, 1)
+        # Every change asks for a redraw; one runs on the next turn of the event loop, however many were asked
+        # for (a new probe changed the steps, the slider and the view: one redraw, not one each, and not in the
+        # same turn as the grid's).
+        self._score_redraw = QTimer(self, singleShot=True, interval=0)
+        self._score_redraw.timeout.connect(self._redraw_score_plot)
         self.headScoreCombo.currentIndexChanged.connect(self._draw_score_plot)
         self.viewChanged.connect(self._draw_score_plot)  # another kind, or another head in bold
         self.scoreHistory.setVisible(False)
@@ -936,6 +941,7 @@ class AttentionPanel(QWidget):
 
     def score_plot_folded(self) -> bool:
         """Whether the plot is folded to its one-line note (every line flat, and not asked for)."""
+        self._flush_score_plot()
         return not self.headScoresPlot.isVisibleTo(self.scoreHistory)
 
     def _fold_score_plot(self, *_args) -> None:
@@ -971,7 +977,18 @@ class AttentionPanel(QWidget):
         return "dec" if "dec" in kinds else next(iter(kinds), None)
 
     def _draw_score_plot(self, *_args) -> None:
-        """One line per head of `score_kind` for the chosen score (`core.probes.score_series`)."""
+        """Redraw the score plot on the next turn of the event loop (once, however often asked)."""
+        self._score_redraw.start()
+
+    def _flush_score_plot(self) -> None:
+        """Draw now what is asked for (the plot's accessors read it as the user will see it)."""
+        if self._score_redraw.isActive():
+            self._score_redraw.stop()
+            self._redraw_score_plot()
+
+    def _redraw_score_plot(self) -> None:
+        """One line per head of `score_kind` for the chosen score (`core.probes.score_series`); dots on the
+        bold line only (a scatter per line made each redraw cost ~25 ms with 16 heads)."""
         score, kind = self.headScoreCombo.currentData(), self.score_kind()
         names = sorted({n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind},
                        key=lambda n: parse_map_name(n).layer)
@@ -984,8 +1001,7 @@ class AttentionPanel(QWidget):
             self._score_curves = {}
             for i, (name, h) in enumerate(keys):
                 color = pg.intColor(i, hues=max(len(keys), 1), maxValue=220).getRgb()[:3]
-                curve = _curve(self.headScoresPlot, color, symbol="o", symbolSize=4, symbolBrush=color,
-                               symbolPen=None)
+                curve = _curve(self.headScoresPlot, color, symbolSize=5, symbolBrush=color, symbolPen=None)
                 curve.setCurveClickable(True, width=6)
                 curve.sigClicked.connect(lambda _c, _e, name=name, h=h: self._on_score_curve_clicked(name, h))
                 self._score_curves[(name, h)] = curve
@@ -996,6 +1012,7 @@ class AttentionPanel(QWidget):
             bold = name == shown and self.head in (h, MEAN)
             color = curve.opts["pen"].color()
             curve.setPen(pg.mkPen(color, width=3 if bold else 1.2))
+            curve.setSymbol("o" if bold else None)
             curve.setData(steps, values[:, h])
             label = f"L{parse_map_name(name).layer + 1}&nbsp;H{h + 1}"
             legend.append(f"<span style='color:{color.name()}'>━━</span>&nbsp;" + (f"<b>{label}</b>" if bold else label))
@@ -1018,10 +1035,12 @@ class AttentionPanel(QWidget):
 
     def score_marker_step(self) -> int | None:
         """The step the plot's marker stands at (the slider's), None when hidden."""
+        self._flush_score_plot()
         return int(self.scoreMarker.value()) if self.scoreMarker.isVisible() else None
 
     def score_curves(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """The plot's lines as drawn: label as in the legend ("L1 H1", from 1) → (steps, scores)."""
+        self._flush_score_plot()
         return {f"L{parse_map_name(name).layer + 1} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
                 for (name, h), curve in self._score_curves.items()}
 
