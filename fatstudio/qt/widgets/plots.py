@@ -224,7 +224,7 @@ class TrainingPlots(QWidget):
         self.reference: ReferenceCurve | None = None  # drawn behind the run's curves
         self._reference_items: list = []
         self._plan: RunConfig | None = None  # the settings `show_plan` shows, while no run is shown
-        self.planHint = pg.TextItem(anchor=(0, 1), color="#444")  # "press Train", in the view's pixels
+        self.planHint = pg.TextItem(anchor=(1, 0), color="#444")  # "press Train", in the view's pixels
         self.planHint.setParentItem(self.lossPlot.getPlotItem().getViewBox())
         self.planHint.setVisible(False)
         self.lossPlot.getPlotItem().getViewBox().sigResized.connect(self._place_hint)
@@ -267,8 +267,7 @@ class TrainingPlots(QWidget):
         bar.addWidget(QLabel("smoothing"))
         bar.addWidget(self.smoothingSlider)
         bar.addWidget(self.smoothingLabel)
-        bar.addSpacing(16)
-        bar.addWidget(self.legendLabel, 1)
+        bar.addStretch(1)
         bar.addWidget(self.clearOverlaysButton)
         bar.addWidget(self.curvesCsvButton)
         bar.addWidget(self.curvesPngButton)
@@ -284,6 +283,7 @@ class TrainingPlots(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
+        lay.addWidget(self.legendLabel)  # a row of its own: beside the controls it wrapped to three lines
         lay.addLayout(grid, 1)
         self._set_chars(None)  # nats per token until a run with its characters per token is shown
         self.follow()
@@ -337,8 +337,8 @@ class TrainingPlots(QWidget):
         return self.planHint.toPlainText() if self.planHint.isVisible() else ""
 
     def _place_hint(self, *_args) -> None:
-        rect = self.lossPlot.getPlotItem().getViewBox().boundingRect()  # bottom left: a falling loss is not there
-        self.planHint.setPos(rect.left() + 0.08 * rect.width(), rect.bottom() - 0.06 * rect.height())
+        rect = self.lossPlot.getPlotItem().getViewBox().boundingRect()  # top right: a falling loss is not there
+        self.planHint.setPos(rect.right() - 0.02 * rect.width(), rect.top() + 0.04 * rect.height())
 
     def set_run(self, config: RunConfig | None, chars_per_token: dict | None) -> None:
         """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
