@@ -110,6 +110,18 @@ def test_clicking_a_line_names_its_fields_and_parameters(qtbot, make_panel, arch
     assert f"{stack}.1.mlp.W_mlp1.weight" in panel.paramsLabel.text() and "layer l = 2" in panel.lineTitle.text()
 
 
+def test_the_histogram_shows_only_when_a_line_has_a_tensor(qtbot, make_panel):
+    panel = make_panel()
+    hist = panel.histogram
+    assert not hist.isVisibleTo(panel)  # no line clicked: no empty axes
+    i = line_index(panel, lambda line: line.text == "return P = softmax(W_u X)")
+    click_line(qtbot, panel, i)
+    assert not hist.isVisibleTo(panel)  # a line, but no forward pass yet
+    run_forward(qtbot, panel)
+    click_line(qtbot, panel, i)
+    assert hist.isVisibleTo(panel) and panel.histogram_counts()
+
+
 @pytest.mark.parametrize("arch,kw", ARCHS, ids=ARCH_IDS)
 def test_forward_pass_shows_each_lines_tensor(qtbot, make_panel, arch, kw):
     panel = make_panel(arch, **kw)

@@ -229,6 +229,8 @@ class PaperPanel(QWidget):
         lay.addWidget(self.paramsLabel)
         lay.addWidget(self.tensorLabel)
         lay.addWidget(self.histogram, 1)
+        lay.addStretch(0)  # the room left while no histogram is shown
+        self.histogram.setVisible(False)  # until a line's tensor is traced: empty axes said nothing
         return page
 
     @staticmethod
@@ -420,6 +422,7 @@ class PaperPanel(QWidget):
             self.histogram.removeItem(self.bars)
             self.bars = None
         self.histogram.getPlotItem().setTitle(html.escape(drawn[0]) if drawn else "", size="9pt", color="#333")
+        self.histogram.setVisible(drawn is not None)
         if drawn is None:
             return
         s = drawn[1]
