@@ -222,16 +222,19 @@ def head_scores(model: torch.nn.Module, tokenizer: TokenizerLike, maps: Attentio
     return HeadScores(out, n, seed)
 
 
-def score_movement(history: Mapping[int, HeadScores], names: list[str], score: str) -> float:
+def score_movement(history: Mapping[int, HeadScores], names: list[str], score: str, rise: bool = False) -> float:
     """How far ``score`` moves over the steps of ``history`` (step → the scores saved then): the largest
-    (max - min) over the steps of any head of the maps ``names``; 0 with fewer than two steps or no score."""
+    (max - min) over the steps of any head of the maps ``names``; 0 with fewer than two steps or no score.
+    ``rise``: the largest increase instead (a later step's value minus an earlier one's): a head forming."""
     moves = [0.0]
     for name in names:
         rows = [v for step in sorted(history) if (v := history[step].get(name, score)) is not None]
         if len(rows) > 1 and len({len(r) for r in rows}) == 1:
             for column in np.array(rows, dtype=np.float64).T:  # one head over the steps
                 known = column[np.isfinite(column)]
-                moves.append(float(known.max() - known.min()) if known.size else 0.0)
+                if known.size:
+                    low = np.minimum.accumulate(known) if rise else known.min()
+                    moves.append(float((known - low).max()))
     return max(moves)
 
 

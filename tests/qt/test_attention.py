@@ -682,6 +682,27 @@ def test_head_scores_plot_opens_on_the_score_that_moves_and_folds_when_flat(qtbo
     assert panel.scoreHistory.maximumHeight() == panel.SCORE_PLOT_MAX
 
 
+def test_head_scores_plot_opens_on_the_score_that_rises_not_one_that_only_falls(qtbot, panel, tmp_path):
+    """As in the default preset's run: a previous-token head forms (0.1 → 0.5) while another head's
+    first-token weight falls further (0.9 → 0.2); the plot opens on the head forming."""
+    from fatstudio.core.attention_maps import AttentionMaps
+    from fatstudio.core.probes import list_probes, save_probe
+
+    T = 6
+    for step, (prev, sink) in {10: (0.1, 0.9), 20: (0.3, 0.5), 30: (0.5, 0.2)}.items():
+        A = np.zeros((2, T, T))
+        A[:, 0, 0] = 1.0
+        for i in range(1, T):
+            A[0, i, i - 1], A[0, i, i] = prev, 1 - prev
+            A[1, i, 0], A[1, i, 1:i + 1] = sink, (1 - sink) / i
+        save_probe(tmp_path, step, AttentionMaps(list("abcdef"), None, {"self/0": A}))
+    panel.show()
+    qtbot.waitExposed(panel)
+    panel.set_probes(list_probes(tmp_path))
+    assert panel.score_moves()["sink"] > panel.score_moves()["prev"]  # the fall is the larger movement …
+    assert panel.headScoreCombo.currentData() == "prev"  # … the rise is what the plot opens on
+
+
 def test_64_tokens_get_64_labels_on_each_axis_at_the_default_window_size(qtbot, window):
     w = window
     panel = w.attention_panel

@@ -21,8 +21,8 @@
 - over training time: ``probeSlider`` (a QSlider) runs over the evaluation steps whose probe maps the run
   saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
   play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
-  ``headScoresPlot`` draws one head score (``headScoreCombo``, opening on the one that moves most over the
-  run) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
+  ``headScoresPlot`` draws one head score (``headScoreCombo``, opening on the one that rises most over the
+  run: a head forming) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
   slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
   it folds to a one-line note;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
@@ -919,17 +919,18 @@ class AttentionPanel(QWidget):
     FLAT = 0.05  # every head's score moves less than this over the run's probe steps: the plot folds away
     SCORE_PLOT_MAX = 220  # px: the score plot's box at most, so that the maps keep the height
 
-    def score_moves(self) -> dict[str, float]:
+    def score_moves(self, rise: bool = False) -> dict[str, float]:
         """Per score, how far it moves over the saved probe steps: the largest (max - min) of any head of
-        `score_kind` (`head_scores.score_movement`)."""
+        `score_kind`, or with ``rise`` its largest increase (`head_scores.score_movement`)."""
         kind = self.score_kind()
         names = {n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind}
-        return {score: score_movement(self.score_history, sorted(names), score) for score in SCORES}
+        return {score: score_movement(self.score_history, sorted(names), score, rise) for score in SCORES}
 
     def _pick_score(self) -> None:
-        """Open the plot on the score that moves most over this run (previous-token, typically, for a
-        character model; induction where an induction head forms)."""
-        moves = self.score_moves()
+        """Open the plot on the score that rises most over this run, a head forming (previous-token, typically,
+        for a character model; induction where an induction head forms), not one that only falls (the
+        default preset's first-token score falls about as far as its previous-token score rises)."""
+        moves = self.score_moves(rise=True)
         best = max(SCORES, key=lambda sc: moves[sc])
         if moves[best] > 0:
             self.headScoreCombo.blockSignals(True)
