@@ -40,11 +40,8 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox,
     QFileDialog,
-    QHBoxLayout,
     QLabel,
-    QPushButton,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -54,12 +51,12 @@ from PySide6.QtWidgets import (
 from ...core.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
 from ...core.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
 from ...core.probes import load_probe_file, score_history
-from ...core.prompting import display_token
 from ..widgets.head_score_history import HeadScoreHistory
 from ..widgets.map_browser import MapBrowser
 from ..widgets.probe_timeline import ProbeTimeline
+from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
-from ..widgets.token_view import TokenView, weight_tint
+from ..widgets.view_bar import ViewBar
 from ..workers import call_in_thread
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
@@ -81,8 +78,6 @@ class AttentionPanel(QWidget):
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
         self.query: int | None = None
-        self._cross = False  # the queries are not the keys: a separate query strip is shown
-        self._updating = False
         self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
         self._scores_call = None
@@ -105,76 +100,22 @@ class AttentionPanel(QWidget):
         page = QWidget()
         pl = QVBoxLayout(page)
         pl.setContentsMargins(0, 0, 0, 0)
-        bar = QHBoxLayout()
-        self.kindCombo = QComboBox()
-        self.kindCombo.setObjectName("kindCombo")
-        self.kindCombo.setToolTip("Which attention of an encoder-decoder: the encoder's self-attention over the "
-                                  "source, the decoder's causal self-attention, or the decoder's cross-attention "
-                                  "to the encoder's output.")
-        self.layerCombo = QComboBox()
-        self.layerCombo.setObjectName("layerCombo")
-        self.layerCombo.setToolTip("Layer l of the stack (1 = the first, as the paper counts).")
-        self.headCombo = QComboBox()
-        self.headCombo.setObjectName("headCombo")
-        self.headCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.kindCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.headCombo.setToolTip("Head h of MHAttention (Algorithm 5), or the mean of the layer's heads. "
-                                  "H = entropy of the attention rows, averaged over queries, in nats.")
-        self.kindLabel = QLabel("attention")
-        bar.addWidget(self.kindLabel)
-        bar.addWidget(self.kindCombo)
-        bar.addWidget(QLabel("layer"))
-        bar.addWidget(self.layerCombo)
-        bar.addWidget(QLabel("head"))
-        bar.addWidget(self.headCombo)
-        bar.addStretch(1)
-        self.fitButton = QPushButton("Fit")
-        self.fitButton.setObjectName("attentionFitButton")
-        self.fitButton.setToolTip("Show the whole matrix again (zoom with the mouse wheel, pan by dragging).")
-        self.exportPngButton = QPushButton("Export PNG…")
-        self.exportPngButton.setObjectName("exportPngButton")
-        self.exportPngButton.setToolTip("Save the large map (the head, or the mean, shown) as a PNG heatmap: one "
-                                        "square of pixels per weight on the fixed 0-1 colour scale, drawn as "
-                                        "'fatstudio attention --out FILE.png' draws maps.")
-        self.exportCsvButton = QPushButton("Export CSV…")
-        self.exportCsvButton.setObjectName("exportCsvButton")
-        self.exportCsvButton.setToolTip("Save the numbers of the large map: one row per query token, the key "
-                                        "tokens as the header.")
-        for b in (self.fitButton, self.exportPngButton, self.exportCsvButton):
-            bar.addWidget(b)
+        self.viewBar = ViewBar()
         self.sourceSwitch = SourceSwitch()
         self.sourceSwitch.chosen.connect(self.show_source)
         pl.addWidget(self.sourceSwitch)
-        pl.addLayout(bar)
+        pl.addWidget(self.viewBar)
         self.probeTimeline = ProbeTimeline()
         pl.addWidget(self.probeTimeline)
         self.browser = MapBrowser()
 
-        strip = QWidget()
-        sl = QVBoxLayout(strip)
-        sl.setContentsMargins(0, 0, 0, 0)
-        self.queryCaption = QLabel("queries (decoder): click one")
-        self.queryStrip = TokenView()
-        self.queryStrip.setObjectName("attentionQueries")
-        line = self.queryStrip.fontMetrics().lineSpacing()
-        self.queryStrip.setMaximumHeight(3 * line + 12)
-        self.stripCaption = QLabel()
-        self.stripCaption.setWordWrap(True)
-        self.tokenStrip = TokenView()
-        self.tokenStrip.setObjectName("attentionTokens")
-        self.tokenStrip.setMaximumHeight(5 * line + 12)
-        for view in (self.queryStrip, self.tokenStrip):  # two lines at least, scrolling: the maps keep the height
-            view.setMinimumHeight(2 * line + 12)
-        sl.addWidget(self.queryCaption)
-        sl.addWidget(self.queryStrip)
-        sl.addWidget(self.stripCaption)
-        sl.addWidget(self.tokenStrip)
+        self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
         vsplit.addWidget(self.browser)
-        vsplit.addWidget(strip)
+        vsplit.addWidget(self.strips)
         for i, stretch in enumerate((0, 1, 0)):  # spare height goes to the maps, not the score plot or the strips
             vsplit.setStretchFactor(i, stretch)
         vsplit.setSizes([100, 800, 80])  # the maps first; the others at about their least
@@ -187,13 +128,12 @@ class AttentionPanel(QWidget):
         pl.addWidget(self.messageLabel)
         self.stack.addWidget(page)
 
-        self.kindCombo.currentIndexChanged.connect(self._on_kind_combo)
-        self.layerCombo.currentIndexChanged.connect(self._on_layer_combo)
-        self.headCombo.currentIndexChanged.connect(self._on_head_combo)
+        self.viewBar.kindChosen.connect(lambda kind: self.set_view(kind=kind))
+        self.viewBar.layerChosen.connect(lambda layer: self.set_view(layer=layer))
+        self.viewBar.headChosen.connect(lambda head: self.set_view(head=head))
         self.browser.cellClicked.connect(self._on_grid_clicked)
         self.browser.queryClicked.connect(self.select_query)
-        self.tokenStrip.tokenClicked.connect(self._on_strip_clicked)
-        self.queryStrip.tokenClicked.connect(self.select_query)
+        self.strips.queryClicked.connect(self.select_query)
         self.probeTimeline.indexChanged.connect(self._on_probe_slider)
         self.probeTimeline.indexChanged.connect(self._move_score_marker)
         self.viewChanged.connect(self._update_source)
@@ -208,9 +148,11 @@ class AttentionPanel(QWidget):
             t, t.probeSlider, t.probePlayButton, t.probeStepLabel, t.probeTimer)
         self.headScoreCombo, self.headScoresPlot, self.headScoresNote, self.headScoresToggle = (
             s.headScoreCombo, s.headScoresPlot, s.headScoresNote, s.headScoresToggle)
-        self.fitButton.clicked.connect(self.browser.attentionView.reset_zoom)
-        self.exportPngButton.clicked.connect(self._export_png_dialog)
-        self.exportCsvButton.clicked.connect(self._export_csv_dialog)
+        self.queryStrip, self.tokenStrip = self.strips.queryStrip, self.strips.tokenStrip
+        self.viewBar.fitClicked.connect(self.browser.attentionView.reset_zoom)
+        self.viewBar.exportPngClicked.connect(self._export_png_dialog)
+        self.viewBar.exportCsvClicked.connect(self._export_csv_dialog)
+        self.kindCombo, self.layerCombo, self.headCombo = self.viewBar.kindCombo, self.viewBar.layerCombo, self.viewBar.headCombo
 
 
     # ---- data ---------------------------------------------------------------------------------------------
@@ -345,32 +287,9 @@ class AttentionPanel(QWidget):
 
     # ---- drawing -------------------------------------------------------------------------------------------
     def _refresh(self, new_maps: bool = False) -> None:
-        self._updating = True
-        try:
-            kinds = self.kinds()
-            self.kindCombo.clear()
-            for k in kinds:
-                self.kindCombo.addItem(KIND_NAMES.get(k, k), k)
-            self.kindCombo.setCurrentIndex(kinds.index(self.kind))
-            multi = len(kinds) > 1
-            self.kindCombo.setVisible(multi)
-            self.kindLabel.setVisible(multi)
-            fm = self.kindCombo.fontMetrics()  # room for the longest kind: the bar must not clip it
-            self.kindCombo.setMinimumWidth(max((fm.horizontalAdvance(KIND_NAMES.get(k, k)) for k in kinds),
-                                               default=0) + 40)
-            self.layerCombo.clear()
-            for l in self.layers():
-                self.layerCombo.addItem(f"{l + 1}", l)  # as the paper counts
-            self.layerCombo.setCurrentIndex(self.layers().index(self.layer))
-            ent = self.maps.entropy(self.current_name())
-            self.headCombo.clear()
-            for h in range(self.n_heads()):
-                self.headCombo.addItem(f"{h + 1}  (H = {ent[h]:.2f} nats)", h)
-            mean_ent = self.maps.mean_entropy(self.current_name())
-            self.headCombo.addItem(f"mean over heads  (H = {mean_ent:.2f} nats)", MEAN)
-            self.headCombo.setCurrentIndex(self.n_heads() if self.head == MEAN else self.head)
-        finally:
-            self._updating = False
+        ent = self.maps.entropy(self.current_name())
+        self.viewBar.set_choices(self.kinds(), self.kind, self.layers(), self.layer, list(ent),
+                                 float(self.maps.mean_entropy(self.current_name())), self.head)
         if new_maps:
             self._draw_grid()
             self._set_strips()
@@ -446,34 +365,14 @@ class AttentionPanel(QWidget):
     def _set_strips(self) -> None:
         """The token strips of the current kind (the same for all its layers and heads)."""
         queries, keys = self.query_tokens(), self.key_tokens()
-        cross = self._cross = queries != keys or self.kind == "cross"
-        self.queryCaption.setVisible(cross)
-        self.queryStrip.setVisible(cross)
-        if cross:
-            self.queryStrip.set_tokens(queries)
-        self.tokenStrip.set_tokens(keys)
+        self.strips.set_tokens(queries, keys, cross=queries != keys or self.kind == "cross")
 
     def _overlay(self) -> None:
         """Token backgrounds of the text strip = the chosen query's attention row."""
-        A = self.attentionView.matrix
-        q = self.query
-        row = np.asarray(A[q], dtype=np.float64)
-        keys, queries = self.key_tokens(), self.query_tokens()
-        tips = [f"key {j} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
-                for j in range(len(keys))]
-        # the fixed 0-1 scale of the heatmaps, through a square root so that weights of a few percent show
-        self.tokenStrip.set_colors([weight_tint(np.sqrt(max(w, 0.0))) for w in row], tips)
+        A, q = self.attentionView.matrix, self.query
+        self.strips.show_row(q, np.asarray(A[q], dtype=np.float64), self.query_tokens(), self.key_tokens(),
+                             "source" if self.kind in ("cross", "enc") else "text")
         self.attentionView.set_query_highlight(q)
-        if self._cross:  # not isVisible(): that is False for all while the panel is hidden
-            self.queryStrip.set_marked(q)
-            self.tokenStrip.set_marked(None)
-        else:
-            self.tokenStrip.set_marked(q)
-        self.stripCaption.setText(
-            f"Attention of query {q} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
-            f"{'source' if self.kind in ('cross', 'enc') else 'text'}: the more orange, the larger the weight "
-            f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
-            "Click a token to choose another query.")
 
     # ---- interaction --------------------------------------------------------------------------------------
     def select_query(self, q: int) -> None:
@@ -482,22 +381,6 @@ class AttentionPanel(QWidget):
             return
         self.query = q
         self._overlay()
-
-    def _on_strip_clicked(self, i: int) -> None:
-        if not self._cross:
-            self.select_query(i)
-
-    def _on_kind_combo(self, index: int) -> None:
-        if not self._updating and index >= 0:
-            self.set_view(kind=self.kindCombo.itemData(index))
-
-    def _on_layer_combo(self, index: int) -> None:
-        if not self._updating and index >= 0:
-            self.set_view(layer=self.layerCombo.itemData(index))
-
-    def _on_head_combo(self, index: int) -> None:
-        if not self._updating and index >= 0:
-            self.set_view(head=self.headCombo.itemData(index))
 
     def _on_grid_clicked(self, row: int, col: int) -> None:
         layers = self.layers()
