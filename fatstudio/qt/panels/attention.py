@@ -35,6 +35,7 @@ layers, heads) and every number shown come from it.
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -166,19 +167,25 @@ class AttentionPanel(QWidget):
     def n_heads(self) -> int:
         return self.maps.n_heads(self.current_name()) if self.maps is not None else 0
 
+    def _shown(self) -> tuple[AttentionMaps, str]:
+        """The maps shown and the kind of attention shown large (what draws them runs only while maps are)."""
+        if self.maps is None or self.kind is None:
+            raise ValueError("no attention maps are shown.")
+        return self.maps, self.kind
+
     def current_name(self) -> str:
         """The map shown large, e.g. "self/1", "cross/0"."""
-        return map_name(self.kind, self.layer)
+        return map_name(self._shown()[1], self.layer)
 
     def current_matrix(self) -> np.ndarray:
         """(T_query, T_key): the head shown large, or the mean over the layer's heads."""
-        return self.maps.matrix(self.current_name(), self.head)
+        return self._shown()[0].matrix(self.current_name(), self.head)
 
     def query_tokens(self) -> list[str]:
-        return list(self.maps.query_tokens(self.current_name()))
+        return list(self._shown()[0].query_tokens(self.current_name()))
 
     def key_tokens(self) -> list[str]:
-        return list(self.maps.key_tokens(self.current_name()))
+        return list(self._shown()[0].key_tokens(self.current_name()))
 
     def show_maps(self, maps) -> None:
         """Show the attention of the user's text (an `AttentionMaps` of the Prompt tab's last forward pass; a
@@ -287,9 +294,10 @@ class AttentionPanel(QWidget):
 
     # ---- drawing -------------------------------------------------------------------------------------------
     def _refresh(self, new_maps: bool = False) -> None:
-        ent = self.maps.entropy(self.current_name())
-        self.viewBar.set_choices(self.kinds(), self.kind, self.layers(), self.layer, list(ent),
-                                 float(self.maps.mean_entropy(self.current_name())), self.head)
+        maps, kind = self._shown()
+        ent = maps.entropy(self.current_name())
+        self.viewBar.set_choices(self.kinds(), kind, self.layers(), self.layer, list(ent),
+                                 float(maps.mean_entropy(self.current_name())), self.head)
         if new_maps:
             self._draw_grid()
             self._set_strips()
@@ -297,7 +305,7 @@ class AttentionPanel(QWidget):
         self.viewChanged.emit()
 
     def _draw_grid(self) -> None:
-        self.browser.show_grid(self.maps, self.kind, self.scores, self.current_name())
+        self.browser.show_grid(*self._shown(), self.scores, self.current_name())
 
     # ---- head scores (measured in a worker) ------------------------------------------------------------
     def set_model(self, loaded) -> None:
@@ -317,12 +325,16 @@ class AttentionPanel(QWidget):
         if maps is None or self._saved_scores() is not None:
             return  # nothing shown, or a probe step's scores, saved as it trained
         self._scores_for = maps
-        done = dict(on_result=lambda sc, m=maps: self._on_scores(m, sc), on_error=self._on_scores_failed)
+        def on_result(scores: HeadScores, m: AttentionMaps = maps) -> None:
+            self._on_scores(m, scores)
+
         # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
         if loaded is None or getattr(loaded, "model", None) is None or getattr(self, "showing_probe", False):
-            self._scores_call = call_in_thread(map_scores, maps, **done)  # prev, diag, sink: no model needed
+            self._scores_call = call_in_thread(map_scores, maps, on_result=on_result,  # prev, diag, sink: no model
+                                               on_error=self._on_scores_failed)
         else:
-            self._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, **done)
+            self._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, on_result=on_result,
+                                               on_error=self._on_scores_failed)
 
     def _saved_scores(self) -> HeadScores | None:
         """The scores saved with the probe step shown (None: a prompt's maps, or none saved)."""
@@ -370,6 +382,8 @@ class AttentionPanel(QWidget):
     def _overlay(self) -> None:
         """Token backgrounds of the text strip = the chosen query's attention row."""
         A, q = self.attentionView.matrix, self.query
+        if A is None or q is None:
+            return
         self.strips.show_row(q, np.asarray(A[q], dtype=np.float64), self.query_tokens(), self.key_tokens(),
                              "source" if self.kind in ("cross", "enc") else "text")
         self.attentionView.set_query_highlight(q)
@@ -377,7 +391,8 @@ class AttentionPanel(QWidget):
     # ---- interaction --------------------------------------------------------------------------------------
     def select_query(self, q: int) -> None:
         """Lay query ``q``'s attention row over the text (and outline the row in the large map)."""
-        if self.maps is None or not 0 <= q < self.attentionView.matrix.shape[0]:
+        A = self.attentionView.matrix
+        if self.maps is None or A is None or not 0 <= q < A.shape[0]:
             return
         self.query = q
         self._overlay()
@@ -386,9 +401,10 @@ class AttentionPanel(QWidget):
         layers = self.layers()
         if not 0 <= row < len(layers):
             return
-        heads = self.maps.n_heads(map_name(self.kind, layers[row]))
+        maps, kind = self._shown()
+        heads = maps.n_heads(map_name(kind, layers[row]))
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
-        self.headClicked.emit(self.kind, self.layer, self.head)
+        self.headClicked.emit(kind, self.layer, self.head)
 
     # ---- probe maps over training time -------------------------------------------------------------------
     def probe_steps(self) -> list[int]:
@@ -400,7 +416,7 @@ class AttentionPanel(QWidget):
         """Whether the maps shown are a saved probe's (not a prompt's)."""
         return self.maps is not None and self.maps is self._probe_maps
 
-    def set_probes(self, paths: dict[int, str | Path]) -> None:
+    def set_probes(self, paths: Mapping[int, str | Path]) -> None:
         """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
         step's maps are shown. Empty: the slider hides, and probe maps shown give way to the user's text's."""
         self.probeTimeline.stop()
@@ -514,7 +530,8 @@ class AttentionPanel(QWidget):
         if what == "grid":
             from fatstudio.qt.widgets.attention_png import save_attention_png
 
-            return save_attention_png(maps, path, [map_name(self.kind, l) for l in self.layers()], with_mean=True)
+            kind = self._shown()[1]
+            return save_attention_png(maps, path, [map_name(kind, l) for l in self.layers()], with_mean=True)
         raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
 
     def export_csv(self, path) -> Path:

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 from ...core.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
 from ...core.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
 from ...core.prompting import display_token
+from .forms import set_header_tip
 from .heatmap import HeadGrid, HeatmapView
 
 MEAN = MEAN_HEAD  # head index of "mean over heads"
@@ -164,7 +165,7 @@ class MapBrowser(QSplitter):
         t.setColumnCount(len(self.TABLE_COLUMNS))
         t.setHorizontalHeaderLabels([BADGES.get(c, c) for c in self.TABLE_COLUMNS])  # "ind": the narrow pane
         for c, score in enumerate(SCORES, 3):
-            t.horizontalHeaderItem(c).setToolTip(SCORE_TITLES[score] + ": mean attention weight, 0-1")
+            set_header_tip(t, c, SCORE_TITLES[score] + ": mean attention weight, 0-1")
         T = max(2, maps.maps[current].shape[-1])
         log_T = np.log(T)
         layers = maps.layers(self.kind)
@@ -189,13 +190,13 @@ class MapBrowser(QSplitter):
             item.setToolTip(f"{where}: {e:.4f} nats (uniform over {T} keys would be {log_T:.2f})")
             t.setItem(i, 2, item)
             for col, score in enumerate(SCORES, 3):
-                v = sc.get(score)
-                item = _NumberItem("" if v is None else f"{v:.2f}", -1.0 if v is None else v)
-                if v is not None:
+                value = sc.get(score)
+                item = _NumberItem("" if value is None else f"{value:.2f}", -1.0 if value is None else value)
+                if value is not None:
                     tint = QColor(230, 126, 34)  # more orange = higher score
-                    tint.setAlphaF(min(max(v, 0.0), 1.0) * 0.6)
+                    tint.setAlphaF(min(max(value, 0.0), 1.0) * 0.6)
                     item.setBackground(tint)
-                    item.setToolTip(f"{where}: {SCORE_TITLES[score]} score {v:.4f}")
+                    item.setToolTip(f"{where}: {SCORE_TITLES[score]} score {value:.4f}")
                 else:
                     item.setToolTip("cross-attention relates two sequences: it gets no head scores"
                                     if not is_self_attention(map_name(self.kind, 0)) else
@@ -204,7 +205,8 @@ class MapBrowser(QSplitter):
                 t.setItem(i, col, item)
         for i in range(t.rowCount()):
             for col in range(t.columnCount()):
-                t.item(i, col).setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                if (cell := t.item(i, col)) is not None:  # every cell is set above
+                    cell.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         # each column as wide as its header and numbers (a narrow pane scrolls rather than cutting them)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         t.horizontalHeader().setStretchLastSection(True)
@@ -218,7 +220,8 @@ class MapBrowser(QSplitter):
         """The entropy table as shown (in its current order): one dict per row, column (`TABLE_COLUMNS`) → text."""
         t = self.entropyTable
         cols = self.TABLE_COLUMNS
-        return [{cols[c]: t.item(r, c).text() for c in range(t.columnCount())} for r in range(t.rowCount())]
+        return [{cols[c]: item.text() if (item := t.item(r, c)) is not None else "" for c in range(t.columnCount())}
+                for r in range(t.rowCount())]
 
     def _fit_grid(self) -> None:
         """Give the grid the height that keeps its thumbnails about square (it scrolls when taller)."""
