@@ -131,7 +131,8 @@ def cmd_train(args) -> int:
     config = _load_config(args)
     control = Control()
     # Ctrl-C or SIGTERM (a scheduler ending the job): stop after the current step, checkpoint, exit
-    previous = {sig: signal.signal(sig, lambda *_: control.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous: dict[signal.Signals, Any] = {  # the handlers to put back (a callable, SIG_DFL, SIG_IGN or None)
+        sig: signal.signal(sig, lambda *_: control.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     world = World.from_env()  # under torchrun, rank 0 alone shows the run
     bar = _ProgressBar(enabled=not args.quiet and world.is_main, processes=world.size)
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
@@ -152,8 +153,8 @@ def cmd_train(args) -> int:
                     print(hint)
                 return 0 if ev.status != "failed" else 1
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
     return 0
 
 

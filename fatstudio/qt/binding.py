@@ -157,12 +157,20 @@ def editor(widget: QWidget, optional: bool = False) -> Editor | None:
         return Editor(widget, widget.isChecked, lambda v: widget.setChecked(bool(v)), widget.toggled)
     if isinstance(widget, (QSpinBox, QDoubleSpinBox)):
         none = widget.minimum() if optional and widget.specialValueText() else None
+        shown: Callable[[], float]
         if isinstance(widget, QSpinBox):
-            shown, typed = widget.value, int
+            shown = widget.value
         else:  # what it shows, not the float noise of its arrows
-            shown, typed = (lambda: round(widget.value(), widget.decimals())), float
-        return Editor(widget, lambda: None if shown() == none else shown(),
-                      lambda v: widget.setValue(none if v is None else typed(v)), widget.valueChanged)
+            shown = lambda: round(widget.value(), widget.decimals())
+
+        def put(v: Any) -> None:
+            value = widget.minimum() if v is None else v  # None: the special value (optional), else the least
+            if isinstance(widget, QSpinBox):
+                widget.setValue(int(value))
+            else:
+                widget.setValue(float(value))
+
+        return Editor(widget, lambda: None if shown() == none else shown(), put, widget.valueChanged)
     return None
 
 

@@ -14,7 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -39,7 +39,7 @@ from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.widgets.forms import ColumnScrollArea
-from fatstudio.qt.workers import TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
+from fatstudio.qt.workers import Call, TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
 
 log = logging.getLogger("fatstudio.qt")
 EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among the last this many rows
@@ -53,6 +53,10 @@ def _estimate(config, prepared, progress):
     from fatstudio.core.estimate import estimate  # in the worker: it imports torch
 
     return estimate(config, prepared, progress)
+
+if TYPE_CHECKING:
+    from fatstudio.qt.panels.attention import AttentionPanel
+    from fatstudio.qt.panels.prompt import PromptPanel
 
 
 def _import_view_panels():
@@ -140,7 +144,7 @@ class MainWindow(QMainWindow):
         self.loaded_model = None
         self._close_pending = False
         self._error_box: QMessageBox | None = None
-        self._model_call = None
+        self._model_call: Call | None = None
         self._model_call_path: str | None = None
         self._loaded_dir: str | None = None  # the run folder whose model the Prompt tab has (None: none, a snapshot)
         self._runs_call: Any = None  # the Call reading the runs folder in a worker
@@ -185,8 +189,8 @@ class MainWindow(QMainWindow):
         self.paper_panel = PaperPanel(settings=self.settings)  # the pseudocode, linked; the check; deviations
         self.paper_panel.prompt_source = self._prompt_text
         self.paper_panel.corpus_source = self.corpus_panel.prepared
-        self._prompt_panel = None
-        self._attention_panel = None
+        self._prompt_panel: PromptPanel | None = None
+        self._attention_panel: AttentionPanel | None = None
         self._prompt_host = QWidget(objectName="promptHost")
         self._attention_host = QWidget(objectName="attentionHost")
         for host in (self._prompt_host, self._attention_host):
@@ -261,11 +265,11 @@ class MainWindow(QMainWindow):
         tv.runs.deleteRequested.connect(self.delete_run)
         tv.runs.exportRequested.connect(self.export_run)
         tv.runs.refreshRequested.connect(self.refresh_runs)
-        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
+        self.viewTabs.currentChanged.connect(lambda i: self._ensure_view_panels() if i > 0 else None)
         self.viewTabs.currentChanged.connect(self._deliver_probes)
         self.model_panel.presetChosen.connect(self.apply_preset)
         tv.estimateRequested.connect(self.estimate_time)
-        self.settings.changed.connect(lambda change: any(map(change.touches, SECTIONS)) and tv.forget_estimate())
+        self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
         self.model_panel.presetCombo.currentIndexChanged.connect(self._update_settings_note)  # its steps note
         self.settings.changed.connect(self.revalidate)
         self.corpus_panel.statusChanged.connect(self.revalidate)
@@ -299,20 +303,20 @@ class MainWindow(QMainWindow):
         from fatstudio.qt.panels.attention import AttentionPanel
         from fatstudio.qt.panels.prompt import PromptPanel
 
-        self._prompt_panel = PromptPanel(self._prompt_host)
-        self._attention_panel = AttentionPanel(self._attention_host)
-        for host, panel in ((self._prompt_host, self._prompt_panel), (self._attention_host, self._attention_panel)):
-            lay = host.layout()
+        prompt = self._prompt_panel = PromptPanel(self._prompt_host)
+        attention = self._attention_panel = AttentionPanel(self._attention_host)
+        for host, panel in ((self._prompt_host, prompt), (self._attention_host, attention)):
+            lay = host.layout() or QVBoxLayout(host)  # (each host got its layout in __init__)
             while lay.count():
                 item = lay.takeAt(0)
-                if item.widget() is not None:
-                    item.widget().deleteLater()
+                if item is not None and (old := item.widget()) is not None:
+                    old.deleteLater()
             lay.addWidget(panel)
-        self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
-        register_stoppable(self._prompt_panel)  # a generation stops when the application ends
-        self._prompt_panel.openOfferedRun.connect(self._open_latest_run)
-        self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
-        self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
+        prompt.attentionReady.connect(attention.show_maps)
+        register_stoppable(prompt)  # a generation stops when the application ends
+        prompt.openOfferedRun.connect(self._open_latest_run)
+        prompt.offer_run(Path(self._latest_run).name if self._latest_run else None)
+        attention.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
         if self._probe_dir is not None:
             self._list_probes(self._probe_dir)
         if self.loaded_model is not None:
@@ -323,7 +327,8 @@ class MainWindow(QMainWindow):
         self.model_panel.highlight_fields(names)
         if self.model_panel.highlighted:
             self.settingsTabs.setCurrentIndex(0)
-            self.settingsTabs.widget(0).ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
+            if isinstance(scroll := self.settingsTabs.widget(0), QScrollArea):
+                scroll.ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
 
     def _prompt_text(self) -> str:
         """The Prompt tab's text ("" before the tab is made)."""
@@ -988,7 +993,8 @@ class MainWindow(QMainWindow):
                 self._close_pending = True
                 self.job.stop()
                 self._set_state("stopping")
-                self.centralWidget().setEnabled(False)
+                if (central := self.centralWidget()) is not None:
+                    central.setEnabled(False)
                 self.statusBar().showMessage("Stopping the training and saving the run; closing when done…")
             event.ignore()  # closes itself when the worker has finished (see _on_done)
             return

@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 STEPS = 30
 MODEL = {"L": 1, "H": 2, "d_e": 32, "d_mlp": 64, "l_max": 32}
@@ -29,6 +30,9 @@ TRAIN = {"steps": STEPS, "batch_size": 8, "eval_interval": 10, "eval_iters": 2, 
 PROMPT = "def "
 TOKENS = 24
 WAIT_S = 120.0  # the longest any one step may take (a loaded, slow machine) before it counts as failed
+
+if TYPE_CHECKING:
+    from .main_window import MainWindow
 
 
 class SelfTestFailure(Exception):
@@ -87,12 +91,30 @@ def _check(ok: bool, message: str) -> None:
         raise SelfTestFailure(message)
 
 
+def _set_number(field, value: float) -> None:
+    """Type ``value`` into a number field of a settings form."""
+    from PySide6.QtWidgets import QDoubleSpinBox, QSpinBox
+
+    if isinstance(field, QSpinBox):
+        field.setValue(int(value))
+    elif isinstance(field, QDoubleSpinBox):
+        field.setValue(float(value))
+    else:
+        raise SelfTestFailure(f"the setting {field.objectName()!r} is no number field")
+
+
 class _SelfTest:
     def __init__(self, out: Callable[[str], None], folder: Path):
         self.out = out
         self.folder = folder
-        self.window = None
+        self.window: MainWindow | None = None
         self.stage = "starting"
+
+    def _open(self) -> MainWindow:
+        """The window the self-test opened (a stage that needs it runs after `open_window`)."""
+        if self.window is None:
+            raise SelfTestFailure("the window is not open")
+        return self.window
 
     def say(self, what: str, started: float, text: str) -> None:
         self.out(f"self-test: {what:<9} {text}  ({time.monotonic() - started:.1f} s)")
@@ -114,7 +136,9 @@ class _SelfTest:
         from .gc import MainThreadCollector
         from .main_window import MainWindow
 
-        app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "fatstudio"])
+        app = QApplication.instance()
+        if not isinstance(app, QApplication):  # none yet
+            app = QApplication([sys.argv[0] if sys.argv else "fatstudio"])
         configure(app)
         icon = app.windowIcon()
         _check(not icon.isNull() and bool(icon.availableSizes()), "the application icon (resources/fatstudio.png) "
@@ -131,31 +155,35 @@ class _SelfTest:
 
     def load_corpus(self) -> None:
         t = time.monotonic()
-        w = self.window
+        w = self._open()
         _check(bool(w.presets), "no presets were found")
         preset = w.presets[0]
         _check(w.model_panel.presetCombo.currentData() == preset.key,
                f"the window did not start with the default preset {preset.key!r}")
         panel = w.corpus_panel
-        _wait(lambda: panel.prepared() is not None or (panel.info is None and not panel.loading and panel.error),
+        _wait(lambda: panel.prepared() is not None or (panel.info is None and not panel.loading and bool(panel.error)),
               "loading the corpus")
         _check(panel.prepared() is not None, f"the corpus {panel.spec!r} did not load: {panel.error}")
         info = panel.info
+        if info is None:
+            raise SelfTestFailure(f"the corpus {panel.spec!r} has no preview")
         self.say("corpus", t, f"{info.spec}: {info.stats.get('chars', 0):,} characters, "
                  f"{info.tokenizer} tokenizer N_V = {info.vocab_size} (preset {preset.key})")
 
     def train(self) -> None:
         t = time.monotonic()
-        w = self.window
+        w = self._open()
         for name, value in MODEL.items():
-            w.model_panel.fields[name].setValue(value)
+            _set_number(w.model_panel.fields[name], value)
         for name, value in TRAIN.items():
-            w.train_panel.fields[name].setValue(value)
+            _set_number(w.train_panel.fields[name], value)
         _wait(lambda: w.corpus_panel.prepared() is not None, "preparing the corpus for the new settings")
         _check(w.train_view.trainButton.isEnabled(), f"the Train button is disabled: {w.validation_error}")
         w.train_view.trainButton.click()
         _wait(lambda: w.state == "idle" and w.job is None, "training")
         _check(w.last_status == "finished", f"training ended {w.last_status}: {w.last_error}")
+        if w.run_dir is None:
+            raise SelfTestFailure("the finished run has no folder")
         rows = [json.loads(line) for line in (Path(w.run_dir) / "metrics.jsonl").read_text().splitlines() if line]
         losses = [r["train_loss"] for r in rows if r.get("train_loss") is not None]
         _check(len(losses) == STEPS and w.plots.n_points() == STEPS,
@@ -167,7 +195,7 @@ class _SelfTest:
 
     def generate(self) -> None:
         t = time.monotonic()
-        w = self.window
+        w = self._open()
         _wait(lambda: w.loaded_model is not None, "loading the trained model into the Prompt panel")
         p = w.prompt_panel
         _wait(lambda: p.loaded is not None, "the Prompt panel receiving the model")
@@ -185,7 +213,7 @@ class _SelfTest:
 
     def draw_attention(self) -> None:
         t = time.monotonic()
-        a = self.window.attention_panel
+        a = self._open().attention_panel
         _wait(lambda: a.maps is not None, "the attention maps of the generated text")
         layers = a.layers()
         heads = sum(a.maps.n_heads(f"{a.kind}/{l}") for l in layers)

@@ -407,7 +407,7 @@ def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_sli
     panel.probeSlider.setValue(1)
     assert panel.score_marker_step() == 20
     panel.set_view(layer=1, head=1)  # the head shown large is drawn bold
-    widths = {label: panel._score_curves[(f"self/{int(label[1]) - 1}", int(label[-1]) - 1)].opts["pen"].widthF()
+    widths = {label: panel.scoreHistory._score_curves[(f"self/{int(label[1]) - 1}", int(label[-1]) - 1)].opts["pen"].widthF()
               for label in panel.score_curves()}
     assert widths["L2 H2"] > widths["L2 H1"] == widths["L1 H2"]
     panel.set_probes({})

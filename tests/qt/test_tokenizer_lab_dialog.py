@@ -49,7 +49,7 @@ def test_the_table_compares_the_default_tokenizers_on_a_built_in_corpus(qtbot, t
     corpus = load_corpus("reverse")
     dialog = lab(qtbot, corpus, "reverse", runs_root=tmp_path)
     assert dialog.objectName() == "tokenizerLab" and dialog.errorLabel.isHidden()
-    table, rows = dialog.table, dialog.result.rows
+    table, rows = dialog.table, dialog.lab_result.rows
     assert table.rowCount() == len(DEFAULT_SPECS)
     assert [table.item(r, 0).text() for r in range(table.rowCount())] == [spec_label(s) for s in DEFAULT_SPECS]
     (train,), _ = split_corpus(corpus, 0.1)
@@ -89,7 +89,7 @@ def test_editing_the_sentence_retokenizes_it_in_every_row(qtbot, tmp_path):
     dialog = lab(qtbot, load_corpus("reverse"), "reverse", runs_root=tmp_path,
                  specs=[("char", None), ("word", 1024), ("bpe", 300)])
     char, word, bpe = dialog.sentenceViews
-    assert dialog.sentenceEdit.text() == dialog.result.sentence and char.tokens() == list(dialog.result.sentence)
+    assert dialog.sentenceEdit.text() == dialog.lab_result.sentence and char.tokens() == list(dialog.lab_result.sentence)
     dialog.sentenceEdit.clear()
     qtbot.keyClicks(dialog.sentenceEdit, "abcab>bacba")
     assert char.tokens() == list("abcab>bacba") and bpe.text() == "abcab>bacba"

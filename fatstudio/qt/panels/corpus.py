@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QFontDatabase
@@ -32,7 +33,10 @@ from fatstudio.core.config import TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
 from fatstudio.core.preview import CorpusPreview, Piece
 from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
-from fatstudio.qt.workers import call_in_thread
+from fatstudio.qt.workers import Call, call_in_thread
+
+if TYPE_CHECKING:
+    from fatstudio.qt.panels.tokenizer_lab import TokenizerLab
 
 TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Alg. 12)",
                "seq2seq": "seq2seq (Alg. 11)", "classification": "classification (§3)"}
@@ -57,7 +61,8 @@ def tokens_html(pieces: Sequence[Piece]) -> str:
             parts.append("<br>" if p.text == "\n" else f"<span style='color:#777'>{html.escape(p.text)}</span>")
             continue
         text = html.escape(p.text).replace("\t", "→").replace("\n", "↵<br>")  # indentation after a newline stays
-        parts.append(f"<span style='background-color:{_TOKEN_COLORS[p.token % 2]}'>{text}</span>")
+        shade = _TOKEN_COLORS[(p.token or 0) % 2]  # a token piece has its index
+        parts.append(f"<span style='background-color:{shade}'>{text}</span>")
     return "<div style='white-space:pre-wrap; font-family:monospace'>" + "".join(parts) + "</div>"
 
 
@@ -85,11 +90,11 @@ class CorpusPanel(QWidget):
         self.info: CorpusPreview | None = None
         self.error: str | None = None
         self.loading = False
-        self._call = None
+        self._call: Call | None = None
         self._job = 0
         self.builtins: dict = {}
         self.builtin_tasks: dict = {}
-        self.tokenizer_lab = None  # the open TokenizerLab dialog, if any
+        self.tokenizer_lab: TokenizerLab | None = None  # the open TokenizerLab dialog, if any
 
         outer = QVBoxLayout(self)
         outer.addWidget(self._build_source())
@@ -417,9 +422,9 @@ class CorpusPanel(QWidget):
         if self.tokenizer_lab is not None:
             self.tokenizer_lab.close()
         d = self.settings.data
-        self.tokenizer_lab = TokenizerLab(self.info.corpus, self.info.spec, self.info.task, self.info.seed,
+        lab = self.tokenizer_lab = TokenizerLab(self.info.corpus, self.info.spec, self.info.task, self.info.seed,
                                           d.val_fraction or 0.1, getattr(self.window(), "runs_root", None), parent=self)
-        self.tokenizer_lab.show()
+        lab.show()
 
     def _builtin_activated(self, _index: int) -> None:
         name = self.builtinCombo.value()

@@ -367,7 +367,7 @@ class PaperPanel(QWidget):
             return
         n_layers = code.layers.get(line.stack, 1) if line.stack else 0
         where = line.where() or "A note beside the algorithm"
-        if self.head is not None:
+        if self.head is not None and line.attention is not None:
             where += f" · {head_label(map_name(line.attention, self.layer), self.head)}"
         elif line.stack:
             where += f" · layer l = {self.layer + 1} of {n_layers}"

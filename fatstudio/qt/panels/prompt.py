@@ -35,6 +35,7 @@ import math
 import random
 import threading
 import time
+from typing import TYPE_CHECKING, TypedDict
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
@@ -65,6 +66,17 @@ from ...core.prompting import EncodedPrompt, display_token, prompt_mode
 from ...core.scoring import ScoredToken, ScoreInput, TextScore
 from ..widgets.token_view import LossStrip, TokenView, probability_color, probability_gradient_css
 from ..workers import describe_error, start_now
+
+if TYPE_CHECKING:
+    from ...core.runs import LoadedModel
+
+
+class _Sampling(TypedDict):
+    """How Generate and Translate draw tokens (the last run's, for the tooltips)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
 
 mode_for = prompt_mode  # the mode of a LoadedModel (None: no model), decided in the core
 BATCH_SECONDS = 0.03  # the worker hands tokens to the GUI at most this often (the first one at once)
@@ -123,6 +135,7 @@ def _stream_job(generation: Generation, stop: threading.Event):
         generation.close()
     if buf:
         yield ("tokens", buf)
+    event: tuple[str, object]
     try:
         event = ("attention", generation.attention())
     except Exception as e:
@@ -164,6 +177,7 @@ def _score_job(loaded, inp: ScoreInput):
         yield ("status", "failed")
         return
     yield ("score", result)
+    event: tuple[str, object]
     try:
         maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer,
                                                 *inp.attention_input(loaded.tokenizer.bos_id))
@@ -295,7 +309,7 @@ class PromptPanel(QWidget):
 
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.loaded = None
+        self.loaded: LoadedModel | None = None
         self.mode: str | None = None
         self.generated: list[TokenChoice] = []
         self.predictions: list[MaskPrediction] = []  # of the last fill-mask
@@ -310,7 +324,7 @@ class PromptPanel(QWidget):
         self._active: set[int] = set()  # runs whose worker has not yet said "done"
         self._stop = threading.Event()
         self._run_id = 0
-        self._sampling = dict(temperature=1.0, top_k=0, top_p=1.0)
+        self._sampling = _Sampling(temperature=1.0, top_k=0, top_p=1.0)
         self._build()
         self.set_model(None)
 
@@ -549,7 +563,7 @@ class PromptPanel(QWidget):
         self._top_box.setVisible(m == "fill_mask")
         self.stopButton.setVisible(decoderish)
         self._target_box.setVisible(m == "translate")
-        self.scoreButton.setToolTip(scoring.unscorable_reason(m) or _SCORE_TIP[m])
+        self.scoreButton.setToolTip(scoring.unscorable_reason(m) or (_SCORE_TIP[m] if m is not None else ""))
         self.maskTable.setVisible(m == "fill_mask")
         self.classTable.setVisible(m == "classify")
         self._legend.setVisible(m is not None)
@@ -651,7 +665,7 @@ class PromptPanel(QWidget):
         text = self.promptEdit.toPlainText()
         self._stop = threading.Event()  # the new job watches this one
         try:
-            job, notes = make_job(text)
+            job, notes = make_job(self.loaded, text)
         except Exception as e:
             self._show_message(describe_error(e))
             return False
@@ -659,9 +673,9 @@ class PromptPanel(QWidget):
         self._start(job)
         return True
 
-    def _make_score_job(self, text: str):
+    def _make_score_job(self, loaded: LoadedModel, text: str):
         """Encode the text to score (bad input raises here, in words) and return (the worker's job, notes)."""
-        loaded, m = self.loaded, self.mode
+        m = self.mode
         source = None
         if m == "translate":
             source, text = text, self.targetEdit.toPlainText()
@@ -679,10 +693,10 @@ class PromptPanel(QWidget):
         self.scoreSummary.clear()
         self.lossStrip.set_losses([], [], 1.0)
 
-    def _make_job(self, text: str):
+    def _make_job(self, loaded: LoadedModel, text: str):
         """Encode the text once, in the GUI thread (cheap; bad input raises here, in words), and return (the
         worker's job, notes for the user)."""
-        loaded, m = self.loaded, self.mode
+        m = self.mode
         model, tok = loaded.model, loaded.tokenizer
         prompt = prompting.encode_prompt(tok, text, m, l_max=model.config.l_max)
         notes = _unknown_note(prompting.unknown_words(tok, prompt), "read as <unk>")
@@ -699,7 +713,7 @@ class PromptPanel(QWidget):
             return _classify_job(loaded, prompt), notes
         seed = self.seedSpin.value()
         seed = random.randrange(2 ** 31) if seed < 0 else seed
-        self._sampling = dict(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
+        self._sampling = _Sampling(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
                               top_p=float(self.topPSpin.value()))
         self.last_seed = seed if self._sampling["temperature"] > 0 else None  # greedy draws nothing
         if m == "generate":
@@ -808,6 +822,8 @@ class PromptPanel(QWidget):
         colors = [None if t.prob is None else probability_color(t.prob).darker(112 if i % 2 else 100)
                   for i, t in enumerate(toks)]
         self.scoreView.set_tokens([t.text for t in toks], colors, [score_tooltip(t, score.task) for t in toks])
+        if self.loaded is None:  # the model was closed while it scored
+            return
         n_v = self.loaded.model.config.vocab_size
         self.lossStrip.set_losses([t.loss for t in toks], [display_token(t.text, 20) for t in toks],
                                   top=math.log(n_v), top_label="uniform", mean=score.mean_loss)
@@ -823,7 +839,7 @@ class PromptPanel(QWidget):
         self.predictions = list(preds)
         view = self.outputView
         view.clear_tokens()
-        for piece in inference.fill_in(self.last_prompt.text, self.predictions):
+        for piece in inference.fill_in(self.last_prompt.text if self.last_prompt is not None else "", self.predictions):
             if isinstance(piece, str):
                 view.append_text(piece)
             else:
@@ -862,7 +878,8 @@ class PromptPanel(QWidget):
             t.setCellWidget(r, 2, bar)
         t.resizeColumnToContents(0)
         self.outputView.clear_tokens()
-        self.outputView.append_text(self.last_prompt.text + "  →  ")
+        if self.last_prompt is not None:
+            self.outputView.append_text(self.last_prompt.text + "  →  ")
         if probs:
             name, p = probs[0]
             self.outputView.append_tokens([str(name)], [probability_color(p)], [f"P({html.escape(str(name))} | x) = {p:.4f}"])

@@ -40,9 +40,10 @@ from fatstudio.core.tokenizer_lab import (
     spec_label,
     tokenize_sentence,
 )
+from fatstudio.qt.widgets.forms import set_header_tip
 from fatstudio.qt.widgets.plots import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, _plot
 from fatstudio.qt.widgets.token_view import TokenView
-from fatstudio.qt.workers import call_in_thread
+from fatstudio.qt.workers import Call, call_in_thread
 
 if TYPE_CHECKING:
     from fatstudio.core.data import Corpus
@@ -92,11 +93,11 @@ class TokenizerLab(QDialog):
         self.setWindowTitle(f"Tokenizer lab – {corpus.name}")
         self.corpus, self.spec, self.task, self.seed = corpus, spec, task, seed
         self.val_fraction, self.runs_root = val_fraction, runs_root
-        self.result: LabResult | None = None
+        self.lab_result: LabResult | None = None  # (not `result`: QDialog.result() is the dialog's code)
         self.runs: list[RunScore] = []
         self.sentenceViews: list[TokenView] = []
         self._sentenceLabels: list[QLabel] = []
-        self._call = None
+        self._call: Call | None = None
 
         outer = QVBoxLayout(self)
         outer.addLayout(self._build_controls(specs))
@@ -122,7 +123,7 @@ class TokenizerLab(QDialog):
                              "tokenizer has no token for."),
                          (4, "Tokens per line of the validation split (each line on its own): median, 90th "
                              "percentile, longest.")):
-            self.table.horizontalHeaderItem(col).setToolTip(tip)
+            set_header_tip(self.table, col, tip)
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.table)
         middle = QSplitter(Qt.Orientation.Horizontal)
@@ -177,7 +178,7 @@ class TokenizerLab(QDialog):
         self.runsNote.setWordWrap(True)
         layout.addWidget(self.runsNote)
         self.runsTable = _table("labRunsTable", RUN_COLUMNS)
-        self.runsTable.horizontalHeaderItem(5).setToolTip(
+        set_header_tip(self.runsTable, 5,
             "The best validation loss / ln 2 × the run's tokens per character of its validation split: "
             "comparable across tokenizers, lower is better.")
         layout.addWidget(self.runsTable)
@@ -221,8 +222,8 @@ class TokenizerLab(QDialog):
         if error is not None:
             self._set_error(error)
             return
-        self.result, self.runs = value
-        self._show(self.result)
+        self.lab_result, self.runs = value
+        self._show(self.lab_result)
         self._show_runs(self.runs)
 
     def done(self, r: int) -> None:
@@ -277,7 +278,7 @@ class TokenizerLab(QDialog):
 
     def _show_sentences(self) -> None:
         """The sentence as each trained tokenizer cuts it, one TokenView a tokenizer."""
-        rows = self.result.rows if self.result else []
+        rows = self.lab_result.rows if self.lab_result else []
         while len(self.sentenceViews) < len(rows):
             label, view = QLabel(), TokenView()
             view.setObjectName(f"labSentenceView{len(self.sentenceViews)}")

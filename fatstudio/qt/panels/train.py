@@ -348,7 +348,9 @@ class RunsList(QWidget):
     def select_path(self, path) -> None:
         for i, run in enumerate(self.runs):
             if str(run.path) == str(path):
-                self.tree.setCurrentItem(self.tree.topLevelItem(i))
+                item = self.tree.topLevelItem(i)
+                if item is not None:
+                    self.tree.setCurrentItem(item)
                 return
 
     def selected(self):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QValidator
@@ -17,8 +17,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QScrollArea,
     QSpinBox,
+    QTableWidget,
     QWidget,
 )
+
+W = TypeVar("W", bound=QWidget)  # the widget of a Form row, returned as given
 
 
 class SciSpinBox(QDoubleSpinBox):
@@ -170,9 +173,9 @@ class Form:
         self.labels: dict[str, QLabel] = {}
         self._rows: dict[str, QWidget] = {}  # what each row holds: the field, or its KeyedField
 
-    def add(self, name: str, label: str, widget: QWidget, tip: str, keyed: bool = True) -> QWidget:
+    def add(self, name: str, label: str, widget: W, tip: str, keyed: bool = True) -> W:
         """A row for the field ``name``; ``keyed=False`` for a row that is no config field (the preset)."""
-        row = widget
+        row: QWidget = widget
         if self.section and keyed:
             key = f"{self.section}.{name}"
             if widget.objectName():
@@ -225,7 +228,8 @@ class ColumnScrollArea(QScrollArea):
         widget.installEventFilter(self)
 
     def minimumSizeHint(self) -> QSize:
-        inner = self.widget().minimumSizeHint().width() if self.widget() is not None else 0
+        widget = self.widget()
+        inner = widget.minimumSizeHint().width() if widget is not None else 0
         return QSize(inner + self.verticalScrollBar().sizeHint().width(), super().minimumSizeHint().height())
 
     def eventFilter(self, watched, event) -> bool:
@@ -269,3 +273,10 @@ def human_duration(s: float) -> str:
     h, rem = divmod(s, 3600)
     m, sec = divmod(rem, 60)
     return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def set_header_tip(table: QTableWidget, col: int, tip: str) -> None:
+    """The tooltip of ``table``'s column header ``col`` (one its header labels made)."""
+    item = table.horizontalHeaderItem(col)
+    if item is not None:
+        item.setToolTip(tip)

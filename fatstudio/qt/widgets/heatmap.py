@@ -59,6 +59,7 @@ class TokenAxis(pg.AxisItem):
     whole number, labels on multiples of n). ``drawn`` holds the labels of the last paint.
     """
 
+    textHeight: int  # pyqtgraph's AxisItem's room for the labels, in px (set there, untyped)
     MIN_FONT_PX = 6  # smallest label text, in pixels
 
     def __init__(self, orientation: str, **kw):

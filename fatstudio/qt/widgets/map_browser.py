@@ -1,0 +1,262 @@
+"""The Attention tab's map browser: a grid of layers × heads thumbnails (plus the mean over heads) titled
+with each head's entropy in nats and its highest head score where ≥ 0.5, the sortable ``entropyTable`` (one
+row per head: entropy and head scores) below it, and one head large (``attentionView``) with the tokens on
+both axes and the weight under the cursor below it (``attentionHoverLabel``)."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
+from ...core.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
+from ...core.prompting import display_token
+from .forms import set_header_tip
+from .heatmap import HeadGrid, HeatmapView
+
+MEAN = MEAN_HEAD  # head index of "mean over heads"
+BADGES = {"prev": "prev", "diag": "diag", "sink": "sink", "induction": "ind"}  # a score in a thumbnail's title
+BADGE_AT = 0.5  # a thumbnail's title names the scores at least this high
+
+
+class _NumberItem(QTableWidgetItem):
+    """A table cell shown as text and sorted by a number."""
+
+    def __init__(self, text: str, value: float):
+        super().__init__(text)
+        self.value = float(value)
+
+    def __lt__(self, other) -> bool:
+        return self.value < getattr(other, "value", 0.0)
+
+
+
+class MapBrowser(QSplitter):
+    """The grid and table (left) and the large map (right) of one kind of attention. ``cellClicked(row,
+    column)``: a thumbnail or a table row chose a layer (row) and head (column; the heads' count: the
+    mean); ``queryClicked(query)``: a row of the large map was clicked."""
+
+    cellClicked = Signal(int, int)
+    queryClicked = Signal(int)
+    TABLE_COLUMNS = ("layer", "head", "H (nats)", *SCORES)  # the entropy table's columns
+
+    def __init__(self, parent=None):
+        super().__init__(Qt.Orientation.Horizontal, parent)
+        self.maps: AttentionMaps | None = None  # what `show_grid` drew: the maps, the kind and the head scores
+        self.kind = ""
+        self.scores: HeadScores | None = None
+        self._tokens: tuple[list[str], list[str]] = ([], [])  # the large map's query and key tokens
+        self.headGrid = HeadGrid()
+        self.headGrid.setObjectName("headGrid")
+        self.headGrid.setToolTip("Every head of every layer (rows: layers, columns: heads, then their mean), "
+                                 "titled with the head's entropy in nats and its highest head score when that "
+                                 "is at least 0.5 (prev, diag, sink, ind = induction). Click one to show it "
+                                 "large.")
+        self.gridScroll = QScrollArea()
+        self.gridScroll.setWidgetResizable(True)
+        self.gridScroll.setWidget(self.headGrid)
+        self.gridScroll.setMinimumWidth(260)
+        self.gridScroll.installEventFilter(self)
+
+        self.attentionView = HeatmapView()
+        self.attentionView.setObjectName("attentionView")
+        self.attentionView.setToolTip("")
+        self.hoverLabel = QLabel(" ")
+        self.hoverLabel.setObjectName("attentionHoverLabel")
+        self.hoverLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.hoverLabel.setWordWrap(True)  # a long line must not widen the window
+        self.hoverLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        right = QWidget()
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.attentionView, 1)
+        rl.addWidget(self.hoverLabel)
+
+        self.entropyTable = QTableWidget(0, 0)
+        self.entropyTable.setObjectName("entropyTable")
+        self.entropyTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.entropyTable.setToolTip(
+            "One row per head (and per layer's mean over heads). H: entropy of the head's attention rows, averaged "
+            "over the queries, in nats (0 = every query looks at one key; log(T) = uniform). The scores are mean "
+            "attention weights (0-1): prev = to the previous token, diag = to itself, sink = to the first token "
+            "(all on the text shown), induction = from each token of the second copy of random tokens repeated "
+            "twice to the token after its earlier occurrence (the loaded model). Click a header to sort, a row "
+            "to show that head large.")
+        self.entropyTable.setSortingEnabled(True)
+        self.entropyTable.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.entropyCaption = QLabel("Per-head entropy (nats) and scores")
+        left = QWidget()
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(0, 0, 0, 0)
+        lv.addWidget(self.gridScroll, 3)
+        lv.addWidget(self.entropyCaption)
+        lv.addWidget(self.entropyTable, 1)
+        self.gridScroll.setMinimumHeight(120)
+        self.entropyTable.setMinimumHeight(60)
+
+        self.addWidget(left)
+        self.addWidget(right)
+        self.setStretchFactor(0, 2)
+        self.setStretchFactor(1, 3)
+        self.setChildrenCollapsible(False)
+        self.headGrid.headClicked.connect(self.cellClicked)
+        self.entropyTable.cellClicked.connect(self._on_table_clicked)
+        self.attentionView.hovered.connect(self._on_hover)
+        self.attentionView.queryClicked.connect(self.queryClicked)
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Type.Resize and obj is self.gridScroll:
+            self._fit_grid()
+        return super().eventFilter(obj, event)
+
+
+    # ---- drawing -------------------------------------------------------------------------------------------
+    def show_grid(self, maps: AttentionMaps, kind: str, scores: HeadScores | None, current: str) -> None:
+        """Draw every layer × head of ``kind`` in ``maps`` in the grid and the table, with the head ``scores``
+        (None: not measured yet); ``current``: the map shown large."""
+        self.maps, self.kind, self.scores = maps, kind, scores
+        rows, mean_ents = [], []
+        for l in maps.layers(kind):
+            name = map_name(kind, l)
+            rows.append((layer_label(name).replace(" layer", "<br>layer"), maps.maps[name], maps.entropy(name)))
+            mean_ents.append(maps.mean_entropy(name))
+        if self.headGrid.set_maps(rows, with_mean=True, mean_entropies=mean_ents):
+            self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
+        self._fill_entropy_table(maps, rows, mean_ents, current)
+        self.headGrid.set_badges(self._grid_badges(maps))
+        # every title whole: narrower than this, the grid scrolls sideways rather than cutting them
+        self.headGrid.setMinimumWidth(self.headGrid.minimum_width())
+        self._fit_grid()
+
+    def _grid_badges(self, maps: AttentionMaps) -> list[list[str]]:
+        """Per thumbnail (layers × heads, then the mean) its highest score if ≥ `BADGE_AT`, e.g. "ind 0.83"."""
+        out = []
+        for l in maps.layers(self.kind):
+            name = map_name(self.kind, l)
+            per = [(sc, v) for sc in SCORES if (v := self._score(name, sc)) is not None]
+            n = maps.n_heads(name)
+            row = []
+            for h in range(n + 1):
+                best = max(((float(v[h] if h < n else v.mean()), sc) for sc, v in per), default=(0.0, ""))
+                row.append(f"{BADGES[best[1]]} {best[0]:.2f}" if best[0] >= BADGE_AT else "")
+            out.append(row)
+        return out
+
+    def _fill_entropy_table(self, maps: AttentionMaps, rows, mean_ents, current: str) -> None:
+        """One row per head of each layer of the kind shown, then the layer's mean over heads: layer, head,
+        entropy, and the head scores of `scores` (blank until they arrive; the mean's are the heads' mean,
+        as every score is linear in the weights). Sortable by any column."""
+        t = self.entropyTable
+        t.setSortingEnabled(False)  # filling a sorted table would move rows under the loop
+        t.clear()
+        t.setColumnCount(len(self.TABLE_COLUMNS))
+        t.setHorizontalHeaderLabels([BADGES.get(c, c) for c in self.TABLE_COLUMNS])  # "ind": the narrow pane
+        for c, score in enumerate(SCORES, 3):
+            set_header_tip(t, c, SCORE_TITLES[score] + ": mean attention weight, 0-1")
+        T = max(2, maps.maps[current].shape[-1])
+        log_T = np.log(T)
+        layers = maps.layers(self.kind)
+        out: list[tuple[int, int, str, float, dict[str, float]]] = []  # (row, col, head, entropy, scores)
+        for r, (_, _, ent) in enumerate(rows):
+            name = map_name(self.kind, layers[r])
+            per = {sc: v for sc in SCORES if (v := self._score(name, sc)) is not None}
+            for h, e in enumerate(ent):
+                out.append((r, h, f"{h + 1}", float(e), {sc: float(v[h]) for sc, v in per.items()}))
+            out.append((r, len(ent), "mean", float(mean_ents[r]), {sc: float(v.mean()) for sc, v in per.items()}))
+        t.setRowCount(len(out))
+        for i, (r, c, head, e, sc) in enumerate(out):
+            where = head_label(map_name(self.kind, layers[r]), MEAN if head == "mean" else c)
+            layer_item = _NumberItem(f"{layers[r] + 1}", layers[r] + (0.5 if head == "mean" else 0.0))
+            layer_item.setData(Qt.ItemDataRole.UserRole + 1, (r, c))  # what a click shows large
+            t.setItem(i, 0, layer_item)
+            t.setItem(i, 1, _NumberItem(head, c))
+            item = _NumberItem(f"{e:.2f}", e)
+            shade = QColor(70, 130, 180)  # darker = more focused (lower entropy)
+            shade.setAlphaF(max(0.0, 1.0 - e / log_T) * 0.6)
+            item.setBackground(shade)
+            item.setToolTip(f"{where}: {e:.4f} nats (uniform over {T} keys would be {log_T:.2f})")
+            t.setItem(i, 2, item)
+            for col, score in enumerate(SCORES, 3):
+                value = sc.get(score)
+                item = _NumberItem("" if value is None else f"{value:.2f}", -1.0 if value is None else value)
+                if value is not None:
+                    tint = QColor(230, 126, 34)  # more orange = higher score
+                    tint.setAlphaF(min(max(value, 0.0), 1.0) * 0.6)
+                    item.setBackground(tint)
+                    item.setToolTip(f"{where}: {SCORE_TITLES[score]} score {value:.4f}")
+                else:
+                    item.setToolTip("cross-attention relates two sequences: it gets no head scores"
+                                    if not is_self_attention(map_name(self.kind, 0)) else
+                                    "not measured: the scores come from a worker; induction needs the model loaded "
+                                    "(probe maps of a run trained before scores were saved have none)")
+                t.setItem(i, col, item)
+        for i in range(t.rowCount()):
+            for col in range(t.columnCount()):
+                if (cell := t.item(i, col)) is not None:  # every cell is set above
+                    cell.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+        # each column as wide as its header and numbers (a narrow pane scrolls rather than cutting them)
+        t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        t.horizontalHeader().setStretchLastSection(True)
+        t.verticalHeader().setVisible(False)
+        t.setSortingEnabled(True)
+
+    def _score(self, name: str, score: str) -> np.ndarray | None:
+        return self.scores.get(name, score) if self.scores is not None else None
+
+    def score_table(self) -> list[dict[str, str]]:
+        """The entropy table as shown (in its current order): one dict per row, column (`TABLE_COLUMNS`) → text."""
+        t = self.entropyTable
+        cols = self.TABLE_COLUMNS
+        return [{cols[c]: item.text() if (item := t.item(r, c)) is not None else "" for c in range(t.columnCount())}
+                for r in range(t.rowCount())]
+
+    def _fit_grid(self) -> None:
+        """Give the grid the height that keeps its thumbnails about square (it scrolls when taller)."""
+        sa = self.gridScroll
+        bar = sa.verticalScrollBar().sizeHint().width()
+        # sized as if the scroll bar were there, so that showing or hiding it cannot make the height oscillate
+        inner = sa.width() - 2 * sa.frameWidth() - bar
+        h = self.headGrid.height_for(max(inner, self.headGrid.minimumWidth()))
+        self.headGrid.setFixedHeight(h)
+        # the scroll area is no taller than the grid (and its sideways scroll bar), so spare height goes to the table
+        sideways = sa.horizontalScrollBar().sizeHint().height() if self.headGrid.minimumWidth() > inner else 0
+        sa.setMaximumHeight(h + 2 * sa.frameWidth() + 2 + sideways)
+
+    def show_large(self, A: np.ndarray, queries: list[str], keys: list[str], where: str, cell: tuple[int, int]) -> None:
+        """Draw ``A`` (T_query × T_key) large, titled ``where`` and its entropy, and outline its ``cell`` of the
+        grid (row, column)."""
+        ent = float(attention_entropy(A))
+        title = f"{where} · H = {ent:.2f} nats"
+        self.attentionView.set_matrix(A, queries, keys, title=html.escape(title))
+        self.headGrid.set_selected(*cell)
+        self._tokens = (queries, keys)
+        self.hoverLabel.setText(f"{where}: hover the map for a weight; click a row or a token to lay its "
+                                "attention over the text.")
+
+    def _on_table_clicked(self, row: int, col: int) -> None:
+        item = self.entropyTable.item(row, 0)
+        cell = item.data(Qt.ItemDataRole.UserRole + 1) if item is not None else None
+        if cell is not None:
+            self.cellClicked.emit(*cell)
+
+    def _on_hover(self, q: int, k: int) -> None:
+        A = self.attentionView.matrix
+        if q < 0 or A is None:
+            return
+        qt, kt = self._tokens
+        self.hoverLabel.setText(
+            f"query {q} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k} "
+            f"<b><code>{html.escape(display_token(kt[k]))}</code></b>: weight <b>{A[q, k]:.4f}</b>")

@@ -1,0 +1,75 @@
+"""The Attention tab's token strips under the maps: the text (the keys) with the chosen query's attention row
+laid over it as token backgrounds, and, where the queries are not the keys (cross-attention), the queries
+above it. Click a token to choose another query."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from ...core.prompting import display_token
+from .token_view import TokenView, weight_tint
+
+
+class QueryStrips(QWidget):
+    """``attentionQueries`` (shown when the queries are not the keys) and ``attentionTokens`` (the keys).
+    ``queryClicked(query)``: a query was clicked (a token of the text strip when the queries are the keys)."""
+
+    queryClicked = Signal(int)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.cross = False  # the queries are not the keys: a separate query strip is shown
+        sl = QVBoxLayout(self)
+        sl.setContentsMargins(0, 0, 0, 0)
+        self.queryCaption = QLabel("queries (decoder): click one")
+        self.queryStrip = TokenView()
+        self.queryStrip.setObjectName("attentionQueries")
+        line = self.queryStrip.fontMetrics().lineSpacing()
+        self.queryStrip.setMaximumHeight(3 * line + 12)
+        self.stripCaption = QLabel()
+        self.stripCaption.setWordWrap(True)
+        self.tokenStrip = TokenView()
+        self.tokenStrip.setObjectName("attentionTokens")
+        self.tokenStrip.setMaximumHeight(5 * line + 12)
+        for view in (self.queryStrip, self.tokenStrip):  # two lines at least, scrolling: the maps keep the height
+            view.setMinimumHeight(2 * line + 12)
+        sl.addWidget(self.queryCaption)
+        sl.addWidget(self.queryStrip)
+        sl.addWidget(self.stripCaption)
+        sl.addWidget(self.tokenStrip)
+        self.tokenStrip.tokenClicked.connect(self._on_strip_clicked)
+        self.queryStrip.tokenClicked.connect(self.queryClicked)
+
+    def set_tokens(self, queries: list[str], keys: list[str], cross: bool) -> None:
+        """The tokens of the kind shown (the same for all its layers and heads)."""
+        self.cross = cross
+        self.queryCaption.setVisible(cross)
+        self.queryStrip.setVisible(cross)
+        if cross:
+            self.queryStrip.set_tokens(queries)
+        self.tokenStrip.set_tokens(keys)
+
+    def show_row(self, q: int, row: np.ndarray, queries: list[str], keys: list[str], over: str) -> None:
+        """Token backgrounds of the text strip = query ``q``'s attention ``row`` over the keys; ``over``: what
+        the keys are, in words ("source", "text")."""
+        tips = [f"key {j} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
+                for j in range(len(keys))]
+        # the fixed 0-1 scale of the heatmaps, through a square root so that weights of a few percent show
+        self.tokenStrip.set_colors([weight_tint(np.sqrt(max(w, 0.0))) for w in row], tips)
+        if self.cross:  # not isVisible(): that is False for all while the panel is hidden
+            self.queryStrip.set_marked(q)
+            self.tokenStrip.set_marked(None)
+        else:
+            self.tokenStrip.set_marked(q)
+        self.stripCaption.setText(
+            f"Attention of query {q} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
+            f"{over}: the more orange, the larger the weight "
+            f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
+            "Click a token to choose another query.")
+
+    def _on_strip_clicked(self, i: int) -> None:
+        if not self.cross:
+            self.queryClicked.emit(i)
