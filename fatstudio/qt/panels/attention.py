@@ -109,7 +109,7 @@ class AttentionPanel(QWidget):
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, workspace=None):
         super().__init__(parent)
         self.maps: AttentionMaps | None = None  # the maps shown: `text_maps` or a probe step's
         self.text_maps: AttentionMaps | None = None  # the user's text's (`show_maps`), kept while a probe is shown
@@ -130,6 +130,15 @@ class AttentionPanel(QWidget):
         self._score_curves: dict[tuple[str, int], pg.PlotDataItem] = {}  # (map name, head) → its line
         self._auto_score = True  # the plot picks the score that moves most, until the user picks one
         self._build()
+        if workspace is not None:  # the head scores are the workspace's model's; none: nothing shown
+            workspace.model_changed.connect(self._model_changed)
+            if workspace.loaded is not None:
+                self.set_model(workspace.loaded)
+
+    def _model_changed(self, loaded) -> None:
+        self.set_model(loaded)
+        if loaded is None:
+            self.clear()
 
     # ---- layout ------------------------------------------------------------------------------------------
     def _build(self) -> None:
