@@ -149,7 +149,8 @@ class MainWindow(QMainWindow):
         self.corpus_panel = CorpusPanel(settings=self.settings)
         self.train_panel = TrainPanel(settings=self.settings)
         self.plots = TrainingPlots()
-        self.train_view = TrainView(plots=self.plots, runs=RunsList())
+        self.runs_list = RunsList()
+        self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
         self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
         self._prompt_panel = None
         self._attention_panel = None
@@ -216,7 +217,7 @@ class MainWindow(QMainWindow):
         ws, tv = self.workspace, self.train_view
         tv.trainRequested.connect(self.start_training)
         tv.estimateRequested.connect(self.estimate_time)
-        tv.runs.resumeRequested.connect(self.resume_run)
+        self.runs_list.resumeRequested.connect(self.resume_run)
         self.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
         for control in (self.training, self.runs):
             control.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
@@ -439,12 +440,12 @@ class MainWindow(QMainWindow):
         busy = state != TrainingState.IDLE
         for panel in (self.model_panel, self.corpus_panel, self.train_panel):
             panel.setEnabled(not busy)
-        self.train_view.runs.set_busy(busy, self.run_dir)
+        self.runs_list.set_busy(busy, self.run_dir)
         self._update_train_enabled()
         self._update_settings_note()
 
     def _run_started(self, run_dir: str) -> None:
-        self.train_view.runs.set_busy(True, run_dir)
+        self.runs_list.set_busy(True, run_dir)
         self.workspace.list_probes(run_dir)  # a resumed run's earlier steps; none for a new one
         self.refresh_runs()
 

@@ -4,6 +4,8 @@ draws a new step's maps and head scores as it gets them: 0.1-0.3 s of the GUI th
 that ran hidden). The Diagnostics tab gets the dead heads of a listed run's latest probe (read in a worker)."""
 from __future__ import annotations
 
+from typing import Any
+
 from PySide6.QtCore import QObject
 
 from fatstudio.core.workspace import Workspace
@@ -16,7 +18,7 @@ class ProbeFeed(QObject):
     def __init__(self, workspace: Workspace, parent: QObject | None = None):
         super().__init__(parent)
         self.workspace = workspace
-        self.panel = None  # the AttentionPanel, once made (making it imports torch, which opening a run does not need)
+        self.panel: Any = None  # the AttentionPanel, once made (making it imports torch, which opening a run does not need)
         self.visible = False
         self.pending: list[tuple] = []  # probes (step, path, scores) kept for the Attention tab while hidden
         workspace.probes_listed.connect(self._listed)

@@ -35,7 +35,8 @@ class TrainingControl(QObject):
         self.job: TrainingJob | None = None
         self._handlers: dict[type, Callable[[Any], None]] | None = None
         self._runs_stale = False  # an evaluation arrived; the trainer writes meta.json after its sample
-        self.diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=workspace.diagnose)
+        self.diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS)
+        self.diag_timer.timeout.connect(workspace.diagnose)
         workspace.diagnostics_due.connect(self._schedule_diagnostics)
         workspace.diagnosed.connect(self._show_diagnostics)
         workspace.event.connect(self._show_event)
