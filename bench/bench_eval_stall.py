@@ -77,12 +77,13 @@ def main() -> None:
             spent[name].append(time.perf_counter() - t)
         return run
 
-    for name in ("_on_steps", "_on_evaluation", "_on_sample", "_on_probe", "_on_started"):
-        setattr(w, name, timed(name, getattr(w, name)))  # the dispatch table is built on the first event
-    update = w.update_diagnostics
-    w.update_diagnostics = lambda: timed("update_diagnostics", lambda _: update())(None)
-    w._diag_timer.timeout.disconnect()
-    w._diag_timer.timeout.connect(w.update_diagnostics)
+    for name in ("_on_steps", "_on_evaluation", "_on_started"):  # the dispatch table is built on the first event
+        setattr(w.training, name, timed(name, getattr(w.training, name)))
+    for name in ("_on_probe", "_on_steps", "_on_evaluation"):  # the workspace's, taking the events in
+        setattr(w.workspace, name, timed(f"workspace.{name}", getattr(w.workspace, name)))
+    update = w.workspace.diagnose
+    w.training.diag_timer.timeout.disconnect()
+    w.training.diag_timer.timeout.connect(lambda: timed("diagnose", lambda _: update())(None))
 
     if w._attention_panel is not None:  # called through self.<name>: an instance attribute wraps them
         for name in a.panel:

@@ -1,20 +1,16 @@
 """The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
-Attention | Paper). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
-Train panels are bound to and follow. It drives the Qt-free core: ``training.train`` runs in a worker thread
-and each of its events goes, by type, to one handler; runs are listed, reopened, resumed, overlaid and
-deleted through ``core.runs``, and exported to Hugging Face through ``core.export_hf``.
+Attention | Paper). It assembles the window around one `core.workspace.Workspace` (the settings, the corpus,
+the training state, the run shown, the model prompted) and routes the menus. Training runs through
+`training_control.TrainingControl` (a worker thread feeding the workspace), the runs folder through
+`runs_control.RunsControl`; the panels subscribe to the workspace and call it.
 
 Heavy modules (torch, tokenizers, the core's data/training/runs/inference) are imported only inside worker
 functions or when first needed, so the window opens fast.
 """
 from __future__ import annotations
 
-import html
 import logging
-from collections import deque
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -32,17 +28,21 @@ from PySide6.QtWidgets import (
 
 from fatstudio.core.config import RunConfig
 from fatstudio.core.presets import load_presets
+from fatstudio.core.workspace import Settings, TrainingState, Workspace
 from fatstudio.qt import state
-from fatstudio.qt.binding import SECTIONS, Settings
+from fatstudio.qt.binding import SECTIONS
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
-from fatstudio.qt.panels.train import TrainPanel, TrainView
+from fatstudio.qt.panels.train import RunsList, TrainPanel, TrainView
+from fatstudio.qt.probe_feed import ProbeFeed
+from fatstudio.qt.runs_control import RunsControl
+from fatstudio.qt.training_control import TrainingControl
 from fatstudio.qt.widgets.forms import ColumnScrollArea
-from fatstudio.qt.workers import Call, TrainingJob, call_in_thread, install_shutdown, register_stoppable, shutdown_workers
+from fatstudio.qt.widgets.plots import TrainingPlots
+from fatstudio.qt.workers import call_in_thread, install_shutdown, register_stoppable, shutdown_workers
 
 log = logging.getLogger("fatstudio.qt")
-EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among the last this many rows
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -54,10 +54,6 @@ def _estimate(config, prepared, progress):
 
     return estimate(config, prepared, progress)
 
-if TYPE_CHECKING:
-    from fatstudio.qt.panels.attention import AttentionPanel
-    from fatstudio.qt.panels.prompt import PromptPanel
-
 
 def _import_view_panels():
     """Worker: import the Prompt and Attention panels (the prompt panel pulls in torch) off the GUI thread."""
@@ -66,115 +62,83 @@ def _import_view_panels():
     return True
 
 
-def _diagnosis(train: dict, unigram: float | None, diagnosis=None):
-    """The "is this normal?" rules for a run with these train settings and unigram entropy: a new
-    `core.diagnostics.Diagnosis`, or ``diagnosis`` (which has read the run's earlier rows) given them."""
-    from fatstudio.core.diagnostics import Diagnosis
-
-    d = diagnosis or Diagnosis()
-    d.grad_clip, d.unigram, d.warmup = float(train.get("grad_clip", 0.0) or 0.0), unigram, int(train.get("warmup", 0) or 0)
-    return d
-
-
-def _diverged_row(diverged: dict) -> dict:
-    """A metrics-like row for the step whose numbers were not finite (`training.Finished.diverged`)."""
-    def number(value):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            return None
-    return {"step": int(diverged.get("step", 0)), "train_loss": number(diverged.get("train_loss")),
-            "grad_norm": number(diverged.get("grad_norm"))}
-
-
-def _export_hf(run_dir: str, out_dir: str):
-    from fatstudio.core.export_hf import export_hf  # in the worker: it imports torch and safetensors
-
-    return export_hf(run_dir, out_dir)
-
-
-def _load_model(path: str):
-    from fatstudio.core.runs import Run
-    return Run.open(path).load_model("cpu")
-
-
-def _list_runs(root: str):
-    """Worker: every run of the runs folder, read (config and meta of each) off the GUI thread."""
-    from fatstudio.core.runs import list_runs
-    return list_runs(Path(root))
-
-
 BUSY_TRAIN = {  # what the Train button says while it cannot start a run
-    "starting": ("Starting…", "A run is starting (preparing the corpus, the model and the run folder)."),
-    "running": ("Training…", "A run is training: stop it first to start another."),
-    "paused": ("Paused", "A run is paused: resume or stop it first to start another."),
-    "stopping": ("Stopping…", "The run is stopping after the current step and being saved."),
+    TrainingState.STARTING: ("Starting…", "A run is starting (preparing the corpus, the model and the run folder)."),
+    TrainingState.RUNNING: ("Training…", "A run is training: stop it first to start another."),
+    TrainingState.PAUSED: ("Paused", "A run is paused: resume or stop it first to start another."),
+    TrainingState.STOPPING: ("Stopping…", "The run is stopping after the current step and being saved."),
 }
 
 
 class MainWindow(QMainWindow):
     """fatstudio's window. Constructible with no arguments (tests set ``FATSTUDIO_RUNS`` first).
 
-    Useful attributes for tests and scripts: ``settings`` (the settings a new run starts with),
-    ``model_panel``, ``corpus_panel``, ``train_panel``, ``train_view`` (``plots``), ``prompt_panel``,
-    ``attention_panel``, ``paper_panel``, ``state`` ("idle", "starting", "running", "paused", "stopping"), ``run_dir`` (the
-    current run's folder), ``last_status`` (the last Finished status), ``last_error`` (the last message
-    shown to the user), ``validation_error``.
+    Useful attributes for tests and scripts: ``workspace`` (the application's model), ``settings`` (the
+    settings a new run starts with), ``model_panel``, ``corpus_panel``, ``train_panel``, ``train_view``
+    (``plots``), ``prompt_panel``, ``attention_panel``, ``paper_panel``, ``state`` (the workspace's
+    `TrainingState`, equal to "idle", "starting", "running", "paused", "stopping"), ``run_dir`` (the current
+    run's folder), ``loaded_model``, ``last_status`` (the last Finished status), ``last_error`` (the last
+    message shown to the user), ``validation_error``.
     """
 
     trainingFinished = Signal(str)  # the status: "finished" | "stopped" | "failed" | "error"
-    DIAGNOSE_MS = 500  # diagnosing 10k rows takes tens of ms: at most twice a second while training
 
     def __init__(self, parent=None, runs_root: str | Path | None = None):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.setWindowTitle("fatstudio — Formal Algorithms for Transformers")
         self.setAcceptDrops(True)
-        self.runs_root = Path(runs_root) if runs_root else None
         self.presets = load_presets()
         pool = QThreadPool.globalInstance()  # training holds one thread; corpus, model loading and prompting
         pool.setMaxThreadCount(max(pool.maxThreadCount(), 4))  # must never queue behind it (1-CPU machines)
-        self.job: TrainingJob | None = None
-        self.state = "idle"
-        self.run_dir: str | None = None
-        self.last_status: str | None = None
         self.last_error: str | None = None
         self.validation_error: str | None = None
-        self._last_evaluation = ""  # the running run's last evaluation, which its finished status line keeps
-        self.loaded_model = None
         self._close_pending = False
         self._error_box: QMessageBox | None = None
-        self._model_call: Call | None = None
-        self._model_call_path: str | None = None
-        self._loaded_dir: str | None = None  # the run folder whose model the Prompt tab has (None: none, a snapshot)
-        self._runs_call: Any = None  # the Call reading the runs folder in a worker
-        self._runs_select: str | None = None  # the run to select once it has been read
-        self.runs_loading = False
-        self._runs_stale = False
-        self._event_handlers: dict[type, Callable[[Any], None]] | None = None
-        self._probe_dir: str | None = None  # the run whose saved probe maps the Attention tab's slider shows
-        self._probes_pending: list[tuple] = []  # Probe events (step, path, scores) kept for the Attention tab
-        # "is this normal?": the shown run's metrics rows and settings, diagnosed at most every DIAGNOSE_MS
-        self._diag_new: list[dict] = []  # metrics rows the diagnosis has not read yet
-        self._diag_recent: deque[dict] = deque(maxlen=EVAL_ROW_LOOKBACK)  # the last rows (evaluations join them)
-        self._diagnosis: Any = None  # core.diagnostics.Diagnosis of the run shown: it keeps what it needs
-        self._diag_heads: Any = None  # diagnostics.HeadCheck: its latest probe step and that step's head findings
-        self._diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS, timeout=self.update_diagnostics)
-
         # the settings: the first preset's, ready to train
-        self.settings = Settings(self.presets[0].config if self.presets else None, parent=self)
+        self.workspace = Workspace(Settings(self.presets[0].config if self.presets else None))
+        self.settings = self.workspace.settings
         self._build_panels()
+        self.training = TrainingControl(self.workspace, self.train_view, parent=self)
+        self.runs = RunsControl(self.workspace, self.train_view, dialogs=self,
+                                runs_root=Path(runs_root) if runs_root else None, parent=self)
+        self.probes = ProbeFeed(self.workspace, parent=self)
         self.setCentralWidget(self._build_layout())
         self.resize(1440, 920)
         self.statusBar().showMessage("Ready: press Train to train the selected preset.")
         self._build_menu()
         self._connect()
-        self._latest_run: str | None = None  # the run the Prompt tab offers while there is no model
         self._restore_choice()
         state.restore_window(self)
         self.revalidate()
         install_shutdown()  # no worker thread outlives the application
         QTimer.singleShot(0, self._after_start)
+
+    # ==================================================================== the workspace, for tests and scripts
+    @property
+    def state(self) -> TrainingState:
+        return self.workspace.state
+
+    @property
+    def run_dir(self) -> str | None:
+        return self.workspace.run_dir
+
+    @property
+    def loaded_model(self):
+        return self.workspace.loaded
+
+    @property
+    def last_status(self) -> str | None:
+        return self.workspace.last_status
+
+    @property
+    def job(self):
+        """The TrainingJob of the run training (None: none)."""
+        return self.training.job
+
+    @property
+    def runs_loading(self) -> bool:
+        return self.runs.loading
 
     # ============================================================================================== building
     def _build_panels(self) -> None:
@@ -184,13 +148,12 @@ class MainWindow(QMainWindow):
         self.model_panel = ModelPanel(self.presets, settings=self.settings)
         self.corpus_panel = CorpusPanel(settings=self.settings)
         self.train_panel = TrainPanel(settings=self.settings)
-        self.train_view = TrainView()
-        self.plots = self.train_view.plots
-        self.paper_panel = PaperPanel(settings=self.settings)  # the pseudocode, linked; the check; deviations
-        self.paper_panel.prompt_source = self._prompt_text
-        self.paper_panel.corpus_source = self.corpus_panel.prepared
-        self._prompt_panel: PromptPanel | None = None
-        self._attention_panel: AttentionPanel | None = None
+        self.plots = TrainingPlots()
+        self.runs_list = RunsList()
+        self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
+        self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
+        self._prompt_panel = None
+        self._attention_panel = None
         self._prompt_host = QWidget(objectName="promptHost")
         self._attention_host = QWidget(objectName="attentionHost")
         for host in (self._prompt_host, self._attention_host):
@@ -251,28 +214,33 @@ class MainWindow(QMainWindow):
         run_menu.addAction(QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+."))
 
     def _connect(self) -> None:
-        tv = self.train_view
-        tv.trainButton.clicked.connect(self.start_training)
-        tv.pauseButton.clicked.connect(self.toggle_pause)
-        tv.stopButton.clicked.connect(self.stop_training)
-        tv.stepRequested.connect(self.step_once)
-        tv.lrRequested.connect(self.set_live_lr)
-        tv.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
-        tv.snapshotButton.clicked.connect(self.prompt_with_snapshot)
-        tv.runs.openRequested.connect(self.open_run)
-        tv.runs.resumeRequested.connect(self.resume_run)
-        tv.runs.overlayRequested.connect(self.overlay_run)
-        tv.runs.deleteRequested.connect(self.delete_run)
-        tv.runs.exportRequested.connect(self.export_run)
-        tv.runs.refreshRequested.connect(self.refresh_runs)
-        self.viewTabs.currentChanged.connect(lambda i: self._ensure_view_panels() if i > 0 else None)
-        self.viewTabs.currentChanged.connect(self._deliver_probes)
-        self.model_panel.presetChosen.connect(self.apply_preset)
+        ws, tv = self.workspace, self.train_view
+        tv.trainRequested.connect(self.start_training)
         tv.estimateRequested.connect(self.estimate_time)
-        self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
+        self.runs_list.resumeRequested.connect(self.resume_run)
+        self.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
+        for control in (self.training, self.runs):
+            control.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
+        self.training.error.connect(self.show_error)
+        self.training.snapshotTaken.connect(lambda: self.viewTabs.setCurrentWidget(self._prompt_host))
+        self.training.runStarted.connect(self._run_started)
+        self.training.runsChanged.connect(self.refresh_runs)
+        self.runs.error.connect(self.show_error)
+        self.runs.latestRun.connect(lambda name: self._prompt_panel is not None and self._prompt_panel.offer_run(name))
+        self.runs.runClosed.connect(lambda message: self._prompt_panel is not None and self._prompt_panel.show_note(message))
+        ws.state_changed.connect(self._state_changed)
+        ws.ended.connect(self._ended)
+        ws.model_changed.connect(self._update_settings_note)
+        ws.run_changed.connect(self._show_plan)
+        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
+        self.viewTabs.currentChanged.connect(
+            lambda *_: self.probes.set_visible(self.viewTabs.currentWidget() is self._attention_host))
+        self.model_panel.presetChosen.connect(self.apply_preset)
+        self.settings.changed.connect(lambda change: any(map(change.touches, SECTIONS)) and tv.forget_estimate())
         self.model_panel.presetCombo.currentIndexChanged.connect(self._update_settings_note)  # its steps note
-        self.settings.changed.connect(self.revalidate)
-        self.corpus_panel.statusChanged.connect(self.revalidate)
+        for changed in (self.settings.changed, self.corpus_panel.statusChanged):
+            changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
+            changed.connect(self.revalidate)
         self.paper_panel.fieldsChosen.connect(self.highlight_model_fields)
 
     # ============================================================================ startup, presets, validation
@@ -303,36 +271,28 @@ class MainWindow(QMainWindow):
         from fatstudio.qt.panels.attention import AttentionPanel
         from fatstudio.qt.panels.prompt import PromptPanel
 
-        prompt = self._prompt_panel = PromptPanel(self._prompt_host)
-        attention = self._attention_panel = AttentionPanel(self._attention_host)
-        for host, panel in ((self._prompt_host, prompt), (self._attention_host, attention)):
-            lay = host.layout() or QVBoxLayout(host)  # (each host got its layout in __init__)
+        self._prompt_panel = PromptPanel(self._prompt_host, workspace=self.workspace)
+        self._attention_panel = AttentionPanel(self._attention_host, workspace=self.workspace)
+        for host, panel in ((self._prompt_host, self._prompt_panel), (self._attention_host, self._attention_panel)):
+            lay = host.layout()
             while lay.count():
                 item = lay.takeAt(0)
-                if item is not None and (old := item.widget()) is not None:
-                    old.deleteLater()
+                if item.widget() is not None:
+                    item.widget().deleteLater()
             lay.addWidget(panel)
-        prompt.attentionReady.connect(attention.show_maps)
-        register_stoppable(prompt)  # a generation stops when the application ends
-        prompt.openOfferedRun.connect(self._open_latest_run)
-        prompt.offer_run(Path(self._latest_run).name if self._latest_run else None)
-        attention.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
-        if self._probe_dir is not None:
-            self._list_probes(self._probe_dir)
-        if self.loaded_model is not None:
-            self._set_prompt_model(self.loaded_model, self._loaded_dir)
+        self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
+        register_stoppable(self._prompt_panel)  # a generation stops when the application ends
+        self._prompt_panel.openOfferedRun.connect(self.runs.open_latest)
+        self._prompt_panel.offer_run(Path(self.runs.latest).name if self.runs.latest else None)
+        self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
+        self.probes.attach(self._attention_panel)
 
     def highlight_model_fields(self, names: list) -> None:
         """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
         self.model_panel.highlight_fields(names)
         if self.model_panel.highlighted:
             self.settingsTabs.setCurrentIndex(0)
-            if isinstance(scroll := self.settingsTabs.widget(0), QScrollArea):
-                scroll.ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
-
-    def _prompt_text(self) -> str:
-        """The Prompt tab's text ("" before the tab is made)."""
-        return self._prompt_panel.promptEdit.toPlainText() if self._prompt_panel is not None else ""
+            self.settingsTabs.widget(0).ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
 
     def estimate_time(self) -> None:
         """Time a few real steps of the current settings in a worker (`core.estimate`); the Training view shows
@@ -346,7 +306,7 @@ class MainWindow(QMainWindow):
             panel.show_estimate(text if self.settings.config == asked else "", details)
 
         panel.show_estimate("estimating…", busy=True)
-        call_in_thread(_estimate, asked, self.corpus_panel.prepared(), with_progress=True,
+        call_in_thread(_estimate, asked, self.workspace.prepared, with_progress=True,
                        on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
                        on_result=lambda e: show(e.describe(), e.details()),
                        on_error=lambda message: show(f"⚠ {message}"))
@@ -389,28 +349,29 @@ class MainWindow(QMainWindow):
         self._show_plan()
         return message
 
-    def _show_plan(self) -> None:
+    def _show_plan(self, *_args) -> None:
         """While no run is shown, the loss plot shows the settings' reference band and says to press Train."""
-        if self.state == "idle" and self.run_dir is None:
+        if self.state == TrainingState.IDLE and self.run_dir is None:
             self.plots.show_plan(self.settings.config)
 
+    def _sync_corpus(self, *_args) -> None:
+        self.workspace.set_corpus(self.corpus_panel.prepared())
+
     def _update_train_enabled(self) -> None:
-        ok = self.state == "idle" and self.validation_error is None and not self._close_pending
-        button = self.train_view.trainButton
-        button.setEnabled(ok)
+        ok = self.state == TrainingState.IDLE and self.validation_error is None and not self._close_pending
         self.trainAction.setEnabled(ok)
         text, tip = BUSY_TRAIN.get(self.state, ("▶ Train", ""))
-        button.setText(text)
-        button.setToolTip(tip or ("Start a new run with the current Model, Corpus and Train settings."
-                                  if self.validation_error is None else f"Fix this first: {self.validation_error}"))
+        self.train_view.allow_train(ok, text, tip or ("Start a new run with the current Model, Corpus and Train settings."
+                                                      if self.validation_error is None else
+                                                      f"Fix this first: {self.validation_error}"))
         self.train_view.allow_estimate(ok, tip or f"Fix this first: {self.validation_error}")
 
-    def _update_settings_note(self) -> None:
+    def _update_settings_note(self, *_args) -> None:
         """Say what the settings apply to when that is not obvious: they are locked while a run trains, the
         chosen preset's walkthrough needs more steps than train.steps (`Preset.steps_note`), and with a run open
         in the Prompt tab whose model they no longer describe, they are the next run's."""
         note = ""
-        if self.state != "idle":
+        if self.state != TrainingState.IDLE:
             note = "The settings are locked while a run trains; changes apply to the next run."
         elif self.loaded_model is not None:
             m = self.loaded_model.config.model
@@ -418,7 +379,7 @@ class MainWindow(QMainWindow):
                 note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
                         f"{self.loaded_model.label or 'the open model'} ({m.arch}).")
         chosen = self.model_panel.chosen_preset()
-        if self.state == "idle" and chosen is not None:
+        if self.state == TrainingState.IDLE and chosen is not None:
             note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
         self.settingsNoteLabel.setText(note)
         self.settingsNoteLabel.setVisible(bool(note))
@@ -426,20 +387,20 @@ class MainWindow(QMainWindow):
     # ============================================================================================ training
     def start_training(self) -> bool:
         """Start a new run with the current settings (the Train button)."""
-        if self.state != "idle":
-            self.statusBar().showMessage(f"A run is already {self.state}: no second run is started.", 6000)
+        if self.state != TrainingState.IDLE:
+            self.statusBar().showMessage(f"A run is already {self.state.value}: no second run is started.", 6000)
             return False
         if self.revalidate() is not None:
             self.statusBar().showMessage(self.validation_error or "", 8000)
             return False
         self.plots.clear()
-        self.train_view.samplesView.clear()
-        self._set_diagnostics_rows([], {})
+        self.train_view.clear_run()
+        self.workspace.show_rows([], {})
         return self._start_job(self.current_config(), run_dir=None, resume=False)
 
     def resume_run(self, run, total_steps: int) -> bool:
         """Continue ``run`` from its last checkpoint up to ``total_steps``."""
-        if self.state != "idle":
+        if self.state != TrainingState.IDLE:
             return False
         cfg = RunConfig.from_dict(run.config.to_dict())
         cfg.train.steps = int(total_steps)
@@ -452,7 +413,7 @@ class MainWindow(QMainWindow):
             return False
         rows = [r for r in run.metrics() if r.get("step", 0) <= upto]
         self.plots.load_metrics(rows)
-        self._set_diagnostics_rows(rows, {})
+        self.workspace.show_rows(rows, {})
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])
         return self._start_job(cfg, run_dir=str(run.path), resume=True)
 
@@ -463,473 +424,61 @@ class MainWindow(QMainWindow):
             self.show_error(str(e))
             return False
         self.show_error(None)
-        self.last_status = None
-        self._last_evaluation = ""
-        self.run_dir = run_dir
-        self.job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.corpus_panel.prepared(), probe=probe,
-                               parent=self)
-        self.job.event.connect(self._on_event)
-        self.job.failed.connect(self._on_failed)
-        self.job.done.connect(self._on_done)
-        self._set_state("starting")
-        self.train_view.show_preparing("starting", 0.0)
-        self.job.start()
-        return True
+        self._sync_corpus()
+        return self.training.start(cfg, run_dir, resume, probe)
 
     def toggle_pause(self) -> None:
-        if self.job is None:
-            return
-        if self.state == "running":
-            self.job.pause()
-            self.train_view.pauseButton.setEnabled(False)  # until the trainer says Paused
-            self.statusBar().showMessage("Pausing after the current step…")
-        elif self.state == "paused":
-            self.job.resume()
-            self.train_view.pauseButton.setEnabled(False)
+        self.training.toggle_pause()
 
     def step_once(self) -> None:
-        """While paused: train one step, then pause again (the trainer says Paused again)."""
-        if self.job is None or self.state != "paused":
-            return
-        self.train_view.stepButton.setEnabled(False)
-        self.job.step_once()
-        self.statusBar().showMessage("One step…")
-
-    def set_live_lr(self, lr: float | None) -> None:
-        """Train the running (or paused) run at the fixed learning rate ``lr`` from the next step on, or
-        return to its schedule (None)."""
-        if self.job is None or self.state not in ("running", "paused"):
-            return
-        self.job.set_lr(lr)
-        self.train_view.show_lr_override(lr)
-        self.statusBar().showMessage("η follows the schedule from the next step on." if lr is None else
-                                     f"η = {lr:g} from the next step on.", 6000)
+        self.training.step_once()
 
     def stop_training(self) -> None:
-        if self.job is None or self.state in ("idle", "stopping"):
-            return
-        self.job.stop()
-        self._set_state("stopping")
-        self.statusBar().showMessage("Stopping after the current step; the run is saved…")
+        self.training.stop()
 
-    def prompt_with_snapshot(self) -> None:
-        """Prompt the weights as they are now, without disturbing the training."""
-        if self.job is not None and self.state == "running":
-            self.job.request_snapshot()
-            self.statusBar().showMessage("Copying the current weights for prompting…")
-
-    def _set_state(self, state: str) -> None:
-        self.state = state
-        self.train_view.set_state(state)
-        busy = state != "idle"
+    def _state_changed(self, state: TrainingState) -> None:
+        busy = state != TrainingState.IDLE
         for panel in (self.model_panel, self.corpus_panel, self.train_panel):
             panel.setEnabled(not busy)
-        self.paper_panel.set_training(busy)
-        self.train_view.runs.set_busy(busy, self.run_dir)
+        self.runs_list.set_busy(busy, self.run_dir)
         self._update_train_enabled()
         self._update_settings_note()
 
-    # ========================================================================================= the trainer's events
-    def _on_event(self, ev) -> None:
-        """Route an event of the trainer to its handler (the dispatch table, by event type)."""
-        handler = self._handlers().get(type(ev))
-        if handler is not None:
-            handler(ev)
-
-    def _handlers(self) -> dict[type, Callable[[Any], None]]:
-        if self._event_handlers is None:
-            from fatstudio.core import training as t  # imported by the worker already: the events are its
-
-            self._event_handlers = {
-                t.Prepare: self._on_prepare, t.Started: self._on_started, t.Steps: self._on_steps,
-                t.Evaluation: self._on_evaluation, t.Sample: self._on_sample, t.Checkpoint: self._on_checkpoint,
-                t.Paused: self._on_paused, t.Resumed: self._on_resumed, t.Note: self._on_note,
-                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished, t.Probe: self._on_probe,
-            }
-        return self._event_handlers
-
-    def _on_prepare(self, ev) -> None:
-        self.train_view.show_preparing(ev.message, ev.fraction)
-
-    def _on_started(self, ev) -> None:
-        self.run_dir = ev.run_dir
-        self.train_view.runs.set_busy(True, self.run_dir)
-        if self.state == "starting":
-            self._set_state("running")
-        self.train_view.show_progress(ev.start_step, ev.total_steps)
-        self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
-        self.train_view.show_lr_override(None)
-        train = ev.config.get("train", {})
-        self._diagnosis = _diagnosis(train, ev.unigram_entropy, self._diagnosis)  # a resumed run's rows are read
-        self.plots.export_stem = str(Path(ev.run_dir) / "curves")
-        self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
-        self.train_view.statusLabel.setText(
-            f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
-            f"steps {ev.start_step:,} → {ev.total_steps:,}.")
-        self.statusBar().showMessage(f"Run folder: {ev.run_dir}")
-        self._list_probes(ev.run_dir)  # a resumed run's earlier steps; none for a new one
+    def _run_started(self, run_dir: str) -> None:
+        self.runs_list.set_busy(True, run_dir)
+        self.workspace.list_probes(run_dir)  # a resumed run's earlier steps; none for a new one
         self.refresh_runs()
 
-    def _on_steps(self, ev) -> None:
-        self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
-        self._add_diag_rows([{"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
-                             for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)])
-        self._schedule_diagnostics()
-        if self._runs_stale:  # show the step and best validation loss so far in the runs list
-            self._runs_stale = False
-            self.refresh_runs()
-        self.train_view.show_progress(ev.step, ev.total_steps, ev.tokens_per_s, ev.eta_s,
-                                      f"loss {ev.train_loss[-1]:.3f}" if ev.train_loss else None, throttle=True)
-
-    def _on_evaluation(self, ev) -> None:
-        self.plots.add_eval(ev.step, ev.val_loss)
-        row = next((r for r in reversed(self._diag_recent) if r.get("step") == ev.step), None)
-        if row is None:
-            row = {"step": ev.step}
-            self._add_diag_rows([row])
-        row.update(eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss, accuracy=ev.accuracy)
-        self._schedule_diagnostics()
-        acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
-        numbers = f"train loss {ev.eval_train_loss:.4f}, validation loss {ev.val_loss:.4f}{acc}"
-        self._last_evaluation = f"step {ev.step:,}: {numbers}"
-        self.train_view.statusLabel.setText(f"Step {ev.step:,}: {numbers}  ·  {self.run_dir}")
-        self._runs_stale = True  # the trainer writes meta.json after the evaluation's sample
-
-    def _on_sample(self, ev) -> None:
-        self.train_view.add_sample(ev.step, ev.text)
-
-    def _on_checkpoint(self, ev) -> None:
-        self.statusBar().showMessage(f"Checkpoint at step {ev.step:,} saved.", 4000)
-
-    def _on_paused(self, ev) -> None:
-        if self.state != "stopping":
-            self._set_state("paused")
-        self.statusBar().showMessage(f"Paused at step {ev.step:,}.")
-
-    def _on_resumed(self, ev) -> None:
-        if self.state != "stopping":
-            self._set_state("running")
-        self.statusBar().showMessage(f"Resumed at step {ev.step:,}.", 4000)
-
-    def _on_note(self, ev) -> None:
-        self.statusBar().showMessage(ev.message, 10000)
-
-    def _on_probe(self, ev) -> None:
-        """Step ``ev.step``'s probe maps are saved: the Attention tab's slider gets the step, its head scores
-        plot the step's scores, the Diagnostics tab its dead heads."""
-        self._diag_heads = (ev.step, list(ev.findings))
-        self._schedule_diagnostics()
-        if self._attention_panel is not None:  # else listed from the folder when the panel is made
-            self._probes_pending.append((ev.step, ev.path, ev.scores))
-            self._deliver_probes()
-
-    def _deliver_probes(self, *_args) -> None:
-        """Hand the Attention tab the probe steps that arrived while it was hidden, once it is shown: a panel
-        draws a new step's maps and head scores as it gets them (0.1-0.3 s of the GUI thread at each
-        evaluation when that ran hidden). Several steps go at once (`set_probes`, one drawing) when the panel
-        follows the latest step; one by one (no map drawn) when it shows an earlier step or a prompt's maps."""
-        panel = self._attention_panel
-        if not self._probes_pending or panel is None or self.viewTabs.currentWidget() is not self._attention_host:
-            return
-        pending, self._probes_pending = self._probes_pending, []
-        steps = panel.probe_steps()
-        following = panel.maps is None or (panel.showing_probe and panel.probe_step == (steps[-1] if steps else None))
-        if len(pending) > 1 and following and self._probe_dir is not None:
-            from fatstudio.core.probes import list_probes
-            panel.set_probes(list_probes(self._probe_dir))
-            return
-        for step, path, scores in pending:
-            panel.add_probe(step, path, scores)
-
-    def _list_probes(self, run_dir: str) -> None:
-        """Give the Attention tab's slider the probe maps saved in ``run_dir`` (once the panel exists: making
-        it imports torch, which opening a run does not need), and the Diagnostics tab the dead heads of the
-        latest one (its file read in a worker)."""
-        from fatstudio.core.diagnostics import latest_head_findings
-
-        self._probe_dir = run_dir
-        self._probes_pending = []  # the folder lists them all
-        call_in_thread(latest_head_findings, run_dir, on_result=lambda heads: self._latest_heads(run_dir, heads))
-        if self._attention_panel is not None:
-            from fatstudio.core.probes import list_probes
-            self._attention_panel.set_probes(list_probes(run_dir))
-
-    def _on_snapshot(self, ev) -> None:
-        loaded = self.job.take_snapshot() if self.job else None
-        if ev.message:
-            self.statusBar().showMessage(f"No snapshot: {ev.message}", 10000)
-        elif loaded is not None:
-            self._set_prompt_model(loaded)
-            self.viewTabs.setCurrentWidget(self._prompt_host)
-            self.statusBar().showMessage(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
-
-    def _on_finished(self, ev) -> None:
-        self.last_status = ev.status
-        evaluated = f"  ·  last evaluation, {self._last_evaluation}" if self._last_evaluation else ""
-        self.train_view.statusLabel.setText(f"Run {ev.status}: {ev.message}{evaluated}  ·  {self.run_dir}")
-        if ev.diverged:
-            self._add_diag_rows([_diverged_row(ev.diverged)])
-        self.update_diagnostics()
-        if ev.status == "failed":
-            self.show_error(f"Training failed: {ev.message}")
-        elif ev.status == "finished":
-            self.train_view.progressBar.setValue(1000)
-            if self.run_dir:
-                state.add_recent_run(self.run_dir)
-
-    def _on_failed(self, message: str) -> None:
-        self.last_status = "error"
-        self.show_error(message)
-
-    def _on_done(self) -> None:
-        job, self.job = self.job, None
-        self.plots.flush()
-        self.train_view.flush_progress()
-        if self.last_status != "finished":  # a finished run keeps its last progress text
-            self.train_view.progressBar.setFormat(f"{self.last_status or 'ended'}".replace("%", "%%"))
-        self._set_state("idle")
+    def _ended(self, status: str) -> None:
+        """The training worker has ended with ``status``: the run just ended is selected once the runs list is
+        read, and its model loaded for prompting."""
         self.revalidate()
-        if job is not None:
-            job.deleteLater()
-        self.trainingFinished.emit(self.last_status or "error")
+        self.trainingFinished.emit(status)
         if self._close_pending:
             self.close()
             return
-        self.refresh_runs(select=self.run_dir)  # the run just ended is selected once the list is read
-        if self.run_dir and self.last_status in ("finished", "stopped"):
-            self._load_run_model(self.run_dir)
-
-    # ========================================================================================== diagnostics
-    def _set_diagnostics_rows(self, rows: list[dict], train: dict, meta: dict | None = None) -> None:
-        """Diagnose these metrics rows (a reopened or resumed run's, or none) now; ``train`` its train settings,
-        ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
-        meta = meta or {}
-        self._diag_new, self._diag_recent = [], deque(maxlen=EVAL_ROW_LOOKBACK)
-        self._diag_heads = None  # until the run's probes are listed
-        self._add_diag_rows(list(rows))
-        if meta.get("diverged") and meta.get("status") == "failed":
-            self._add_diag_rows([_diverged_row(meta["diverged"])])
-        self._diagnosis = _diagnosis(train, meta.get("unigram_entropy"))
-        self.update_diagnostics()
-
-    def _add_diag_rows(self, rows: list[dict]) -> None:
-        self._diag_new.extend(rows)
-        self._diag_recent.extend(rows)
-
-    def _schedule_diagnostics(self) -> None:
-        if not self._diag_timer.isActive():
-            self._diag_timer.start()
-
-    def update_diagnostics(self) -> None:
-        """Run the "is this normal?" rules (`core.diagnostics.Diagnosis`: each call reads the rows added since
-        the last) over the rows so far, with the dead heads of the latest probe step, into ``diagnosticsView``."""
-        self._diag_timer.stop()
-        self._diagnosis = self._diagnosis or _diagnosis({}, None)
-        new, self._diag_new = self._diag_new, []
-        found = self._diagnosis(new, self._diag_heads)
-        self.train_view.set_diagnostics([(f.line, f.warning) for f in found], self._diagnosis.summary(found))
-
-    def _latest_heads(self, run_dir: str, heads) -> None:
-        """The head findings of ``run_dir``'s latest saved probe (`_list_probes`), unless a newer probe
-        arrived or another run is shown meanwhile."""
-        if self._probe_dir == run_dir and heads is not None and (self._diag_heads is None or
-                                                                  self._diag_heads[0] < heads[0]):
-            self._diag_heads = heads
-            self.update_diagnostics()
+        self.refresh_runs(select=self.run_dir)
+        if self.run_dir and status in ("finished", "stopped"):
+            self.runs.load_model(self.run_dir)
 
     # ================================================================================================= runs
-    def _root(self):
-        if self.runs_root is not None:
-            return self.runs_root
-        from fatstudio.core.runs import default_runs_root
-        return default_runs_root()
-
     def refresh_runs(self, select: str | None = None) -> None:
-        """Read the runs folder again in a worker thread (hundreds of runs take a while); the list is filled
-        when it has been read (``runs_loading`` until then), with ``select`` selected if given."""
-        root = self._root()
-        if self._runs_call is not None:
-            self._runs_call.cancel()  # a newer reading wins, selecting what the older one would have
-            select = select or self._runs_select
-        self.runs_loading = True
-        self.train_view.runs.folderLabel.setText(f"<small>reading the runs folder {html.escape(str(root))}…</small>")
-        call = call_in_thread(_list_runs, str(root))
-        call.result.connect(lambda runs, c=call: self._runs_listed(c, root, runs, select))
-        call.failed.connect(lambda message, c=call: self._runs_listed(c, root, [], select, message))
-        self._runs_call, self._runs_select = call, select
-
-    def _runs_listed(self, call, root, runs: list, select: str | None, error: str | None = None) -> None:
-        if call is not self._runs_call:
-            return
-        self._runs_call = None
-        self.runs_loading = False
-        if error:
-            self.show_error(f"Cannot read the runs folder {root}: {error}", dialog=False)
-        self.train_view.runs.set_runs(runs, root)
-        if select:
-            self.train_view.runs.select_path(select)
-        self._offer_latest_run(runs)
-
-    def _offer_latest_run(self, runs: list) -> None:
-        """The Prompt tab offers the latest finished run (the most recent one opened or trained, else the
-        newest) while no model is loaded."""
-        finished = {str(r.path): r for r in runs if r.meta.get("status") == "finished"}
-        recent = [p for p in state.recent_runs() if p in finished]
-        self._latest_run = recent[0] if recent else next(iter(finished), None)
-        if self._prompt_panel is not None:
-            self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
-
-    def _open_latest_run(self) -> None:
-        from fatstudio.core.runs import Run
-        if self._latest_run is not None:
-            try:
-                self.open_run(Run.open(self._latest_run))
-            except ValueError as e:
-                self.show_error(str(e))
+        self.runs.refresh(select)
 
     def open_run(self, run) -> None:
-        """Show a run's curves and samples and load its model for prompting."""
-        if self.state != "idle":
-            return
-        from fatstudio.core.runs import Run
-        try:
-            run = Run.open(run.path)  # fresh meta and metrics
-        except ValueError as e:
-            self.show_error(str(e))
-            return
-        self.run_dir = str(run.path)
-        state.add_recent_run(self.run_dir)
-        self.plots.load_metrics(run.metrics())
-        self.plots.set_run(run.config, run.meta.get("chars_per_token"))
-        self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.meta)
-        self.plots.export_stem = str(run.path / "curves")
-        self.train_view.set_samples(run.samples())
-        m = run.meta
-        step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
-        self.train_view.show_progress(step, total, text=str(m.get("status", "")))
-        best = m.get("best_val_loss")
-        self.train_view.statusLabel.setText(
-            f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at step "
-            f"{step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
-        self.show_error(None)
-        self._list_probes(str(run.path))
-        if run.has_checkpoint:
-            self._load_run_model(str(run.path))
-        else:
-            self.statusBar().showMessage(f"{run.name} has no weights yet; nothing to prompt.", 6000)
-
-    def _load_run_model(self, path: str) -> None:
-        if self._model_call is not None:
-            self._model_call.cancel()
-        self.statusBar().showMessage(f"Loading the model of {Path(path).name}…")
-        self._model_call_path = path
-        self._model_call = call_in_thread(_load_model, path, on_result=lambda m, p=path: self._model_loaded(m, p),
-                                          on_error=lambda msg: self.show_error(f"Cannot load the model: {msg}"))
-
-    def _model_loaded(self, loaded, path: str | None = None) -> None:
-        self._model_call = None
-        self._set_prompt_model(loaded, path)
-        self.statusBar().showMessage(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
-
-    def _set_prompt_model(self, loaded, path: str | None = None) -> None:
-        """Prompt ``loaded``, the model of the run folder ``path`` (None: a snapshot, or no model)."""
-        self.loaded_model = loaded
-        self._loaded_dir = path if loaded is not None else None
-        self._update_settings_note()
-        self.paper_panel.set_model(loaded)
-        try:
-            self.prompt_panel.set_model(loaded)
-            self.attention_panel.set_model(loaded)  # the head scores of the maps it shows
-        except Exception as e:
-            log.exception("prompt panel set_model failed")
-            self.show_error(f"The Prompt panel could not take the model: {e}", dialog=False)
+        self.runs.open_run(run)
 
     def overlay_run(self, run) -> None:
-        if self.run_dir and str(run.path) == str(self.run_dir):
-            self.statusBar().showMessage("That run is the one shown; pick another to compare.", 5000)
-            return
-        self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
-        self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
-
-    def _open_in(self, run) -> list[str]:
-        """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
-        path = str(run.path)
-        loading = self._model_call is not None and self._model_call.running and self._model_call_path == path
-        return [tab for tab, here in (("Training", self.run_dir == path), ("Prompt", self._loaded_dir == path or loading))
-                if here]
+        self.runs.overlay_run(run)
 
     def delete_run(self, run) -> None:
-        """Delete a run's folder (asked first). The run open in the Training and Prompt tabs is closed with it,
-        and the tabs say so."""
-        if self.state != "idle":
-            return
-        if not self.confirm_delete(run):
-            return
-        open_in = self._open_in(run)
-        try:
-            run.delete()
-        except (OSError, ValueError) as e:  # a file that will not go; another process training the run
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).rstrip(".")
-            self.show_error(f"Could not delete {run.path}: {why}.")
-            self.refresh_runs()
-            return
-        self.plots.remove_overlay(run.name)
-        if self._probe_dir == str(run.path):
-            self._list_probes(str(run.path))  # its probe files are gone: the slider goes
-        if open_in:
-            self._close_open_run(run, open_in)
-        runs = self.train_view.runs
-        runs.set_runs([r for r in runs.runs if str(r.path) != str(run.path)])  # at once; then read again
-        self.refresh_runs()
-
-    def _close_open_run(self, run, tabs: list[str]) -> None:
-        """``run`` was deleted while open in ``tabs`` (`_open_in`): those tabs let it go and say so; a run open
-        in another tab stays."""
-        message = f"The run {run.name} was deleted"
-        if "Training" in tabs:
-            self.run_dir = None
-            self.plots.clear()
-            self.train_view.samplesView.clear()
-            self._set_diagnostics_rows([], {})
-            self.train_view.progressBar.setValue(0)
-            self.train_view.progressBar.setFormat("deleted")
-            self.train_view.statusLabel.setText(f"Deleted {run.name}.")
-            self._show_plan()
-        if "Prompt" in tabs:
-            if self._model_call is not None and self._model_call_path == str(run.path):
-                self._model_call.cancel()  # its model would arrive for a folder that is gone
-                self._model_call = None
-            if self._loaded_dir == str(run.path):
-                self._set_prompt_model(None)
-                if self._attention_panel is not None:
-                    self._attention_panel.clear()
-            message += "; open another run to prompt it"
-            if self._prompt_panel is not None:
-                self._prompt_panel.show_note(message + ".")
-        self.statusBar().showMessage(message + ".", 10000)
-
-    def delete_question(self, run) -> str:
-        """What `confirm_delete` asks: the run, its folder, and whether it is the one open."""
-        text = f"Delete the run {run.name} and all its files?\n{run.path}"
-        tabs = self._open_in(run)
-        if tabs:
-            text += f"\n\nIt is open in the {' and the '.join(tabs)} tab{'s' * (len(tabs) > 1)}: it will be closed there."
-        return text
+        self.runs.delete_run(run)
 
     def export_run(self, run) -> None:
-        """Write the run as a Hugging Face transformers folder, ``<run name>-hf`` in a folder the user picks,
-        in a worker thread; the result or the reason it cannot (a field no standard class expresses) shows."""
-        parent = self.ask_export_folder(run)
-        if not parent:
-            return
-        out = Path(parent) / f"{run.name}-hf"
-        self.show_error(None)
-        self.statusBar().showMessage(f"Exporting {run.name} to {out}…")
-        call_in_thread(_export_hf, str(run.path), str(out),
-                       on_result=lambda r: self.statusBar().showMessage(
-                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}",
-                           30000),
-                       on_error=lambda message: self.show_error(f"Cannot export {run.name}: {message}"))
+        self.runs.export_run(run)
+
+    def delete_question(self, run) -> str:
+        return self.runs.delete_question(run)
 
     def ask_export_folder(self, run) -> str:
         """The folder to export into, or "" (cancelled); tests replace this."""
@@ -963,14 +512,15 @@ class MainWindow(QMainWindow):
 
     # ======================================================================================= drag and drop
     def dragEnterEvent(self, event) -> None:
-        if self.state == "idle" and event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
+        idle = self.state == TrainingState.IDLE
+        if idle and event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
             event.acceptProposedAction()
         else:
             event.ignore()
 
     def dropEvent(self, event) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        if paths and self.state == "idle":
+        if paths and self.state == TrainingState.IDLE:
             self.corpus_panel.set_corpus(paths[0])
             self.settingsTabs.setCurrentIndex(1)
             event.acceptProposedAction()
@@ -991,12 +541,10 @@ class MainWindow(QMainWindow):
                     event.ignore()
                     return
                 self._close_pending = True
-                self.job.stop()
-                self._set_state("stopping")
-                if (central := self.centralWidget()) is not None:
-                    central.setEnabled(False)
+                self.workspace.stop()
+                self.centralWidget().setEnabled(False)
                 self.statusBar().showMessage("Stopping the training and saving the run; closing when done…")
-            event.ignore()  # closes itself when the worker has finished (see _on_done)
+            event.ignore()  # closes itself when the worker has finished (see _ended)
             return
         if self._error_box is not None:
             self._error_box.close()

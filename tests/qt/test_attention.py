@@ -365,7 +365,7 @@ def test_main_window_routes_probe_events_and_lists_reopened_runs(qtbot, probe_ru
     assert slider.maximum() == 2 and w.attention_panel.probe_step == 30
     w.attention_panel.set_probes({})
     for ev in events:
-        w._on_event(Probe(ev.step, ev.path))
+        w.workspace.take(Probe(ev.step, ev.path))
     w.viewTabs.setCurrentWidget(w._attention_host)  # a hidden Attention tab gets the steps when shown
     assert slider.maximum() == 2 and w.attention_panel.probe_step == 30
 
@@ -497,10 +497,10 @@ def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_r
         "step 40 · head 2 of layer 2 always attends to the same key (a position sink): it may be dead; more "
         "training or a lower learning rate may help."], timeout=5000)
     assert dead == []
-    w._on_event(Probe(50, str(save_probe(run_dir, 50, maps)), None, tuple(head_findings(maps, 50))))
+    w.workspace.take(Probe(50, str(save_probe(run_dir, 50, maps)), None, tuple(head_findings(maps, 50))))
     qtbot.waitUntil(lambda: any(line.startswith("step 50 · head 2 of layer 2") for line in lines()), timeout=5000)
     healthy = AttentionMaps(maps.tokens, None, {"self/0": maps.maps["self/0"]})
-    w._on_event(Probe(60, str(save_probe(run_dir, 60, healthy)), None, tuple(head_findings(healthy, 60))))
+    w.workspace.take(Probe(60, str(save_probe(run_dir, 60, healthy)), None, tuple(head_findings(healthy, 60))))
     qtbot.waitUntil(lambda: not any("head" in line.split(":")[0] for line in lines()), timeout=5000)
 
 

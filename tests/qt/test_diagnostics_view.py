@@ -53,17 +53,17 @@ def test_a_solved_task_lists_no_head_and_an_unsolved_one_groups_them(qtbot, wind
     w = window
     maps = uniform_maps()
     probe = Probe(600, str(save_probe(tmp_path, 600, maps)), None, tuple(head_findings(maps, 600)))
-    w._set_diagnostics_rows(falling_rows(), {"grad_clip": 1.0, "warmup": 100})
-    w._on_event(Evaluation(600, 0.3, 0.3, accuracy=1.0))  # a loss far from 0: the accuracy says solved
-    w._on_event(probe)
-    w.update_diagnostics()
+    w.workspace.show_rows(falling_rows(), {"grad_clip": 1.0, "warmup": 100})
+    w.workspace.take(Evaluation(600, 0.3, 0.3, accuracy=1.0))  # a loss far from 0: the accuracy says solved
+    w.workspace.take(probe)
+    w.workspace.diagnose()
     assert len(lines(w)) == 1, lines(w)
     assert lines(w)[0].startswith("Nothing unusual at step 600: loss finite and falling (3.75 → 1.51), no spikes")
     assert lines(w)[0].endswith("task solved (accuracy 100.0%), so heads are not judged.")
-    w._set_diagnostics_rows(falling_rows(), {"grad_clip": 1.0, "warmup": 100})
-    w._on_event(Evaluation(600, 0.3, 0.3, accuracy=0.6))
-    w._on_event(probe)
-    w.update_diagnostics()
+    w.workspace.show_rows(falling_rows(), {"grad_clip": 1.0, "warmup": 100})
+    w.workspace.take(Evaluation(600, 0.3, 0.3, accuracy=0.6))
+    w.workspace.take(probe)
+    w.workspace.diagnose()
     assert lines(w)[1] == ("step 600 · all 4 heads of layer 1 and heads 1 and 3 of layer 2 attend uniformly: each "
                            "query averages every position it sees (a summary of the input) and picks none out. "
                            "Normal early in training and common in a first layer; heads that stay so in every layer "
@@ -91,8 +91,8 @@ def test_an_opened_runs_latest_probe_is_read_in_a_worker(qtbot, window, monkeypa
     dead[:, 0] = 1.0
     save_probe(tmp_path, 40, AttentionMaps(list("abcdef"), None, {"self/0": dead[None]}))
     w = window
-    w._set_diagnostics_rows(falling_rows(100), {})
-    w._list_probes(str(tmp_path))
+    w.workspace.show_rows(falling_rows(100), {})
+    w.workspace.list_probes(str(tmp_path))
     assert not any("head" in line for line in lines(w))  # not yet: the file is being read
     qtbot.waitUntil(lambda: any(line.startswith("step 40 · head 1 of layer 1 always attends to the same key")
                                 for line in lines(w)), timeout=5000)

@@ -16,17 +16,17 @@ def test_probes_wait_for_the_attention_tab_and_go_at_once(qtbot, window, tmp_pat
     monkeypatch.setattr(panel, "add_probe", lambda step, path, scores=None: calls.append(("add", step)))
     monkeypatch.setattr(panel, "set_probes", lambda paths: calls.append(("set", sorted(paths))))
     w.viewTabs.setCurrentWidget(w.train_view)
-    w._list_probes(str(tmp_path))  # the run that trains: no probes yet
+    w.workspace.list_probes(str(tmp_path))  # the run that trains: no probes yet
     calls.clear()
     T = 5
     maps = AttentionMaps(list("abcde"), None, {"self/0": np.tile(np.eye(T), (2, 1, 1))})
     for step in (100, 200, 300):
-        w._on_event(Probe(step, str(save_probe(tmp_path, step, maps)), None, ()))
+        w.workspace.take(Probe(step, str(save_probe(tmp_path, step, maps)), None, ()))
     assert calls == []  # hidden: nothing drawn at the evaluations
     w.viewTabs.setCurrentWidget(w._attention_host)
     assert calls == [("set", [100, 200, 300])]  # shown: every step at once, one drawing
     calls.clear()
-    w._on_event(Probe(400, str(save_probe(tmp_path, 400, maps)), None, ()))
+    w.workspace.take(Probe(400, str(save_probe(tmp_path, 400, maps)), None, ()))
     assert calls == [("add", 400)]  # shown: at once
     w.viewTabs.setCurrentWidget(w.train_view)
     w.viewTabs.setCurrentWidget(w._attention_host)

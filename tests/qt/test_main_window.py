@@ -438,15 +438,15 @@ def test_diagnostics_flag_a_non_finite_loss_live_and_reopened(qtbot, window, mon
 def test_diagnostics_from_rows(window):
     w = window
     rows = [{"step": s, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 3.0} for s in range(1, 301)]
-    w._set_diagnostics_rows(rows, {"grad_clip": 1.0, "warmup": 10})
+    w.workspace.show_rows(rows, {"grad_clip": 1.0, "warmup": 10})
     lines = diagnostics_lines(w)
     assert lines[0].startswith("No warning at step 300: loss finite but not falling (2.00 → 2.00), no spikes")
     assert len(lines) == 2 and lines[1].startswith("step 300 · the gradient norm was above grad_clip = 1 on 100 of")
     assert w.train_view.samplesTabs.tabText(1) == "Diagnostics"  # a note, no warning
-    w._set_diagnostics_rows(rows, {"grad_clip": 5.0})
+    w.workspace.show_rows(rows, {"grad_clip": 5.0})
     assert diagnostics_lines(w) == ["No warning at step 300: loss finite but not falling (2.00 → 2.00), no spikes, "
                                     "gradient clipped on 0 of the last 100 steps."]
-    w._set_diagnostics_rows([], {})
+    w.workspace.show_rows([], {})
     assert diagnostics_lines(w) == []
 
 

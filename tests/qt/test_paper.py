@@ -153,11 +153,11 @@ def test_forward_pass_reads_the_prompt(qtbot, make_panel):
     class Prepared:  # what the corpus panel gives: a corpus and its tokenizer
         tokenizer = tok
         corpus = None
-    panel.corpus_source = lambda: Prepared
-    panel.prompt_source = lambda: "the fox"
+    panel.workspace.set_corpus(Prepared)  # the corpus panel's, through the workspace
+    panel.workspace.set_prompt_text("the fox")  # what the Prompt tab writes there
     run_forward(qtbot, panel)
     assert panel.trace.x == tok.encode("the fox") and "'the fox'" in panel.traced
-    panel.prompt_source = lambda: "the fox ☃"  # a symbol the tokenizer does not know: said in words
+    panel.workspace.set_prompt_text("the fox ☃")  # a symbol the tokenizer does not know: said in words
     assert panel.run_forward()
     qtbot.waitUntil(lambda: not panel.busy(), timeout=LONG)
     assert "☃" in panel.tensorLabel.text() or "unknown" in panel.tensorLabel.text().lower()
@@ -284,7 +284,7 @@ def test_model_panel_highlights_alone(qtbot):
 def test_the_loaded_model_is_checked_and_traced(qtbot, window, arch, kw):
     w = window
     loaded = make_loaded(arch, **kw)
-    w._set_prompt_model(loaded)  # what opening a run or taking a snapshot does
+    w.workspace.set_model(loaded)  # what opening a run or taking a snapshot does
     panel = w.paper_panel
     assert panel.modelCombo.currentData() == "loaded" and "test run" in panel.modelCombo.currentText()
     assert panel.subject().loaded is loaded
@@ -302,7 +302,7 @@ def test_the_loaded_model_is_checked_and_traced(qtbot, window, arch, kw):
 def test_a_head_clicked_in_the_attention_grid_highlights_its_line(qtbot, window):
     w = window
     loaded = make_loaded("gpt")
-    w._set_prompt_model(loaded)
+    w.workspace.set_model(loaded)
     maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the fox"))
     w.attention_panel.show_maps(maps)
     w.attention_panel.headGrid.headClicked.emit(1, 2)  # a click on the thumbnail of layer 1, head 2 (0-based)
@@ -311,3 +311,13 @@ def test_a_head_clicked_in_the_attention_grid_highlights_its_line(qtbot, window)
     assert w.paper_panel.layer == 1 and w.paper_panel.head == 2
     assert "layer 2 · head 3" in w.paper_panel.lineTitle.text()
     assert not w.model_panel.highlighted  # looking at a head does not pull the settings column to the Model tab
+
+
+def test_the_prompt_text_and_the_loaded_model_reach_the_tabs_through_the_workspace(qtbot, window):
+    w = window
+    w.prompt_panel.promptEdit.setPlainText("the fox")  # the Prompt tab writes its text to the workspace
+    assert w.workspace.prompt_text == "the fox"
+    loaded = make_loaded("gpt")
+    w.workspace.set_model(loaded)  # the Prompt, Attention and Paper tabs follow the workspace's model
+    assert w.prompt_panel.loaded is loaded and w.attention_panel.loaded is loaded and w.paper_panel.loaded is loaded
+    assert w.loaded_model is loaded

@@ -258,7 +258,7 @@ def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, 
     assert w.plots._overlays[Path(other.run_dir).name].chars_per_token == {"train": 1.0, "val": 1.0}
     w.open_run(Run.open(other.run_dir))  # its learning rate differs: no reference
     assert w.plots.reference is None
-    w._on_event(started)  # a live run's Started event
+    w.workspace.take(started)  # a live run's Started event
     assert w.plots.reference is not None and w.plots._chars == {"train": 1.0, "val": 1.0}
     QThreadPool.globalInstance().waitForDone(60_000)  # the opened runs' models, loaded in the background
 

@@ -71,7 +71,7 @@ class AttentionPanel(QWidget):
     headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, workspace=None):
         super().__init__(parent)
         self.maps: AttentionMaps | None = None  # the maps shown: `text_maps` or a probe step's
         self.text_maps: AttentionMaps | None = None  # the user's text's (`show_maps`), kept while a probe is shown
@@ -86,6 +86,15 @@ class AttentionPanel(QWidget):
         self.probe_step: int | None = None  # the step whose probe maps were shown last
         self._probe_maps: AttentionMaps | None = None
         self._build()
+        if workspace is not None:  # the head scores are the workspace's model's; none: nothing shown
+            workspace.model_changed.connect(self._model_changed)
+            if workspace.loaded is not None:
+                self.set_model(workspace.loaded)
+
+    def _model_changed(self, loaded) -> None:
+        self.set_model(loaded)
+        if loaded is None:
+            self.clear()
 
     # ---- layout ------------------------------------------------------------------------------------------
     def _build(self) -> None:

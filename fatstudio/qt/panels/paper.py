@@ -21,7 +21,6 @@ or a fresh model built from the current settings with the training seed. The pan
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +46,7 @@ from fatstudio.core.attention_maps import head_label, map_name
 from fatstudio.core.config import ARCH_NAMES, ModelConfig
 from fatstudio.core.fidelity import deviations
 from fatstudio.core.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
+from fatstudio.core.workspace import TrainingState, Workspace
 from fatstudio.qt.binding import Change, Settings
 from fatstudio.qt.workers import call_in_thread
 
@@ -117,13 +117,12 @@ class PaperPanel(QWidget):
 
     fieldsChosen = Signal(list)  # the ModelConfig fields the clicked line uses
 
-    def __init__(self, settings: Settings | None = None, parent=None):
+    def __init__(self, settings: Settings | None = None, parent=None, workspace: Workspace | None = None):
         super().__init__(parent)
-        self.settings = settings if settings is not None else Settings()
+        self.workspace = workspace if workspace is not None else Workspace(settings)
+        self.settings = self.workspace.settings
         self.loaded = None
         self.training = False  # see `set_training`
-        self.prompt_source: Callable[[], str] = lambda: ""  # the Prompt tab's text (the main window sets it)
-        self.corpus_source: Callable[[], Any] = lambda: None  # the corpus panel's Prepared, or None
         self.code: Pseudocode | None = None
         self.line: int | None = None  # the index of the line shown in the details
         self.layer = 0
@@ -138,6 +137,8 @@ class PaperPanel(QWidget):
         self._calls: dict[str, Any] = {}
         self._build()
         self.settings.changed.connect(self._on_settings)
+        self.workspace.model_changed.connect(self.set_model)  # the Prompt tab's text and the corpus are read there
+        self.workspace.state_changed.connect(lambda s: self.set_training(s != TrainingState.IDLE))
         self._refresh_subject()
 
     # ---- layout ----------------------------------------------------------------------------------------
@@ -473,7 +474,7 @@ class PaperPanel(QWidget):
             (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
 
         (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
-        self._calls[key] = call_in_thread(func, subject, cached, self.corpus_source(), *args, on_result=done,
+        self._calls[key] = call_in_thread(func, subject, cached, self.workspace.prepared, *args, on_result=done,
                                           on_error=failed, on_done=finished)
         return True
 
@@ -485,7 +486,7 @@ class PaperPanel(QWidget):
         if self.code is None:
             return False
         self.tensorLabel.setText("Running the forward pass…")
-        return self._start("forward", _forward_job, self.prompt_source(), self.code.taps(), on_result=self._traced)
+        return self._start("forward", _forward_job, self.workspace.prompt_text, self.code.taps(), on_result=self._traced)
 
     def _traced(self, trace: Trace, what: str) -> None:
         self.trace, self.traced, self.shapes = trace, what, trace.shapes

@@ -300,14 +300,15 @@ def _unknown_note(words: list[str], what: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ panel
 class PromptPanel(QWidget):
-    """Prompt a LoadedModel. The main window calls `set_model` and connects `attentionReady`."""
+    """Prompt a LoadedModel. Given a ``workspace`` (`core.workspace.Workspace`), it prompts the workspace's
+    model and writes its text there; the main window connects `attentionReady`."""
 
     attentionReady = Signal(object)  # an inference.AttentionMaps of the last forward pass
     openOfferedRun = Signal()  # the user takes the run `offer_run` offered
     runStarted = Signal()
     runFinished = Signal(str)  # "finished" | "stopped" | "failed"
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, workspace=None):
         super().__init__(parent)
         self.loaded: LoadedModel | None = None
         self.mode: str | None = None
@@ -327,6 +328,12 @@ class PromptPanel(QWidget):
         self._sampling = _Sampling(temperature=1.0, top_k=0, top_p=1.0)
         self._build()
         self.set_model(None)
+        if workspace is not None:
+            self.promptEdit.textChanged.connect(lambda: workspace.set_prompt_text(self.promptEdit.toPlainText()))
+            workspace.set_prompt_text(self.promptEdit.toPlainText())
+            workspace.model_changed.connect(self.set_model)
+            if workspace.loaded is not None:
+                self.set_model(workspace.loaded)
 
     # ---- layout ----------------------------------------------------------------------------------------
     def _build(self) -> None:

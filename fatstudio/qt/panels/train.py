@@ -360,6 +360,14 @@ class RunsList(QWidget):
         i = self.tree.indexOfTopLevelItem(items[0])
         return self.runs[i] if 0 <= i < len(self.runs) else None
 
+    def show_reading(self, root) -> None:
+        """Say that the runs folder ``root`` is being read."""
+        self.folderLabel.setText(f"<small>reading the runs folder {html.escape(str(root))}…</small>")
+
+    def drop(self, path) -> None:
+        """Take the run at ``path`` off the list (deleted; the folder is read again after)."""
+        self.set_runs([r for r in self.runs if str(r.path) != str(path)])
+
     def set_busy(self, busy: bool, running_path=None) -> None:
         """While a training runs: no open, resume or delete (overlay stays)."""
         self._busy, self._running_path = busy, running_path
@@ -393,17 +401,25 @@ class RunsList(QWidget):
 class TrainView(QWidget):
     """What a run looks like while it trains: buttons, progress, plots, samples, runs.
 
-    Signals ``stepRequested()`` (Step, while paused), ``lrRequested(object)``: a learning rate (float) to
-    train at from the next step on, or None to return to the schedule, and ``estimateRequested()``: time the
-    settings (`show_estimate` shows the answer)."""
+    ``plots`` (a TrainingPlots) and ``runs`` (a RunsList) may be handed in by the window that drives them.
+    Signals ``trainRequested()``, ``pauseRequested()`` (Pause or Resume), ``stopRequested()``,
+    ``snapshotRequested()`` (Prompt current weights), ``stepRequested()`` (Step, while paused),
+    ``lrRequested(object)``: a learning rate (float) to train at from the next step on, or None to return to the
+    schedule, and ``estimateRequested()``: time the settings (`show_estimate` shows the answer)."""
 
+    trainRequested = Signal()
+    pauseRequested = Signal()
+    stopRequested = Signal()
+    snapshotRequested = Signal()
     stepRequested = Signal()
     lrRequested = Signal(object)
     estimateRequested = Signal()
     SAMPLE_COLUMNS = 60  # characters of a sample's line the samples pane shows unwrapped, whatever the window
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, plots: TrainingPlots | None = None, runs: RunsList | None = None):
         super().__init__(parent)
+        self.plots = plots if plots is not None else TrainingPlots()
+        self.runs = runs if runs is not None else RunsList()
         self._last_progress = -1e9
         self._pending_progress = None
         self._progress_timer = QTimer(self, singleShot=True)
@@ -423,20 +439,24 @@ class TrainView(QWidget):
         self.trainButton = QPushButton("▶ Train", objectName="trainButton")
         self.trainButton.setToolTip("Start a new run with the current Model, Corpus and Train settings.")
         self.trainButton.setDefault(True)
+        self.trainButton.clicked.connect(self.trainRequested)
         self.estimateButton = QPushButton("Estimate time", objectName="estimateButton")
         self.estimateButton.setToolTip(ESTIMATE_TIP)
         self.estimateButton.clicked.connect(self.estimateRequested)
         self.pauseButton = QPushButton("Pause", objectName="pauseButton")
         self.pauseButton.setToolTip("Pause training after the current step (Resume continues).")
+        self.pauseButton.clicked.connect(self.pauseRequested)
         self.stepButton = QPushButton("Step", objectName="stepButton")
         self.stepButton.setToolTip("While paused: train exactly one step (one minibatch update), show its "
                                    "numbers, and pause again.")
         self.stepButton.clicked.connect(self._step_clicked)
         self.stopButton = QPushButton("■ Stop", objectName="stopButton")
         self.stopButton.setToolTip("Stop after the current step; the run is checkpointed and kept.")
+        self.stopButton.clicked.connect(self.stopRequested)
         self.snapshotButton = QPushButton("Prompt current weights", objectName="snapshotButton")
         self.snapshotButton.setToolTip("Copy the weights as they are now and open them in the Prompt tab; "
                                        "training goes on.")
+        self.snapshotButton.clicked.connect(self.snapshotRequested)
         self.progressBar = QProgressBar(objectName="progressBar")
         self.progressBar.setRange(0, 1000)
         self.progressBar.setValue(0)
@@ -508,6 +528,42 @@ class TrainView(QWidget):
         """Say whether the run follows its schedule or a fixed η set here."""
         self.lrLabel.setText("following the schedule" if lr is None else f"fixed at {sci(lr)} (set here)")
 
+    def start_live_lr(self, lr: float) -> None:
+        """A run started at η = ``lr``, following its schedule."""
+        self.lrSpin.setValue(lr)
+        self.show_lr_override(None)
+
+    def wait_for_trainer(self) -> None:
+        """Pause (or Resume) was asked: no second click until the trainer says it paused (or resumed)."""
+        self.pauseButton.setEnabled(False)
+
+    def allow_train(self, allowed: bool, text: str, tip: str) -> None:
+        """Whether Train can start a run now; what it says, and why not as its tooltip."""
+        self.trainButton.setEnabled(allowed)
+        self.trainButton.setText(text)
+        self.trainButton.setToolTip(tip)
+
+    def show_status(self, text: str) -> None:
+        """The line under the buttons: what the run shown is doing or did."""
+        self.statusLabel.setText(text)
+
+    def show_complete(self) -> None:
+        """The run finished: a full progress bar."""
+        self.progressBar.setValue(1000)
+
+    def show_ended(self, label: str | None) -> None:
+        """The run's worker has ended: the progress bar says how (``label``), or keeps its last text (None)."""
+        self.flush_progress()
+        if label is not None:
+            self.progressBar.setFormat(label.replace("%", "%%"))
+
+    def clear_run(self, label: str | None = None) -> None:
+        """No run shown: no samples, no diagnostics; the progress bar empty, saying ``label`` if given."""
+        self.samplesView.clear()
+        if label is not None:
+            self.progressBar.setValue(0)
+            self.progressBar.setFormat(label.replace("%", "%%"))
+
     def _build_status(self) -> QLabel:
         self.statusLabel = QLabel("", objectName="statusLabel")
         self.statusLabel.setWordWrap(True)
@@ -524,7 +580,6 @@ class TrainView(QWidget):
 
     def _build_panes(self) -> QSplitter:
         """The plots above, the samples and the runs side by side below."""
-        self.plots = TrainingPlots()
         self.lossPlot = self.plots.lossPlot
         self.samplesView = QPlainTextEdit(objectName="samplesView")
         self.samplesView.setReadOnly(True)
@@ -542,7 +597,6 @@ class TrainView(QWidget):
         samples_box.addTab(self.diagnosticsView, "Diagnostics")
         self.samplesTabs = samples_box
         runs_box = QGroupBox("Runs")
-        self.runs = RunsList()
         QVBoxLayout(runs_box).addWidget(self.runs)
 
         bottom = QSplitter(Qt.Orientation.Horizontal, objectName="samplesRunsSplitter")

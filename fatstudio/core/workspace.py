@@ -1,0 +1,440 @@
+"""The application's model, outside any window (Qt-free, observable with psygnal signals).
+
+A `Workspace` holds what the app works on: the `Settings` a new run starts with, the prepared corpus, the
+training state (`TrainingState`), the run shown, the model (or snapshot) loaded for prompting, the Prompt
+tab's text, the run's probe folder and its "is this normal?" diagnostics. Panels subscribe to its signals and
+call its commands; none of them pushes values into another.
+
+Threading is not its business: training runs behind a `Runner` (the Qt layer's ``TrainingJob`` iterates the
+trainer's generator in a worker thread) and the caller hands each trainer event to `Workspace.take` on one
+thread, and `Workspace.end` once the runner has ended.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from psygnal import Signal
+
+from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from .diagnostics import Diagnosis
+
+SECTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))  # "model", "data", "train"
+DERIVED = "derived"
+EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among the last this many rows
+
+
+# ---- the settings ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    """What one change changed: section -> the names of its fields that now hold other values."""
+
+    names: Mapping[str, frozenset[str]]
+
+    def of(self, section: str) -> frozenset[str]:
+        return self.names.get(section, frozenset())
+
+    def touches(self, section: str, *names: str) -> bool:
+        """Whether ``section`` changed (any of ``names`` if given)."""
+        changed = self.of(section)
+        return bool(changed) and (not names or not changed.isdisjoint(names))
+
+
+def _differences(old: Any, new: Any) -> frozenset[str]:
+    return frozenset(f.name for f in dataclasses.fields(old) if getattr(old, f.name) != getattr(new, f.name))
+
+
+class Settings:
+    """The run's settings (a ``RunConfig``), validated after every change, announced by ``changed(Change)``.
+
+    ``model``, ``data``, ``train`` are the current sections (read them, never change them in place);
+    ``config`` is a copy of the whole. ``error`` is what is wrong with them in a sentence (None if nothing),
+    ``model_error`` what is wrong with the model alone. ``derived`` holds facts worked out from the settings
+    ("precision": what train.precision resolves to on the chosen device).
+    """
+
+    changed = Signal(object)  # a Change
+
+    def __init__(self, config: RunConfig | None = None):
+        self._config = copy.deepcopy(config) if config is not None else RunConfig()
+        self.derived: dict[str, Any] = {"precision": "fp32"}
+        self.error: str | None = None
+        self.model_error: str | None = None
+        self._validate()
+
+    @property
+    def model(self) -> ModelConfig:
+        return self._config.model
+
+    @property
+    def data(self) -> DataConfig:
+        return self._config.data
+
+    @property
+    def train(self) -> TrainConfig:
+        return self._config.train
+
+    def section(self, name: str) -> Any:
+        return getattr(self._config, name)
+
+    @property
+    def config(self) -> RunConfig:
+        """A copy of the settings, for a run to keep."""
+        return copy.deepcopy(self._config)
+
+    def update(self, section: str, **values: Any) -> bool:
+        """Set some fields of one section; False if nothing changed."""
+        old = self.section(section)
+        new = dataclasses.replace(old, **values)
+        changed = _differences(old, new)
+        if changed:
+            setattr(self._config, section, new)
+            self._announce({section: changed})
+        return bool(changed)
+
+    def set_section(self, section: str, value: Any) -> bool:
+        """Set a whole section (a ModelConfig, DataConfig or TrainConfig)."""
+        return self.update(section, **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+
+    def replace(self, config: RunConfig) -> bool:
+        """Set everything at once (a preset): one validation, one announcement."""
+        names = {s: _differences(self.section(s), getattr(config, s)) for s in SECTIONS}
+        names = {s: changed for s, changed in names.items() if changed}
+        if names:
+            self._config = copy.deepcopy(config)
+            self._announce(names)
+        return bool(names)
+
+    def set_derived(self, name: str, value: Any) -> None:
+        """Record a fact worked out from the settings (no validation: it is not a setting)."""
+        if self.derived.get(name) != value:
+            self.derived[name] = value
+            self.changed.emit(Change({DERIVED: frozenset({name})}))
+
+    def _announce(self, names: dict[str, frozenset[str]]) -> None:
+        self._validate()
+        self.changed.emit(Change(names))
+
+    def _validate(self) -> None:
+        self.model_error = self.error = None
+        try:
+            self._config.model.validate()
+        except ValueError as e:
+            self.model_error = str(e)
+            self.error = f"Model: {e}"
+            return
+        try:
+            self._config.validate()
+        except ValueError as e:
+            self.error = str(e)
+
+
+# ---- training ----------------------------------------------------------------------------------------------
+class TrainingState(str, Enum):
+    """Where training stands: no run (idle), one starting, running, paused, or stopping after its step."""
+
+    IDLE = "idle"
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPING = "stopping"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def live(self) -> bool:
+        """A run trains or is paused: its learning rate can be set, it can step or pause."""
+        return self in (TrainingState.RUNNING, TrainingState.PAUSED)
+
+
+class Runner(Protocol):
+    """What runs a training run (on whatever thread): the commands the trainer's control takes."""
+
+    def pause(self) -> None: ...
+    def resume(self) -> None: ...
+    def step_once(self) -> None: ...
+    def set_lr(self, lr: float | None) -> None: ...
+    def stop(self) -> None: ...
+    def request_snapshot(self) -> None: ...
+    def take_snapshot(self) -> Any: ...
+
+
+def diverged_row(diverged: Mapping[str, Any]) -> dict:
+    """A metrics-like row for the step whose numbers were not finite (`training.Finished.diverged`)."""
+    def number(value: Any) -> float | None:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            return None
+    return {"step": int(diverged.get("step", 0)), "train_loss": number(diverged.get("train_loss")),
+            "grad_norm": number(diverged.get("grad_norm"))}
+
+
+class RunDiagnostics:
+    """The "is this normal?" rules (`diagnostics.Diagnosis`) over the shown run: its metrics rows, its train
+    settings and the head findings of its latest probe step. Each `diagnose` reads the rows added since the
+    last one."""
+
+    def __init__(self) -> None:
+        self.reset([], {})
+
+    def reset(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
+        """Start over with these rows (a reopened or resumed run's, or none); ``meta`` its meta.json (the
+        unigram entropy, a non-finite step)."""
+        meta = meta or {}
+        self.new: list[dict] = []  # rows the diagnosis has not read yet
+        self.recent: deque[dict] = deque(maxlen=EVAL_ROW_LOOKBACK)  # the last rows (evaluations join them)
+        self.heads: tuple[int, list] | None = None  # the latest probe step and its head findings
+        self.add_rows(list(rows))
+        if meta.get("diverged") and meta.get("status") == "failed":
+            self.add_rows([diverged_row(meta["diverged"])])
+        self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"))
+
+    @staticmethod
+    def _configure(d: Diagnosis, train: Mapping[str, Any], unigram: float | None) -> Diagnosis:
+        d.grad_clip, d.unigram = float(train.get("grad_clip", 0.0) or 0.0), unigram
+        d.warmup = int(train.get("warmup", 0) or 0)
+        return d
+
+    def configure(self, train: Mapping[str, Any], unigram: float | None) -> None:
+        """A run started with these train settings (the rows of a resumed run already read stay read)."""
+        self._configure(self.diagnosis, train, unigram)
+
+    def add_rows(self, rows: list[dict]) -> None:
+        self.new.extend(rows)
+        self.recent.extend(rows)
+
+    def add_evaluation(self, step: int, **numbers: Any) -> None:
+        """An evaluation's numbers join its step's row (a row of its own if that is gone)."""
+        row = next((r for r in reversed(self.recent) if r.get("step") == step), None)
+        if row is None:
+            row = {"step": step}
+            self.add_rows([row])
+        row.update(numbers)
+
+    def set_heads(self, heads: tuple[int, list] | None) -> bool:
+        """The head findings of a probe step, unless those of a later step are known; whether they were taken."""
+        if heads is None or (self.heads is not None and self.heads[0] >= heads[0]):
+            return False
+        self.heads = heads
+        return True
+
+    def diagnose(self) -> tuple[list[tuple[str, bool]], str]:
+        """The findings so far (line, whether a warning), and the summary line."""
+        new, self.new = self.new, []
+        found = self.diagnosis(new, self.heads)
+        return [(f.line, f.warning) for f in found], self.diagnosis.summary(found)
+
+
+class Workspace:
+    """What the app works on, and the commands that change it; each change is announced by a signal.
+
+    ``state`` (a `TrainingState`), ``run_dir`` (the run shown or training), ``last_status`` (the last run's
+    Finished status, "error" when its worker failed), ``loaded`` (the model prompted: a run's or a snapshot,
+    or None) and ``loaded_dir`` (its run folder; None for a snapshot), ``prepared`` (the corpus panel's
+    `data.Prepared`, or None), ``prompt_text`` (the Prompt tab's text), ``probe_dir`` (the run whose probe
+    maps the Attention tab lists), ``diagnostics`` (`RunDiagnostics`).
+    """
+
+    state_changed = Signal(object)  # the new TrainingState
+    event = Signal(object)  # a trainer event, once the workspace has taken it in
+    ended = Signal(str)  # the runner has ended: the last status ("finished" | "stopped" | "failed" | "error")
+    model_changed = Signal(object)  # the model to prompt (None: none)
+    corpus_changed = Signal(object)  # the prepared corpus (None: none current)
+    prompt_text_changed = Signal(str)
+    run_changed = Signal(object)  # the run shown (its folder; None: none)
+    probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
+    probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
+    diagnostics_due = Signal()  # rows or head findings arrived: `diagnose` when convenient
+    diagnosed = Signal(list, str)  # the findings (line, warning) and the summary
+
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings if settings is not None else Settings()
+        self.state = TrainingState.IDLE
+        self.runner: Runner | None = None
+        self.run_dir: str | None = None
+        self.last_status: str | None = None
+        self.last_evaluation = ""  # the training run's last evaluation, in words
+        self.loaded: Any = None
+        self.loaded_dir: str | None = None
+        self.prepared: Any = None
+        self.prompt_text = ""
+        self.probe_dir: str | None = None
+        self.diagnostics = RunDiagnostics()
+        self._handlers: dict[type, Callable[[Any], None]] | None = None
+
+    # ---- state ----------------------------------------------------------------------------------------
+    def _set_state(self, state: TrainingState) -> None:
+        if state is not self.state:
+            self.state = state
+            self.state_changed.emit(state)
+
+    @property
+    def busy(self) -> bool:
+        return self.state is not TrainingState.IDLE
+
+    def set_model(self, loaded: Any, run_dir: str | None = None) -> None:
+        """Prompt ``loaded``, the model of the run folder ``run_dir`` (None: a snapshot, or no model)."""
+        self.loaded = loaded
+        self.loaded_dir = run_dir if loaded is not None else None
+        self.model_changed.emit(loaded)
+
+    def set_corpus(self, prepared: Any) -> None:
+        if prepared is not self.prepared:
+            self.prepared = prepared
+            self.corpus_changed.emit(prepared)
+
+    def set_prompt_text(self, text: str) -> None:
+        if text != self.prompt_text:
+            self.prompt_text = text
+            self.prompt_text_changed.emit(text)
+
+    def list_probes(self, run_dir: str) -> None:
+        """The run whose probe maps are shown (its head findings come with `set_heads`)."""
+        self.probe_dir = run_dir
+        self.probes_listed.emit(run_dir)
+
+    def show_run(self, run_dir: str | None, rows: list[dict], train: Mapping[str, Any],
+                 meta: Mapping[str, Any] | None = None) -> None:
+        """Show a run (None: none) with these metrics rows, train settings and meta.json: diagnosed now."""
+        self.run_dir = run_dir
+        self.show_rows(rows, train, meta)
+        self.run_changed.emit(run_dir)
+
+    def show_rows(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
+        """Diagnose these metrics rows now (a reopened or resumed run's, or none)."""
+        self.diagnostics.reset(rows, train, meta)
+        self.diagnose()
+
+    def set_heads(self, run_dir: str, heads: tuple[int, list] | None) -> None:
+        """The head findings of ``run_dir``'s latest saved probe, read in a worker: taken unless a newer probe
+        arrived or another run is shown meanwhile."""
+        if self.probe_dir == run_dir and self.diagnostics.set_heads(heads):
+            self.diagnose()
+
+    def diagnose(self) -> None:
+        self.diagnosed.emit(*self.diagnostics.diagnose())
+
+    # ---- training commands -------------------------------------------------------------------------------
+    def start(self, runner: Runner, run_dir: str | None = None) -> bool:
+        """A run starts behind ``runner`` (``run_dir``: the folder a resumed run continues)."""
+        if self.busy:
+            return False
+        self.runner, self.run_dir = runner, run_dir
+        self.last_status, self.last_evaluation = None, ""
+        self._set_state(TrainingState.STARTING)
+        return True
+
+    def toggle_pause(self) -> bool:
+        """Pause a running run after its step, or resume a paused one; False if neither."""
+        if self.runner is None or not self.state.live:
+            return False
+        self.runner.pause() if self.state is TrainingState.RUNNING else self.runner.resume()
+        return True
+
+    def step_once(self) -> bool:
+        """While paused: train one step, then pause again."""
+        if self.runner is None or self.state is not TrainingState.PAUSED:
+            return False
+        self.runner.step_once()
+        return True
+
+    def set_lr(self, lr: float | None) -> bool:
+        """Train at the fixed learning rate ``lr`` from the next step on, or follow the schedule (None)."""
+        if self.runner is None or not self.state.live:
+            return False
+        self.runner.set_lr(lr)
+        return True
+
+    def stop(self) -> bool:
+        """Stop after the current step (the run is saved)."""
+        if self.runner is None or self.state in (TrainingState.IDLE, TrainingState.STOPPING):
+            return False
+        self.runner.stop()
+        self._set_state(TrainingState.STOPPING)
+        return True
+
+    def request_snapshot(self) -> bool:
+        """Copy the weights between two steps, for prompting (`Snapshot` brings them)."""
+        if self.runner is None or self.state is not TrainingState.RUNNING:
+            return False
+        self.runner.request_snapshot()
+        return True
+
+    def fail(self, message: str) -> None:
+        """The runner failed outside the trainer (its message is shown by whoever shows errors)."""
+        self.last_status = "error"
+
+    def end(self) -> None:
+        """The runner has ended (after its last event): idle again."""
+        self.runner = None
+        self._set_state(TrainingState.IDLE)
+        self.ended.emit(self.last_status or "error")
+
+    # ---- the trainer's events ------------------------------------------------------------------------------
+    def take(self, ev: Any) -> None:
+        """Take in one of the trainer's events (by type), then announce it with ``event``."""
+        handler = self._event_handlers().get(type(ev))
+        if handler is not None:
+            handler(ev)
+        self.event.emit(ev)
+
+    def _event_handlers(self) -> dict[type, Callable[[Any], None]]:
+        if self._handlers is None:
+            # imported here, not above: training imports torch, which the window opens without; by the
+            # time an event arrives the worker has imported it
+            from . import training as t
+
+            self._handlers = {t.Started: self._on_started, t.Steps: self._on_steps,
+                              t.Evaluation: self._on_evaluation, t.Paused: self._on_paused,
+                              t.Resumed: self._on_resumed, t.Probe: self._on_probe,
+                              t.Snapshot: self._on_snapshot, t.Finished: self._on_finished}
+        return self._handlers
+
+    def _on_started(self, ev: Any) -> None:
+        self.run_dir = ev.run_dir
+        self.diagnostics.configure(ev.config.get("train", {}), ev.unigram_entropy)  # a resumed run's rows are read
+        if self.state is TrainingState.STARTING:
+            self._set_state(TrainingState.RUNNING)
+
+    def _on_steps(self, ev: Any) -> None:
+        self.diagnostics.add_rows([{"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
+                                   for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)])
+        self.diagnostics_due.emit()
+
+    def _on_evaluation(self, ev: Any) -> None:
+        self.diagnostics.add_evaluation(ev.step, eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss,
+                                        accuracy=ev.accuracy)
+        self.diagnostics_due.emit()
+        acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
+        self.last_evaluation = f"step {ev.step:,}: train loss {ev.eval_train_loss:.4f}, validation loss {ev.val_loss:.4f}{acc}"
+
+    def _on_paused(self, ev: Any) -> None:
+        if self.state is not TrainingState.STOPPING:
+            self._set_state(TrainingState.PAUSED)
+
+    def _on_resumed(self, ev: Any) -> None:
+        if self.state is not TrainingState.STOPPING:
+            self._set_state(TrainingState.RUNNING)
+
+    def _on_probe(self, ev: Any) -> None:
+        self.diagnostics.heads = (ev.step, list(ev.findings))
+        self.diagnostics_due.emit()
+        self.probe_added.emit(ev.step, ev.path, ev.scores)
+
+    def _on_snapshot(self, ev: Any) -> None:
+        loaded = self.runner.take_snapshot() if self.runner is not None else None
+        if not ev.message and loaded is not None:
+            self.set_model(loaded)
+
+    def _on_finished(self, ev: Any) -> None:
+        self.last_status = ev.status
+        if ev.diverged:
+            self.diagnostics.add_rows([diverged_row(ev.diverged)])
+        self.diagnose()

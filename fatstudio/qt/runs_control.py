@@ -1,0 +1,231 @@
+"""The runs folder in the window: ``RunsControl`` reads it in a worker thread into the runs list, and opens,
+overlays, deletes and exports runs (`core.runs`, `core.export_hf`); the model of the run opened is loaded in a
+worker and set on the `Workspace`, which the Prompt, Attention and Paper tabs follow."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+
+from fatstudio.core.workspace import Workspace
+from fatstudio.qt import state
+from fatstudio.qt.panels.train import TrainView
+from fatstudio.qt.workers import call_in_thread
+
+
+def _export_hf(run_dir: str, out_dir: str):
+    from fatstudio.core.export_hf import export_hf  # in the worker: it imports torch and safetensors
+
+    return export_hf(run_dir, out_dir)
+
+
+def _load_model(path: str):
+    from fatstudio.core.runs import Run
+    return Run.open(path).load_model("cpu")
+
+
+def _list_runs(root: str):
+    """Worker: every run of the runs folder, read (config and meta of each) off the GUI thread."""
+    from fatstudio.core.runs import list_runs
+    return list_runs(Path(root))
+
+
+class RunsControl(QObject):
+    """The runs list of ``view`` and what its buttons ask, on ``workspace``. ``dialogs`` asks the user
+    (``confirm_delete(run)``, ``ask_export_folder(run)``). ``message(text, ms)`` is for the status bar,
+    ``error(text, dialog)`` for the user; ``latestRun(name or None)`` names the finished run to offer while no
+    model is loaded; ``runClosed(message)`` says the run open in the Prompt tab was deleted."""
+
+    message = Signal(str, int)
+    error = Signal(object, bool)  # str or None (clear), whether in a dialog too
+    latestRun = Signal(object)
+    runClosed = Signal(str)
+
+    def __init__(self, workspace: Workspace, view: TrainView, dialogs: Any, runs_root: Path | None = None,
+                 parent: QObject | None = None):
+        super().__init__(parent)
+        self.workspace, self.view, self.plots, self.dialogs = workspace, view, view.plots, dialogs
+        self.runs_root = runs_root
+        self.loading = False
+        self.latest: str | None = None  # the run the Prompt tab offers while there is no model
+        self._call: Any = None  # the Call reading the runs folder in a worker
+        self._select: str | None = None  # the run to select once it has been read
+        self._model_call: Any = None
+        self._model_call_path: str | None = None
+        runs = view.runs
+        runs.openRequested.connect(self.open_run)
+        runs.overlayRequested.connect(self.overlay_run)
+        runs.deleteRequested.connect(self.delete_run)
+        runs.exportRequested.connect(self.export_run)
+        runs.refreshRequested.connect(self.refresh)
+
+    def root(self) -> Path:
+        if self.runs_root is not None:
+            return self.runs_root
+        from fatstudio.core.runs import default_runs_root
+        return default_runs_root()
+
+    def refresh(self, select: str | None = None) -> None:
+        """Read the runs folder again in a worker thread (hundreds of runs take a while); the list is filled
+        when it has been read (``loading`` until then), with ``select`` selected if given."""
+        root = self.root()
+        if self._call is not None:
+            self._call.cancel()  # a newer reading wins, selecting what the older one would have
+            select = select or self._select
+        self.loading = True
+        self.view.runs.show_reading(root)
+        call = call_in_thread(_list_runs, str(root))
+        call.result.connect(lambda runs, c=call: self._listed(c, root, runs, select))
+        call.failed.connect(lambda message, c=call: self._listed(c, root, [], select, message))
+        self._call, self._select = call, select
+
+    def _listed(self, call, root, runs: list, select: str | None, error: str | None = None) -> None:
+        if call is not self._call:
+            return
+        self._call = None
+        self.loading = False
+        if error:
+            self.error.emit(f"Cannot read the runs folder {root}: {error}", False)
+        self.view.runs.set_runs(runs, root)
+        if select:
+            self.view.runs.select_path(select)
+        self._offer_latest(runs)
+
+    def _offer_latest(self, runs: list) -> None:
+        """The Prompt tab offers the latest finished run (the most recent one opened or trained, else the
+        newest) while no model is loaded."""
+        finished = {str(r.path): r for r in runs if r.meta.get("status") == "finished"}
+        recent = [p for p in state.recent_runs() if p in finished]
+        self.latest = recent[0] if recent else next(iter(finished), None)
+        self.latestRun.emit(Path(self.latest).name if self.latest else None)
+
+    def open_latest(self) -> None:
+        from fatstudio.core.runs import Run
+        if self.latest is not None:
+            try:
+                self.open_run(Run.open(self.latest))
+            except ValueError as e:
+                self.error.emit(str(e), True)
+
+    def open_run(self, run) -> None:
+        """Show a run's curves and samples and load its model for prompting."""
+        if self.workspace.busy:
+            return
+        from fatstudio.core.runs import Run
+        try:
+            run = Run.open(run.path)  # fresh meta and metrics
+        except ValueError as e:
+            self.error.emit(str(e), True)
+            return
+        state.add_recent_run(str(run.path))
+        self.plots.load_metrics(run.metrics())
+        self.plots.set_run(run.config, run.meta.get("chars_per_token"))
+        self.workspace.show_run(str(run.path), run.metrics(), run.config.train.to_dict(), run.meta)
+        self.plots.export_stem = str(run.path / "curves")
+        self.view.set_samples(run.samples())
+        m = run.meta
+        step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
+        self.view.show_progress(step, total, text=str(m.get("status", "")))
+        best = m.get("best_val_loss")
+        self.view.show_status(
+            f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at step "
+            f"{step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
+        self.error.emit(None, False)
+        self.workspace.list_probes(str(run.path))
+        if run.has_checkpoint:
+            self.load_model(str(run.path))
+        else:
+            self.message.emit(f"{run.name} has no weights yet; nothing to prompt.", 6000)
+
+    def load_model(self, path: str) -> None:
+        """Load the model of the run folder ``path`` in a worker; the workspace gets it."""
+        if self._model_call is not None:
+            self._model_call.cancel()
+        self.message.emit(f"Loading the model of {Path(path).name}…", 0)
+        self._model_call_path = path
+        self._model_call = call_in_thread(_load_model, path, on_result=lambda m, p=path: self._model_loaded(m, p),
+                                          on_error=lambda msg: self.error.emit(f"Cannot load the model: {msg}", True))
+
+    def _model_loaded(self, loaded, path: str) -> None:
+        self._model_call = None
+        self.workspace.set_model(loaded, path)
+        self.message.emit(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
+
+    def overlay_run(self, run) -> None:
+        if self.workspace.run_dir and str(run.path) == str(self.workspace.run_dir):
+            self.message.emit("That run is the one shown; pick another to compare.", 5000)
+            return
+        self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
+        self.message.emit(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
+
+    def open_in(self, run) -> list[str]:
+        """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
+        path = str(run.path)
+        call = self._model_call
+        loading = call is not None and call.running and self._model_call_path == path
+        return [tab for tab, here in (("Training", self.workspace.run_dir == path),
+                                      ("Prompt", self.workspace.loaded_dir == path or loading)) if here]
+
+    def delete_question(self, run) -> str:
+        """What `confirm_delete` asks: the run, its folder, and whether it is the one open."""
+        text = f"Delete the run {run.name} and all its files?\n{run.path}"
+        tabs = self.open_in(run)
+        if tabs:
+            text += f"\n\nIt is open in the {' and the '.join(tabs)} tab{'s' * (len(tabs) > 1)}: it will be closed there."
+        return text
+
+    def delete_run(self, run) -> None:
+        """Delete a run's folder (asked first). The run open in the Training and Prompt tabs is closed with it,
+        and the tabs say so."""
+        if self.workspace.busy or not self.dialogs.confirm_delete(run):
+            return
+        open_in = self.open_in(run)
+        try:
+            run.delete()
+        except (OSError, ValueError) as e:  # a file that will not go; another process training the run
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).rstrip(".")
+            self.error.emit(f"Could not delete {run.path}: {why}.", True)
+            self.refresh()
+            return
+        self.plots.remove_overlay(run.name)
+        if self.workspace.probe_dir == str(run.path):
+            self.workspace.list_probes(str(run.path))  # its probe files are gone: the slider goes
+        if open_in:
+            self._close_open_run(run, open_in)
+        self.view.runs.drop(run.path)  # at once; then read again
+        self.refresh()
+
+    def _close_open_run(self, run, tabs: list[str]) -> None:
+        """``run`` was deleted while open in ``tabs`` (`open_in`): those tabs let it go and say so; a run open
+        in another tab stays."""
+        message = f"The run {run.name} was deleted"
+        if "Training" in tabs:
+            self.plots.clear()
+            self.view.clear_run("deleted")
+            self.workspace.show_run(None, [], {})
+            self.view.show_status(f"Deleted {run.name}.")
+        if "Prompt" in tabs:
+            if self._model_call is not None and self._model_call_path == str(run.path):
+                self._model_call.cancel()  # its model would arrive for a folder that is gone
+                self._model_call = None
+            if self.workspace.loaded_dir == str(run.path):
+                self.workspace.set_model(None)
+            message += "; open another run to prompt it"
+            self.runClosed.emit(message + ".")
+        self.message.emit(message + ".", 10000)
+
+    def export_run(self, run) -> None:
+        """Write the run as a Hugging Face transformers folder, ``<run name>-hf`` in a folder the user picks,
+        in a worker thread; the result or the reason it cannot (a field no standard class expresses) shows."""
+        parent = self.dialogs.ask_export_folder(run)
+        if not parent:
+            return
+        out = Path(parent) / f"{run.name}-hf"
+        self.error.emit(None, False)
+        self.message.emit(f"Exporting {run.name} to {out}…", 0)
+        call_in_thread(_export_hf, str(run.path), str(out),
+                       on_result=lambda r: self.message.emit(
+                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}",
+                           30000),
+                       on_error=lambda message: self.error.emit(f"Cannot export {run.name}: {message}", True))

@@ -1,0 +1,184 @@
+"""Training in the window: ``TrainingControl`` runs the core's trainer in a worker thread (`workers.TrainingJob`),
+hands each of its events to the `Workspace` on the GUI thread, and shows them in the Training view (plots,
+progress, status line, samples, diagnostics). The workspace holds the state; this only drives and shows."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from fatstudio.core.config import RunConfig
+from fatstudio.core.workspace import TrainingState, Workspace
+from fatstudio.qt import state
+from fatstudio.qt.panels.train import TrainView
+from fatstudio.qt.workers import TrainingJob
+
+
+class TrainingControl(QObject):
+    """Starts runs and routes the buttons of ``view`` to ``workspace``'s commands; shows the trainer's events.
+
+    ``message(text, ms)`` is for the status bar, ``error(text)`` for the user (a dialog too), ``snapshotTaken``
+    when a snapshot of the weights is ready to prompt, ``runStarted(run_dir)`` when a run's folder is known."""
+
+    message = Signal(str, int)
+    error = Signal(str)
+    snapshotTaken = Signal()
+    runStarted = Signal(str)
+    runsChanged = Signal()  # the run's meta.json has its latest evaluation: the runs list can show it
+    DIAGNOSE_MS = 500  # diagnosing 10k rows takes tens of ms: at most twice a second while training
+
+    def __init__(self, workspace: Workspace, view: TrainView, parent: QObject | None = None):
+        super().__init__(parent)
+        self.workspace, self.view, self.plots = workspace, view, view.plots
+        self.job: TrainingJob | None = None
+        self._handlers: dict[type, Callable[[Any], None]] | None = None
+        self._runs_stale = False  # an evaluation arrived; the trainer writes meta.json after its sample
+        self.diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS)
+        self.diag_timer.timeout.connect(workspace.diagnose)
+        workspace.diagnostics_due.connect(self._schedule_diagnostics)
+        workspace.diagnosed.connect(self._show_diagnostics)
+        workspace.event.connect(self._show_event)
+        workspace.state_changed.connect(lambda s: view.set_state(s.value))
+        view.pauseRequested.connect(self.toggle_pause)
+        view.stopRequested.connect(self.stop)
+        view.stepRequested.connect(self.step_once)
+        view.lrRequested.connect(self.set_live_lr)
+        view.snapshotRequested.connect(self.prompt_with_snapshot)
+
+    # ---- commands --------------------------------------------------------------------------------------
+    def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None) -> bool:
+        """Start a run (``resume``: continue ``run_dir``) in a worker thread."""
+        job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.workspace.prepared, probe=probe,
+                          parent=self)
+        if not self.workspace.start(job, run_dir):
+            job.deleteLater()
+            return False
+        self.job = job
+        job.event.connect(self.workspace.take)
+        job.failed.connect(self._on_failed)
+        job.done.connect(self._on_done)
+        self.view.show_preparing("starting", 0.0)
+        job.start()
+        return True
+
+    def toggle_pause(self) -> None:
+        pausing = self.workspace.state is TrainingState.RUNNING
+        if self.workspace.toggle_pause():
+            self.view.wait_for_trainer()  # until the trainer says Paused (or Resumed)
+            if pausing:
+                self.message.emit("Pausing after the current step…", 0)
+
+    def step_once(self) -> None:
+        """While paused: train one step, then pause again (the trainer says Paused again)."""
+        if self.workspace.step_once():
+            self.message.emit("One step…", 0)
+
+    def set_live_lr(self, lr: float | None) -> None:
+        """Train the running (or paused) run at the fixed learning rate ``lr`` from the next step on, or
+        return to its schedule (None)."""
+        if self.workspace.set_lr(lr):
+            self.view.show_lr_override(lr)
+            self.message.emit("η follows the schedule from the next step on." if lr is None else
+                              f"η = {lr:g} from the next step on.", 6000)
+
+    def stop(self) -> None:
+        if self.workspace.stop():
+            self.message.emit("Stopping after the current step; the run is saved…", 0)
+
+    def prompt_with_snapshot(self) -> None:
+        """Prompt the weights as they are now, without disturbing the training."""
+        if self.workspace.request_snapshot():
+            self.message.emit("Copying the current weights for prompting…", 0)
+
+    # ---- diagnostics -----------------------------------------------------------------------------------
+    def _schedule_diagnostics(self) -> None:
+        if not self.diag_timer.isActive():
+            self.diag_timer.start()
+
+    def _show_diagnostics(self, findings: list, summary: str) -> None:
+        self.diag_timer.stop()
+        self.view.set_diagnostics(findings, summary)
+
+    # ---- the trainer's events, shown ---------------------------------------------------------------------
+    def _show_event(self, ev) -> None:
+        handler = self._event_handlers().get(type(ev))
+        if handler is not None:
+            handler(ev)
+
+    def _event_handlers(self) -> dict[type, Callable[[Any], None]]:
+        if self._handlers is None:
+            from fatstudio.core import training as t  # imported by the worker already: the events are its
+
+            self._handlers = {
+                t.Prepare: lambda ev: self.view.show_preparing(ev.message, ev.fraction),
+                t.Started: self._on_started, t.Steps: self._on_steps, t.Evaluation: self._on_evaluation,
+                t.Sample: lambda ev: self.view.add_sample(ev.step, ev.text),
+                t.Checkpoint: lambda ev: self.message.emit(f"Checkpoint at step {ev.step:,} saved.", 4000),
+                t.Paused: lambda ev: self._on_pause(f"Paused at step {ev.step:,}.", 0),
+                t.Resumed: lambda ev: self._on_pause(f"Resumed at step {ev.step:,}.", 4000),
+                t.Note: lambda ev: self.message.emit(ev.message, 10000),
+                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished,
+            }
+        return self._handlers
+
+    def _on_pause(self, message: str, ms: int) -> None:
+        self.view.set_state(self.workspace.state.value)  # paused again after one step: Step can be clicked
+        self.message.emit(message, ms)
+
+    def _on_started(self, ev) -> None:
+        self.view.show_progress(ev.start_step, ev.total_steps)
+        self.view.start_live_lr(float(ev.config.get("train", {}).get("lr", 3e-4)))
+        self.plots.export_stem = str(Path(ev.run_dir) / "curves")
+        self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
+        self.view.show_status(
+            f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
+            f"steps {ev.start_step:,} → {ev.total_steps:,}.")
+        self.message.emit(f"Run folder: {ev.run_dir}", 0)
+        self.runStarted.emit(ev.run_dir)
+
+    def _on_steps(self, ev) -> None:
+        self.plots.append_steps(ev.steps, ev.train_loss, ev.lr, ev.grad_norm, ev.tokens_per_s)
+        self.view.show_progress(ev.step, ev.total_steps, ev.tokens_per_s, ev.eta_s,
+                                f"loss {ev.train_loss[-1]:.3f}" if ev.train_loss else None, throttle=True)
+        if self._runs_stale:  # show the step and best validation loss so far in the runs list
+            self._runs_stale = False
+            self.runsChanged.emit()
+
+    def _on_evaluation(self, ev) -> None:
+        self.plots.add_eval(ev.step, ev.val_loss)
+        numbers = self.workspace.last_evaluation.split(": ", 1)[-1]
+        self.view.show_status(f"Step {ev.step:,}: {numbers}  ·  {self.workspace.run_dir}")
+        self._runs_stale = True
+
+    def _on_snapshot(self, ev) -> None:
+        if ev.message:
+            self.message.emit(f"No snapshot: {ev.message}", 10000)
+        elif self.workspace.loaded_dir is None and self.workspace.loaded is not None:
+            self.snapshotTaken.emit()
+            self.message.emit(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
+
+    def _on_finished(self, ev) -> None:
+        ws = self.workspace
+        evaluated = f"  ·  last evaluation, {ws.last_evaluation}" if ws.last_evaluation else ""
+        self.view.show_status(f"Run {ev.status}: {ev.message}{evaluated}  ·  {ws.run_dir}")
+        if ev.status == "failed":
+            self.error.emit(f"Training failed: {ev.message}")
+        elif ev.status == "finished":
+            self.view.show_complete()
+            if ws.run_dir:
+                state.add_recent_run(ws.run_dir)
+
+    def _on_failed(self, message: str) -> None:
+        self.workspace.fail(message)
+        self.error.emit(message)
+
+    def _on_done(self) -> None:
+        job, self.job = self.job, None
+        self.plots.flush()
+        status = self.workspace.last_status
+        self.view.show_ended(None if status == "finished" else (status or "ended"))  # finished keeps its text
+        if job is not None:
+            job.deleteLater()
+        self.workspace.end()

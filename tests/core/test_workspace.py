@@ -1,0 +1,189 @@
+"""The application's model outside the window (`core.workspace`): the training state as an enum through a run's
+commands and events, what it announces, the diagnostics it keeps, and that it needs no Qt."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from fatstudio.core.config import RunConfig, TrainConfig
+from fatstudio.core.training import Evaluation, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
+from fatstudio.core.workspace import Change, Settings, TrainingState, Workspace
+
+S = TrainingState
+
+
+class FakeRunner:
+    """Records the commands a workspace gives; holds one snapshot."""
+
+    def __init__(self, snapshot=None):
+        self.calls: list[tuple] = []
+        self.snapshot = snapshot
+
+    def __getattr__(self, name):
+        if name in ("pause", "resume", "step_once", "set_lr", "stop", "request_snapshot"):
+            return lambda *args: self.calls.append((name, *args))
+        raise AttributeError(name)
+
+    def take_snapshot(self):
+        snapshot, self.snapshot = self.snapshot, None
+        return snapshot
+
+
+def record(ws: Workspace) -> dict[str, list]:
+    """Everything ``ws`` announces, by signal."""
+    seen: dict[str, list] = {}
+    for name in ("state_changed", "event", "ended", "model_changed", "run_changed", "probe_added", "probes_listed",
+                 "diagnostics_due", "diagnosed", "prompt_text_changed", "corpus_changed"):
+        getattr(ws, name).connect(lambda *args, _n=name: seen.setdefault(_n, []).append(args))
+    return seen
+
+
+def started(run_dir="/runs/a", grad_clip=1.0, warmup=5) -> Started:
+    cfg = RunConfig(train=TrainConfig(grad_clip=grad_clip, warmup=warmup, lr=3e-4))
+    return Started(run_dir, 0, 100, 1000, "cpu", "fp32", True, cfg.to_dict(), unigram_entropy=2.0)
+
+
+def steps(first: int, n: int, loss=1.0) -> Steps:
+    ss = list(range(first, first + n))
+    return Steps(ss, [loss] * n, [1e-3] * n, [0.5] * n, 100.0, ss[-1], 100, 1.0, 1.0)
+
+
+def test_a_run_goes_through_the_states_by_its_commands_and_events():
+    ws, runner = Workspace(), FakeRunner()
+    seen = record(ws)
+    assert ws.state is S.IDLE and not ws.busy
+    assert not ws.toggle_pause() and not ws.stop()  # nothing to pause or stop
+    assert ws.start(runner) and ws.state is S.STARTING
+    assert not ws.start(FakeRunner())  # one run at a time
+    assert not ws.toggle_pause()  # not before it runs
+    ws.take(started())
+    assert ws.state is S.RUNNING and ws.run_dir == "/runs/a"
+    assert ws.toggle_pause() and runner.calls[-1] == ("pause",)
+    ws.take(Paused(10))
+    assert ws.state is S.PAUSED
+    assert ws.step_once() and runner.calls[-1] == ("step_once",)
+    assert ws.set_lr(0.01) and runner.calls[-1] == ("set_lr", 0.01)
+    assert ws.toggle_pause() and runner.calls[-1] == ("resume",)
+    ws.take(Resumed(11))
+    assert ws.state is S.RUNNING and not ws.step_once()  # one step only while paused
+    assert ws.stop() and ws.state is S.STOPPING and runner.calls[-1] == ("stop",)
+    ws.take(Paused(12))  # a pause that crosses the stop does not undo it
+    assert ws.state is S.STOPPING and not ws.stop()
+    ws.take(Finished(12, "stopped", "stopped by the user"))
+    ws.end()
+    assert ws.state is S.IDLE and ws.runner is None and ws.last_status == "stopped"
+    assert [s for (s,) in seen["state_changed"]] == [S.STARTING, S.RUNNING, S.PAUSED, S.RUNNING, S.STOPPING, S.IDLE]
+    assert seen["ended"] == [("stopped",)]
+    assert [type(e).__name__ for (e,) in seen["event"]] == ["Started", "Paused", "Resumed", "Paused", "Finished"]
+
+
+def test_the_state_is_an_enum_that_still_reads_as_its_word():
+    assert S.RUNNING == "running" and str(S.PAUSED) == "paused" and f"{S.IDLE.value}" == "idle"
+    assert S.RUNNING.live and S.PAUSED.live and not S.STARTING.live and not S.STOPPING.live
+
+
+def test_a_failed_worker_ends_in_error_and_a_new_run_starts_afresh():
+    ws = Workspace()
+    ws.start(FakeRunner())
+    ws.fail("out of memory")
+    ws.end()
+    assert ws.state is S.IDLE and ws.last_status == "error"
+    ws.start(FakeRunner(), run_dir="/runs/b")
+    assert ws.last_status is None and ws.run_dir == "/runs/b"
+
+
+def test_a_snapshot_becomes_the_model_to_prompt():
+    ws, runner = Workspace(), FakeRunner(snapshot="weights at step 7")
+    seen = record(ws)
+    ws.start(runner)
+    ws.take(started())
+    assert ws.request_snapshot() and runner.calls[-1] == ("request_snapshot",)
+    ws.take(Snapshot(7))
+    assert ws.loaded == "weights at step 7" and ws.loaded_dir is None
+    assert seen["model_changed"] == [("weights at step 7",)]
+    ws.take(Snapshot(8, message="no weights yet"))  # none made: the model stays
+    assert ws.loaded == "weights at step 7" and len(seen["model_changed"]) == 1
+    ws.set_model("a run's model", "/runs/a")
+    assert ws.loaded_dir == "/runs/a"
+    ws.set_model(None, "/runs/a")
+    assert ws.loaded is None and ws.loaded_dir is None
+
+
+def test_steps_and_evaluations_are_diagnosed_with_the_runs_settings():
+    ws = Workspace()
+    seen = record(ws)
+    ws.start(FakeRunner())
+    ws.take(started(grad_clip=1.0, warmup=5))
+    assert ws.diagnostics.diagnosis.grad_clip == 1.0 and ws.diagnostics.diagnosis.unigram == 2.0
+    ws.take(steps(1, 20))
+    ws.take(Evaluation(20, 1.0, 1.2, accuracy=0.5))
+    assert len(seen["diagnostics_due"]) == 2
+    row = ws.diagnostics.recent[-1]
+    assert row["step"] == 20 and row["val_loss"] == 1.2 and row["train_loss"] == 1.0  # joined its step's row
+    assert ws.last_evaluation == "step 20: train loss 1.0000, validation loss 1.2000, accuracy 50.0%"
+    ws.diagnose()
+    findings, summary = seen["diagnosed"][-1]
+    assert not any(warning for _, warning in findings) and summary
+    ws.take(Finished(21, "failed", "the loss is not finite", diverged={"step": "21", "train_loss": "nan"}))
+    findings, _ = seen["diagnosed"][-1]  # diagnosed at once, the non-finite step flagged
+    assert any(warning and "21" in line for line, warning in findings)
+
+
+def test_probes_and_their_head_findings():
+    ws = Workspace()
+    seen = record(ws)
+    ws.list_probes("/runs/a")
+    assert seen["probes_listed"] == [("/runs/a",)] and ws.probe_dir == "/runs/a"
+    ws.take(Probe(30, "/runs/a/probes/step-30", {"x": 1}, ()))
+    assert seen["probe_added"] == [(30, "/runs/a/probes/step-30", {"x": 1})] and ws.diagnostics.heads == (30, [])
+    ws.set_heads("/runs/a", (20, ["older"]))  # read in a worker, arriving after a newer probe: dropped
+    ws.set_heads("/runs/b", (40, ["another run's"]))  # for a run no longer shown: dropped
+    assert ws.diagnostics.heads == (30, [])
+    ws.set_heads("/runs/a", (40, []))
+    assert ws.diagnostics.heads == (40, [])
+
+
+def test_showing_a_run_resets_its_rows_and_says_which():
+    ws = Workspace()
+    seen = record(ws)
+    ws.show_run("/runs/a", [{"step": 1, "train_loss": float("nan")}], {"grad_clip": 1.0})
+    findings, _ = seen["diagnosed"][-1]
+    assert any(warning for _, warning in findings)
+    ws.show_run(None, [], {})
+    assert ws.run_dir is None and seen["run_changed"] == [("/runs/a",), (None,)]
+    assert seen["diagnosed"][-1][0] == []
+
+
+def test_text_and_corpus_are_announced_only_when_they_change():
+    ws = Workspace()
+    seen = record(ws)
+    ws.set_prompt_text("def f")
+    ws.set_prompt_text("def f")
+    corpus = object()
+    ws.set_corpus(corpus)
+    ws.set_corpus(corpus)
+    assert seen["prompt_text_changed"] == [("def f",)] and seen["corpus_changed"] == [(corpus,)]
+    assert ws.prompt_text == "def f" and ws.prepared is corpus
+
+
+def test_settings_validate_and_announce_each_change_once():
+    settings = Settings()
+    ws = Workspace(settings)
+    assert ws.settings is settings
+    changes: list[Change] = []
+    settings.changed.connect(changes.append)
+    assert settings.update("model", H=0) and not settings.update("model", H=0)
+    assert len(changes) == 1 and changes[0].touches("model", "H") and not changes[0].touches("train")
+    assert settings.error is not None and settings.model_error  # H = 0 said in words
+    settings.set_derived("precision", "bf16")
+    assert changes[-1].touches("derived", "precision") and settings.derived["precision"] == "bf16"
+
+
+@pytest.mark.parametrize("module", ["fatstudio.core.workspace"])
+def test_the_workspace_imports_no_qt_and_no_torch(module):
+    code = (f"import sys, {module}\n"
+            "print(sorted(m for m in ('PySide6', 'superqt', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
