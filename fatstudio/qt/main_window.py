@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -41,6 +42,10 @@ from fatstudio.qt.training_control import TrainingControl
 from fatstudio.qt.widgets.forms import ColumnScrollArea
 from fatstudio.qt.widgets.plots import TrainingPlots
 from fatstudio.qt.workers import call_in_thread, install_shutdown, register_stoppable, shutdown_workers
+
+if TYPE_CHECKING:  # made on first use (their modules import pyqtgraph's heavier parts)
+    from fatstudio.qt.panels.attention import AttentionPanel
+    from fatstudio.qt.panels.prompt import PromptPanel
 
 log = logging.getLogger("fatstudio.qt")
 
@@ -152,8 +157,8 @@ class MainWindow(QMainWindow):
         self.runs_list = RunsList()
         self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
         self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
-        self._prompt_panel = None
-        self._attention_panel = None
+        self._prompt_panel: PromptPanel | None = None
+        self._attention_panel: AttentionPanel | None = None
         self._prompt_host = QWidget(objectName="promptHost")
         self._attention_host = QWidget(objectName="attentionHost")
         for host in (self._prompt_host, self._attention_host):
@@ -226,17 +231,17 @@ class MainWindow(QMainWindow):
         self.training.runStarted.connect(self._run_started)
         self.training.runsChanged.connect(self.refresh_runs)
         self.runs.error.connect(self.show_error)
-        self.runs.latestRun.connect(lambda name: self._prompt_panel is not None and self._prompt_panel.offer_run(name))
-        self.runs.runClosed.connect(lambda message: self._prompt_panel is not None and self._prompt_panel.show_note(message))
+        self.runs.latestRun.connect(lambda name: self._prompt_panel.offer_run(name) if self._prompt_panel is not None else None)
+        self.runs.runClosed.connect(lambda message: self._prompt_panel.show_note(message) if self._prompt_panel is not None else None)
         ws.state_changed.connect(self._state_changed)
         ws.ended.connect(self._ended)
         ws.model_changed.connect(self._update_settings_note)
         ws.run_changed.connect(self._show_plan)
-        self.viewTabs.currentChanged.connect(lambda i: i > 0 and self._ensure_view_panels())
+        self.viewTabs.currentChanged.connect(lambda i: self._ensure_view_panels() if i > 0 else None)
         self.viewTabs.currentChanged.connect(
             lambda *_: self.probes.set_visible(self.viewTabs.currentWidget() is self._attention_host))
         self.model_panel.presetChosen.connect(self.apply_preset)
-        self.settings.changed.connect(lambda change: any(map(change.touches, SECTIONS)) and tv.forget_estimate())
+        self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
         self.model_panel.presetCombo.currentIndexChanged.connect(self._update_settings_note)  # its steps note
         for changed in (self.settings.changed, self.corpus_panel.statusChanged):
             changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
@@ -271,28 +276,32 @@ class MainWindow(QMainWindow):
         from fatstudio.qt.panels.attention import AttentionPanel
         from fatstudio.qt.panels.prompt import PromptPanel
 
-        self._prompt_panel = PromptPanel(self._prompt_host, workspace=self.workspace)
-        self._attention_panel = AttentionPanel(self._attention_host, workspace=self.workspace)
-        for host, panel in ((self._prompt_host, self._prompt_panel), (self._attention_host, self._attention_panel)):
+        prompt = self._prompt_panel = PromptPanel(self._prompt_host, workspace=self.workspace)
+        attention = self._attention_panel = AttentionPanel(self._attention_host, workspace=self.workspace)
+        for host, panel in ((self._prompt_host, prompt), (self._attention_host, attention)):
             lay = host.layout()
+            assert lay is not None  # each host is made with its layout (_build_panels)
             while lay.count():
                 item = lay.takeAt(0)
-                if item.widget() is not None:
-                    item.widget().deleteLater()
+                placeholder = item.widget() if item is not None else None
+                if placeholder is not None:
+                    placeholder.deleteLater()
             lay.addWidget(panel)
-        self._prompt_panel.attentionReady.connect(self._attention_panel.show_maps)
-        register_stoppable(self._prompt_panel)  # a generation stops when the application ends
-        self._prompt_panel.openOfferedRun.connect(self.runs.open_latest)
-        self._prompt_panel.offer_run(Path(self.runs.latest).name if self.runs.latest else None)
-        self._attention_panel.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
-        self.probes.attach(self._attention_panel)
+        prompt.attentionReady.connect(attention.show_maps)
+        register_stoppable(prompt)  # a generation stops when the application ends
+        prompt.openOfferedRun.connect(self.runs.open_latest)
+        prompt.offer_run(Path(self.runs.latest).name if self.runs.latest else None)
+        attention.headClicked.connect(self.paper_panel.show_head)  # the line that made the head
+        self.probes.attach(attention)
 
     def highlight_model_fields(self, names: list) -> None:
         """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
         self.model_panel.highlight_fields(names)
         if self.model_panel.highlighted:
             self.settingsTabs.setCurrentIndex(0)
-            self.settingsTabs.widget(0).ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
+            scroll = self.settingsTabs.widget(0)
+            if isinstance(scroll, QScrollArea):
+                scroll.ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
 
     def estimate_time(self) -> None:
         """Time a few real steps of the current settings in a worker (`core.estimate`); the Training view shows
@@ -542,7 +551,9 @@ class MainWindow(QMainWindow):
                     return
                 self._close_pending = True
                 self.workspace.stop()
-                self.centralWidget().setEnabled(False)
+                central = self.centralWidget()
+                if central is not None:
+                    central.setEnabled(False)
                 self.statusBar().showMessage("Stopping the training and saving the run; closing when done…")
             event.ignore()  # closes itself when the worker has finished (see _ended)
             return

@@ -421,7 +421,7 @@ class TrainView(QWidget):
         self.plots = plots if plots is not None else TrainingPlots()
         self.runs = runs if runs is not None else RunsList()
         self._last_progress = -1e9
-        self._pending_progress = None
+        self._pending_progress: tuple[int, int, float | None, float | None, str | None] | None = None
         self._progress_timer = QTimer(self, singleShot=True)
         self._progress_timer.timeout.connect(self.flush_progress)
         self._estimating = False
