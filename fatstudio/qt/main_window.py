@@ -232,7 +232,8 @@ class MainWindow(QMainWindow):
         self.training.runsChanged.connect(self.refresh_runs)
         self.runs.error.connect(self.show_error)
         self.runs.latestRun.connect(lambda name: self._prompt_panel.offer_run(name) if self._prompt_panel is not None else None)
-        self.runs.runClosed.connect(lambda message: self._prompt_panel.show_note(message) if self._prompt_panel is not None else None)
+        self.runs.runClosed.connect(
+            lambda message: self._prompt_panel.show_note(message) if self._prompt_panel is not None else None)
         ws.state_changed.connect(self._state_changed)
         ws.ended.connect(self._ended)
         ws.model_changed.connect(self._update_settings_note)
