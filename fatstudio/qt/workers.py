@@ -197,7 +197,7 @@ class Call(QObject):
     def __init__(self, func: Callable[..., Any], *args, with_progress: bool = False, parent=None, **kwargs):
         super().__init__(parent)
         self._sig = _CallSignals()  # emitted from the worker thread, delivered queued to the GUI thread
-        self._sig.progress.connect(self.progress)
+        self._sig.progress.connect(self._on_progress)
         if with_progress:
             kwargs["progress"] = self._emit_progress
         self._cancel = threading.Event()
@@ -233,6 +233,10 @@ class Call(QObject):
             raise Cancelled
         with contextlib.suppress(RuntimeError):  # the receiver is gone
             self._sig.progress.emit(float(fraction), str(message))
+
+    def _on_progress(self, fraction: float, message: str) -> None:
+        if not self.cancelled:  # a report queued before the call was cancelled is dropped too
+            self.progress.emit(fraction, message)
 
     def _on_result(self, value) -> None:
         if not self.cancelled:
@@ -276,9 +280,11 @@ _QUITTING = False  # set when the application is about to quit
 
 
 def call_in_thread(func, *args, on_result=None, on_error=None, on_progress=None, on_done=None,
-                   with_progress: bool = False, **kwargs) -> Call:
-    """Run ``func(*args, **kwargs)`` in a worker thread and call back on the GUI thread."""
-    call = Call(func, *args, with_progress=with_progress, **kwargs)
+                   with_progress: bool = False, owner: QObject | None = None, **kwargs) -> Call:
+    """Run ``func(*args, **kwargs)`` in a worker thread and call back on the GUI thread. With an ``owner`` (the
+    widget whose methods the callbacks call), the call is its child: deleted with it, so reports still queued
+    when the owner goes are dropped by Qt instead of reaching a deleted widget."""
+    call = Call(func, *args, with_progress=with_progress, parent=owner, **kwargs)
     if on_result:
         call.result.connect(on_result)
     if on_error:

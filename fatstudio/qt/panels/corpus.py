@@ -311,7 +311,7 @@ class CorpusPanel(QWidget):
         self.progressBar.setFormat("%p%")
         self.progressBar.show()
         self.statusChanged.emit()
-        self._call = call_in_thread(func, *args, with_progress=True,
+        self._call = call_in_thread(func, *args, with_progress=True, owner=self,
                                     on_result=lambda info, j=job: self._loaded(j, info),
                                     on_error=lambda msg, j=job: self._failed(j, msg),
                                     on_progress=lambda f, m, j=job: self._progress(j, f, m))
