@@ -59,3 +59,30 @@ def test_a_call_held_by_its_own_receiver_is_freed_once_done(qtbot):
     results.clear()
     gc.collect()
     assert [r() for r in refs] == [None] * N
+
+
+def test_reports_queued_for_a_deleted_owner_or_a_cancelled_call_never_arrive(qtbot):
+    """A widget closed and deleted while its call's reports are still queued gets none of them (they reached a
+    deleted widget: 'Internal C++ object already deleted'); a cancelled call's queued progress is dropped too."""
+    from PySide6.QtCore import QCoreApplication, QEvent
+    from PySide6.QtWidgets import QWidget
+
+    def work(progress):
+        progress(0.5, "half")
+        return 42
+
+    got = []
+    owner = QWidget()
+    call_in_thread(work, with_progress=True, owner=owner, on_result=got.append,
+                   on_progress=lambda f, m: got.append((f, m)))
+    assert wait_for_workers(10_000)  # both reports are queued now, not yet delivered
+    owner.deleteLater()
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    qtbot.wait(50)
+    assert got == []
+
+    cancelled = call_in_thread(work, with_progress=True, on_progress=lambda f, m: got.append((f, m)))
+    assert wait_for_workers(10_000)
+    cancelled.cancel()
+    qtbot.wait(50)
+    assert got == []
