@@ -143,7 +143,7 @@ def test_hover_shows_weight_and_tokens(qtbot, panel):
     view.scene().sigMouseMoved.emit(view.cell_center_scene(5, 2))
     w = maps.maps["self/0"][0][5, 2]
     text = panel.hoverLabel.text()
-    assert "query 5" in text and "key 2" in text and f"{w:.4f}" in text and "<code>u</code>" in text
+    assert "query 6 " in text and "key 3 " in text and f"{w:.4f}" in text and "<code>u</code>" in text  # from 1
 
 
 def test_click_query_lays_row_over_text(qtbot, panel):
@@ -158,6 +158,8 @@ def test_click_query_lays_row_over_text(qtbot, panel):
     row = maps.maps["self/0"][0][4]
     alphas = [strip.color(j).alphaF() for j in range(len(row))]
     assert np.argmax(alphas) == np.argmax(row)
+    assert panel.stripCaption.text().startswith("Attention of query 5 ")  # counted from 1, as the paper does
+    assert strip.tooltip(0).startswith("key 1 ") and strip.tooltip(4).startswith("key 5 ")
     assert all(alphas[j] < 1e-2 for j in range(5, len(row)))  # causal: no weight on later keys
     assert "weight" in strip.tooltip(0)
     # a click on a row of the large map

@@ -651,7 +651,7 @@ class AttentionPanel(QWidget):
         q = self.query
         row = np.asarray(A[q], dtype=np.float64)
         keys, queries = self.key_tokens(), self.query_tokens()
-        tips = [f"key {j} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
+        tips = [f"key {j + 1} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
                 for j in range(len(keys))]
         # the fixed 0-1 scale of the heatmaps, through a square root so that weights of a few percent show
         self.tokenStrip.set_colors([weight_tint(np.sqrt(max(w, 0.0))) for w in row], tips)
@@ -662,7 +662,7 @@ class AttentionPanel(QWidget):
         else:
             self.tokenStrip.set_marked(q)
         self.stripCaption.setText(
-            f"Attention of query {q} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
+            f"Attention of query {q + 1} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
             f"{'source' if self.kind in ('cross', 'enc') else 'text'}: the more orange, the larger the weight "
             f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
             "Click a token to choose another query.")
@@ -711,7 +711,7 @@ class AttentionPanel(QWidget):
         A = self.attentionView.matrix
         qt, kt = self.query_tokens(), self.key_tokens()
         self.hoverLabel.setText(
-            f"query {q} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k} "
+            f"query {q + 1} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k + 1} "
             f"<b><code>{html.escape(display_token(kt[k]))}</code></b>: weight <b>{A[q, k]:.4f}</b>")
 
     # ---- probe maps over training time -------------------------------------------------------------------
