@@ -441,8 +441,6 @@ class AttentionPanel(QWidget):
             self.kindCombo.setVisible(multi)
             self.kindLabel.setVisible(multi)
             fm = self.kindCombo.fontMetrics()  # room for the longest kind: the bar must not clip it
-            self.kindCombo.setMinimumWidth(max((fm.horizontalAdvance(KIND_NAMES.get(k, k)) for k in kinds),
-                                               default=0) + 40)
             self.layerCombo.clear()
             for l in self.layers():
                 self.layerCombo.addItem(f"{l + 1}", l)  # as the paper counts
@@ -452,8 +450,12 @@ class AttentionPanel(QWidget):
             for h in range(self.n_heads()):
                 self.headCombo.addItem(f"{h + 1}  (H = {ent[h]:.2f} nats)", h)
             mean_ent = self.maps.mean_entropy(self.current_name())
-            self.headCombo.addItem(f"mean over heads  (H = {mean_ent:.2f} nats)", MEAN)
+            self.headCombo.addItem(f"mean  (H = {mean_ent:.2f} nats)", MEAN)  # as the grid's column says
             self.headCombo.setCurrentIndex(self.n_heads() if self.head == MEAN else self.head)
+            for combo in (self.kindCombo, self.layerCombo, self.headCombo):  # the bar shrinks none below its text
+                fm = combo.fontMetrics()
+                combo.setMinimumWidth(max((fm.horizontalAdvance(combo.itemText(i)) for i in range(combo.count())),
+                                          default=0) + 40)
         finally:
             self._updating = False
         if new_maps:
