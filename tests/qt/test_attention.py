@@ -7,7 +7,7 @@ import pytest
 import torch
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QAbstractSlider
+from PySide6.QtWidgets import QAbstractSlider, QApplication
 
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core import inference
@@ -98,7 +98,7 @@ def test_switch_layer_and_head(qtbot, panel):
     panel.show_maps(maps)
     assert panel.layerCombo.count() == 2
     assert panel.headCombo.count() == 4  # 3 heads + mean
-    assert panel.headCombo.itemText(3).startswith("mean over heads")
+    assert panel.headCombo.itemText(3).startswith("mean  (H = ")  # as the grid names its column
     panel.layerCombo.setCurrentIndex(1)
     panel.headCombo.setCurrentIndex(2)
     assert panel.current_name() == "self/1" and panel.head == 2
@@ -143,7 +143,7 @@ def test_hover_shows_weight_and_tokens(qtbot, panel):
     view.scene().sigMouseMoved.emit(view.cell_center_scene(5, 2))
     w = maps.maps["self/0"][0][5, 2]
     text = panel.hoverLabel.text()
-    assert "query 5" in text and "key 2" in text and f"{w:.4f}" in text and "<code>u</code>" in text
+    assert "query 6 " in text and "key 3 " in text and f"{w:.4f}" in text and "<code>u</code>" in text  # from 1
 
 
 def test_click_query_lays_row_over_text(qtbot, panel):
@@ -158,6 +158,8 @@ def test_click_query_lays_row_over_text(qtbot, panel):
     row = maps.maps["self/0"][0][4]
     alphas = [strip.color(j).alphaF() for j in range(len(row))]
     assert np.argmax(alphas) == np.argmax(row)
+    assert panel.strips.stripCaption.text().startswith("Attention of query 5 ")  # counted from 1, as the paper does
+    assert strip.tooltip(0).startswith("key 1 ") and strip.tooltip(4).startswith("key 5 ")
     assert all(alphas[j] < 1e-2 for j in range(5, len(row)))  # causal: no weight on later keys
     assert "weight" in strip.tooltip(0)
     # a click on a row of the large map
@@ -716,6 +718,27 @@ def test_64_tokens_get_64_labels_on_each_axis_at_the_default_window_size(qtbot, 
     assert view.key_axis.drawn == [*map(display_token, text)]
     assert view.query_axis.drawn == [*map(display_token, text)]
     assert view.key_axis.rotated or view.key_axis.font_px >= 8
+
+
+@pytest.mark.parametrize("size", [(1366, 740), (1440, 900)], ids=["1366x740", "1440x900"])
+def test_the_head_combo_is_not_cut_beside_the_kind_combo(qtbot, window, size):
+    """An encoder-decoder's bar holds the kind combo too; the head combo ("1  (H = 0.54 nats)") kept its text."""
+    w = window
+    w.resize(*size)
+    qtbot.waitUntil(lambda: w.width() == size[0], timeout=5000)
+    loaded = make_loaded("edt", H=4)
+    tok = loaded.tokenizer
+    z = [tok.bos_id] + tok.encode("hello") + [tok.eos_id]
+    panel = w.attention_panel
+    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    w.viewTabs.setCurrentWidget(w._attention_host)
+    qtbot.waitExposed(panel)
+    QApplication.processEvents()
+    qtbot.wait(300)  # the bar is laid out again once the maps are drawn
+    assert panel.kindCombo.isVisible() and w.width() == size[0]
+    for combo in (panel.headCombo, panel.kindCombo, panel.layerCombo):
+        widest = max(combo.fontMetrics().horizontalAdvance(combo.itemText(i)) for i in range(combo.count()))
+        assert combo.width() >= widest + 20, (combo.objectName(), combo.width(), widest)
 
 
 def test_nothing_is_cut_colour_bar_kind_combo_and_table_headers(qtbot, panel):

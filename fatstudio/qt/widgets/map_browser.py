@@ -258,5 +258,5 @@ class MapBrowser(QSplitter):
             return
         qt, kt = self._tokens
         self.hoverLabel.setText(
-            f"query {q} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k} "
+            f"query {q + 1} <b><code>{html.escape(display_token(qt[q]))}</code></b> → key {k + 1} "
             f"<b><code>{html.escape(display_token(kt[k]))}</code></b>: weight <b>{A[q, k]:.4f}</b>")

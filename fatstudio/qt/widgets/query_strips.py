@@ -55,7 +55,7 @@ class QueryStrips(QWidget):
     def show_row(self, q: int, row: np.ndarray, queries: list[str], keys: list[str], over: str) -> None:
         """Token backgrounds of the text strip = query ``q``'s attention ``row`` over the keys; ``over``: what
         the keys are, in words ("source", "text")."""
-        tips = [f"key {j} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
+        tips = [f"key {j + 1} <code>{html.escape(display_token(keys[j]))}</code>: weight {row[j]:.4f}"
                 for j in range(len(keys))]
         # the fixed 0-1 scale of the heatmaps, through a square root so that weights of a few percent show
         self.tokenStrip.set_colors([weight_tint(np.sqrt(max(w, 0.0))) for w in row], tips)
@@ -65,7 +65,7 @@ class QueryStrips(QWidget):
         else:
             self.tokenStrip.set_marked(q)
         self.stripCaption.setText(
-            f"Attention of query {q} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
+            f"Attention of query {q + 1} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
             f"{over}: the more orange, the larger the weight "
             f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
             "Click a token to choose another query.")

@@ -85,9 +85,6 @@ class ViewBar(QWidget):
             multi = len(kinds) > 1
             self.kindCombo.setVisible(multi)
             self.kindLabel.setVisible(multi)
-            fm = self.kindCombo.fontMetrics()  # room for the longest kind: the bar must not clip it
-            self.kindCombo.setMinimumWidth(max((fm.horizontalAdvance(KIND_TITLES.get(k, k)) for k in kinds),
-                                               default=0) + 40)
             self.layerCombo.clear()
             for l in layers:
                 self.layerCombo.addItem(f"{l + 1}", l)  # as the paper counts
@@ -95,7 +92,11 @@ class ViewBar(QWidget):
             self.headCombo.clear()
             for h in range(len(entropies)):
                 self.headCombo.addItem(f"{h + 1}  (H = {entropies[h]:.2f} nats)", h)
-            self.headCombo.addItem(f"mean over heads  (H = {mean_entropy:.2f} nats)", MEAN_HEAD)
+            self.headCombo.addItem(f"mean  (H = {mean_entropy:.2f} nats)", MEAN_HEAD)  # as the grid's column says
             self.headCombo.setCurrentIndex(len(entropies) if head == MEAN_HEAD else head)
+            for combo in (self.kindCombo, self.layerCombo, self.headCombo):  # the bar shrinks none below its text
+                fm = combo.fontMetrics()
+                combo.setMinimumWidth(max((fm.horizontalAdvance(combo.itemText(i)) for i in range(combo.count())),
+                                          default=0) + 40)
         finally:
             self._updating = False
