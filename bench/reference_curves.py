@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.presets import Preset, load_presets, preset
-from fatstudio.core.reference_curves import ReferenceCurve, SeedCurves, save_reference
+from fatstudio.core.runs.presets import Preset, load_presets, preset
+from fatstudio.core.runs.reference_curves import ReferenceCurve, SeedCurves, save_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 

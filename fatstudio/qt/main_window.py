@@ -2,7 +2,7 @@
 Attention | Paper). It owns the one ``Settings`` (a RunConfig, validated once per change) that the Model, Corpus and
 Train panels are bound to and follow. It drives the Qt-free core: ``training.train`` runs in a worker thread
 and each of its events goes, by type, to one handler; runs are listed, reopened, resumed, overlaid and
-deleted through ``core.runs``, and exported to Hugging Face through ``core.export_hf``.
+deleted through ``core.runs.folder``, and exported to Hugging Face through ``core.runs.export_hf``.
 
 Heavy modules (torch, tokenizers, the core's data/training/runs/inference) are imported only inside worker
 functions or when first needed, so the window opens fast.
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.presets import load_presets
+from fatstudio.core.runs.presets import load_presets
 from fatstudio.qt import state
 from fatstudio.qt.binding import SECTIONS, Settings
 from fatstudio.qt.panels.corpus import CorpusPanel
@@ -50,7 +50,7 @@ def _scroll(widget: QWidget) -> QScrollArea:
 
 
 def _estimate(config, prepared, progress):
-    from fatstudio.core.estimate import estimate  # in the worker: it imports torch
+    from fatstudio.core.training.estimate import estimate  # in the worker: it imports torch
 
     return estimate(config, prepared, progress)
 
@@ -64,8 +64,8 @@ def _import_view_panels():
 
 def _diagnosis(train: dict, unigram: float | None, diagnosis=None):
     """The "is this normal?" rules for a run with these train settings and unigram entropy: a new
-    `core.diagnostics.Diagnosis`, or ``diagnosis`` (which has read the run's earlier rows) given them."""
-    from fatstudio.core.diagnostics import Diagnosis
+    `core.inspect.diagnostics.Diagnosis`, or ``diagnosis`` (which has read the run's earlier rows) given them."""
+    from fatstudio.core.inspect.diagnostics import Diagnosis
 
     d = diagnosis or Diagnosis()
     d.grad_clip, d.unigram, d.warmup = float(train.get("grad_clip", 0.0) or 0.0), unigram, int(train.get("warmup", 0) or 0)
@@ -84,19 +84,19 @@ def _diverged_row(diverged: dict) -> dict:
 
 
 def _export_hf(run_dir: str, out_dir: str):
-    from fatstudio.core.export_hf import export_hf  # in the worker: it imports torch and safetensors
+    from fatstudio.core.runs.export_hf import export_hf  # in the worker: it imports torch and safetensors
 
     return export_hf(run_dir, out_dir)
 
 
 def _load_model(path: str):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     return Run.open(path).load_model("cpu")
 
 
 def _list_runs(root: str):
     """Worker: every run of the runs folder, read (config and meta of each) off the GUI thread."""
-    from fatstudio.core.runs import list_runs
+    from fatstudio.core.runs.folder import list_runs
     return list_runs(Path(root))
 
 
@@ -330,7 +330,7 @@ class MainWindow(QMainWindow):
         return self._prompt_panel.promptEdit.toPlainText() if self._prompt_panel is not None else ""
 
     def estimate_time(self) -> None:
-        """Time a few real steps of the current settings in a worker (`core.estimate`); the Training view shows
+        """Time a few real steps of the current settings in a worker (`core.training.estimate`); the Training view shows
         the estimated time of the run beside Train, or what went wrong. Invalid settings are not timed (what is
         wrong with them is said under the settings)."""
         if self.settings.error:
@@ -552,12 +552,12 @@ class MainWindow(QMainWindow):
         if self.state == "starting":
             self._set_state("running")
         self.train_view.show_progress(ev.start_step, ev.total_steps)
-        self.train_view.lrSpin.setValue(float(ev.config.get("train", {}).get("lr", self.train_view.lrSpin.value())))
+        self.train_view.lrSpin.setValue(float(ev.config.train.lr))
         self.train_view.show_lr_override(None)
-        train = ev.config.get("train", {})
+        train = ev.config.to_dict()["train"]
         self._diagnosis = _diagnosis(train, ev.unigram_entropy, self._diagnosis)  # a resumed run's rows are read
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
-        self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
+        self.plots.set_run(ev.config, ev.chars_per_token)
         self.train_view.statusLabel.setText(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
             f"steps {ev.start_step:,} → {ev.total_steps:,}.")
@@ -630,7 +630,7 @@ class MainWindow(QMainWindow):
         steps = panel.probe_steps()
         following = panel.maps is None or (panel.showing_probe and panel.probe_step == (steps[-1] if steps else None))
         if len(pending) > 1 and following and self._probe_dir is not None:
-            from fatstudio.core.probes import list_probes
+            from fatstudio.core.inspect.probes import list_probes
             panel.set_probes(list_probes(self._probe_dir))
             return
         for step, path, scores in pending:
@@ -640,13 +640,13 @@ class MainWindow(QMainWindow):
         """Give the Attention tab's slider the probe maps saved in ``run_dir`` (once the panel exists: making
         it imports torch, which opening a run does not need), and the Diagnostics tab the dead heads of the
         latest one (its file read in a worker)."""
-        from fatstudio.core.diagnostics import latest_head_findings
+        from fatstudio.core.inspect.diagnostics import latest_head_findings
 
         self._probe_dir = run_dir
         self._probes_pending = []  # the folder lists them all
         call_in_thread(latest_head_findings, run_dir, on_result=lambda heads: self._latest_heads(run_dir, heads))
         if self._attention_panel is not None:
-            from fatstudio.core.probes import list_probes
+            from fatstudio.core.inspect.probes import list_probes
             self._attention_panel.set_probes(list_probes(run_dir))
 
     def _on_snapshot(self, ev) -> None:
@@ -716,7 +716,7 @@ class MainWindow(QMainWindow):
             self._diag_timer.start()
 
     def update_diagnostics(self) -> None:
-        """Run the "is this normal?" rules (`core.diagnostics.Diagnosis`: each call reads the rows added since
+        """Run the "is this normal?" rules (`core.inspect.diagnostics.Diagnosis`: each call reads the rows added since
         the last) over the rows so far, with the dead heads of the latest probe step, into ``diagnosticsView``."""
         self._diag_timer.stop()
         self._diagnosis = self._diagnosis or _diagnosis({}, None)
@@ -736,7 +736,7 @@ class MainWindow(QMainWindow):
     def _root(self):
         if self.runs_root is not None:
             return self.runs_root
-        from fatstudio.core.runs import default_runs_root
+        from fatstudio.core.runs.folder import default_runs_root
         return default_runs_root()
 
     def refresh_runs(self, select: str | None = None) -> None:
@@ -775,7 +775,7 @@ class MainWindow(QMainWindow):
             self._prompt_panel.offer_run(Path(self._latest_run).name if self._latest_run else None)
 
     def _open_latest_run(self) -> None:
-        from fatstudio.core.runs import Run
+        from fatstudio.core.runs.folder import Run
         if self._latest_run is not None:
             try:
                 self.open_run(Run.open(self._latest_run))
@@ -786,7 +786,7 @@ class MainWindow(QMainWindow):
         """Show a run's curves and samples and load its model for prompting."""
         if self.state != "idle":
             return
-        from fatstudio.core.runs import Run
+        from fatstudio.core.runs.folder import Run
         try:
             run = Run.open(run.path)  # fresh meta and metrics
         except ValueError as e:

@@ -13,7 +13,7 @@
   (the heads and "mean over heads");
 - click a query (a row of the large map, or a token of the text strip) to lay its attention row over the
   text as token backgrounds;
-- head scores (`core.head_scores`, measured in a worker thread): per head the mean weight to the previous
+- head scores (`core.inspect.head_scores`, measured in a worker thread): per head the mean weight to the previous
   token, to itself, to the first token (of the maps shown), and, with a model given by `set_model`, the
   induction score on random tokens repeated twice, in the sortable ``entropyTable`` (one row per head) and
   the highest, where ≥ 0.5, in the grid's thumbnail titles; for a probe step, the scores the trainer saved
@@ -22,7 +22,7 @@
   saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
   play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
   ``headScoresPlot`` draws one head score (``headScoreCombo``, opening on the one that moves most over the
-  run) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
+  run) of every head of the kind shown against the step (`core.inspect.probes.score_history`), a dashed line at the
   slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
   it folds to a one-line note;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
@@ -59,7 +59,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.attention_maps import (
+from ...core.inspect.attention_maps import (
     KIND_TITLES,
     MEAN_HEAD,
     AttentionMaps,
@@ -69,7 +69,7 @@ from ...core.attention_maps import (
     map_name,
     parse_map_name,
 )
-from ...core.head_scores import (  # torch-free at import
+from ...core.inspect.head_scores import (  # torch-free at import
     SCORE_TITLES,
     SCORES,
     HeadScores,
@@ -78,8 +78,8 @@ from ...core.head_scores import (  # torch-free at import
     map_scores,
     score_movement,
 )
-from ...core.probes import load_probe_file, probe_scores, score_history, score_series
-from ...core.prompting import display_token
+from ...core.inspect.probes import load_probe_file, probe_scores, score_history, score_series
+from ...core.inspect.prompting import display_token
 from ..widgets.heatmap import HeadGrid, HeatmapView
 from ..widgets.plots import _curve, _plot
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
@@ -500,7 +500,7 @@ class AttentionPanel(QWidget):
             self._request_scores()
 
     def _request_scores(self) -> None:
-        """Measure the scores of the maps shown in a worker thread (`core.head_scores.head_scores`); the table
+        """Measure the scores of the maps shown in a worker thread (`core.inspect.head_scores.head_scores`); the table
         and the grid show them when they arrive, if those maps are still shown."""
         if self._scores_call is not None:
             self._scores_call.cancel()  # its result is for maps no longer shown
@@ -971,7 +971,7 @@ class AttentionPanel(QWidget):
         return "dec" if "dec" in kinds else next(iter(kinds), None)
 
     def _draw_score_plot(self, *_args) -> None:
-        """One line per head of `score_kind` for the chosen score (`core.probes.score_series`)."""
+        """One line per head of `score_kind` for the chosen score (`core.inspect.probes.score_series`)."""
         score, kind = self.headScoreCombo.currentData(), self.score_kind()
         names = sorted({n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind},
                        key=lambda n: parse_map_name(n).layer)

@@ -1,18 +1,18 @@
 """Paper panel: the paper inside the app.
 
 - ``pseudocodeView``: the algorithm of the model in use (Algorithm 8, 9 or 10, Gopher's changes written in;
-  `core.pseudocode`) with its shapes. Click a line (or walk with the arrow keys): ``fieldsChosen`` names the
+  `core.paper.pseudocode`) with its shapes. Click a line (or walk with the arrow keys): ``fieldsChosen`` names the
   ModelConfig fields it uses (the main window marks those rows in the Model panel) and the details pane shows
   where it stands in the paper, the parameters it uses and, after a forward pass, the tensor it produces.
-- ``paperForwardButton``: one forward pass of the model in use on the Prompt tab's text (`core.pseudocode.trace`,
+- ``paperForwardButton``: one forward pass of the model in use on the Prompt tab's text (`core.paper.pseudocode.trace`,
   in a worker thread, on a copy of the model); then each line's tensor shows its shape, mean, std, norm and a
   histogram (``paperHistogram``). Lines inside ``for l`` pick the layer in ``paperLayerCombo``.
 - `show_head`: a head clicked in the Attention tab highlights the line whose MHAttention made it, with the
   head's index and that head's softmax(S/√d_attn) after a forward pass.
-- ``checkPaperButton``: `core.paper_check.check_against_paper` on the model in use and a short input from the
+- ``checkPaperButton``: `core.paper.paper_check.check_against_paper` on the model in use and a short input from the
   corpus, in a worker thread; ``checkPaperLabel`` shows the largest differences of the probabilities and of
   the attention weights, its tooltip what was compared.
-- ``deviationsView``: every deviation from the paper's pseudocode (`core.fidelity`).
+- ``deviationsView``: every deviation from the paper's pseudocode (`core.paper.fidelity`).
 
 The model in use (``paperModelCombo``): the window's loaded model (a trained run or a snapshot, `set_model`)
 or a fresh model built from the current settings with the training seed. The panel follows the window's
@@ -43,10 +43,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.attention_maps import head_label, map_name
 from fatstudio.core.config import ARCH_NAMES, ModelConfig
-from fatstudio.core.fidelity import deviations
-from fatstudio.core.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
+from fatstudio.core.inspect.attention_maps import head_label, map_name
+from fatstudio.core.paper.fidelity import deviations
+from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change, Settings
 from fatstudio.qt.workers import call_in_thread
 
@@ -69,7 +69,7 @@ def _model(subject: Subject, cached):
         return subject.loaded.model
     if cached is not None:
         return cached
-    from fatstudio.core.paper_check import fresh_model
+    from fatstudio.core.paper.paper_check import fresh_model
 
     return fresh_model(subject.config, subject.seed)
 
@@ -84,7 +84,7 @@ def _tokenizer(subject: Subject, prepared):
 
 def _check_job(subject: Subject, cached, prepared):
     """Worker: the model's check against the literal reference on the start of the corpus."""
-    from fatstudio.core.paper_check import check_on_corpus
+    from fatstudio.core.paper.paper_check import check_on_corpus
 
     model = _model(subject, cached)
     return check_on_corpus(model, _tokenizer(subject, prepared), getattr(prepared, "corpus", None)), model
@@ -93,9 +93,9 @@ def _check_job(subject: Subject, cached, prepared):
 def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap]):
     """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (`paper_check.model_input`);
     returns (Trace, the input in words, the model)."""
-    from fatstudio.core.paper_check import model_input
-    from fatstudio.core.prompting import model_mode, prompt_mode
-    from fatstudio.core.pseudocode import trace
+    from fatstudio.core.inspect.prompting import model_mode, prompt_mode
+    from fatstudio.core.paper.paper_check import model_input
+    from fatstudio.core.paper.pseudocode import trace
 
     model = _model(subject, cached)
     mode = prompt_mode(subject.loaded) if subject.loaded is not None else model_mode(model.config)

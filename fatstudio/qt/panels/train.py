@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import TrainConfig
-from fatstudio.core.probes import ProbeInput
+from fatstudio.core.inspect.probes import ProbeInput
 from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,

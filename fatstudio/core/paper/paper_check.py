@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .config import ModelConfig
-from .model import ETransformer, Transformer, build_model
-from .prompting import encode_prompt
+from ..config import ModelConfig
+from ..inspect.prompting import encode_prompt
+from ..model import ETransformer, Transformer, build_model
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
 
 if TYPE_CHECKING:
-    from .data import Corpus
-    from .tokenization import TokenizerLike
+    from ..data.corpora import Corpus
+    from ..data.tokenization import TokenizerLike
 
 CHECK_TOKENS = 12  # the input's length (at most): the reference runs its loops in well under a second
 
