@@ -48,7 +48,7 @@ def metrics_rows(steps: Sequence[int], train_loss: Sequence[float], lr: Sequence
 
 def with_evaluation(row: MetricsRow, eval_train_loss: float, val_loss: float, accuracy: float | None) -> None:
     """Add an evaluation's numbers to the row of its step."""
-    row.update(eval_train_loss=eval_train_loss, val_loss=val_loss, accuracy=accuracy)
+    row["eval_train_loss"], row["val_loss"], row["accuracy"] = eval_train_loss, val_loss, accuracy
 
 
 def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
+from fatstudio.core.records import RunMeta
 from fatstudio.core.runs.presets import load_presets
 from fatstudio.qt import state
 from fatstudio.qt.binding import SECTIONS, Settings
@@ -441,7 +442,7 @@ class MainWindow(QMainWindow):
         if not run.has_checkpoint:
             self.show_error(f"{run.name} has no checkpoint to resume from; start a new run instead.")
             return False
-        upto = int(run.meta.get("checkpoint_step", run.meta.get("step", 0)) or 0)
+        upto = run.info.checkpoint_step
         if cfg.train.steps <= upto:
             self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
             return False
@@ -695,16 +696,16 @@ class MainWindow(QMainWindow):
             self._load_run_model(self.run_dir)
 
     # ========================================================================================== diagnostics
-    def _set_diagnostics_rows(self, rows: list[dict], train: dict, meta: dict | None = None) -> None:
+    def _set_diagnostics_rows(self, rows: list[dict], train: dict, meta: RunMeta | None = None) -> None:
         """Diagnose these metrics rows (a reopened or resumed run's, or none) now; ``train`` its train settings,
         ``meta`` its meta.json (the unigram entropy, a non-finite step)."""
-        meta = meta or {}
+        meta = meta or RunMeta({})
         self._diag_new, self._diag_recent = [], deque(maxlen=EVAL_ROW_LOOKBACK)
         self._diag_heads = None  # until the run's probes are listed
         self._add_diag_rows(list(rows))
-        if meta.get("diverged") and meta.get("status") == "failed":
-            self._add_diag_rows([_diverged_row(meta["diverged"])])
-        self._diagnosis = _diagnosis(train, meta.get("unigram_entropy"))
+        if meta.diverged and meta.status == "failed":
+            self._add_diag_rows([_diverged_row(meta.diverged)])
+        self._diagnosis = _diagnosis(train, meta.unigram_entropy)
         self.update_diagnostics()
 
     def _add_diag_rows(self, rows: list[dict]) -> None:
@@ -768,7 +769,7 @@ class MainWindow(QMainWindow):
     def _offer_latest_run(self, runs: list) -> None:
         """The Prompt tab offers the latest finished run (the most recent one opened or trained, else the
         newest) while no model is loaded."""
-        finished = {str(r.path): r for r in runs if r.meta.get("status") == "finished"}
+        finished = {str(r.path): r for r in runs if r.info.status == "finished"}
         recent = [p for p in state.recent_runs() if p in finished]
         self._latest_run = recent[0] if recent else next(iter(finished), None)
         if self._prompt_panel is not None:
@@ -795,8 +796,8 @@ class MainWindow(QMainWindow):
         self.run_dir = str(run.path)
         state.add_recent_run(self.run_dir)
         self.plots.load_metrics(run.metrics())
-        self.plots.set_run(run.config, run.meta.get("chars_per_token"))
-        self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.meta)
+        self.plots.set_run(run.config, run.info.chars_per_token)
+        self._set_diagnostics_rows(run.metrics(), run.config.train.to_dict(), run.info)
         self.plots.export_stem = str(run.path / "curves")
         self.train_view.set_samples(run.samples())
         m = run.meta
@@ -843,7 +844,7 @@ class MainWindow(QMainWindow):
         if self.run_dir and str(run.path) == str(self.run_dir):
             self.statusBar().showMessage("That run is the one shown; pick another to compare.", 5000)
             return
-        self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
+        self.plots.add_overlay(run.name, run.metrics(), run.info.chars_per_token)
         self.statusBar().showMessage(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
     def _open_in(self, run) -> list[str]:

@@ -39,7 +39,7 @@ import platformdirs
 from ..config import RunConfig
 from ..files import atomic_write, naming, os_error_in
 from ..inspect.loaded import LoadedModel
-from ..records import jsonl, read_jsonl
+from ..records import MetricsRow, RunMeta, jsonl, read_jsonl
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -228,9 +228,10 @@ class Run:
             return False
         return True
 
-    def append_metrics(self, rows: list[dict]) -> None:
+    def append_metrics(self, records: list[MetricsRow]) -> None:
         """Append metrics rows (see the module docstring for their fields); with ``train.tensorboard`` also
         to the event files, flushed."""
+        rows = [dict(r) for r in records]
         self._append(METRICS, rows)
         if rows and self.config.train.tensorboard:
             self._events().add_rows(rows)
@@ -272,6 +273,11 @@ class Run:
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
+
+    @property
+    def info(self) -> RunMeta:
+        """meta.json through typed readers (`records.RunMeta`)."""
+        return RunMeta(self.meta)
 
     def metrics(self) -> list[dict]:
         """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs

@@ -15,7 +15,7 @@ class Control:
     from the next step on (what metrics.jsonl records as ``lr``), ``set_lr(None)`` returns to the schedule
     at the step it has reached. The override belongs to this Control: a resumed run follows its schedule."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._stop, self._run = threading.Event(), threading.Event()
         self._run.set()
         self._snapshot_wanted = threading.Event()

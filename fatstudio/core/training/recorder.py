@@ -37,9 +37,9 @@ class Recorder:
     def flush(self) -> None:
         """Write the window's rows (with its evaluation, if any) to metrics.jsonl."""
         rows, self.pending = self.pending, []
-        self.run.append_metrics(list(rows))
+        self.run.append_metrics(rows)
 
     def diverged(self, rows: list[MetricsRow], diverged: dict) -> None:
         """A window that ended at a non-finite step: its good steps' ``rows`` and the bad step in meta.json."""
-        self.run.append_metrics(list(rows))
+        self.run.append_metrics(rows)
         self.run.write_meta(diverged=diverged)

@@ -373,8 +373,7 @@ class RunsList(QWidget):
         self.overlayButton.setEnabled(has)
         self.exportButton.setEnabled(has)
         if has:
-            step = int(run.meta.get("step", 0) or 0)
-            total = int(run.meta.get("total_steps", run.config.train.steps) or 0)
+            step, total = run.info.step, run.info.total_steps(run.config.train.steps)
             self.resumeSpin.setValue(total if step < total else step + max(500, total // 2))
 
     def _emit(self, signal) -> None:
