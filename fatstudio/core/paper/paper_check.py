@@ -1,5 +1,5 @@
 """Check against the paper: the fast model (`fatstudio.core.model`) against the literal float64 reference of its
-algorithm (`fatstudio.core.reference`: Algorithms 1-10 as the paper writes them, loops and columns).
+algorithm (`fatstudio.core.paper.reference`: Algorithms 1-10 as the paper writes them, loops and columns).
 
 `compare` is the comparison itself, for any batch (padding included): the largest |difference| of the
 probabilities P (from the fused path and from the attention-capturing path), of every head's attention weights
@@ -114,7 +114,7 @@ def check_against_paper(model: Transformer, x: Sequence[int], z: Sequence[int] |
     length = f"{len(x)} target and {len(z)} source tokens" if z is not None else f"{len(x)} tokens"
     description = (
         f"The fast model ({cfg.arch}, its weights copied into float64) against the literal float64 reference of "
-        f"Algorithm {ALGORITHMS[cfg.arch]} (fatstudio.core.reference: the paper's pseudocode with its loops and "
+        f"Algorithm {ALGORITHMS[cfg.arch]} (fatstudio.core.paper.reference: the paper's pseudocode with its loops and "
         f"columns) on {length}{f' ({source})' if source else ''}. Compared: the probabilities P "
         f"({cfg.vocab_size} × {len(x)}, from the fused attention path and from the path that returns the "
         f"weights), the attention weights softmax(S/√d_attn) of all {cfg.H} heads of each of the {layers} "
