@@ -91,7 +91,7 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
     """Training steps, evaluations and each task's sample hand the model tensors that `to_device` returned
     (the masked-LM sample used to pass a CPU batch to a GPU model)."""
     moved: set[int] = set()
-    real = training.to_device
+    real = training.loss.to_device
 
     def recording(tensors, dev):
         out = real(tensors, dev)

@@ -7,6 +7,7 @@ import math
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -57,6 +58,7 @@ from .schedule import lr_at, make_optimizer
 from .window import Numbers, Window
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
+E = TypeVar("E", bound=Event)
 
 
 def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: int) -> LoadedModel:
@@ -399,7 +401,7 @@ class Trainer:
         self.window.restart_clock()
         return None
 
-    def _recorded(self, event):
+    def _recorded(self, event: E) -> E:
         """``event``, written to the run folder by the recorder before it is announced."""
         self.recorder.record(event)
         return event
