@@ -2,7 +2,7 @@
 
     OMP_NUM_THREADS=1 python bench/bench_estimate.py [PRESET ...] [--steps N]
 
-For each preset (default: all), `fatstudio.core.estimate.estimate` on its settings (with --steps, if given),
+For each preset (default: all), `fatstudio.core.training.estimate.estimate` on its settings (with --steps, if given),
 then the run itself through `fatstudio.core.training.train` in a temporary folder, timed from its Started
 event to the end (start-up, which the estimate does not count, is printed apart). Prints both and their
 ratio (target: within ±20%).
@@ -18,8 +18,8 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from fatstudio.core import training
-    from fatstudio.core.estimate import duration, estimate
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
+    from fatstudio.core.training.estimate import duration, estimate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("presets", nargs="*", help="preset keys (default: all)")

@@ -45,7 +45,7 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
     from fatstudio.qt.gc import MainThreadCollector
     from fatstudio.qt.main_window import MainWindow
 

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python bench/bench_generate.py [--repeats 5] [--run RUN_DIR] [--out-dir NANOGPT_OUT]
 
 (a) inside the process: the recipe-size model (4 layers, 4 heads, d_e 128, l_max 64, no biases, random
-    init) on each side, fatstudio through fatstudio.core.inference.generate (every TokenChoice consumed, no
+    init) on each side, fatstudio through fatstudio.core.inspect.inference.generate (every TokenChoice consumed, no
     alternatives computed), nanoGPT through its model.generate on GPT(GPTConfig(n_layer=4, n_head=4,
     n_embd=128, block_size=64, vocab_size=65, bias=False, dropout=0.0)); both start from "\\n", one warm-up
     each, then --repeats alternating runs; median tokens/s and the ratio (target ≥ 4x).
@@ -36,8 +36,8 @@ def fatstudio_generator(text: str):
     import torch
 
     from fatstudio import RunConfig, build_model
-    from fatstudio.core.inference import generate
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.inspect.inference import generate
 
     tok = train_tokenizer("char", [text])
     torch.manual_seed(0)

@@ -205,7 +205,7 @@ def preset_speed(cfg, steps: int, device: str) -> float:
 
 
 def part_c(devices: list[str], steps: int, smoke_corpus: Path | None) -> None:
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     print(f"(c) presets, {steps} steps each: steps/s on {' and '.join(devices)}", flush=True)
     for p in load_presets():

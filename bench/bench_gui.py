@@ -40,7 +40,7 @@ def _throughput(points: list[tuple[int, float]], tokens_per_step: int) -> float:
 # ---- children ---------------------------------------------------------------------------------------------
 def child_headless(steps: int) -> dict:
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     cfg = load_presets()[0].config.with_overrides(_overrides(steps))
     points = []
@@ -57,7 +57,7 @@ def child_gui(steps: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
     from fatstudio.qt.main_window import MainWindow
 
     cfg = load_presets()[0].config.with_overrides(_overrides(steps))

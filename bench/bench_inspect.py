@@ -31,8 +31,8 @@ import torch
 def build(l_max: int, L: int, H: int, d_e: int):
     from fatstudio import ModelConfig, RunConfig, build_model
     from fatstudio.core.config import DataConfig
-    from fatstudio.core.runs import LoadedModel
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.inspect.loaded import LoadedModel
 
     text = "".join(chr(c) for c in range(32, 127)) + "\n"
     tok = train_tokenizer("char", [text])
@@ -54,8 +54,8 @@ def timeit(fn, repeat: int) -> float:
 
 
 def bench_capture(loaded, T: int, repeat: int) -> dict:
-    from fatstudio.core import inference
-    from fatstudio.core.inference import attention_maps_for_ids as capture_attention
+    from fatstudio.core.inspect import inference
+    from fatstudio.core.inspect.inference import attention_maps_for_ids as capture_attention
 
     model, tok = loaded.model, loaded.tokenizer
     g = torch.Generator().manual_seed(0)
@@ -75,7 +75,7 @@ def bench_capture(loaded, T: int, repeat: int) -> dict:
 def bench_grid(loaded, T: int, repeat: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
-    from fatstudio.core.inference import attention_maps_for_ids as capture_attention
+    from fatstudio.core.inspect.inference import attention_maps_for_ids as capture_attention
     from fatstudio.qt.panels.attention import AttentionPanel
 
     app = QApplication.instance() or QApplication([])

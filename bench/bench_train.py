@@ -40,7 +40,7 @@ def run_fatstudio(seed: int, a, out: Path) -> dict:
     sets = [f"data.corpus={peers.toml_str(a.corpus)}", f"train.seed={seed}", f"train.steps={a.steps}",
             f"train.eval_interval={eval_interval(a.steps)}", *a.set]
     p = peers.run_timed(peers.fatstudio_train_cmd(peers.RECIPE_TOML, out, sets)).check("fatstudio train")
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     run = Run.open(out)
     t = run.config.train
@@ -76,7 +76,7 @@ def score(fat_dir: Path, nano_ckpt: Path | None, model_mod, text: str, stoi: dic
     import torch
     import torch.nn.functional as F
 
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     val = text[int(len(text) * 0.9):]
     loaded = Run.open(fat_dir).load_model()

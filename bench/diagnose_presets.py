@@ -48,8 +48,9 @@ def train_preset(preset, probes: Path) -> list:
 def replay(events) -> tuple[list[str], dict]:
     """Feed ``events`` to `diagnostics.Diagnosis` as the main window does: the lines shown after each probe
     (warnings marked "!"), and what ``--save`` writes."""
-    from fatstudio.core import diagnostics, training
-    from fatstudio.core.probes import load_probe_file
+    from fatstudio.core import training
+    from fatstudio.core.inspect import diagnostics
+    from fatstudio.core.inspect.probes import load_probe_file
 
     diagnosis = diagnostics.Diagnosis()
     config: dict = {}
@@ -59,7 +60,8 @@ def replay(events) -> tuple[list[str], dict]:
     last_probe = None
     for ev in events:
         if isinstance(ev, training.Started):
-            config, train = ev.config, ev.config["train"]
+            config = ev.config.to_dict()
+            train = config["train"]
             diagnosis = diagnostics.Diagnosis(float(train["grad_clip"]), ev.unigram_entropy, int(train["warmup"]))
         elif isinstance(ev, training.Steps):
             new = [{"step": s, "train_loss": x, "lr": lr, "grad_norm": g}
@@ -94,7 +96,7 @@ def replay(events) -> tuple[list[str], dict]:
 
 
 def main() -> None:
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("keys", nargs="*", help="preset keys (default: all)")

@@ -183,7 +183,7 @@ def toml_str(s: str | Path) -> str:
 
 def fatstudio_ms_per_step(run_dir: str | Path, tokens_per_step: int, skip: int = 5) -> float:
     """Median ms/step of a finished fatstudio run, from the throughput it logged (evaluations excluded)."""
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     rows = [r for r in Run.open(run_dir).metrics() if r.get("step", 0) > skip and r.get("tokens_per_s")]
     return statistics.median(1000 * tokens_per_step / r["tokens_per_s"] for r in rows) if rows else math.nan

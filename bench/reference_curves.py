@@ -26,8 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.presets import Preset, load_presets, preset
-from fatstudio.core.reference_curves import ReferenceCurve, SeedCurves, save_reference
+from fatstudio.core.runs.presets import Preset, load_presets, preset
+from fatstudio.core.runs.reference_curves import ReferenceCurve, SeedCurves, save_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +90,7 @@ def measure(p: Preset, seeds: int, steps: int | None, device: str | None) -> Ref
             runs.append(curves)
             print(f"  {p.key} seed {t.seed}: {curves.seconds:.1f} s, val {curves.val_loss[-1] if curves.val_loss else '-'}",
                   flush=True)
-    return ReferenceCurve.measured(p.key, p.name, RunConfig.from_dict(first.config), runs,
+    return ReferenceCurve.measured(p.key, p.name, first.config, runs,
                                    chars_per_token=first.chars_per_token, machine=machine(first.device, first.precision),
                                    commit=commit(), created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
 

@@ -64,7 +64,7 @@ def soak(minutes: float, every: float, preset_index: int) -> list[dict]:
     from PySide6.QtWidgets import QApplication, QPushButton
 
     app = QApplication.instance() or QApplication([])
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
     from fatstudio.qt.gc import MainThreadCollector
     from fatstudio.qt.main_window import MainWindow
 

@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
-        from .core.runs import os_error_in
+        from .core.files import os_error_in
 
         cause = e if isinstance(e, (ValueError, OSError)) else os_error_in(e)
         if args.debug or cause is None:
@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 # ---- train -------------------------------------------------------------------------------------------
 def _load_config(args):
     from .core.config import RunConfig
-    from .core.presets import preset
-    from .core.runs import Run
+    from .core.runs.folder import Run
+    from .core.runs.presets import preset
 
     if args.resume:
         if args.config or args.preset:
@@ -117,7 +117,7 @@ def _load_config(args):
 
 def _probe(args, config):
     """The probe input asked for with --probe / --probe-source, or None (the run's own, or the default)."""
-    from .core.probes import ProbeInput
+    from .core.inspect.probes import ProbeInput
 
     if args.resume and (args.probe or args.probe_source):
         raise ValueError("a resumed run keeps the probe it started with; give no --probe.")
@@ -163,8 +163,8 @@ def _next_commands(run_dir: str) -> str | None:
     probe for generate, its line with [MASK] for fill-mask, its source for an encoder-decoder, its text to
     classify), and draw the attention maps the probe got at the last evaluation. None for a run with no
     weights."""
-    from .core.prompting import MASK_MARKER, model_mode
-    from .core.runs import Run
+    from .core.inspect.prompting import MASK_MARKER, model_mode
+    from .core.runs.folder import Run
 
     run = Run.open(run_dir)
     if not run.has_checkpoint:
@@ -260,8 +260,8 @@ class _ProgressBar:
 
 # ---- generate / attention ---------------------------------------------------------------------------
 def cmd_generate(args) -> int:
-    from .core import inference, prompting
-    from .core.runs import Run
+    from .core.inspect import inference, prompting
+    from .core.runs.folder import Run
 
     loaded = Run.open(args.run_dir).load_model()
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
@@ -312,16 +312,16 @@ def _save_maps(maps, out: Path) -> None:
 
 def _maps_in_words(maps) -> str:
     """The maps as a person counts them (from 1, the kind in words): "encoder layer 1, decoder layer 1, …"."""
-    from .core.attention_maps import layer_label
+    from .core.inspect.attention_maps import layer_label
 
     return ", ".join(layer_label(name) for name in maps.maps)
 
 
 def cmd_attention(args) -> int:
-    from .core import inference
-    from .core.attention_maps import SAVE_SUFFIXES
-    from .core.probes import MissingProbe, probe_path, probe_scores
-    from .core.runs import Run
+    from .core.inspect import inference
+    from .core.inspect.attention_maps import SAVE_SUFFIXES
+    from .core.inspect.probes import MissingProbe, probe_path, probe_scores
+    from .core.runs.folder import Run
 
     out = Path(args.out)
     if out.suffix.lower() not in (*SAVE_SUFFIXES, ".png"):
@@ -355,7 +355,7 @@ def cmd_attention(args) -> int:
 
 # ---- export ------------------------------------------------------------------------------------------
 def cmd_export(args) -> int:
-    from .core.export_hf import export_hf
+    from .core.runs.export_hf import export_hf
 
     print(export_hf(args.run_dir, args.out).summary())
     return 0

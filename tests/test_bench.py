@@ -23,7 +23,7 @@ def test_bench_gpu_smoke_without_the_peer(tmp_path, monkeypatch, capsys):
     assert "peer missing: nanoGPT not found" in out
     assert re.search(r"fatstudio\s+eager\s*:\s+[\d.]+ ms/iter,\s+[\d,]+ tokens/s", out), out
     assert re.search(r"fatstudio\s*:\s+[\d.]+ s, ended \(exit 0\)", out), out
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
     presets = re.findall(r"^\s+(\S+)\s+cpu\s+([\d.]+) steps/s", out, re.MULTILINE)
     assert [k for k, _ in presets] == [p.key for p in load_presets()]
     assert all(float(v) > 0 for _, v in presets)

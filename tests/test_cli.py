@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from fatstudio.cli import EXIT_ERROR, main
-from fatstudio.core import inference
-from fatstudio.core.attention_maps import AttentionMaps
+from fatstudio.core.inspect import inference
+from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 TOML = """
 [model]
@@ -202,7 +202,7 @@ def test_train_prints_the_precision_and_notes(tmp_path, monkeypatch, capsys):
     from fatstudio import cli
     from fatstudio.core import device, training
 
-    monkeypatch.setattr(training, "compile_problem", lambda dev: "torch.compile needs a C++ compiler")
+    monkeypatch.setattr(training.trainer, "compile_problem", lambda dev: "torch.compile needs a C++ compiler")
     code = cli.main(["train", "--preset", "gpt-char", "--set", "train.steps=2", "--set", "train.eval_interval=2",
                      "--set", "train.sample_tokens=0", "--set", "model.L=1", "--set", "model.d_e=16",
                      "--set", "model.d_mlp=16", "--set", "model.H=2", "--set", "train.compile=true",
@@ -226,7 +226,7 @@ def test_train_ends_with_the_next_commands_and_they_work(arch, task, corpus, cfg
     [MASK], an encoder-decoder's source) and the attention of the last evaluation; both run as printed."""
     import shlex
 
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     run = tmp_path / "my run"  # a space: the commands quote the path
     sets = ["--set", f"model.arch={arch}", "--set", f"data.task={task}"]
@@ -244,7 +244,7 @@ def test_train_ends_with_the_next_commands_and_they_work(arch, task, corpus, cfg
 
 
 def test_train_with_a_probe_of_ones_own(cfg_file, tmp_path):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     run = tmp_path / "run"
     assert main(["train", str(cfg_file()), "--out", str(run), "--probe", "hello hello", "--quiet"]) == 0
@@ -254,7 +254,7 @@ def test_train_with_a_probe_of_ones_own(cfg_file, tmp_path):
 
 
 def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsys):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     run = Run.open(trained_run)
     assert run.probe_steps() == [10]

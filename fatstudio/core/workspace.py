@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from psygnal import Signal
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from .diagnostics import Diagnosis
+from .inspect.diagnostics import Diagnosis
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))  # "model", "data", "train"
 DERIVED = "derived"
@@ -399,7 +399,7 @@ class Workspace:
 
     def _on_started(self, ev: Any) -> None:
         self.run_dir = ev.run_dir
-        self.diagnostics.configure(ev.config.get("train", {}), ev.unigram_entropy)  # a resumed run's rows are read
+        self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy)  # a resumed run's rows are read
         if self.state is TrainingState.STARTING:
             self._set_state(TrainingState.RUNNING)
 

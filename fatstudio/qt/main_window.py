@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.presets import load_presets
+from fatstudio.core.runs.presets import load_presets
 from fatstudio.core.workspace import Settings, TrainingState, Workspace
 from fatstudio.qt import state
 from fatstudio.qt.binding import SECTIONS
@@ -55,7 +55,7 @@ def _scroll(widget: QWidget) -> QScrollArea:
 
 
 def _estimate(config, prepared, progress):
-    from fatstudio.core.estimate import estimate  # in the worker: it imports torch
+    from fatstudio.core.training.estimate import estimate  # in the worker: it imports torch
 
     return estimate(config, prepared, progress)
 
@@ -417,7 +417,7 @@ class MainWindow(QMainWindow):
         if not run.has_checkpoint:
             self.show_error(f"{run.name} has no checkpoint to resume from; start a new run instead.")
             return False
-        upto = int(run.meta.get("checkpoint_step", run.meta.get("step", 0)) or 0)
+        upto = run.info.checkpoint_step
         if cfg.train.steps <= upto:
             self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
             return False

@@ -35,7 +35,7 @@ class ProbeFeed(QObject):
         self.deliver()
 
     def _listed(self, run_dir: str) -> None:
-        from fatstudio.core.diagnostics import latest_head_findings
+        from fatstudio.core.inspect.diagnostics import latest_head_findings
 
         self.pending = []  # the folder lists them all
         ws = self.workspace
@@ -44,7 +44,7 @@ class ProbeFeed(QObject):
             self._show_folder(run_dir)
 
     def _show_folder(self, run_dir: str) -> None:
-        from fatstudio.core.probes import list_probes
+        from fatstudio.core.inspect.probes import list_probes
         self.panel.set_probes(list_probes(run_dir))
 
     def _added(self, step: int, path: str, scores) -> None:

@@ -15,19 +15,19 @@ from fatstudio.qt.workers import call_in_thread
 
 
 def _export_hf(run_dir: str, out_dir: str):
-    from fatstudio.core.export_hf import export_hf  # in the worker: it imports torch and safetensors
+    from fatstudio.core.runs.export_hf import export_hf  # in the worker: it imports torch and safetensors
 
     return export_hf(run_dir, out_dir)
 
 
 def _load_model(path: str):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     return Run.open(path).load_model("cpu")
 
 
 def _list_runs(root: str):
     """Worker: every run of the runs folder, read (config and meta of each) off the GUI thread."""
-    from fatstudio.core.runs import list_runs
+    from fatstudio.core.runs.folder import list_runs
     return list_runs(Path(root))
 
 
@@ -63,7 +63,7 @@ class RunsControl(QObject):
     def root(self) -> Path:
         if self.runs_root is not None:
             return self.runs_root
-        from fatstudio.core.runs import default_runs_root
+        from fatstudio.core.runs.folder import default_runs_root
         return default_runs_root()
 
     def refresh(self, select: str | None = None) -> None:
@@ -95,13 +95,13 @@ class RunsControl(QObject):
     def _offer_latest(self, runs: list) -> None:
         """The Prompt tab offers the latest finished run (the most recent one opened or trained, else the
         newest) while no model is loaded."""
-        finished = {str(r.path): r for r in runs if r.meta.get("status") == "finished"}
+        finished = {str(r.path): r for r in runs if r.info.status == "finished"}
         recent = [p for p in state.recent_runs() if p in finished]
         self.latest = recent[0] if recent else next(iter(finished), None)
         self.latestRun.emit(Path(self.latest).name if self.latest else None)
 
     def open_latest(self) -> None:
-        from fatstudio.core.runs import Run
+        from fatstudio.core.runs.folder import Run
         if self.latest is not None:
             try:
                 self.open_run(Run.open(self.latest))
@@ -112,7 +112,7 @@ class RunsControl(QObject):
         """Show a run's curves and samples and load its model for prompting."""
         if self.workspace.busy:
             return
-        from fatstudio.core.runs import Run
+        from fatstudio.core.runs.folder import Run
         try:
             run = Run.open(run.path)  # fresh meta and metrics
         except ValueError as e:
@@ -120,7 +120,7 @@ class RunsControl(QObject):
             return
         state.add_recent_run(str(run.path))
         self.plots.load_metrics(run.metrics())
-        self.plots.set_run(run.config, run.meta.get("chars_per_token"))
+        self.plots.set_run(run.config, run.info.chars_per_token)
         self.workspace.show_run(str(run.path), run.metrics(), run.config.train.to_dict(), run.meta)
         self.plots.export_stem = str(run.path / "curves")
         self.view.set_samples(run.samples())
@@ -156,7 +156,7 @@ class RunsControl(QObject):
         if self.workspace.run_dir and str(run.path) == str(self.workspace.run_dir):
             self.message.emit("That run is the one shown; pick another to compare.", 5000)
             return
-        self.plots.add_overlay(run.name, run.metrics(), run.meta.get("chars_per_token"))
+        self.plots.add_overlay(run.name, run.metrics(), run.info.chars_per_token)
         self.message.emit(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
     def open_in(self, run) -> list[str]:

@@ -129,9 +129,9 @@ class TrainingControl(QObject):
 
     def _on_started(self, ev) -> None:
         self.view.show_progress(ev.start_step, ev.total_steps)
-        self.view.start_live_lr(float(ev.config.get("train", {}).get("lr", 3e-4)))
+        self.view.start_live_lr(float(ev.config.train.lr))
         self.plots.export_stem = str(Path(ev.run_dir) / "curves")
-        self.plots.set_run(RunConfig.from_dict(ev.config), ev.chars_per_token)
+        self.plots.set_run(ev.config, ev.chars_per_token)
         self.view.show_status(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "
             f"steps {ev.start_step:,} → {ev.total_steps:,}.")

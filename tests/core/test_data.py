@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fatstudio.core.data import (
+from fatstudio.core.data.corpora import (
     BUILTIN_TASKS,
     BUILTINS,
     IGNORE,
@@ -17,7 +17,7 @@ from fatstudio.core.data import (
     load_corpus,
     repeat_sequences,
 )
-from fatstudio.core.tokenization import encode_corpus, train_tokenizer
+from fatstudio.core.data.tokenization import encode_corpus, train_tokenizer
 
 SYNTHETIC = [name for name in BUILTINS if name != "python-stdlib"]
 

@@ -1,4 +1,4 @@
-"""The "is this normal?" rules (`core.diagnostics`): each fires on a synthetic curve made to show its problem
+"""The "is this normal?" rules (`core.inspect.diagnostics`): each fires on a synthetic curve made to show its problem
 and stays silent on healthy ones."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fatstudio.core import diagnostics as d
-from fatstudio.core.attention_maps import AttentionMaps
+from fatstudio.core.inspect import diagnostics as d
+from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 
 def healthy(n=1000, seed=0, start=4.2, end=1.6, noise=0.05, grad=0.6, evals=100):
@@ -167,7 +167,7 @@ def test_uniform_heads_are_one_line():
 def test_head_findings_of_a_runs_latest_probe_step(tmp_path):
     """Uniform heads are how heads start: listed only from step UNIFORM_AFTER on; a dead head always. A run
     folder's findings are those of its latest saved probe step."""
-    from fatstudio.core.probes import save_probe
+    from fatstudio.core.inspect.probes import save_probe
 
     uniform, dead, looking = _heads()
     early = d.head_findings(_maps(np.stack([uniform, dead])), step=d.UNIFORM_AFTER - 1)
@@ -269,7 +269,7 @@ def _replay(key):
     """A preset's measured run fed to `Diagnosis` as the main window feeds it: the steps in windows of 40,
     each evaluation's numbers joining its step's row a window later, the last probe's head findings with
     the last evaluation. Returns every call's findings, the diagnosis and the run's settings."""
-    from fatstudio.core.probes import load_probe_file
+    from fatstudio.core.inspect.probes import load_probe_file
 
     run = np.load(RUNS / f"{key}.npz")
     settings = json.loads(str(run["settings"]))
@@ -301,8 +301,8 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
     no call finds anything to warn about. BERT clips on every step (a note), the encoder-decoder solves its
     task (its uniform heads are not judged), and at the end the Diagnostics list says nothing is unusual."""
     from fatstudio.core.config import RunConfig
-    from fatstudio.core.presets import load_presets
-    from fatstudio.core.reference_curves import same_settings
+    from fatstudio.core.runs.presets import load_presets
+    from fatstudio.core.runs.reference_curves import same_settings
 
     presets = load_presets()
     assert sorted(p.stem for p in RUNS.glob("*.npz")) == sorted(p.key for p in presets)  # one run per preset
@@ -323,7 +323,7 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
 def test_the_shipped_reference_curves_raise_no_warning():
     """The reference curves (`reference_curves`: each preset's loss over seeds) read as metrics rows, the mean
     train loss of each window and the validation loss of each evaluation: no rule warns."""
-    from fatstudio.core.reference_curves import load_reference, reference_dir
+    from fatstudio.core.runs.reference_curves import load_reference, reference_dir
 
     shipped = sorted(reference_dir().glob("*.json"))
     assert shipped

@@ -1,4 +1,4 @@
-"""Each "is this normal?" rule (`core.diagnostics`) at its threshold: just past it the rule fires, just short
+"""Each "is this normal?" rule (`core.inspect.diagnostics`) at its threshold: just past it the rule fires, just short
 of it the rule is silent. The inputs are built from the module's constants, so what is pinned is each
 rule's definition (which comparison, which window, strict or not), whatever the constants' values; the
 findings are checked by kind and step, never by their wording."""
@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from fatstudio.core import diagnostics as d
-from fatstudio.core.attention_maps import AttentionMaps
+from fatstudio.core.inspect import diagnostics as d
+from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 
 def rows_of(losses, grads=None, first=1):

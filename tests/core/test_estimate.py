@@ -2,8 +2,9 @@
 import pytest
 from training_helpers import tiny_config
 
-from fatstudio.core import data, estimate
-from fatstudio.core.estimate import TIMED_STEPS, WARMUP_STEPS, duration
+from fatstudio.core.data import corpora as data
+from fatstudio.core.training import estimate
+from fatstudio.core.training.estimate import TIMED_STEPS, WARMUP_STEPS, duration
 
 
 def test_estimate_times_real_steps_and_adds_them_up(text_file, tmp_path, monkeypatch):
@@ -11,8 +12,8 @@ def test_estimate_times_real_steps_and_adds_them_up(text_file, tmp_path, monkeyp
     from fatstudio.core import training
 
     stepped, messages = [], []
-    real_step = training._Loop.step
-    monkeypatch.setattr(training._Loop, "step", lambda self, step: stepped.append(step) or real_step(self, step))
+    real_step = training.Trainer.step
+    monkeypatch.setattr(training.Trainer, "step", lambda self, step: stepped.append(step) or real_step(self, step))
     e = estimate.estimate(tiny_config(text_file, steps=25), progress=lambda f, m: messages.append((f, m)))
     assert stepped == list(range(1, WARMUP_STEPS + TIMED_STEPS + 1))
     assert e.evaluations == 3  # at steps 10, 20 and the last, 25
@@ -28,7 +29,7 @@ def test_estimate_times_real_steps_and_adds_them_up(text_file, tmp_path, monkeyp
 def test_estimate_uses_the_prepared_corpus_and_refuses_bad_settings(text_file, monkeypatch):
     cfg = tiny_config(text_file, steps=10)
     corpus = data.load_corpus(str(text_file))
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
 
     d = cfg.data
     prepared = data.Prepared(d.corpus, d.task, d.tokenizer, d.vocab_size, cfg.train.seed, corpus,

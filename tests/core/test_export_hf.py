@@ -16,9 +16,9 @@ from training_helpers import TINY, tiny_config
 from fatstudio import ModelConfig, build_model
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.export_hf import GPT2, LLAMA, export_hf, hf_class
-from fatstudio.core.runs import Run
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.runs.export_hf import GPT2, LLAMA, export_hf, hf_class
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import train
 
 TEXT = "the quick brown fox jumps over the lazy dog.\nthe dog sleeps; the fox runs!\n"

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import POSITIONS
-from fatstudio.core.inference import (
+from fatstudio.core.inspect.inference import (
     AttentionMaps,
     Generation,
     MaskPrediction,
@@ -26,7 +26,7 @@ from fatstudio.core.inference import (
     sample_next,
     translate,
 )
-from fatstudio.core.prompting import encode_prompt
+from fatstudio.core.inspect.prompting import encode_prompt
 
 
 class CharTok:
@@ -517,7 +517,7 @@ def test_attention_maps_save_and_reload(tmp_path):
 
 # --------------------------------------------------------------------------------------- real tokenizer
 def test_with_the_real_tokenizers():
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
 
     text = "the cat sat on the mat.\nhéllo wörld, 日本語 🙂\n" * 3
     for kind in ("char", "word", "bpe"):

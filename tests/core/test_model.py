@@ -171,8 +171,8 @@ def test_paper_defaults_per_architecture():
 
 def test_a_preset_file_loads_as_a_config_file():
     from fatstudio.core.config import RunConfig
-    from fatstudio.core.presets import load_presets
     from fatstudio.core.resources import resource_path
+    from fatstudio.core.runs.presets import load_presets
 
     for p in load_presets():
         assert RunConfig.load(resource_path("presets") / f"{p.key}.toml") == p.config

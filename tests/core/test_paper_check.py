@@ -6,12 +6,12 @@ import pytest
 import torch
 
 from fatstudio import ModelConfig, build_model
-from fatstudio.core import fidelity
-from fatstudio.core.data import Corpus
+from fatstudio.core.data.corpora import Corpus
+from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.model import attention, layers
-from fatstudio.core.paper_check import CHECK_TOKENS, check_against_paper, compare, sample_input
-from fatstudio.core.reference import ReferenceTransformer
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.paper import fidelity
+from fatstudio.core.paper.paper_check import CHECK_TOKENS, check_against_paper, compare, sample_input
+from fatstudio.core.paper.reference import ReferenceTransformer
 
 TOL = 1e-9
 BASE = dict(vocab_size=23, l_max=16, L=2, L_enc=2, L_dec=2, H=4, d_e=16, d_mlp=24)
@@ -103,7 +103,7 @@ def test_description_says_what_was_compared():
     s = sample(model)
     check = check_against_paper(model, s.x, s.z, "twelve tokens of somewhere")
     text = check.description
-    for words in ("Algorithm 8", "fatstudio.core.reference", "float64", "probabilities P", "softmax(S/√d_attn)",
+    for words in ("Algorithm 8", "fatstudio.core.paper.reference", "float64", "probabilities P", "softmax(S/√d_attn)",
                   "4 heads", "6 attention layers", "twelve tokens of somewhere", f"{len(s.x)} target"):
         assert words in text, words
     assert check.seconds > 0 and check.n_tokens == len(s.x)

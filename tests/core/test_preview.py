@@ -4,10 +4,10 @@ import sys
 
 import pytest
 
-from fatstudio.core import preview
-from fatstudio.core.data import Corpus
-from fatstudio.core.preview import LINE_BREAK, Piece, stat_rows, token_pieces
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data import preview
+from fatstudio.core.data.corpora import Corpus
+from fatstudio.core.data.preview import LINE_BREAK, Piece, stat_rows, token_pieces
+from fatstudio.core.data.tokenization import train_tokenizer
 
 
 def _tokens(pieces):
@@ -81,6 +81,6 @@ def test_load_explains_an_unusable_corpus(tmp_path):
 
 
 def test_importing_the_preview_imports_no_torch():
-    code = "import sys, fatstudio.core.preview; print([m for m in ('torch', 'tokenizers') if m in sys.modules])"
+    code = "import sys, fatstudio.core.data.preview; print([m for m in ('torch', 'tokenizers') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "[]", out.stderr

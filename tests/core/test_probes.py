@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from fatstudio import ModelConfig, build_model
-from fatstudio.core import probes
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.inference import attention_maps_for_ids
-from fatstudio.core.probes import ProbeInput
-from fatstudio.core.runs import Run
+from fatstudio.core.inspect import probes
+from fatstudio.core.inspect.inference import attention_maps_for_ids
+from fatstudio.core.inspect.probes import ProbeInput
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Evaluation, Probe, train
 
 TINY = dict(l_max=16, L=2, L_enc=1, L_dec=1, H=2, d_e=16, d_mlp=32)
@@ -98,7 +98,7 @@ def test_probe_files_after_a_checkpoint_go_when_resuming(text_file, tmp_path):
 def test_each_evaluation_saves_that_steps_head_scores(text_file, tmp_path):
     """The scores saved with each step's maps are that step's: prev/diag/sink of its maps, induction of its
     model; the final step's equal `head_scores` of the final checkpoint's model; the event carries them."""
-    from fatstudio.core.head_scores import SCORES, head_scores, text_scores
+    from fatstudio.core.inspect.head_scores import SCORES, head_scores, text_scores
 
     events = list(train(config(text_file, steps=25, lr=1e-2), run_dir=tmp_path / "run"))
     probe_events = [e for e in events if isinstance(e, Probe)]
@@ -123,7 +123,7 @@ def test_each_evaluation_saves_that_steps_head_scores(text_file, tmp_path):
 
 
 def test_measuring_the_scores_keeps_the_model_training_and_gradient_free():
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
 
     tok = train_tokenizer("char", ["the quick brown fox"])
     for l_max, names in ((16, ["prev", "diag", "sink", "induction"]), (2, ["prev", "diag", "sink"])):
@@ -137,8 +137,8 @@ def test_measuring_the_scores_keeps_the_model_training_and_gradient_free():
 def test_probe_files_without_scores_still_load_and_the_history_mixes_them(tmp_path):
     from safetensors.numpy import save
 
-    from fatstudio.core.attention_maps import AttentionMaps
-    from fatstudio.core.head_scores import HeadScores
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.head_scores import HeadScores
 
     T = 4
     causal = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]

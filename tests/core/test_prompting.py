@@ -6,7 +6,8 @@ import pytest
 
 from fatstudio import ModelConfig, RunConfig
 from fatstudio.core.config import DataConfig
-from fatstudio.core.prompting import (
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.prompting import (
     MASK_MARKER,
     MODES,
     EncodedPrompt,
@@ -18,7 +19,6 @@ from fatstudio.core.prompting import (
     prompt_mode,
     unknown_words,
 )
-from fatstudio.core.tokenization import train_tokenizer
 
 TOK = train_tokenizer("char", ["the quick brown fox jumps over the lazy dog."])
 BOS, EOS, MASK = TOK.bos_id, TOK.eos_id, TOK.mask_id

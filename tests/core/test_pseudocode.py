@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fatstudio import ModelConfig, build_model
-from fatstudio.core.pseudocode import Tap, pseudocode, tensor_stats, trace
+from fatstudio.core.paper.pseudocode import Tap, pseudocode, tensor_stats, trace
 
 BASE = dict(vocab_size=30, l_max=16, L=2, L_enc=2, L_dec=3, H=4, d_e=16, d_mlp=24)
 CASES = [

@@ -5,8 +5,8 @@ import torch
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.model import KVCache
-from fatstudio.core.paper_check import compare
-from fatstudio.core.reference import ReferenceTransformer
+from fatstudio.core.paper.paper_check import compare
+from fatstudio.core.paper.reference import ReferenceTransformer
 
 TOL64 = 1e-9
 N_V = 11

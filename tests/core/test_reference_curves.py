@@ -13,7 +13,8 @@ from training_helpers import tiny_config
 
 from fatstudio.core import training
 from fatstudio.core.config import RunConfig
-from fatstudio.core.reference_curves import (
+from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.reference_curves import (
     POINTS,
     ReferenceCurve,
     SeedCurves,
@@ -22,7 +23,6 @@ from fatstudio.core.reference_curves import (
     same_settings,
     save_reference,
 )
-from fatstudio.core.runs import Run
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "reference_curves.py"
 
@@ -126,7 +126,7 @@ def test_the_script_measures_a_preset_into_a_valid_reference(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("reference_curves_script", BENCH)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    from fatstudio.core.presets import preset
+    from fatstudio.core.runs.presets import preset
 
     p = preset("4-edt-reverse")
     assert script.main(["4-edt-reverse", "--steps", "3", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path)]) == 0
@@ -142,7 +142,7 @@ def test_the_script_measures_a_preset_into_a_valid_reference(tmp_path, capsys):
 
 def test_every_preset_ships_a_reference_measured_at_its_settings():
     """A preset retuned without re-measuring (bench/reference_curves.py) would lose its band silently."""
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     for p in load_presets():
         ref = find_reference(p.config)

@@ -12,8 +12,9 @@ import torch
 from safetensors import SafetensorError, safe_open
 from training_helpers import tiny_config as config
 
-from fatstudio.core import runs, training
-from fatstudio.core.runs import FORMAT_VERSION, WEIGHTS, Run, atomic_write, list_runs
+from fatstudio.core import training
+from fatstudio.core.runs import folder as runs
+from fatstudio.core.runs.folder import FORMAT_VERSION, WEIGHTS, Run, atomic_write, list_runs
 from fatstudio.core.training import Control, train
 
 
@@ -349,7 +350,7 @@ def test_training_holds_the_lock_and_reading_is_not_blocked(text_file, tmp_path)
 def test_the_lock_is_released_however_training_ends(ending, text_file, tmp_path, monkeypatch):
     run, control = tmp_path / "run", Control()
     if ending == "error":
-        monkeypatch.setattr(training, "task_loss", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+        monkeypatch.setattr(training.loss, "task_loss", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
     try:
         for e in train(config(text_file, steps=20), run_dir=run, control=control):
             if e.kind == "started" and ending == "stopped":

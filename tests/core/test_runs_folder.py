@@ -5,7 +5,7 @@ from pathlib import Path
 import platformdirs
 import pytest
 
-from fatstudio.core.runs import default_runs_root
+from fatstudio.core.runs.folder import default_runs_root
 
 
 def test_fatstudio_runs_overrides(monkeypatch, tmp_path):

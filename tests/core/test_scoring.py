@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from fatstudio import ModelConfig, build_model
-from fatstudio.core import scoring, training
+from fatstudio.core import training
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.runs import LoadedModel, Run
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect import scoring
+from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.runs.folder import Run
 
 TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt": "seq2seq", "cls": "classification"}
 TOK = train_tokenizer("char", ["the quick brown fox jumps over the lazy dog.\n"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fatstudio.core import data
+from fatstudio.core.data import corpora as data
 from fatstudio.core.resources import resource_path
 
 ROOT = Path(__file__).resolve().parents[2]

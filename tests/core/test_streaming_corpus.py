@@ -7,10 +7,12 @@ import pytest
 import torch
 from training_helpers import tiny_config
 
-from fatstudio.core import streaming, training
-from fatstudio.core.data import build_dataset, load_corpus
-from fatstudio.core.runs import Run
-from fatstudio.core.tokenization import split_text, train_tokenizer
+from fatstudio.core import training
+from fatstudio.core.data import streaming
+from fatstudio.core.data.chars import chars_per_token
+from fatstudio.core.data.corpora import build_dataset, load_corpus
+from fatstudio.core.data.tokenization import split_text, train_tokenizer
+from fatstudio.core.runs.folder import Run
 
 WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex naïve café owners".split()
 
@@ -103,7 +105,7 @@ def test_streamed_tokens_and_batches_equal_the_in_memory_ones(big, monkeypatch, 
             x, y = a.batch(split, 8, torch.Generator().manual_seed(3)), b.batch(split, 8, torch.Generator().manual_seed(3))
             assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
         assert b.unigram_entropy() == pytest.approx(a.unigram_entropy(), rel=1e-12)
-    exact = training.chars_per_token(memory, tok, a)
+    exact = chars_per_token(memory, tok, a)
     counted = b.split_chars()
     ratios = {s: n / b.sizes()[f"{s}_tokens"] for s, n in counted.items()}
     assert counted["train"] + counted["val"] == len(memory.text)

@@ -3,10 +3,10 @@ task reaches exact match on held-out pairs (the issue's 'done when'). Tiny model
 import math
 
 from fatstudio import ModelConfig
-from fatstudio.core import inference
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.data import load_corpus
-from fatstudio.core.runs import Run
+from fatstudio.core.data.corpora import load_corpus
+from fatstudio.core.inspect import inference
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import train
 
 SMALL = dict(l_max=32, L=2, L_enc=2, L_dec=2, H=4, d_e=48, d_mlp=96)

@@ -15,8 +15,8 @@ import pytest
 from training_helpers import tiny_config as config
 
 from fatstudio.core.config import TENSORBOARD_MISSING, RunConfig, TrainConfig
-from fatstudio.core.runs import Run
-from fatstudio.core.tensorboard_log import SAMPLE_TAG, SCALAR_TAGS, TENSORBOARD_DIR
+from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.tensorboard_log import SAMPLE_TAG, SCALAR_TAGS, TENSORBOARD_DIR
 from fatstudio.core.training import train
 
 event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
@@ -121,7 +121,7 @@ def test_off_by_default_writes_no_event_files(text_file, tmp_path):
 
 
 def test_importing_fatstudio_imports_no_tensorboard():
-    code = ("import sys, fatstudio.core.runs, fatstudio.core.training, fatstudio.core.tensorboard_log\n"
+    code = ("import sys, fatstudio.core.runs.folder, fatstudio.core.training, fatstudio.core.runs.tensorboard_log\n"
             "from fatstudio.core.config import TrainConfig\n"
             "TrainConfig(tensorboard=True).validate()\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'tensorboard' or 'utils.tensorboard' in m))")

@@ -10,8 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from tokenizers import pre_tokenizers
 
-from fatstudio.core import tokenization
-from fatstudio.core.tokenization import SPECIALS, Tokenizer, encode_corpus, split_text, train_tokenizer
+from fatstudio.core.data import tokenization
+from fatstudio.core.data.tokenization import SPECIALS, Tokenizer, encode_corpus, split_text, train_tokenizer
 
 CORPUS = """The quick brown fox jumps over the lazy dog.
 def f(x):

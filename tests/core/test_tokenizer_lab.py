@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from training_helpers import tiny_config
 
-from fatstudio.core import tokenizer_lab, training
-from fatstudio.core.data import Corpus, load_corpus
-from fatstudio.core.runs import META, Run
-from fatstudio.core.tokenizer_lab import (
+from fatstudio.core import training
+from fatstudio.core.data.corpora import Corpus, load_corpus
+from fatstudio.core.runs import tokenizer_lab
+from fatstudio.core.runs.folder import META, Run
+from fatstudio.core.runs.tokenizer_lab import (
     bits_per_char,
     compare_tokenizers,
     finished_runs_on,
@@ -167,7 +168,7 @@ def test_sampling_keeps_about_the_cap_spread_over_pieces_of_any_length(lengths):
 
 
 def test_tokenize_sentence_marks_unknown_words_and_shows_their_text():
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data.tokenization import train_tokenizer
 
     tok = train_tokenizer("word", ["the cat sat on the mat\n"], vocab_size=100)
     assert tokenize_sentence(tok, "the dog sat") == [("the", False), (" dog", True), (" sat", False)]
@@ -237,7 +238,7 @@ def test_a_run_without_chars_per_token_in_its_meta_gets_them_from_its_tokenizer(
 
 def test_a_meta_json_that_says_nonsense_gives_no_numbers(tmp_path):
     """chars_per_token or best_val_loss of the wrong type in meta.json: None, never a traceback."""
-    from fatstudio.core.tokenizer_lab import _best_val_loss
+    from fatstudio.core.runs.tokenizer_lab import _best_val_loss
 
     class FakeRun:
         meta = {"chars_per_token": [1, 2], "best_val_loss": "low"}

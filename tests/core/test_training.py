@@ -12,8 +12,8 @@ from training_helpers import tiny_config as config
 from fatstudio import ModelConfig, build_model
 from fatstudio.core import training
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.reference import ReferenceTransformer, d_loss, e_loss, ed_loss
-from fatstudio.core.runs import Run, list_runs
+from fatstudio.core.paper.reference import ReferenceTransformer, d_loss, e_loss, ed_loss
+from fatstudio.core.runs.folder import Run, list_runs
 from fatstudio.core.training import Control, lr_at, make_optimizer, task_loss, train
 
 
@@ -171,7 +171,7 @@ def test_non_finite_loss_stops_and_keeps_last_checkpoint(text_file, tmp_path, mo
         calls["n"] += model.training
         return (loss * math.nan if model.training and calls["n"] >= 14 else loss), logits, y
 
-    monkeypatch.setattr(training, "task_loss", exploding)
+    monkeypatch.setattr(training.loss, "task_loss", exploding)
     events = run_all(config(text_file, steps=30), run_dir=tmp_path / "run")
     end = events[-1]
     assert end.status == "failed" and "nan" in end.message and "step 10" in end.message
@@ -232,7 +232,7 @@ def test_unexpected_error_marks_the_run_failed(text_file, tmp_path, monkeypatch)
     def broken(model, batch, task):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(training, "task_loss", broken)
+    monkeypatch.setattr(training.loss, "task_loss", broken)
     with pytest.raises(RuntimeError, match="boom"):
         run_all(config(text_file), run_dir=tmp_path / "run")
     assert Run.open(tmp_path / "run").meta["status"] == "failed"
@@ -253,7 +253,8 @@ def test_snapshot_while_paused(text_file, tmp_path):
 
 
 def test_prepared_corpus_and_tokenizer_are_reused_only_for_the_same_settings(text_file, tmp_path, monkeypatch):
-    from fatstudio.core import data, tokenization
+    from fatstudio.core.data import corpora as data
+    from fatstudio.core.data import tokenization
 
     cfg = config(text_file, steps=4)
     d = cfg.data
@@ -274,7 +275,7 @@ def test_prepared_corpus_and_tokenizer_are_reused_only_for_the_same_settings(tex
 
 
 def test_prepared_synthetic_builtin_must_match_the_seed():
-    from fatstudio.core import data
+    from fatstudio.core.data import corpora as data
 
     corpus = data.load_corpus("reverse", "next_token", seed=0)
     prepared = data.Prepared("reverse", "next_token", "char", 256, 0, corpus, None)

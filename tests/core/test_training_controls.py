@@ -7,7 +7,7 @@ import threading
 import pytest
 from training_helpers import tiny_config
 
-from fatstudio.core.runs import Run
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Control, lr_at, train
 
 
@@ -19,7 +19,7 @@ def config(corpus, steps=40, **train_kw):
 def test_step_once_runs_exactly_one_step_while_paused(text_file, tmp_path):
     control = Control()
     control.step_once()  # not paused: nothing to do
-    assert not control._take_step()
+    assert not control.step_requested()
     events, paused_at, done_steps = [], [], []
     for e in train(config(text_file, steps=40), run_dir=tmp_path / "run", control=control):
         events.append(e)

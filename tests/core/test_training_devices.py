@@ -9,9 +9,10 @@ import time
 import pytest
 import torch
 
-from fatstudio.core import device, inference, training
+from fatstudio.core import device, training
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from fatstudio.core.runs import Run
+from fatstudio.core.inspect import inference
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Control, train
 
 TINY = dict(l_max=16, L=1, L_enc=1, L_dec=1, H=2, d_e=16, d_mlp=32)
@@ -48,8 +49,8 @@ def config(task="next_token", steps=6, corpus=None, **train_kw):
 @pytest.fixture(scope="module")
 def stdlib_prepared():
     """python-stdlib loaded and tokenized once for the module (it is 1.5 MB of text)."""
-    from fatstudio.core import data
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.data import corpora as data
+    from fatstudio.core.data.tokenization import train_tokenizer
 
     corpus = data.load_corpus("python-stdlib", "next_token")
     corpus = data.Corpus(corpus.name, "text", text=corpus.text[:20000])
@@ -90,14 +91,15 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
     """Training steps, evaluations and each task's sample hand the model tensors that `to_device` returned
     (the masked-LM sample used to pass a CPU batch to a GPU model)."""
     moved: set[int] = set()
-    real = training.to_device
+    real = training.loss.to_device
 
     def recording(tensors, dev):
         out = real(tensors, dev)
         moved.update(id(t) for t in out.values())
         return out
 
-    monkeypatch.setattr(training, "to_device", recording)
+    monkeypatch.setattr(training.loss, "to_device", recording)
+    monkeypatch.setattr(training.sample, "to_device", recording)
     from fatstudio.core import model as model_pkg
     build = model_pkg.build_model
     strays = []
@@ -117,7 +119,7 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
         return m
 
     monkeypatch.setattr(model_pkg, "build_model", built)
-    from fatstudio.core import probes
+    from fatstudio.core.inspect import probes
     capturing = []
 
     def capture(real):  # inference makes its own inputs on the model's device (its own tests)
@@ -168,7 +170,7 @@ class _Fails:
 @pytest.fixture
 def freed(monkeypatch):
     calls = []
-    monkeypatch.setattr(training, "free_memory", lambda *a: calls.append(a))
+    monkeypatch.setattr(training.trainer, "free_memory", lambda *a: calls.append(a))
     return calls
 
 
@@ -187,7 +189,7 @@ def test_out_of_memory_while_setting_up_is_one_clear_error(where, tmp_path, monk
             return m
         monkeypatch.setattr(model_pkg, "build_model", unmovable)
     else:
-        monkeypatch.setattr(training, "make_optimizer", _oom)
+        monkeypatch.setattr(training.trainer, "make_optimizer", _oom)
     with pytest.raises(device.OutOfMemory, match="out of GPU memory|out of memory") as err:
         list(train(config(), run_dir=tmp_path / "run"))
     assert "batch_size, l_max or d_e" in str(err.value) and isinstance(err.value, ValueError)
@@ -225,13 +227,13 @@ def _step_loss_fails_at(step):
 def test_out_of_memory_while_training_ends_the_run_with_advice(where, tmp_path, monkeypatch, freed):
     kw = {}
     if where == "step":
-        monkeypatch.setattr(training, "task_loss", _step_loss_fails_at(5))
+        monkeypatch.setattr(training.loss, "task_loss", _step_loss_fails_at(5))
     elif where == "evaluation":
-        monkeypatch.setattr(training, "evaluate", _Fails(training.evaluate, at=2))
+        monkeypatch.setattr(training.trainer, "evaluate", _Fails(training.evaluate, at=2))
     elif where == "sample":
-        monkeypatch.setattr(training, "make_sample", _Fails(training.make_sample, at=2))
+        monkeypatch.setattr(training.trainer, "make_sample", _Fails(training.make_sample, at=2))
     else:
-        monkeypatch.setattr(training, "compile_problem", lambda dev: None)
+        monkeypatch.setattr(training.trainer, "compile_problem", lambda dev: None)
         monkeypatch.setattr(torch, "compile", lambda fn, **k: _oom)
         kw = dict(compile=True)
     events = list(train(config(**kw), run_dir=tmp_path / "run"))
@@ -244,7 +246,7 @@ def test_out_of_memory_while_training_ends_the_run_with_advice(where, tmp_path, 
 
 
 def test_out_of_memory_for_a_snapshot_is_told_and_training_goes_on(tmp_path, monkeypatch, freed):
-    monkeypatch.setattr(training, "_snapshot", _oom)
+    monkeypatch.setattr(training.trainer, "_snapshot", _oom)
     control = Control()
     events = []
     for e in train(config(steps=6), run_dir=tmp_path / "run", control=control):
@@ -279,12 +281,13 @@ def _overflow_at(step: int, monkeypatch) -> None:
         calls["n"] += model.training
         return (_InfGrad.apply(loss) if model.training and calls["n"] == step else loss), logits, y
 
-    monkeypatch.setattr(training, "task_loss", overflowing)
+    monkeypatch.setattr(training.loss, "task_loss", overflowing)
 
 
 def test_steps_skipped_by_loss_scaling_write_no_inf_or_nan(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "resolve_precision", lambda p, d: "fp16")  # a GradScaler on the CPU
-    monkeypatch.setattr(training, "autocast", lambda d, p: contextlib.nullcontext())
+    monkeypatch.setattr(training.trainer, "resolve_precision", lambda p, d: "fp16")  # a GradScaler on the CPU
+    monkeypatch.setattr(training.trainer, "autocast", lambda d, p: contextlib.nullcontext())
+    monkeypatch.setattr(training.loss, "autocast", lambda d, p: contextlib.nullcontext())
     _overflow_at(3, monkeypatch)
     events = list(train(config(steps=6), run_dir=tmp_path / "run"))
     assert events[-1].status == "finished"
@@ -317,7 +320,7 @@ def test_losses_are_read_from_the_device_once_per_emission_not_per_step(tmp_path
             reads["n"] += 1
             return _real(self, *a, **k)
         monkeypatch.setattr(torch.Tensor, name, counted)
-    monkeypatch.setattr(training, "EMIT_INTERVAL_S", 1e9)  # emit only at evaluations and the end
+    monkeypatch.setattr(training.trainer, "EMIT_INTERVAL_S", 1e9)  # emit only at evaluations and the end
     events = list(train(config(steps=40, eval_interval=40, checkpoint_interval=40, sample_tokens=0),
                         run_dir=tmp_path / "run"))
     assert sum(len(e.steps) for e in events if e.kind == "steps") == 40
@@ -334,7 +337,7 @@ def test_tokens_per_second_and_eta_leave_out_start_up(tmp_path, monkeypatch):
             time.sleep(1.5)  # what compiling does to the first step
         return real(model, batch, task)
 
-    monkeypatch.setattr(training, "task_loss", slow_first)
+    monkeypatch.setattr(training.loss, "task_loss", slow_first)
     events = list(train(config(steps=30, eval_interval=30, sample_tokens=0), run_dir=tmp_path / "run"))
     steps = [e for e in events if e.kind == "steps"]
     assert steps[-1].elapsed_s < 1.5  # the slow first step is not in the elapsed time the ETA comes from
@@ -359,7 +362,7 @@ class _RecordingCompile:
 
 @pytest.fixture
 def compile_here(monkeypatch):
-    monkeypatch.setattr(training, "compile_problem", lambda dev: None)
+    monkeypatch.setattr(training.trainer, "compile_problem", lambda dev: None)
     resets = []
     import torch._dynamo
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
@@ -371,7 +374,7 @@ def test_compile_covers_classification_and_resets_between_runs(tmp_path, monkeyp
     monkeypatch.setattr(torch, "compile", rec)
     seen = []
     real = training.task_loss
-    monkeypatch.setattr(training, "task_loss", lambda m, b, t: seen.append(m.training) or real(m, b, t))
+    monkeypatch.setattr(training.loss, "task_loss", lambda m, b, t: seen.append(m.training) or real(m, b, t))
     for name in ("a", "b"):
         events = list(train(config("classification", steps=4, compile=True), run_dir=tmp_path / name))
         assert events[-1].status == "finished"
@@ -387,7 +390,7 @@ def test_compile_falls_back_to_eager_with_a_note(tmp_path, monkeypatch, compile_
 
 
 def test_compile_is_skipped_with_a_note_where_it_cannot_work(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "compile_problem", lambda dev: "torch.compile needs Triton for the GPU")
+    monkeypatch.setattr(training.trainer, "compile_problem", lambda dev: "torch.compile needs Triton for the GPU")
     monkeypatch.setattr(torch, "compile", _oom)  # never called
     events = list(train(config(steps=3, compile=True), run_dir=tmp_path / "run"))
     assert events[-1].status == "finished"
@@ -397,7 +400,7 @@ def test_compile_is_skipped_with_a_note_where_it_cannot_work(tmp_path, monkeypat
 def test_compiled_training_traces_and_matches_eager(tmp_path, monkeypatch):
     """A real Dynamo trace of the training loss (the eager backend: no C++ compiler needed) gives the eager
     run's losses."""
-    monkeypatch.setattr(training, "compile_problem", lambda dev: None)
+    monkeypatch.setattr(training.trainer, "compile_problem", lambda dev: None)
     real_compile = torch.compile
     monkeypatch.setattr(torch, "compile", lambda fn, **k: real_compile(fn, backend="eager"))
     losses = {}

@@ -21,10 +21,10 @@ from training_helpers import tiny_config as config
 from fatstudio import ModelConfig, build_model
 from fatstudio.core import training
 from fatstudio.core.config import TrainConfig
-from fatstudio.core.data import IGNORE, build_dataset, load_corpus
+from fatstudio.core.data.corpora import IGNORE, build_dataset, load_corpus
+from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.model import Transformer
-from fatstudio.core.runs import Run
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Control, lr_at, make_optimizer, task_loss, train
 
 

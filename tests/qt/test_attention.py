@@ -10,12 +10,12 @@ from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QAbstractSlider, QApplication
 
 from fatstudio import ModelConfig, RunConfig, build_model
-from fatstudio.core import inference
 from fatstudio.core.config import DataConfig
-from fatstudio.core.prompting import display_token
-from fatstudio.core.reference import ReferenceTransformer
-from fatstudio.core.runs import LoadedModel
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect import inference
+from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inspect.prompting import display_token
+from fatstudio.core.paper.reference import ReferenceTransformer
 from fatstudio.qt.panels.attention import MEAN, AttentionPanel
 from fatstudio.qt.panels.prompt import PromptPanel
 
@@ -244,7 +244,7 @@ def test_entropy_table_shows_head_scores_sortable(qtbot, panel):
     """With a model given, the head scores of the maps shown arrive from a worker: one table row per head
     (and per layer's mean), columns prev/diag/sink/induction equal to the core's, sortable by a header
     click; a click on a sorted row still shows that head."""
-    from fatstudio.core.head_scores import SCORES, head_scores
+    from fatstudio.core.inspect.head_scores import SCORES, head_scores
 
     loaded = make_loaded("gpt")
     maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the quick fox"))
@@ -307,7 +307,7 @@ def probe_run(tmp_path_factory):
 
 
 def test_probe_slider_follows_a_training_run_and_scrubs(qtbot, panel, probe_run):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     run_dir, events = probe_run
     assert [e.step for e in events] == [10, 20, 30]
@@ -334,7 +334,7 @@ def test_probe_slider_follows_a_training_run_and_scrubs(qtbot, panel, probe_run)
 
 
 def test_probe_slider_for_a_reopened_run_and_a_prompts_maps(qtbot, panel, probe_run):
-    from fatstudio.core.probes import list_probes
+    from fatstudio.core.inspect.probes import list_probes
 
     run_dir, _ = probe_run
     panel.show_maps(gpt_maps())  # a prompt's maps
@@ -354,7 +354,7 @@ def test_probe_slider_for_a_reopened_run_and_a_prompts_maps(qtbot, panel, probe_
 
 
 def test_main_window_routes_probe_events_and_lists_reopened_runs(qtbot, probe_run, tmp_path, monkeypatch):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     from fatstudio.core.training import Probe
     from fatstudio.qt.main_window import MainWindow
 
@@ -378,8 +378,8 @@ def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_sli
     event; the chosen score (headScoreCombo) is drawn; the dashed marker stands at the slider's step."""
     import pyqtgraph as pg
 
-    from fatstudio.core.head_scores import HeadScores
-    from fatstudio.core.probes import score_series
+    from fatstudio.core.inspect.head_scores import HeadScores
+    from fatstudio.core.inspect.probes import score_series
 
     run_dir, events = probe_run
     plot = panel.findChild(pg.PlotWidget, "headScoresPlot")
@@ -419,7 +419,7 @@ def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_sli
 def test_grid_scores_are_each_probe_steps_saved_scores(qtbot, panel, probe_run):
     """Scrubbing the slider shows each step's saved scores, induction included (that step's model, not the
     model loaded), with no worker measuring them; a prompt's maps get measured ones again."""
-    from fatstudio.core.probes import list_probes, saved_scores
+    from fatstudio.core.inspect.probes import list_probes, saved_scores
 
     run_dir, _ = probe_run
     panel.set_model(make_loaded("gpt"))  # another model: its induction must not stand for a past step's
@@ -444,8 +444,8 @@ def test_grid_scores_are_each_probe_steps_saved_scores(qtbot, panel, probe_run):
 
 def test_an_older_runs_probe_files_without_scores(qtbot, panel, tmp_path):
     """Probe files written before scores were saved: prev/diag/sink from their maps, no induction line."""
-    from fatstudio.core.attention_maps import AttentionMaps
-    from fatstudio.core.probes import list_probes, save_probe
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.probes import list_probes, save_probe
 
     rng = np.random.default_rng(0)
     for step in (10, 20):
@@ -468,10 +468,10 @@ def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_r
 
     from PySide6.QtWidgets import QListWidget
 
-    from fatstudio.core.attention_maps import AttentionMaps
-    from fatstudio.core.diagnostics import head_findings
-    from fatstudio.core.probes import save_probe
-    from fatstudio.core.runs import Run
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.diagnostics import head_findings
+    from fatstudio.core.inspect.probes import save_probe
+    from fatstudio.core.runs.folder import Run
     from fatstudio.core.training import Probe
     from fatstudio.qt.main_window import MainWindow
 
@@ -580,7 +580,7 @@ def test_large_map_draws_after_a_second_training_run(qtbot, window):
 def test_the_users_text_and_the_training_probe_are_both_reachable(qtbot, panel, probe_run):
     """"Your text" / "Training probe, step N": moving the slider shows the probe, the prompt's maps are kept and
     come back with "Your text"; the caption says what is shown."""
-    from fatstudio.core.probes import list_probes
+    from fatstudio.core.inspect.probes import list_probes
 
     run_dir, _ = probe_run
     switch = panel.sourceSwitch
@@ -649,8 +649,8 @@ def test_layers_and_heads_are_counted_from_1_everywhere(qtbot, panel):
 
 def _probe_files(tmp_path, prev_by_step: dict[int, float]):
     """Probe files of a 1-layer, 2-head model whose head 0 puts ``prev`` on the previous token at each step."""
-    from fatstudio.core.attention_maps import AttentionMaps
-    from fatstudio.core.probes import list_probes, save_probe
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.probes import list_probes, save_probe
 
     T = 6
     tmp_path.mkdir(parents=True, exist_ok=True)
@@ -687,8 +687,8 @@ def test_head_scores_plot_opens_on_the_score_that_moves_and_folds_when_flat(qtbo
 def test_head_scores_plot_opens_on_the_score_that_rises_not_one_that_only_falls(qtbot, panel, tmp_path):
     """As in the default preset's run: a previous-token head forms (0.1 → 0.5) while another head's
     first-token weight falls further (0.9 → 0.2); the plot opens on the head forming."""
-    from fatstudio.core.attention_maps import AttentionMaps
-    from fatstudio.core.probes import list_probes, save_probe
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.probes import list_probes, save_probe
 
     T = 6
     for step, (prev, sink) in {10: (0.1, 0.9), 20: (0.3, 0.5), 30: (0.5, 0.2)}.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fatstudio.core.attention_maps import AttentionMaps
-from fatstudio.core.probes import save_probe
+from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.inspect.probes import save_probe
 from fatstudio.core.training import Probe
 
 

@@ -48,8 +48,8 @@ def test_window_opens_without_torch_and_ready_to_train(tmp_path):
         "app = QApplication([])\n"
         "from fatstudio.app import MainWindow\n"
         "w = MainWindow(); w.show()\n"
-        "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training', 'fatstudio.core.data',"
-        " 'fatstudio.core.inference') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training', 'fatstudio.core.data.corpora',"
+        " 'fatstudio.core.inspect.inference') if m in sys.modules]\n"
         "print('HEAVY', heavy, w.train_view.trainButton.isEnabled())\n"
         "from PySide6.QtCore import QThreadPool\n"
         "app.processEvents(); QThreadPool.globalInstance().waitForDone(60000)\n"
@@ -112,7 +112,8 @@ def test_one_click_training(qtbot, window, runs_root):
 
 def forbid_preparing_again(monkeypatch):
     """Loading a corpus or training a tokenizer from now on fails the test: training must reuse the panel's."""
-    from fatstudio.core import data, tokenization
+    from fatstudio.core.data import corpora as data
+    from fatstudio.core.data import tokenization
 
     def again(*_a, **_k):
         raise AssertionError("prepared a second time")
@@ -130,7 +131,7 @@ def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, wind
     qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     assert Run.open(w.run_dir).load_tokenizer().vocab_size == vocab
 
 
@@ -173,7 +174,7 @@ def test_pause_resume_and_stop(qtbot, window):
 
 def _headless_run(runs_root, steps=20):
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     cfg = load_presets()[0].config.with_overrides([
         "model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16", "data.corpus=copy",
@@ -419,7 +420,7 @@ def test_diagnostics_flag_a_non_finite_loss_live_and_reopened(qtbot, window, mon
         calls["n"] += model.training
         return (loss * math.nan if model.training and calls["n"] >= 12 else loss), logits, y
 
-    monkeypatch.setattr(training, "task_loss", exploding)
+    monkeypatch.setattr(training.loss, "task_loss", exploding)
     w = window
     set_tiny(w, steps=30, corpus="copy")
     w.train_view.trainButton.click()
@@ -430,7 +431,7 @@ def test_diagnostics_flag_a_non_finite_loss_live_and_reopened(qtbot, window, mon
     assert w.train_view.samplesTabs.tabText(1) == "Diagnostics (1)"
     run_dir = w.run_dir
     w.train_view.set_diagnostics([])
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     w.open_run(Run.open(run_dir))  # reopened: from metrics.jsonl and meta.json
     assert diagnostics_lines(w) == lines
 
@@ -460,7 +461,7 @@ def test_a_probe_of_ones_own_and_an_encoder_decoders(qtbot, window):
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
     assert meta(w.run_dir)["probe"] == {"text": "import os"}
-    from fatstudio.core.probes import load_probe
+    from fatstudio.core.inspect.probes import load_probe
 
     assert "".join(load_probe(w.run_dir, 10).tokens) == "import os"
 

@@ -12,8 +12,8 @@ pytest.importorskip("PySide6")
 
 from fatstudio.core import costs
 from fatstudio.core.config import ModelConfig, TrainConfig
-from fatstudio.core.presets import load_presets
-from fatstudio.core.preview import Piece
+from fatstudio.core.data.preview import Piece
+from fatstudio.core.runs.presets import load_presets
 from fatstudio.qt.panels.corpus import tokens_html
 from fatstudio.qt.panels.model import ModelPanel, preset_html
 from fatstudio.qt.panels.train import TrainPanel
@@ -250,7 +250,7 @@ def test_runs_list_fills_at_once_and_keeps_the_selected_run_across_refreshes(qtb
     from pathlib import Path
 
     from fatstudio.core.config import RunConfig
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
     from fatstudio.qt.panels.train import RunsList
 
     def run(name: str, step: int) -> Run:

@@ -18,11 +18,12 @@ from PySide6.QtCore import QPoint, Qt, QThreadPool
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QTextBrowser, QWidget
 
 from fatstudio import ModelConfig, RunConfig, build_model
-from fatstudio.core import fidelity, inference
 from fatstudio.core.config import DataConfig, TrainConfig
-from fatstudio.core.pseudocode import tensor_stats
-from fatstudio.core.runs import LoadedModel
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect import inference
+from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.paper import fidelity
+from fatstudio.core.paper.pseudocode import tensor_stats
 from fatstudio.qt.binding import Settings
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel

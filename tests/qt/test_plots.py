@@ -198,7 +198,7 @@ def test_overlays_convert_with_their_own_ratio_and_one_without_is_hidden_in_bits
 
 
 def _reference_in(folder, config, name="Tiny preset"):
-    from fatstudio.core.reference_curves import ReferenceCurve, SeedCurves, save_reference
+    from fatstudio.core.runs.reference_curves import ReferenceCurve, SeedCurves, save_reference
 
     runs = [SeedCurves(s, [1, 2, 3, 4], [4.0 + s, 3.0 + s, 2.5 + s, 2.0 + s], [2, 4], [3.2 + s, 2.4 + s]) for s in (0, 1)]
     ref = ReferenceCurve.measured("9-tiny", name, config, runs, chars_per_token={"train": 2.0, "val": 2.5})
@@ -207,8 +207,8 @@ def _reference_in(folder, config, name="Tiny preset"):
 
 
 def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_only(qtbot, tmp_path, monkeypatch):
-    from fatstudio.core import reference_curves
     from fatstudio.core.config import RunConfig
+    from fatstudio.core.runs import reference_curves
 
     config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=4"])
     ref = _reference_in(tmp_path, config)
@@ -235,8 +235,9 @@ def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_onl
 
 def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch):
     from fatstudio.app import MainWindow
-    from fatstudio.core import reference_curves, training
-    from fatstudio.core.runs import Run
+    from fatstudio.core import training
+    from fatstudio.core.runs import reference_curves
+    from fatstudio.core.runs.folder import Run
 
     monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path / "runs"))
     monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path / "refs")
@@ -287,8 +288,8 @@ def test_the_x_range_grows_in_jumps_and_stops_at_the_runs_planned_steps(qtbot):
 
 def test_before_a_run_the_plot_shows_the_settings_reference_over_their_steps_and_says_press_train(qtbot, tmp_path,
                                                                                                   monkeypatch):
-    from fatstudio.core import reference_curves
     from fatstudio.core.config import RunConfig
+    from fatstudio.core.runs import reference_curves
 
     config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=4"])
     ref = _reference_in(tmp_path, config)

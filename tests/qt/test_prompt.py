@@ -8,11 +8,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QPlainTextEdit, QPushButton
 
 from fatstudio import ModelConfig, RunConfig, build_model
-from fatstudio.core import inference, scoring
 from fatstudio.core.config import DataConfig
-from fatstudio.core.prompting import display_token
-from fatstudio.core.runs import LoadedModel
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect import inference, scoring
+from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inspect.prompting import display_token
 from fatstudio.qt.panels import prompt as prompt_module
 from fatstudio.qt.panels.prompt import PromptPanel, mode_for
 from fatstudio.qt.widgets.token_view import LossStrip, TokenView

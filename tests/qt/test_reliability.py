@@ -27,7 +27,7 @@ TINY = ["model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max
 def headless_run(runs_root, steps=10) -> str:
     """A tiny finished run made by the core (no GUI); its folder."""
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     cfg = load_presets()[0].config.with_overrides([*TINY, f"train.steps={steps}"])
     events = list(training.train(cfg, runs_root=runs_root))
@@ -108,7 +108,7 @@ CLOSE_SCRIPT = textwrap.dedent(r"""
         QTimer.singleShot(0, lambda: c.set_corpus(str(work / "big.txt")))
         close_when(lab_open)
     elif scenario == "generate":  # a long generation streams into the Prompt tab
-        from fatstudio.core.runs import Run
+        from fatstudio.core.runs.folder import Run
         run = Run.open(sys.argv[3])
         state = {}
         def generating():
@@ -219,7 +219,7 @@ def test_a_second_train_click_while_a_run_starts_starts_nothing(qtbot, window, r
 
 # ============================================================================ 3. settings change, a run open
 def test_switching_architecture_or_preset_leaves_the_open_run_working(qtbot, window, runs_root):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     w = window
     run_dir = headless_run(runs_root)
@@ -254,8 +254,8 @@ def test_a_classification_run_open_with_its_own_settings_says_nothing(qtbot, win
     """n_classes (like N_V) comes from the data when the run starts: the settings that made the run, loaded
     back, are not "for the next run"."""
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
+    from fatstudio.core.runs.presets import load_presets
 
     w = window
     preset = next(p for p in load_presets() if p.config.data.task == "classification")
@@ -288,7 +288,7 @@ def test_settings_are_locked_while_training_and_say_so(qtbot, window):
 
 # ============================================================================ 4. deleting the open run
 def test_deleting_the_run_open_in_the_prompt_tab_closes_it_with_a_message(qtbot, window, runs_root):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     w = window
     run_a, run_b = headless_run(runs_root), headless_run(runs_root)
@@ -311,7 +311,7 @@ def test_deleting_the_run_open_in_the_prompt_tab_closes_it_with_a_message(qtbot,
 
 
 def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root):
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     w = window
     run_a = headless_run(runs_root)
@@ -327,8 +327,8 @@ def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root):
 
 def test_deleting_a_run_another_process_trains_is_refused_with_a_message(qtbot, window, runs_root):
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
-    from fatstudio.core.runs import WEIGHTS, Run
+    from fatstudio.core.runs.folder import WEIGHTS, Run
+    from fatstudio.core.runs.presets import load_presets
 
     w = window
     cfg = load_presets()[0].config.with_overrides([*TINY, "train.steps=400", "train.checkpoint_interval=5"])
@@ -349,7 +349,7 @@ def test_deleting_a_run_another_process_trains_is_refused_with_a_message(qtbot, 
 def test_deleting_a_run_closes_it_only_in_the_tabs_it_is_open_in(qtbot, window, runs_root):
     """The Training tab may show one run while the Prompt tab prompts another (a run opened without weights
     keeps the model that was loaded): deleting one leaves the other."""
-    from fatstudio.core.runs import WEIGHTS, Run
+    from fatstudio.core.runs.folder import WEIGHTS, Run
 
     w = window
     run_a, run_c = headless_run(runs_root), headless_run(runs_root)
@@ -391,7 +391,7 @@ def test_hundreds_of_runs_are_read_off_the_gui_thread_and_open(qtbot, window, ru
     list shows "reading" meanwhile and then every run, newest first, and one of them opens."""
     import threading
 
-    from fatstudio.core import runs as core_runs
+    from fatstudio.core.runs import folder as core_runs
 
     w = window
     made = make_runs(runs_root, 500)

@@ -201,7 +201,7 @@ def test_settings_widgets_and_headers_fit(qtbot, window, size):
     assert not clipped, clipped
     from pathlib import Path
 
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     name = "20250101-120000-gpt-python-stdlib"  # a run as the runs list shows it
     tv.runs.set_runs([Run(Path("/runs") / name, RunConfig(), {"status": "finished", "step": 2000, "total_steps": 2000,

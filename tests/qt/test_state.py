@@ -33,7 +33,7 @@ def _close(w) -> None:
 
 def _finished_run(runs_root, name):
     from fatstudio.core import training
-    from fatstudio.core.presets import load_presets
+    from fatstudio.core.runs.presets import load_presets
 
     cfg = load_presets()[0].config.with_overrides([
         "model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16", "data.corpus=copy",
@@ -94,7 +94,7 @@ def test_the_prompt_tab_offers_the_latest_finished_run(qtbot, tmp_path):
     qtbot.waitUntil(lambda: w.train_view.runs.tree.topLevelItemCount() == 2, timeout=LONG)
     button = w.prompt_panel.findChild(QPushButton, "openLatestRunButton")
     assert not button.isHidden() and button.text() == "Open second"
-    from fatstudio.core.runs import Run
+    from fatstudio.core.runs.folder import Run
 
     w.open_run(Run.open(first))  # opened most recently: offered next time, before the newest
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)

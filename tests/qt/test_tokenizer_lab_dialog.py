@@ -14,9 +14,9 @@ from PySide6.QtWidgets import QDialog
 from fatstudio import ModelConfig
 from fatstudio.core import training
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.data import load_corpus
-from fatstudio.core.runs import Run
-from fatstudio.core.tokenizer_lab import DEFAULT_SPECS, spec_label, split_corpus
+from fatstudio.core.data.corpora import load_corpus
+from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.tokenizer_lab import DEFAULT_SPECS, spec_label, split_corpus
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.tokenizer_lab import _UNKNOWN_COLOR, TokenizerLab
 

@@ -49,9 +49,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
-from ...core.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
-from ...core.probes import load_probe_file, score_history
+from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
+from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
+from ...core.inspect.probes import load_probe_file, score_history
 from ..widgets.head_score_history import HeadScoreHistory
 from ..widgets.map_browser import MapBrowser
 from ..widgets.probe_timeline import ProbeTimeline

@@ -2,7 +2,7 @@
 a preview; the tokenizer (char, word, byte-level BPE with its vocabulary size) with a tokenized preview
 that shows token boundaries; the validation split and the task. The form is bound to the window's Settings
 (``data``); the loading, the tokenizer training and the preview's computation are the core's
-(``core.preview``), run in a worker thread with progress: this panel asks and draws. A corpus that cannot be
+(``core.data.preview``), run in a worker thread with progress: this panel asks and draws. A corpus that cannot be
 used is said once, under the settings column (the main window's ``validationLabel``, from ``error``); the
 panel marks its source."""
 from __future__ import annotations
@@ -28,9 +28,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core import preview
 from fatstudio.core.config import TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
-from fatstudio.core.preview import CorpusPreview, Piece
+from fatstudio.core.data import preview
+from fatstudio.core.data.preview import CorpusPreview, Piece
 from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
 from fatstudio.qt.workers import Call, call_in_thread

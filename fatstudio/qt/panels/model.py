@@ -22,7 +22,7 @@ from fatstudio.core.config import (
     POSITIONS,
     ModelConfig,
 )
-from fatstudio.core.presets import Preset
+from fatstudio.core.runs.presets import Preset
 from fatstudio.qt.binding import DERIVED, Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,

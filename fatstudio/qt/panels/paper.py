@@ -42,10 +42,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.attention_maps import head_label, map_name
 from fatstudio.core.config import ARCH_NAMES, ModelConfig
-from fatstudio.core.fidelity import deviations
-from fatstudio.core.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
+from fatstudio.core.inspect.attention_maps import head_label, map_name
+from fatstudio.core.paper.fidelity import deviations
+from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.core.workspace import TrainingState, Workspace
 from fatstudio.qt.binding import Change, Settings
 from fatstudio.qt.workers import call_in_thread
@@ -69,7 +69,7 @@ def _model(subject: Subject, cached):
         return subject.loaded.model
     if cached is not None:
         return cached
-    from fatstudio.core.paper_check import fresh_model
+    from fatstudio.core.paper.paper_check import fresh_model
 
     return fresh_model(subject.config, subject.seed)
 
@@ -84,7 +84,7 @@ def _tokenizer(subject: Subject, prepared):
 
 def _check_job(subject: Subject, cached, prepared):
     """Worker: the model's check against the literal reference on the start of the corpus."""
-    from fatstudio.core.paper_check import check_on_corpus
+    from fatstudio.core.paper.paper_check import check_on_corpus
 
     model = _model(subject, cached)
     return check_on_corpus(model, _tokenizer(subject, prepared), getattr(prepared, "corpus", None)), model
@@ -93,9 +93,9 @@ def _check_job(subject: Subject, cached, prepared):
 def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap]):
     """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (`paper_check.model_input`);
     returns (Trace, the input in words, the model)."""
-    from fatstudio.core.paper_check import model_input
-    from fatstudio.core.prompting import model_mode, prompt_mode
-    from fatstudio.core.pseudocode import trace
+    from fatstudio.core.inspect.prompting import model_mode, prompt_mode
+    from fatstudio.core.paper.paper_check import model_input
+    from fatstudio.core.paper.pseudocode import trace
 
     model = _model(subject, cached)
     mode = prompt_mode(subject.loaded) if subject.loaded is not None else model_mode(model.config)

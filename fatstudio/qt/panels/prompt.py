@@ -11,7 +11,7 @@ run's task (the command line chooses the same way):
 - ``translate`` (edt; seq2seq): EDInference (Algorithm 15) from a source text until eos, streamed the same way.
 - ``classify`` (bert with a class head; classification): P(c | x) as bars.
 
-Beside the mode's button, ``scoreButton`` ("Score text") scores the user's own text (`core.scoring`): every token
+Beside the mode's button, ``scoreButton`` ("Score text") scores the user's own text (`core.inspect.scoring`): every token
 coloured by the model's probability of it given its context, with its loss −ln p in nats and the most likely
 tokens at its place on hover, a summary (mean loss per token, bits per character) and ``lossStrip``, a bar of
 loss per position. gpt/gopher score each token given the tokens before it (Algorithm 13), bert each token as if
@@ -59,16 +59,16 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import GeneratorWorker
 
-from ...core import inference, prompting, scoring
-from ...core.attention_maps import AttentionMaps
-from ...core.inference import Generation, MaskPrediction, TokenChoice
-from ...core.prompting import EncodedPrompt, display_token, prompt_mode
-from ...core.scoring import ScoredToken, ScoreInput, TextScore
+from ...core.inspect import inference, prompting, scoring
+from ...core.inspect.attention_maps import AttentionMaps
+from ...core.inspect.inference import Generation, MaskPrediction, TokenChoice
+from ...core.inspect.prompting import EncodedPrompt, display_token, prompt_mode
+from ...core.inspect.scoring import ScoredToken, ScoreInput, TextScore
 from ..widgets.token_view import LossStrip, TokenView, probability_color, probability_gradient_css
 from ..workers import describe_error, start_now
 
 if TYPE_CHECKING:
-    from ...core.runs import LoadedModel
+    from ...core.runs.folder import LoadedModel
 
 
 class _Sampling(TypedDict):
@@ -651,7 +651,7 @@ class PromptPanel(QWidget):
 
     def score(self) -> bool:
         """Score the text in promptEdit (an edt: the target in targetEdit, given promptEdit as its source), in a
-        worker thread (`core.scoring`). Returns False (the reason shown in words) when nothing was started."""
+        worker thread (`core.inspect.scoring`). Returns False (the reason shown in words) when nothing was started."""
         reason = scoring.unscorable_reason(self.mode)
         if self.loaded is not None and reason is not None:
             self._show_message(reason)

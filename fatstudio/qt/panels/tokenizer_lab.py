@@ -1,6 +1,6 @@
 """The tokenizer lab (``tokenizerLab``): char, word and byte-level BPE tokenizers side by side on the loaded
 corpus, and the finished runs on it in bits per character. A dialog opened from the Corpus tab ("Compare
-tokenizers…"); the measuring is the core's (`core.tokenizer_lab`), run in a worker thread with progress.
+tokenizers…"); the measuring is the core's (`core.runs.tokenizer_lab`), run in a worker thread with progress.
 Editing the sentence re-tokenizes it at once with the tokenizers already trained."""
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from fatstudio.core.prompting import display_token
-from fatstudio.core.tokenizer_lab import (
+from fatstudio.core.inspect.prompting import display_token
+from fatstudio.core.runs.tokenizer_lab import (
     DEFAULT_SPECS,
     LabResult,
     RunScore,
@@ -46,7 +46,7 @@ from fatstudio.qt.widgets.token_view import TokenView
 from fatstudio.qt.workers import Call, call_in_thread
 
 if TYPE_CHECKING:
-    from fatstudio.core.data import Corpus
+    from fatstudio.core.data.corpora import Corpus
 
 LAB_COLUMNS = ("tokenizer", "N_V", "tokens / char", "unknown", "median", "p90", "max", "train (s)")
 RUN_COLUMNS = ("run", "tokenizer", "steps", "val loss (nats/token)", "tokens / char", "bits / char")

@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import TrainConfig
-from fatstudio.core.probes import ProbeInput
+from fatstudio.core.inspect.probes import ProbeInput
 from fatstudio.qt.binding import Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
     Form,
@@ -383,8 +383,7 @@ class RunsList(QWidget):
         self.overlayButton.setEnabled(has)
         self.exportButton.setEnabled(has)
         if has:
-            step = int(run.meta.get("step", 0) or 0)
-            total = int(run.meta.get("total_steps", run.config.train.steps) or 0)
+            step, total = run.info.step, run.info.total_steps(run.config.train.steps)
             self.resumeSpin.setValue(total if step < total else step + max(500, total // 2))
 
     def _emit(self, signal) -> None:

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
-from ...core.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
-from ...core.prompting import display_token
+from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
+from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
+from ...core.inspect.prompting import display_token
 from .forms import set_header_tip
 from .heatmap import HeadGrid, HeatmapView
 

@@ -41,7 +41,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.reference_curves import ReferenceCurve, bits_per_char, find_reference
+from fatstudio.core.runs.reference_curves import ReferenceCurve, bits_per_char, find_reference
 
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)

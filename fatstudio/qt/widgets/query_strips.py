@@ -9,7 +9,7 @@ import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ...core.prompting import display_token
+from ...core.inspect.prompting import display_token
 from .token_view import TokenView, weight_tint
 
 

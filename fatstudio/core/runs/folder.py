@@ -36,16 +36,18 @@ from typing import TYPE_CHECKING
 
 import platformdirs
 
-from .config import RunConfig
+from ..config import RunConfig
+from ..files import atomic_write, naming, os_error_in
+from ..inspect.loaded import LoadedModel
+from ..records import MetricsRow, RunMeta, jsonl, read_jsonl
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
 
-    from .attention_maps import AttentionMaps
-    from .model import Transformer
-    from .probes import ProbeInput
+    from ..inspect.attention_maps import AttentionMaps
+    from ..inspect.probes import ProbeInput
     from .tensorboard_log import TensorBoardLog
-    from .tokenization import Tokenizer
+    from ..data.tokenization import Tokenizer
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
@@ -63,83 +65,6 @@ def default_runs_root() -> Path:
     if os.environ.get("FATSTUDIO_RUNS"):
         return Path(os.environ["FATSTUDIO_RUNS"]).expanduser()
     return platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
-
-
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside ``path``, flush it to disk, then rename it into place. A failed write
-    (a full disk) leaves ``path`` as it was, removes the temporary file and raises an OSError naming ``path``."""
-    path = Path(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    except OSError as e:
-        raise _naming(e, path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise _naming(e, path) from None
-        raise
-
-
-def os_error_in(e: BaseException) -> OSError | None:
-    """The OSError behind ``e`` (a full disk, a folder that refuses writes): ``e`` itself, its cause or context,
-    or the "(os error N)" that safetensors' own error ends with; None if there is none."""
-    seen: BaseException | None = e
-    for _ in range(8):
-        if seen is None:
-            break
-        if isinstance(seen, OSError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    found = re.search(r"\(os error (\d+)\)", str(e))
-    if found:
-        number = int(found.group(1))
-        return OSError(number, os.strerror(number))
-    return None
-
-
-def _naming(e: OSError, path: Path) -> OSError:
-    """``e`` with ``path`` as its file name (a write error says which file, not its temporary's), of the same
-    OSError subclass (OSError picks it from the errno)."""
-    return OSError(e.errno, e.strerror or str(e), str(path))
-
-
-def _jsonl(rows) -> str:
-    return "".join(json.dumps(r) + "\n" for r in rows)
-
-
-def _read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(row, dict):
-            rows.append(row)
-    return rows
-
-
-@dataclass
-class LoadedModel:
-    """A model ready for prompting: in eval mode (on the CPU unless `Run.load_model` was asked for another
-    device), never the live training model."""
-
-    model: Transformer  # built by `model.build_model` from config.model
-    tokenizer: Tokenizer
-    config: RunConfig
-    class_names: list[str] = field(default_factory=list)
-    label: str = ""
-    step: int = 0
 
 
 class Run:
@@ -303,9 +228,10 @@ class Run:
             return False
         return True
 
-    def append_metrics(self, rows: list[dict]) -> None:
+    def append_metrics(self, records: list[MetricsRow]) -> None:
         """Append metrics rows (see the module docstring for their fields); with ``train.tensorboard`` also
         to the event files, flushed."""
+        rows = [dict(r) for r in records]
         self._append(METRICS, rows)
         if rows and self.config.train.tensorboard:
             self._events().add_rows(rows)
@@ -332,38 +258,43 @@ class Run:
         if rows:
             try:
                 with open(self.path / name, "a", encoding="utf-8") as f:
-                    f.write(_jsonl(rows))
+                    f.write(jsonl(rows))
                     f.flush()
-            except OSError as e:  # a torn last row is skipped when read (`_read_jsonl`)
-                raise _naming(e, self.path / name) from None
+            except OSError as e:  # a torn last row is skipped when read (`records.read_jsonl`)
+                raise naming(e, self.path / name) from None
 
     def truncate_after(self, step: int) -> None:
         """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
         outran)."""
         for name in (METRICS, SAMPLES):
-            rows = _read_jsonl(self.path / name)
+            rows = read_jsonl(self.path / name)
             if any(r.get("step", 0) > step for r in rows):
-                atomic_write(self.path / name, _jsonl(r for r in rows if r.get("step", 0) <= step))
-        from .probes import remove_after
+                atomic_write(self.path / name, jsonl(r for r in rows if r.get("step", 0) <= step))
+        from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
+
+    @property
+    def info(self) -> RunMeta:
+        """meta.json through typed readers (`records.RunMeta`)."""
+        return RunMeta(self.meta)
 
     def metrics(self) -> list[dict]:
         """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs
         that fatstudio wrote before it marked them)."""
-        rows = _read_jsonl(self.path / METRICS)
+        rows = read_jsonl(self.path / METRICS)
         if not self.meta.get(METRICS_WINDOWS):
             _mark_window_ends(rows)
         return rows
 
     def samples(self) -> list[dict]:
-        return _read_jsonl(self.path / SAMPLES)
+        return read_jsonl(self.path / SAMPLES)
 
     def save_tokenizer(self, tokenizer) -> None:
         atomic_write(self.path / TOKENIZER, tokenizer.to_json())
 
     def load_tokenizer(self):
-        from .tokenization import Tokenizer
+        from ..data.tokenization import Tokenizer
         try:
             return Tokenizer.from_json((self.path / TOKENIZER).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -374,21 +305,21 @@ class Run:
     # -- probes (attention over training time) -------------------------------------------------------------
     def probe_input(self) -> ProbeInput | None:
         """The run's `probes.ProbeInput` (from meta.json), or None for a run that has none."""
-        from .probes import META_KEY, ProbeInput
+        from ..inspect.probes import META_KEY, ProbeInput
 
         d = self.meta.get(META_KEY)
         return ProbeInput.from_dict(d) if d else None
 
     def probe_steps(self) -> list[int]:
         """The steps whose probe maps are saved, ascending."""
-        from .probes import list_probes
+        from ..inspect.probes import list_probes
 
         return list(list_probes(self.path))
 
     def load_probe(self, step: int) -> AttentionMaps:
         """The `AttentionMaps` of the probe saved at ``step`` (float16 widened to float32);
         `probes.MissingProbe` (a ValueError listing the saved steps) if there are none."""
-        from .probes import load_probe
+        from ..inspect.probes import load_probe
 
         return load_probe(self.path, step)
 
@@ -437,7 +368,7 @@ class Run:
         from safetensors import safe_open
         from safetensors.torch import load_model
 
-        from .device import is_out_of_memory
+        from ..device import is_out_of_memory
 
         path = self.path / WEIGHTS
         if not path.exists():
@@ -474,7 +405,7 @@ class Run:
 
     def load_model(self, device: str = "cpu") -> LoadedModel:
         """The trained model for prompting (eval mode), with its tokenizer."""
-        from .model import build_model
+        from ..model import build_model
 
         tokenizer = self.load_tokenizer()
         model = build_model(self.config.model).to(device)

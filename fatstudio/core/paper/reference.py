@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .config import ModelConfig
+from ..config import ModelConfig
 
 Tensor = torch.Tensor
 F64 = torch.float64

@@ -40,7 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.stats import unigram_entropy
 from .attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
+from .probes import list_probes, load_probe_file
 
 SPIKE_WINDOW = 50  # steps of history a spike is measured against
 SPIKE_MIN_HISTORY = 20  # no spike is called before this many earlier steps
@@ -77,17 +79,6 @@ class Finding:
     @property
     def line(self) -> str:
         return f"step {self.step:,} · {self.advice}"
-
-
-def unigram_entropy(ids: np.ndarray) -> float:
-    """H = -Σ p(v) log p(v) in nats over the token frequencies of ``ids`` (any shape of integer ids ≥ 0):
-    the loss of a model that predicts only how often each token occurs. ValueError for no tokens."""
-    ids = np.asarray(ids).ravel()
-    if ids.size == 0:
-        raise ValueError("the unigram entropy of no tokens is undefined.")
-    counts = np.bincount(ids.astype(np.int64, copy=False))
-    p = counts[counts > 0] / ids.size
-    return float(-(p * np.log(p)).sum())
 
 
 def _number(value) -> float | None:
@@ -398,8 +389,6 @@ def head_findings(maps: AttentionMaps, step: int) -> list[Finding]:
 def latest_head_findings(run_dir: str | Path) -> HeadCheck | None:
     """The latest probe step saved in a run folder (`probes`) and its `head_findings`; None when there is
     none or it cannot be read."""
-    from .probes import list_probes, load_probe_file
-
     saved = list_probes(run_dir)
     if not saved:
         return None

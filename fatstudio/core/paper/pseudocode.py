@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .config import ModelConfig, ResolvedModelConfig
+from ..config import ModelConfig, ResolvedModelConfig
 
 if TYPE_CHECKING:
     import torch
@@ -446,8 +446,8 @@ def trace(model: torch.nn.Module, taps: Sequence[Tap], x: Sequence[int], z: Sequ
     away from a model another thread may be running."""
     import torch
 
-    from .device import model_device
-    from .model import ETransformer
+    from ..device import model_device
+    from ..model import ETransformer
 
     m = copy.deepcopy(model).eval()
     dev = model_device(m)

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .device import model_device
+from ..device import model_device
 from .inference import _eval_mode
 from .prompting import check_length, framed, has_mask_marker, prompt_mode
 
 if TYPE_CHECKING:
-    from .runs import LoadedModel
-    from .tokenization import TokenizerLike
+    from ..data.tokenization import TokenizerLike
+    from .loaded import LoadedModel
 
 TASK_OF_MODE = {"generate": "next_token", "fill_mask": "masked_lm", "translate": "seq2seq"}
 ALGORITHM = {"next_token": 13, "masked_lm": 12, "seq2seq": 11}

@@ -1,7 +1,7 @@
 """A measured estimate of a run's time before it starts: a few real steps of the settings on their device.
 
 `estimate` prepares the data as training would (the corpus, the tokenizer and the dataset, or the ones the
-GUI's corpus preview made), builds the model and optimizer exactly as the trainer does (`training._Loop`),
+GUI's corpus preview made), builds the model and optimizer exactly as the trainer does (a `trainer.Trainer`),
 then times ``WARMUP_STEPS`` untimed and ``TIMED_STEPS`` timed optimisation steps (the median, read after the
 loss reached the host, so a GPU's queue is included), one evaluation (``eval_iters`` batches of each split)
 and one sample. The run's time is then
@@ -23,9 +23,13 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import RunConfig
-from .data import Prepared
-from .device import resolve_device, resolve_precision
+from ..config import RunConfig
+from ..data.corpora import Prepared
+from ..device import resolve_device, resolve_precision
+from .loss import evaluate
+from .preparation import prepare
+from .sample import make_sample
+from .trainer import Trainer
 
 WARMUP_STEPS = 2  # untimed: the first steps allocate and pick kernels
 TIMED_STEPS = 5
@@ -67,14 +71,12 @@ def estimate(config: RunConfig, prepared: Prepared | None = None,
     """Time a few real steps, an evaluation and a sample of ``config`` and estimate the whole run (see the
     module). ``progress(fraction, message)`` follows it. ValueError in words for settings that cannot train,
     `device.OutOfMemory` if they do not fit."""
-    from .training import Control, _Loop, _prepare_data, evaluate, make_sample
-
     report = progress or (lambda fraction, message: None)
     config.validate()
     t = config.train
     dev = resolve_device(t.device)
     precision = resolve_precision(t.precision, dev)
-    preparing = _prepare_data(config, None, prepared)
+    preparing = prepare(config, None, prepared)
     try:
         while True:
             event = next(preparing)
@@ -83,21 +85,20 @@ def estimate(config: RunConfig, prepared: Prepared | None = None,
         tokenizer, dataset, config = done.value[:3]
     report(0.6, "timing steps")
     torch.manual_seed(t.seed)
-    loop = _Loop(config, dev, precision, tokenizer, dataset, Control())
-    loop.build()
+    trainer = Trainer(config, tokenizer, dataset, dev, precision)
     times = []
     for i in range(WARMUP_STEPS + TIMED_STEPS):
         t0 = time.perf_counter()
-        loss, _, _ = loop.step(i + 1)
+        loss, _, _ = trainer.step(i + 1)
         loss.item()  # the step is done when its loss reaches the host
         times.append(time.perf_counter() - t0)
     step_s = statistics.median(times[WARMUP_STEPS:])
     report(0.85, "timing an evaluation")
     t0 = time.perf_counter()
-    if loop.has_val:  # as the trainer: no validation split, no evaluation (the sample is still written)
-        evaluate(loop.model, dataset, config.data.task, t, dev, t.seed, precision)
+    if trainer.has_val:  # as the trainer: no validation split, no evaluation (the sample is still written)
+        evaluate(trainer.model, dataset, config.data.task, t, dev, t.seed, precision)
     if t.sample_tokens:
-        make_sample(loop.model, tokenizer, dataset, config.data.task, t, t.seed, "val" if loop.has_val else "train")
+        make_sample(trainer.model, tokenizer, dataset, config.data.task, t, t.seed, "val" if trainer.has_val else "train")
     evaluation_s = time.perf_counter() - t0
     evaluations = t.steps // t.eval_interval + (t.steps % t.eval_interval != 0)
     return Estimate(t.steps, str(dev), precision, step_s, evaluation_s, evaluations,

@@ -22,7 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from .config import TENSORBOARD_MISSING
+from ..config import TENSORBOARD_MISSING
 
 TENSORBOARD_DIR = "tensorboard"
 SCALAR_TAGS = {  # metrics.jsonl key -> TensorBoard tag (the part before "/" is TensorBoard's section)

@@ -34,13 +34,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..files import atomic_write
 from .attention_maps import AttentionMaps
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
 
 if TYPE_CHECKING:
-    from .data import Dataset
-    from .tokenization import TokenizerLike
+    from ..data.corpora import Dataset
+    from ..data.tokenization import TokenizerLike
 
 PROBES = "probes"  # the folder of a run that holds the probe maps
 META_KEY = "probe"  # meta.json: the run's ProbeInput as a dict
@@ -178,7 +179,6 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
     the probe input and the step's head ``scores`` in the metadata), atomically. Returns the path."""
     from safetensors.numpy import save
 
-    from .runs import atomic_write
 
     path = probe_path(run_dir, step)
     path.parent.mkdir(exist_ok=True)

@@ -1,5 +1,5 @@
 """Check against the paper: the fast model (`fatstudio.core.model`) against the literal float64 reference of its
-algorithm (`fatstudio.core.reference`: Algorithms 1-10 as the paper writes them, loops and columns).
+algorithm (`fatstudio.core.paper.reference`: Algorithms 1-10 as the paper writes them, loops and columns).
 
 `compare` is the comparison itself, for any batch (padding included): the largest |difference| of the
 probabilities P (from the fused path and from the attention-capturing path), of every head's attention weights
@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .config import ModelConfig
-from .model import ETransformer, Transformer, build_model
-from .prompting import encode_prompt
+from ..config import ModelConfig
+from ..inspect.prompting import encode_prompt
+from ..model import ETransformer, Transformer, build_model
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
 
 if TYPE_CHECKING:
-    from .data import Corpus
-    from .tokenization import TokenizerLike
+    from ..data.corpora import Corpus
+    from ..data.tokenization import TokenizerLike
 
 CHECK_TOKENS = 12  # the input's length (at most): the reference runs its loops in well under a second
 
@@ -114,7 +114,7 @@ def check_against_paper(model: Transformer, x: Sequence[int], z: Sequence[int] |
     length = f"{len(x)} target and {len(z)} source tokens" if z is not None else f"{len(x)} tokens"
     description = (
         f"The fast model ({cfg.arch}, its weights copied into float64) against the literal float64 reference of "
-        f"Algorithm {ALGORITHMS[cfg.arch]} (fatstudio.core.reference: the paper's pseudocode with its loops and "
+        f"Algorithm {ALGORITHMS[cfg.arch]} (fatstudio.core.paper.reference: the paper's pseudocode with its loops and "
         f"columns) on {length}{f' ({source})' if source else ''}. Compared: the probabilities P "
         f"({cfg.vocab_size} × {len(x)}, from the fused attention path and from the path that returns the "
         f"weights), the attention weights softmax(S/√d_attn) of all {cfg.H} heads of each of the {layers} "

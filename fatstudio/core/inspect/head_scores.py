@@ -39,7 +39,7 @@ from .attention_maps import AttentionMaps, head_label, parse_map_name
 if TYPE_CHECKING:
     import torch
 
-    from .tokenization import TokenizerLike
+    from ..data.tokenization import TokenizerLike
 
 SCORES = ("prev", "diag", "sink", "induction")  # in the order they are shown
 SCORE_TITLES = {
@@ -111,7 +111,7 @@ def induction_scores(maps: AttentionMaps | Mapping[str, np.ndarray], n: int) -> 
 # ---------------------------------------------------------------------------------------- from a model
 def ordinary_ids(tokenizer: TokenizerLike) -> np.ndarray:
     """The token ids that are not pad, mask, bos, eos or the unknown token, ascending."""
-    from .tokenization import SPECIALS, UNK
+    from ..data.tokenization import SPECIALS, UNK
 
     special = {tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id, tokenizer.eos_id}
     names = tokenizer.token_strings(range(tokenizer.vocab_size))

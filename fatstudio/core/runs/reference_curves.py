@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import RunConfig
+from ..config import RunConfig
+from ..files import atomic_write
+from ..resources import resource_path
 
 FORMAT, VERSION = "fatstudio-reference-curve", 1
 POINTS = 200  # the most points of a reference's train curve
@@ -145,8 +147,6 @@ def same_settings(a: RunConfig, b: RunConfig) -> bool:
 
 def reference_dir() -> Path:
     """The shipped references: resources/reference-curves."""
-    from .resources import resource_path
-
     return resource_path("reference-curves")
 
 
@@ -175,8 +175,6 @@ def find_reference(config: RunConfig, folder: str | Path | None = None) -> Refer
 
 def save_reference(ref: ReferenceCurve, folder: str | Path) -> Path:
     """Write ``ref`` to ``folder``/<preset key>.json (the folder is made if missing), one line per key."""
-    from .runs import atomic_write
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{ref.preset}.json"

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .config import TASKS, _check_choice
-from .resources import resource_path
+from ..config import TASKS, _check_choice
+from ..resources import resource_path
+from . import streaming
+from .stats import unigram_entropy
 from .tokenization import Progress, Tokenizer, encode_corpus, split_text, token_dtype
 
 if TYPE_CHECKING:
@@ -230,14 +232,10 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
 
 def _streams(files: list[Path]) -> bool:
     """Whether text ``files`` are too large to hold in memory (`streaming.STREAM_BYTES`)."""
-    from . import streaming
-
     return sum(f.stat().st_size for f in files) > streaming.STREAM_BYTES
 
 
 def _load_streamed(path: Path, spec: str, files: list[Path], notes: list[str], progress: Progress | None) -> Corpus:
-    from . import streaming
-
     try:
         source = streaming.scan(files, notes, progress)
     except OSError as e:
@@ -538,7 +536,6 @@ class _StreamDataset(Dataset):
         return {"train_tokens": len(self._data["train"]), "val_tokens": len(self._data["val"])}
 
     def unigram_entropy(self) -> float | None:
-        from .diagnostics import unigram_entropy
         train = self._data["train"]
         return unigram_entropy(np.asarray(train)) if len(train) else None
 

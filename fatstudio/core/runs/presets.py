@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import tomllib
 
-from .config import PRESET_KEYS, RunConfig
-from .resources import resource_path
+from ..config import PRESET_KEYS, RunConfig
+from ..resources import resource_path
 
 MAX_WALKTHROUGH = 3  # steps a walkthrough may have
 

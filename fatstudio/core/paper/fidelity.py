@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .config import ModelConfig, TrainConfig
+from ..config import ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .config import ModelConfig, ResolvedModelConfig
-    from .runs import LoadedModel
-    from .tokenization import TokenizerLike
+    from ..config import ModelConfig, ResolvedModelConfig
+    from ..data.tokenization import TokenizerLike
+    from .loaded import LoadedModel
 
 MODES = ("generate", "fill_mask", "translate", "classify")
 MASK_MARKER = "[MASK]"  # what a user types for a masked position (the tokenizer's own mask string works too)

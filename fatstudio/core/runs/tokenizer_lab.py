@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .config import TOKENIZERS
+from ..config import TOKENIZERS
 from .reference_curves import bits_per_char
-from .tokenization import Progress, Tokenizer, split_text, train_tokenizer
+from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
 
 if TYPE_CHECKING:
-    from .data import Corpus
-    from .runs import Run
+    from ..data.corpora import Corpus
+    from .folder import Run
 
 Spec = tuple[str, int | None]  # (kind, vocab_size); char takes no size
 DEFAULT_SPECS: tuple[Spec, ...] = (("char", None), ("word", 1024), ("word", 4096), ("bpe", 512), ("bpe", 1024),
@@ -288,7 +288,7 @@ class RunScore:
 
 def same_corpus(a: str, b: str) -> bool:
     """Whether two ``data.corpus`` settings name the same corpus: the same built-in, or the same file or folder."""
-    from .data import BUILTINS
+    from ..data.corpora import BUILTINS
 
     if a in BUILTINS or b in BUILTINS:
         return a == b
@@ -306,8 +306,8 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
     d, t = run.config.data, run.config.train
     if d.task not in ("next_token", "masked_lm") or not d.val_fraction:
         return None
-    from .data import build_dataset, load_corpus
-    from .training import chars_per_token
+    from ..data.corpora import build_dataset, load_corpus
+    from ..data.chars import chars_per_token
 
     corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed)
     tokenizer = run.load_tokenizer()
@@ -328,8 +328,8 @@ def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, t
     that have a validation loss, lowest bits per character first (then lowest loss). ``loaded`` is the
     corpus as loaded for ``task`` with ``seed``; it spares loading it again for runs that predate meta.json's
     ``chars_per_token``. A run whose corpus or tokenizer can no longer be read has no bits per character."""
-    from .data import load_corpus, seeded
-    from .runs import list_runs
+    from ..data.corpora import load_corpus, seeded
+    from .folder import list_runs
 
     runs = [r for r in list_runs(Path(runs_root) if runs_root else None)
             if r.meta.get("status") in ("finished", "stopped") and same_corpus(r.config.data.corpus, corpus_spec)

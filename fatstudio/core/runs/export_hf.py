@@ -35,12 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import CAUSAL_ARCHS, ResolvedModelConfig
+from ..config import CAUSAL_ARCHS, ResolvedModelConfig
 
 if TYPE_CHECKING:
     import torch
 
-    from .tokenization import Tokenizer
+    from ..data.tokenization import Tokenizer
 
 GPT2, LLAMA = "GPT2LMHeadModel", "LlamaForCausalLM"
 GPT2_POSITIONS = ("learned", "sinusoidal", "none")
@@ -144,7 +144,7 @@ def hf_state_dict(ours: Mapping[str, torch.Tensor], cfg: ResolvedModelConfig) ->
     transformers class `hf_class` picks for ``cfg``, float32."""
     import torch
 
-    from .model.positions import sinusoids
+    from ..model.positions import sinusoids
 
     target = hf_class(cfg)
     out: dict[str, torch.Tensor] = {}
@@ -212,7 +212,7 @@ def hf_state_dict(ours: Mapping[str, torch.Tensor], cfg: ResolvedModelConfig) ->
 def _tokenizer_files(tokenizer: Tokenizer, l_max: int) -> dict[str, str]:
     """tokenizer.json (the run's own), tokenizer_config.json and special_tokens_map.json for
     ``PreTrainedTokenizerFast``: the run's specials, no bos/eos added, so it gives the run's ids."""
-    from .tokenization import SPECIALS, UNK
+    from ..data.tokenization import SPECIALS, UNK
 
     pad, mask, bos, eos = SPECIALS
     specials = dict(bos_token=bos, eos_token=eos, pad_token=pad, mask_token=mask)
@@ -230,7 +230,7 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     the field), a run without weights, or an ``out_dir`` that is a file or a folder with files in it."""
     from safetensors.torch import save_file
 
-    from .runs import Run
+    from .folder import Run
 
     run = Run.open(run_dir)
     cfg = run.config.model.validate().resolved()

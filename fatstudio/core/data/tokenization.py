@@ -36,7 +36,7 @@ import numpy as np
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
-from .config import TOKENIZERS, _check_choice
+from ..config import TOKENIZERS, _check_choice
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"

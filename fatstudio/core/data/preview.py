@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .data import Corpus, Prepared
+    from .corpora import Corpus, Prepared
     from .tokenization import Tokenizer
 
 Progress = Callable[[float, str], None]
@@ -129,7 +129,7 @@ def load(spec: str, task: str, tokenizer: str, vocab_size: int, seed: int,
          progress: Progress | None = None) -> CorpusPreview:
     """Load the corpus ``spec`` for ``task`` (a synthetic built-in generated with ``seed``), train a
     ``tokenizer`` tokenizer of at most ``vocab_size`` tokens on it, and describe both."""
-    from . import data
+    from . import corpora as data
 
     report = progress or _quiet
     report(0.0, f"loading {spec}")
@@ -151,7 +151,8 @@ def retokenize(info: CorpusPreview, tokenizer: str, vocab_size: int, progress: P
 
 
 def _tokenize(info: CorpusPreview, corpus: Corpus, kind: str, vocab_size: int, report: Progress) -> CorpusPreview:
-    from . import data, tokenization
+    from . import corpora as data
+    from . import tokenization
 
     tok = tokenization.train_tokenizer(kind, corpus.texts(), vocab_size,
                                        progress=_scaled(report, 0.6, 1.0))

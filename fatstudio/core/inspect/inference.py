@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import torch
 
+from ..device import model_device
+from ..model.attention import KVCache
 from .attention_maps import AttentionMaps, attention_entropy, colormap
-from .device import model_device
-from .model.attention import KVCache
 from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, encode_prompt, framed, has_mask_marker
 
 if TYPE_CHECKING:
-    from .tokenization import TokenizerLike
+    from ..data.tokenization import TokenizerLike
 
 
 # --------------------------------------------------------------------------------------------- sampling

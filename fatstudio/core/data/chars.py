@@ -1,0 +1,45 @@
+"""Characters per token of each split of a corpus: what turns a loss in nats per token into bits per character
+(training records it, the tokenizer lab compares runs by it)."""
+from __future__ import annotations
+
+from itertools import accumulate
+
+from .corpora import Corpus, Dataset
+from .tokenization import Tokenizer, split_text
+
+
+def chars_per_token(corpus: Corpus, tokenizer: Tokenizer, dataset: Dataset) -> dict[str, float] | None:
+    """Characters per token of each split of a text stream (next_token, masked_lm), ``{"train": …, "val": …}``
+    ("val" only where there is a validation split): a split's loss of ℓ nats per token is ℓ / ln 2 / its
+    ratio bits per character. Each split has its own (a BPE's differ by 10 % on python-stdlib). None for
+    paired or labelled corpora (seq2seq, classification), whose loss is not over one text."""
+    sizes = dataset.sizes()
+    if corpus.kind != "text" or not sizes.get("train_tokens"):
+        return None
+    counted = dataset.split_chars()  # a streamed corpus's, counted as it was encoded (it holds no text)
+    if counted is not None:
+        return {split: n / sizes[f"{split}_tokens"] for split, n in counted.items()}
+    if not corpus.text:
+        return None
+    n_val = sizes.get("val_tokens", 0)
+    val_chars = _tail_chars(corpus.text, tokenizer, n_val)
+    ratios = {"train": (len(corpus.text) - val_chars) / sizes["train_tokens"]}
+    if n_val:
+        ratios["val"] = val_chars / n_val
+    return ratios
+
+
+def _tail_chars(text: str, tokenizer: Tokenizer, n: int) -> int:
+    """The characters that the last ``n`` tokens of ``text``'s token stream cover: the pieces `encode_corpus`
+    encodes (cut where no token spans) encoded again from the end, the split found by the tokens' offsets."""
+    covered = 0  # characters of the pieces wholly in the tail
+    ends = [0, *accumulate(len(piece) for piece in split_text(text))]
+    for lo, hi in reversed(list(zip(ends, ends[1:]))):
+        if n <= 0:
+            break
+        offsets = tokenizer.backend.encode_batch([text[lo:hi]], add_special_tokens=False)[0].offsets  # GIL released
+        if len(offsets) >= n:
+            return covered + (hi - lo) - offsets[-n][0]
+        n -= len(offsets)
+        covered += hi - lo
+    return covered

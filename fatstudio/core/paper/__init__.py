@@ -1,0 +1,1 @@
+"""The paper itself: the float64 reference, the pseudocode traced line by line, the check against it, the deviations."""

@@ -1,0 +1,127 @@
+"""The run folder's JSON records as types, and their conversion to and from JSON in one place: a ``metrics.jsonl``
+row (`MetricsRow`, a TypedDict: the file's shape stays byte for byte) and ``meta.json`` (`RunMeta`, typed readers
+over the dict the run folder keeps, tolerant of a meta.json that says anything). Plain Python: no torch."""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypedDict
+
+
+class MetricsRow(TypedDict, total=False):
+    """One step of ``metrics.jsonl``. Every row has ``step``, ``train_loss``, ``lr`` and ``grad_norm`` (None, with
+    ``skipped``, where loss scaling skipped the step); rows of a finished emission window have the window's
+    ``tokens_per_s``, its last row ``window_end``; an evaluated step adds ``eval_train_loss``, ``val_loss`` and
+    ``accuracy``."""
+
+    step: int
+    train_loss: float
+    lr: float
+    grad_norm: float | None
+    skipped: bool
+    tokens_per_s: float
+    window_end: bool
+    eval_train_loss: float
+    val_loss: float
+    accuracy: float | None
+
+
+def metrics_rows(steps: Sequence[int], train_loss: Sequence[float], lr: Sequence[float],
+                 grad_norm: Sequence[float | None], tokens_per_s: float | None = None) -> list[MetricsRow]:
+    """The rows of one emission window's steps; with ``tokens_per_s`` (the window's throughput) on each, the last
+    marked ``window_end``."""
+    rows: list[MetricsRow] = []
+    for step, loss, rate, norm in zip(steps, train_loss, lr, grad_norm):
+        row: MetricsRow = {"step": step, "train_loss": loss, "lr": rate, "grad_norm": norm}
+        if norm is None:
+            row["skipped"] = True
+        if tokens_per_s is not None:
+            row["tokens_per_s"] = tokens_per_s
+        rows.append(row)
+    if rows and tokens_per_s is not None:
+        rows[-1]["window_end"] = True
+    return rows
+
+
+def with_evaluation(row: MetricsRow, eval_train_loss: float, val_loss: float, accuracy: float | None) -> None:
+    """Add an evaluation's numbers to the row of its step."""
+    row["eval_train_loss"], row["val_loss"], row["accuracy"] = eval_train_loss, val_loss, accuracy
+
+
+def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
+    """Rows as JSON lines, one per row."""
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _count(value: Any, default: int = 0) -> int:
+    number = _number(value)
+    return int(number) if number is not None and math.isfinite(number) else default
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """Typed readers over a run's ``meta.json`` (`Run.meta`): a missing or malformed value reads as its default."""
+
+    data: Mapping[str, Any]
+
+    @property
+    def status(self) -> str | None:
+        value = self.data.get("status")
+        return value if isinstance(value, str) else None
+
+    @property
+    def step(self) -> int:
+        return _count(self.data.get("step"))
+
+    @property
+    def checkpoint_step(self) -> int:
+        """The step of the weights on disk (an older run: its last recorded step)."""
+        return _count(self.data.get("checkpoint_step"), self.step)
+
+    def total_steps(self, default: int) -> int:
+        return _count(self.data.get("total_steps"), default)
+
+    @property
+    def unigram_entropy(self) -> float | None:
+        return _number(self.data.get("unigram_entropy"))
+
+    @property
+    def best_val_loss(self) -> float | None:
+        return _number(self.data.get("best_val_loss"))
+
+    @property
+    def chars_per_token(self) -> dict[str, float] | None:
+        """Characters per token of each split ({"train": …, "val": …}), or None."""
+        value = self.data.get("chars_per_token")
+        if not isinstance(value, dict):
+            return None
+        ratios = {k: float(v) for k, v in value.items() if _number(v) is not None}
+        return ratios or None
+
+    @property
+    def diverged(self) -> dict | None:
+        """The step whose numbers were not finite, as the trainer recorded it (`training.Finished.diverged`)."""
+        value = self.data.get("diverged")
+        return value if isinstance(value, dict) and value else None
