@@ -24,6 +24,7 @@ LAZY = {
     ("runs.tokenizer_lab", "data.corpora"), ("runs.tokenizer_lab", "runs.folder"),
     ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
     ("training.estimate", "training.trainer"),
+    ("workspace", "training"),  # the application model reads training's events; the window opens without torch
 }
 
 

@@ -42,7 +42,7 @@ def record(ws: Workspace) -> dict[str, list]:
 
 def started(run_dir="/runs/a", grad_clip=1.0, warmup=5) -> Started:
     cfg = RunConfig(train=TrainConfig(grad_clip=grad_clip, warmup=warmup, lr=3e-4))
-    return Started(run_dir, 0, 100, 1000, "cpu", "fp32", True, cfg.to_dict(), unigram_entropy=2.0)
+    return Started(run_dir, 0, 100, 1000, "cpu", "fp32", True, cfg, unigram_entropy=2.0)
 
 
 def steps(first: int, n: int, loss=1.0) -> Steps:
