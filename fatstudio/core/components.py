@@ -126,4 +126,20 @@ def recorded(comps: Sequence[Component], into: dict[str, list[torch.Tensor]]) ->
         yield
 
 
-__all__ = ["Component", "Replace", "components", "component", "stacks", "replaced", "recorded"]
+@contextmanager
+def outputs_of(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
+    """Collect each module's output (a copy; of a layer, its X without the attention maps) in a list, in the
+    order they run."""
+    out: list[torch.Tensor] = []
+
+    def keep(_m, _a, o) -> None:
+        out.append((o[0] if isinstance(o, tuple) else o).detach().clone())
+    handles = [m.register_forward_hook(keep) for m in modules]
+    try:
+        yield out
+    finally:
+        for h in handles:
+            h.remove()
+
+
+__all__ = ["Component", "Replace", "components", "component", "stacks", "replaced", "recorded", "outputs_of"]

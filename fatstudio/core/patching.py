@@ -16,34 +16,18 @@ norm and the unembedding act on each position alone.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
-from .components import Component, components, recorded, replaced
+from .components import Component, components, outputs_of, recorded, replaced
 from .device import model_device
 from .inference import _eval_mode
 from .prompting import encode_prompt
 
 if TYPE_CHECKING:
     from .tokenization import TokenizerLike
-
-
-@contextmanager
-def _outputs(modules: list[nn.Module]) -> Iterator[list[torch.Tensor]]:
-    """Collect each module's output (a layer's X, without its attention maps) in a list, in order."""
-    out: list[torch.Tensor] = []
-    keep = lambda _m, _a, o: out.append((o[0] if isinstance(o, tuple) else o).detach().clone())
-    handles = [m.register_forward_hook(keep) for m in modules]
-    try:
-        yield out
-    finally:
-        for h in handles:
-            h.remove()
 
 
 def check_decoder(model, what: str) -> None:
@@ -68,7 +52,7 @@ class Patcher:
         self.points = [model.embed, *model.layers]  # the residual stream after layer ℓ is points[ℓ]'s output
         self.heads = [c for c in components(model) if c.is_head]
         kept: dict[str, list[torch.Tensor]] = {}
-        with _eval_mode(model), recorded(self.heads, kept), _outputs(self.points) as resid:
+        with _eval_mode(model), recorded(self.heads, kept), outputs_of(self.points) as resid:
             self.clean_logits = model(clean)
         self.clean_resid = resid  # (L+1) × (1, T, d_e)
         self.clean_heads = {name: parts[0] for name, parts in kept.items()}  # each head's Y^h (1, T, d_mid)
