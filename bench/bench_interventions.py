@@ -8,7 +8,7 @@ depend on them):
 
 ablate uses the preset's validation batch (eval_iters × batch_size windows of the python-stdlib corpus);
 token-loss scores the char validation split of tinyshakespeare (``--corpus``, default
-../shared/data/tinyshakespeare.txt beside the checkout), read where it is.
+shared/data/tinyshakespeare.txt in a folder above the checkout), read where it is.
 """
 from __future__ import annotations
 
@@ -86,7 +86,8 @@ def bench_token_loss(corpus: str) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("what", choices=["ablate", "patch", "token-loss"])
-    p.add_argument("--corpus", default=str(Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare.txt"))
+    near = [d / "shared/data/tinyshakespeare.txt" for d in Path(__file__).resolve().parents]
+    p.add_argument("--corpus", default=str(next((f for f in near if f.exists()), near[2])))
     args = p.parse_args()
     {"ablate": bench_ablate, "patch": bench_patch, "token-loss": lambda: bench_token_loss(args.corpus)}[args.what]()
 
