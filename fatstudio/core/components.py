@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -50,7 +51,7 @@ class Component:
         return Y[..., self.head * self.width:(self.head + 1) * self.width]
 
 
-def stacks(model) -> list[tuple[str, str, Sequence[nn.Module]]]:
+def stacks(model) -> list[tuple[str, str, Sequence[Any]]]:
     """(self-attention map kind, MLP prefix, layers) of each stack of ``model``, in the order it runs them."""
     if hasattr(model, "encoder"):
         return [("enc", "enc-mlp", model.encoder), ("dec", "dec-mlp", model.decoder)]

@@ -22,7 +22,7 @@ post-LN model renormalises after every sublayer, so its stream is no such sum: i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -152,22 +152,21 @@ def attribute(model, x: torch.Tensor, position: int, target: int) -> Attribution
     norm, w = model.norm_final, model.unembed.W_u.weight[target]
     if norm.kind == "layer":
         scale = torch.sqrt(final.var(unbiased=False) + norm.eps)
-        linear = lambda v: (v - v.mean()) / scale * norm.gamma  # noqa: E731 (the frozen norm, without β)
+        linear = lambda v: (v - v.mean()) / scale * norm.gamma  # the frozen norm, without β
         parts = {"biases": w @ norm.beta}
     else:
         scale = torch.sqrt(final.pow(2).mean() + norm.eps)
-        linear = lambda v: v / scale * norm.gamma  # noqa: E731
+        linear = lambda v: v / scale * norm.gamma
         parts = {"biases": w.new_zeros(())}
     parts["embedding"] = w @ linear(e)
     for c in comps:
-        out = kept[c.name][0][0, position]
+        out, module = kept[c.name][0][0, position], cast(Any, c.module)
         if c.is_head:
-            W_o = c.module.weight[:, c.head * c.width:(c.head + 1) * c.width]
-            parts[c.name] = w @ linear(W_o @ out)
-            if c.head == 0 and c.module.bias is not None:
-                parts["biases"] = parts["biases"] + w @ linear(c.module.bias)
+            parts[c.name] = w @ linear(c.part(module.weight) @ out)  # W_o's columns of the head
+            if c.head == 0 and module.bias is not None:
+                parts["biases"] = parts["biases"] + w @ linear(module.bias)
         else:
-            b = c.module.W_mlp2.bias
+            b = module.W_mlp2.bias
             parts[c.name] = w @ linear(out - b if b is not None else out)
             if b is not None:
                 parts["biases"] = parts["biases"] + w @ linear(b)

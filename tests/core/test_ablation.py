@@ -5,6 +5,7 @@ import copy
 
 import pytest
 import torch
+from interventions_helpers import ARCHS, inputs, tiny
 
 from fatstudio.core.ablation import Ablator, load_at_step, validation_batch
 from fatstudio.core.components import component, components, replaced
@@ -12,8 +13,6 @@ from fatstudio.core.config import TrainConfig
 from fatstudio.core.data import build_dataset, load_corpus
 from fatstudio.core.tokenization import train_tokenizer
 from fatstudio.core.training import evaluate
-
-from interventions_helpers import ARCHS, inputs, tiny
 
 
 def _zeroed_copy(model, name):

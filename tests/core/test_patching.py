@@ -1,7 +1,6 @@
 """Activation patching is exact: clean into clean changes nothing, the final residual at the last position gives
 the clean logits back, each patch changes only what it names; the fractions are of the logit difference."""
 import pytest
-import torch
 from interventions_helpers import inputs, tiny
 
 from fatstudio.core.patching import Patcher, patch
