@@ -70,6 +70,18 @@ def components(model) -> list[Component]:
     return out
 
 
+def component_label(name: str) -> str:
+    """A component as a person counts it (from 1): "self/0/2" → "layer 1 · head 3", "cross/1/0" →
+    "cross-attention layer 2 · head 1", "mlp/1" → "layer 2 · MLP", "enc-mlp/0" → "encoder layer 1 · MLP"."""
+    from .attention_maps import head_label, layer_label
+
+    parts = name.split("/")
+    if len(parts) == 3:
+        return head_label(f"{parts[0]}/{parts[1]}", int(parts[2]))
+    stack = parts[0].removesuffix("mlp").removesuffix("-") or "self"
+    return f"{layer_label(f'{stack}/{parts[1]}')} · MLP"
+
+
 def component(model, name: str) -> Component:
     """The component called ``name``; ValueError naming the model's components otherwise."""
     found = {c.name: c for c in components(model)}
@@ -143,4 +155,4 @@ def outputs_of(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
             h.remove()
 
 
-__all__ = ["Component", "Replace", "components", "component", "stacks", "replaced", "recorded", "outputs_of"]
+__all__ = ["Component", "Replace", "components", "component", "component_label", "stacks", "replaced", "recorded", "outputs_of"]
