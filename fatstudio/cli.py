@@ -1,4 +1,5 @@
-"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``.
+"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``, and the
+experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
 """
@@ -57,12 +58,49 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png (every layer × head, labelled) "
                    "or FILE.csv")
 
+    _intervention_parsers(sub)
+
     e = sub.add_parser("export", help="write a run as a Hugging Face transformers folder (GPT-2 or Llama)")
     e.add_argument("run_dir")
     e.add_argument("--format", required=True, choices=["hf"], help="hf: config.json, model.safetensors and the "
                    "tokenizer files that AutoModelForCausalLM and AutoTokenizer load")
     e.add_argument("--out", required=True, metavar="DIR", help="the folder to create (new or empty)")
     return p
+
+
+def _intervention_parsers(sub) -> None:
+    """ablate, patch, lens, token-loss: experiments on a trained run (layers and heads 0-based in the files)."""
+    step = "the weights of step N (a run keeps its last checkpoint's; default: those)"
+    ab = sub.add_parser("ablate", help="knock out each head and MLP in turn and write the change in validation loss")
+    ab.add_argument("run_dir")
+    ab.add_argument("--kind", default="zero", choices=["zero", "mean", "resample"], help="replace the component's "
+                    "output by zeros, its mean over the validation batch, or its output on another row (default zero)")
+    ab.add_argument("--step", type=int, metavar="N", help=step)
+    ab.add_argument("--out", required=True, help="FILE.json or FILE.csv")
+
+    pa = sub.add_parser("patch", help="patch a clean prompt's activations into a corrupted one (gpt, gopher)")
+    pa.add_argument("run_dir")
+    pa.add_argument("--clean", required=True, metavar="TEXT")
+    pa.add_argument("--corrupt", required=True, metavar="TEXT", help="as many tokens as --clean")
+    pa.add_argument("--target", metavar="TOKEN", help="the token whose logit difference is restored (default: the "
+                    "clean prompt's most likely next token)")
+    pa.add_argument("--out", required=True, help="FILE.json")
+
+    le = sub.add_parser("lens", help="the logit lens: the top token after every layer at every position")
+    le.add_argument("run_dir")
+    le.add_argument("--prompt", required=True, metavar="TEXT", help="the text (the decoder's text for seq2seq)")
+    le.add_argument("--source", metavar="TEXT", help="the source text (encoder-decoder runs)")
+    le.add_argument("--step", type=int, metavar="N", help=step)
+    le.add_argument("--out", required=True, help="FILE.json")
+
+    tl = sub.add_parser("token-loss", help="the loss of every validation token (gpt, gopher), or its change against "
+                        "another run")
+    tl.add_argument("run_dir")
+    tl.add_argument("--step", type=int, metavar="N", help=step)
+    against = tl.add_mutually_exclusive_group()
+    against.add_argument("--against", metavar="RUN_DIR2", help="a run on the same corpus to compare with")
+    against.add_argument("--against-step", type=int, metavar="M", help="this run's weights of step M to compare with")
+    tl.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         return app_main([])
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
-                "export": cmd_export}[args.command](args)
+                "export": cmd_export, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
+                "token-loss": cmd_token_loss}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 
@@ -350,6 +389,95 @@ def cmd_attention(args) -> int:
     maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
     _save_maps(maps, out)
     print(f"wrote {len(maps.maps)} attention maps ({_maps_in_words(maps)}) to {out}")
+    return 0
+
+
+# ---- ablate / patch / lens / token-loss ------------------------------------------------------------------
+def _out_file(path: str, suffixes: tuple[str, ...]) -> Path:
+    out = Path(path)
+    if out.suffix.lower() not in suffixes:
+        raise ValueError(f"--out {out}: the file must end in {' or '.join(suffixes)}.")
+    return out
+
+
+def _write(out: Path, data: dict, csv: Callable[[], str] | None = None) -> None:
+    import json
+
+    from .core.runs import atomic_write
+
+    atomic_write(out, csv() if out.suffix.lower() == ".csv" and csv else json.dumps(data, ensure_ascii=False))
+
+
+def _loaded(run_dir: str, step: int | None):
+    from .core.ablation import load_at_step
+    from .core.runs import Run
+
+    return load_at_step(Run.open(run_dir), step)
+
+
+def cmd_ablate(args) -> int:
+    from .core.ablation import knockout_table
+    from .core.components import component_label
+
+    out = _out_file(args.out, (".json", ".csv"))
+    loaded = _loaded(args.run_dir, args.step)
+    table = knockout_table(loaded, args.kind)
+    _write(out, table.to_dict(), table.csv)
+    worst = max(table.rows, key=lambda r: r.delta_loss)
+    print(f"wrote the {args.kind} ablation of {len(table.rows)} heads and MLPs at step {loaded.step} to {out}: "
+          f"validation loss {table.baseline_loss:.4f}; knocking out {component_label(worst.component)} changes it "
+          f"most ({worst.delta_loss:+.4f})")
+    return 0
+
+
+def cmd_patch(args) -> int:
+    from .core.components import component_label
+    from .core.patching import patch
+
+    out = _out_file(args.out, (".json",))
+    loaded = _loaded(args.run_dir, None)
+    result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target)
+    _write(out, result.to_dict())
+    name, h = max(((n, h) for n, row in result.heads.items() for h in range(len(row))),
+                  key=lambda nh: result.heads[nh[0]][nh[1]])
+    print(f"wrote the patching of {len(result.clean_tokens)} positions to {out}: logit difference of {result.target!r} "
+          f"over {result.foil!r} is {result.clean_logit_diff:.3f} clean, {result.corrupted_logit_diff:.3f} corrupted; "
+          f"{component_label(f'{name}/{h}')} restores the most ({result.heads[name][h]:.0%})")
+    return 0
+
+
+def cmd_lens(args) -> int:
+    from .core.lens import lens
+
+    out = _out_file(args.out, (".json",))
+    loaded = _loaded(args.run_dir, args.step)
+    result = lens(loaded.model, loaded.tokenizer, args.prompt, args.source)
+    _write(out, result.to_dict())
+    print(f"wrote the logit lens of {len(result.tokens)} tokens after each of {len(result.top_tokens) - 1} layers "
+          f"(and the embedding) at step {loaded.step} to {out}")
+    return 0
+
+
+def cmd_token_loss(args) -> int:
+    from .core.runs import Run
+    from .core.token_loss import diff, token_losses, validation_stream
+
+    out = _out_file(args.out, (".json", ".csv"))
+    loaded = _loaded(args.run_dir, args.step)
+    stream = validation_stream(loaded)
+    result = token_losses(loaded, stream)
+    print(f"{result.n_tokens} validation tokens at step {loaded.step}: mean loss {result.mean:.4f}")
+    if args.against is None and args.against_step is None:
+        _write(out, result.to_dict(), result.csv)
+        print(f"wrote them to {out}")
+        return 0
+    other = Run.open(args.against).load_model() if args.against else _loaded(args.run_dir, args.against_step)
+    if args.against:
+        stream = validation_stream(other)
+    compared = diff(result, token_losses(other, stream))
+    _write(out, compared.to_dict(), compared.csv)
+    print(f"against {other.label}: mean loss {compared.against.mean:.4f}, difference "
+          f"{compared.this.mean - compared.against.mean:+.4f}; wrote both and the change per token to {out}")
     return 0
 
 

@@ -535,6 +535,11 @@ class _StreamDataset(Dataset):
     def sizes(self) -> dict:
         return {"train_tokens": len(self._data["train"]), "val_tokens": len(self._data["val"])}
 
+    def stream(self, split: str) -> np.ndarray:
+        """The token ids of ``split`` in corpus order (the val split follows the train split)."""
+        self._check_split(split)
+        return self._data[split]
+
     def unigram_entropy(self) -> float | None:
         train = self._data["train"]
         return unigram_entropy(np.asarray(train)) if len(train) else None

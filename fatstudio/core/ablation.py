@@ -1,0 +1,257 @@
+"""Ablation: knock a head or an MLP out (`components`) and measure the change in validation loss.
+
+Three ways to knock a component out, each replacing its output (a head's slice of W_o's input, an MLP's output):
+
+- ``zero``: by zeros (for a head: exactly the model with that head's columns of W_o zeroed);
+- ``mean``: by its mean over the validation batch, position by position (padding not counted);
+- ``resample``: by its output on another row of the validation batch (row i takes row i+1's, the last the first).
+
+The validation batch is the one the trainer evaluates on (`training.evaluate`): ``eval_iters`` batches of
+``batch_size`` rows drawn with the seed + 1, so the baseline loss is the run's recorded validation loss of the
+same weights. The loss is their mean, batch by batch, as ``evaluate`` averages it.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+
+from .components import Component, Replace, components, recorded, replaced
+from .data import IGNORE
+from .device import model_device
+from .inference import _eval_mode
+from .scoring import LOGIT_BUDGET
+
+if TYPE_CHECKING:
+    from .config import RunConfig
+    from .data import Dataset
+    from .runs import LoadedModel, Run
+    from .tokenization import Tokenizer
+
+KINDS = ("zero", "mean", "resample")
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise ValueError(f"{kind!r} is not a kind of ablation; use one of {', '.join(KINDS)}.")
+
+
+# ------------------------------------------------------------------------------------------- the weights
+def load_at_step(run: Run, step: int | None) -> LoadedModel:
+    """The run's model at ``step`` (None: the saved weights). A run folder keeps one set of weights, the last
+    checkpoint's (probe steps keep attention maps only), so another step is a ValueError naming the one kept."""
+    loaded = run.load_model()
+    if step is not None and step != loaded.step:
+        probes = run.probe_steps()
+        more = (f"; its probe steps ({_steps(probes)}) keep attention maps, not weights" if probes else "")
+        raise ValueError(f"{run.path} keeps the weights of step {loaded.step} only (each checkpoint replaces the "
+                         f"last){more}. Use --step {loaded.step} or leave --step out.")
+    return loaded
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(map(str, steps)) if len(steps) <= 6 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
+
+
+# ------------------------------------------------------------------------------------ the validation batch
+def validation_dataset(config: RunConfig, tokenizer: Tokenizer) -> Dataset:
+    """The run's corpus tokenized and split as its training did (its own tokenizer, l_max, val_fraction, seed)."""
+    from .data import build_dataset, load_corpus
+
+    d, t = config.data, config.train
+    corpus = load_corpus(d.corpus, d.task, None, t.seed)
+    dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed)
+    if not any(v for k, v in dataset.sizes().items() if k.startswith("val")):
+        raise ValueError("this run has no validation split (data.val_fraction = 0), so there is no validation "
+                         "loss to measure.")
+    return dataset
+
+
+@dataclass
+class ValidationBatch:
+    """The evaluation's validation batches as one: ``rows`` (x, y, and z, padding masks or label as the task has
+    them) padded to a common length, ``batch_of`` (N,) the evaluation batch each row came from."""
+
+    task: str
+    rows: dict[str, torch.Tensor]
+    batch_of: torch.Tensor
+    n_batches: int
+
+    @property
+    def n(self) -> int:
+        return int(self.batch_of.shape[0])
+
+    def chunk(self, rows: slice) -> dict[str, torch.Tensor]:
+        return {k: v[rows] for k, v in self.rows.items()}
+
+    def position_mask(self, c: Component) -> torch.Tensor | None:
+        """(N, T) True at the real positions of the sequence ``c`` reads (the encoder's for enc/enc-mlp)."""
+        return self.rows.get("z_pad_mask" if c.stack.startswith("enc") else "x_pad_mask")
+
+
+def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: int, seed: int,
+                     pad_id: int = 0) -> ValidationBatch:
+    """The ``eval_iters`` validation batches `training.evaluate` draws (generator seeded with ``seed`` + 1)."""
+    g = torch.Generator().manual_seed(seed + 1)
+    batches = [dataset.batch("val", batch_size, g) for _ in range(eval_iters)]
+    pads = {"x": pad_id, "z": pad_id, "y": IGNORE, "x_pad_mask": False, "z_pad_mask": False}
+    rows = {}
+    for key in batches[0]:
+        parts = [b[key] for b in batches]
+        if parts[0].dim() == 2:
+            T = max(p.shape[1] for p in parts)
+            parts = [F.pad(p, (0, T - p.shape[1]), value=pads[key]) for p in parts]
+        rows[key] = torch.cat(parts)
+    batch_of = torch.cat([torch.full((len(b["y" if "y" in b else "label"]),), i) for i, b in enumerate(batches)])
+    return ValidationBatch(task, rows, batch_of, len(batches))
+
+
+# ----------------------------------------------------------------------------------------------- losses
+def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: the summed cross-entropy of its counted targets (float64) and their number (`training.task_loss`
+    per row)."""
+    if task == "classification":
+        logits = model.classify(rows["x"], mask=rows["x_pad_mask"])
+        ce = F.cross_entropy(_wide(logits), rows["label"], reduction="none")
+        return ce.double(), torch.ones_like(ce, dtype=torch.long)
+    if task == "seq2seq":
+        logits = model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
+    else:
+        logits = model(rows["x"], mask=rows.get("x_pad_mask"))
+    y = rows["y"]
+    ce = F.cross_entropy(_wide(logits).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
+    return ce.view(y.shape).double().sum(1), (y != IGNORE).sum(1)
+
+
+def _wide(logits: torch.Tensor) -> torch.Tensor:
+    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+
+
+ChunkReplacements = Callable[[slice], dict[Component, Replace]]  # the rows of a chunk -> what to replace
+
+
+@dataclass
+class KnockoutRow:
+    component: str
+    loss: float
+    delta_loss: float
+
+
+@dataclass
+class KnockoutTable:
+    """Every component's validation loss when knocked out; ``complete`` False when it was cancelled."""
+
+    kind: str
+    baseline_loss: float
+    rows: list[KnockoutRow] = field(default_factory=list)
+    complete: bool = True
+
+    def to_dict(self) -> dict:
+        return {"baseline_loss": self.baseline_loss,
+                "rows": [{"component": r.component, "loss": r.loss, "delta_loss": r.delta_loss} for r in self.rows]}
+
+    def csv(self) -> str:
+        return "component,loss,delta_loss\n" + "".join(f"{r.component},{r.loss!r},{r.delta_loss!r}\n"
+                                                         for r in self.rows)
+
+
+class Ablator:
+    """Validation losses of ``model`` with components knocked out, on one `ValidationBatch`.
+
+    The first loss (`baseline`) also records every component's output when the mean or resample statistics
+    are needed (`ablated`). Runs in inference mode, the model in eval mode."""
+
+    def __init__(self, model, val: ValidationBatch):
+        self.model, self.val = model, val
+        self.dev = model_device(model)
+        T = int(next(iter(val.rows.values())).shape[1]) if next(iter(val.rows.values())).dim() == 2 else 1
+        per = max(1, LOGIT_BUDGET // max(1, T * model.config.vocab_size))
+        self.chunks = [slice(s, min(val.n, s + per)) for s in range(0, val.n, per)]
+        self._baseline: float | None = None
+        self._outputs: dict[str, torch.Tensor] = {}
+
+    @torch.inference_mode()
+    def loss(self, replace: ChunkReplacements | None = None) -> float:
+        """The validation loss (the mean over evaluation batches of each batch's mean loss)."""
+        sums = torch.zeros(self.val.n_batches, dtype=torch.float64)
+        counts = torch.zeros(self.val.n_batches, dtype=torch.float64)
+        with _eval_mode(self.model):
+            for rows in self.chunks:
+                chunk = {k: v.to(self.dev) for k, v in self.val.chunk(rows).items()}
+                with replaced(replace(rows) if replace else {}):
+                    s, n = row_losses(self.model, chunk, self.val.task)
+                which = self.val.batch_of[rows]
+                sums.index_add_(0, which, s.cpu())
+                counts.index_add_(0, which, n.cpu().double())
+        return float((sums / counts.clamp(min=1)).mean())
+
+    def baseline(self, record: bool = False) -> float:
+        """The loss with nothing knocked out; ``record``: keep every component's output for mean/resample."""
+        if self._baseline is None or (record and not self._outputs):
+            kept: dict[str, list[torch.Tensor]] = {}
+            comps = components(self.model) if record else []
+            with recorded(comps, kept):
+                self._baseline = self.loss()
+            self._outputs = {name: torch.cat(parts) for name, parts in kept.items()}
+        return self._baseline
+
+    def replacement(self, c: Component, kind: str) -> Callable[[slice], Replace]:
+        """For the rows of a chunk, the function that knocks ``c`` out by ``kind``."""
+        check_kind(kind)
+        if kind == "zero":
+            return lambda rows: torch.zeros_like
+        self.baseline(record=True)
+        out = self._outputs[c.name]  # (N, T, d)
+        if kind == "mean":
+            mask = self.val.position_mask(c)
+            w = torch.ones(out.shape[:2], dtype=out.dtype, device=out.device) if mask is None else \
+                mask.to(out.device, out.dtype)
+            mean = (out * w[..., None]).sum(0) / w.sum(0).clamp(min=1)[:, None]  # (T, d)
+            return lambda rows: (lambda a: mean[:a.shape[1]].expand_as(a))
+        other = out.roll(-1, 0)  # row i takes row i+1's output
+        return lambda rows: (lambda a: other[rows, :a.shape[1]])
+
+    def ablated(self, comps: Sequence[Component], kind: str = "zero") -> float:
+        """The validation loss with every component of ``comps`` knocked out by ``kind``."""
+        fns = [(c, self.replacement(c, kind)) for c in comps]
+        return self.loss(lambda rows: {c: fn(rows) for c, fn in fns})
+
+    def table(self, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+              cancelled: Callable[[], bool] | None = None) -> KnockoutTable:
+        """Every head and MLP knocked out alone. ``progress(done, total, name)`` after each; ``cancelled()``
+        asked before each: True stops, returning the rows so far with ``complete`` False."""
+        check_kind(kind)
+        comps = components(self.model)
+        out = KnockoutTable(kind, self.baseline(record=kind != "zero"))
+        for i, c in enumerate(comps):
+            if cancelled is not None and cancelled():
+                out.complete = False
+                break
+            loss = self.ablated([c], kind)
+            out.rows.append(KnockoutRow(c.name, loss, loss - out.baseline_loss))
+            if progress is not None:
+                progress(i + 1, len(comps), c.name)
+        return out
+
+
+def ablator_for(loaded: LoadedModel) -> Ablator:
+    """An `Ablator` of a loaded run's model on its validation batch."""
+    cfg = loaded.config
+    dataset = validation_dataset(cfg, loaded.tokenizer)
+    val = validation_batch(dataset, cfg.data.task, cfg.train.batch_size, cfg.train.eval_iters, cfg.train.seed,
+                           loaded.tokenizer.pad_id)
+    return Ablator(loaded.model, val)
+
+
+def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+                   cancelled: Callable[[], bool] | None = None) -> KnockoutTable:
+    """`Ablator.table` for a loaded run's model on its validation batch."""
+    check_kind(kind)
+    return ablator_for(loaded).table(kind, progress, cancelled)
+
+
+__all__ = ["KINDS", "Ablator", "check_kind", "KnockoutRow", "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table",
+           "load_at_step", "row_losses", "validation_batch", "validation_dataset"]

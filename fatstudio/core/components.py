@@ -1,0 +1,158 @@
+"""The parts of a model one can intervene on, and forward hooks that read or replace their outputs.
+
+A component is one attention head or one MLP block:
+
+- a head: its output Y^h (B, T, d_mid), the head's slice of the input of the output projection W_o
+  (Algorithm 5: W_o [Y¹; …; Y^H]). Replacing it there, before W_o, is the exact "knock the head out": zeroing
+  it equals a copy of the model with that slice of W_o zeroed (W_o's bias b_o stays, as it belongs to no head).
+- an MLP block: its whole output W_mlp2 act(W_mlp1 e + b_mlp1) + b_mlp2 (B, T, d_e).
+
+Names are the attention maps' names with the head added, 0-based: ``self/L/H`` (gpt, gopher, bert),
+``enc/L/H`` and ``dec/L/H`` (an encoder-decoder's encoder and decoder self-attention), ``cross/L/H`` (its
+cross-attention); MLPs ``mlp/L`` and, for an encoder-decoder, ``enc-mlp/L`` and ``dec-mlp/L``.
+
+Hooks are registered inside a ``with`` and removed in ``finally``; a model without them runs as before.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+
+Replace = Callable[[torch.Tensor], torch.Tensor]  # a component's output (B, T, d) -> what the model uses instead
+
+
+@dataclass(frozen=True, eq=False)
+class Component:
+    """One head (``head`` its index in W_o's input) or one MLP (``head`` None) of layer ``layer``.
+
+    ``module`` is the head's W_o (an ``nn.Linear``) or the ``MLP``; ``stack`` the map kind ("self", "enc",
+    "dec", "cross")."""
+
+    name: str
+    stack: str
+    layer: int
+    head: int | None
+    module: nn.Module
+    width: int  # d_mid for a head, d_e for an MLP
+
+    @property
+    def is_head(self) -> bool:
+        return self.head is not None
+
+    def part(self, Y: torch.Tensor) -> torch.Tensor:
+        """This head's slice of W_o's input Y (..., H·d_mid), or Y itself for an MLP."""
+        if self.head is None:
+            return Y
+        return Y[..., self.head * self.width:(self.head + 1) * self.width]
+
+
+def stacks(model) -> list[tuple[str, str, Sequence[Any]]]:
+    """(self-attention map kind, MLP prefix, layers) of each stack of ``model``, in the order it runs them."""
+    if hasattr(model, "encoder"):
+        return [("enc", "enc-mlp", model.encoder), ("dec", "dec-mlp", model.decoder)]
+    return [("self", "mlp", model.layers)]
+
+
+def components(model) -> list[Component]:
+    """Every head and MLP of ``model``, layer by layer: self-attention heads, cross-attention heads, MLP."""
+    out: list[Component] = []
+    for kind, mlp, layers in stacks(model):
+        for l, layer in enumerate(layers):
+            for stack, attn in ((kind, layer.attn), ("cross", layer.cross)):
+                if attn is not None:
+                    out += [Component(f"{stack}/{l}/{h}", stack, l, h, attn.W_o, attn.d_mid) for h in range(attn.H)]
+            out.append(Component(f"{mlp}/{l}", mlp, l, None, layer.mlp, layer.mlp.W_mlp2.out_features))
+    return out
+
+
+def component_label(name: str) -> str:
+    """A component as a person counts it (from 1): "self/0/2" → "layer 1 · head 3", "cross/1/0" →
+    "cross-attention layer 2 · head 1", "mlp/1" → "layer 2 · MLP", "enc-mlp/0" → "encoder layer 1 · MLP"."""
+    from .attention_maps import head_label, layer_label
+
+    parts = name.split("/")
+    if len(parts) == 3:
+        return head_label(f"{parts[0]}/{parts[1]}", int(parts[2]))
+    stack = parts[0].removesuffix("mlp").removesuffix("-") or "self"
+    return f"{layer_label(f'{stack}/{parts[1]}')} · MLP"
+
+
+def component(model, name: str) -> Component:
+    """The component called ``name``; ValueError naming the model's components otherwise."""
+    found = {c.name: c for c in components(model)}
+    if name not in found:
+        names = list(found)
+        raise ValueError(f"this model has no component {name!r}; it has {', '.join(names[:6])}, … "
+                         f"{names[-1]} ({len(names)} in all).")
+    return found[name]
+
+
+@contextmanager
+def replaced(replacements: dict[Component, Replace]) -> Iterator[None]:
+    """Run the model with each component's output passed through its function (which may only read it):
+    a head's slice of W_o's input, an MLP's output."""
+    by_module: dict[nn.Module, list[tuple[Component, Replace]]] = {}
+    for c, fn in replacements.items():
+        by_module.setdefault(c.module, []).append((c, fn))
+    handles = []
+    try:
+        for module, items in by_module.items():
+            if items[0][0].is_head:
+                handles.append(module.register_forward_pre_hook(_heads_hook(items)))
+            else:
+                handles.append(module.register_forward_hook(_mlp_hook(items[0][1])))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _heads_hook(items: list[tuple[Component, Replace]]):
+    def hook(_module, args):
+        Y = args[0].clone()
+        for c, fn in items:
+            c.part(Y)[...] = fn(c.part(args[0]))
+        return (Y, *args[1:])
+    return hook
+
+
+def _mlp_hook(fn: Replace):
+    def hook(_module, _args, out):
+        return fn(out)
+    return hook
+
+
+@contextmanager
+def recorded(comps: Sequence[Component], into: dict[str, list[torch.Tensor]]) -> Iterator[None]:
+    """Append each component's output (a copy) of every forward pass to ``into[name]``."""
+    def keep(c: Component) -> Replace:
+        def fn(a: torch.Tensor) -> torch.Tensor:
+            into.setdefault(c.name, []).append(a.detach().clone())
+            return a
+        return fn
+    with replaced({c: keep(c) for c in comps}):
+        yield
+
+
+@contextmanager
+def outputs_of(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
+    """Collect each module's output (a copy; of a layer, its X without the attention maps) in a list, in the
+    order they run."""
+    out: list[torch.Tensor] = []
+
+    def keep(_m, _a, o) -> None:
+        out.append((o[0] if isinstance(o, tuple) else o).detach().clone())
+    handles = [m.register_forward_hook(keep) for m in modules]
+    try:
+        yield out
+    finally:
+        for h in handles:
+            h.remove()
+
+
+__all__ = ["Component", "Replace", "components", "component", "component_label", "stacks", "replaced", "recorded", "outputs_of"]
