@@ -23,11 +23,11 @@ import torch
 
 
 def loaded_preset(corpus: str | None = None):
-    from fatstudio.core.data import load_corpus
+    from fatstudio.core.data.corpora import load_corpus
+    from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.inspect.loaded import LoadedModel
     from fatstudio.core.model import build_model
-    from fatstudio.core.presets import preset
-    from fatstudio.core.runs import LoadedModel
-    from fatstudio.core.tokenization import train_tokenizer
+    from fatstudio.core.runs.presets import preset
 
     config = preset("gpt-char").config
     if corpus:
@@ -45,8 +45,8 @@ def timed(fn):
 
 
 def bench_ablate() -> None:
-    from fatstudio.core.ablation import ablator_for
-    from fatstudio.core.components import component
+    from fatstudio.core.inspect.ablation import ablator_for
+    from fatstudio.core.inspect.components import component
 
     loaded = loaded_preset()
     ablator, s = timed(lambda: ablator_for(loaded))
@@ -67,7 +67,7 @@ def bench_ablate() -> None:
 
 
 def bench_patch() -> None:
-    from fatstudio.core.patching import patch
+    from fatstudio.core.inspect.patching import patch
 
     loaded = loaded_preset()
     T = loaded.config.model.l_max
@@ -79,7 +79,7 @@ def bench_patch() -> None:
 
 
 def bench_token_loss(corpus: str) -> None:
-    from fatstudio.core.token_loss import token_losses
+    from fatstudio.core.inspect.token_loss import token_losses
 
     loaded = loaded_preset(corpus)
     result, s = timed(lambda: token_losses(loaded))

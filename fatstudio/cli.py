@@ -403,21 +403,20 @@ def _out_file(path: str, suffixes: tuple[str, ...]) -> Path:
 def _write(out: Path, data: dict, csv: Callable[[], str] | None = None) -> None:
     import json
 
-    from .core.runs import atomic_write
+    from .core.files import atomic_write
 
     atomic_write(out, csv() if out.suffix.lower() == ".csv" and csv else json.dumps(data, ensure_ascii=False))
 
 
 def _loaded(run_dir: str, step: int | None):
-    from .core.ablation import load_at_step
-    from .core.runs import Run
+    from .core.runs.folder import Run, load_at_step
 
     return load_at_step(Run.open(run_dir), step)
 
 
 def cmd_ablate(args) -> int:
-    from .core.ablation import knockout_table
-    from .core.components import component_label
+    from .core.inspect.ablation import knockout_table
+    from .core.inspect.components import component_label
 
     out = _out_file(args.out, (".json", ".csv"))
     loaded = _loaded(args.run_dir, args.step)
@@ -431,8 +430,8 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_patch(args) -> int:
-    from .core.components import component_label
-    from .core.patching import patch
+    from .core.inspect.components import component_label
+    from .core.inspect.patching import patch
 
     out = _out_file(args.out, (".json",))
     loaded = _loaded(args.run_dir, None)
@@ -447,7 +446,7 @@ def cmd_patch(args) -> int:
 
 
 def cmd_lens(args) -> int:
-    from .core.lens import lens
+    from .core.inspect.lens import lens
 
     out = _out_file(args.out, (".json",))
     loaded = _loaded(args.run_dir, args.step)
@@ -459,8 +458,8 @@ def cmd_lens(args) -> int:
 
 
 def cmd_token_loss(args) -> int:
-    from .core.runs import Run
-    from .core.token_loss import diff, token_losses, validation_stream
+    from .core.inspect.token_loss import diff, token_losses, validation_stream
+    from .core.runs.folder import Run
 
     out = _out_file(args.out, (".json", ".csv"))
     loaded = _loaded(args.run_dir, args.step)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fatstudio.cli import EXIT_ERROR, main
-from fatstudio.core.runs import Run
+from fatstudio.core.runs.folder import Run
 
 TOML = """
 [model]

@@ -7,11 +7,12 @@ import pytest
 import torch
 from interventions_helpers import ARCHS, inputs, tiny
 
-from fatstudio.core.ablation import Ablator, load_at_step, validation_batch
-from fatstudio.core.components import component, components, replaced
 from fatstudio.core.config import TrainConfig
-from fatstudio.core.data import build_dataset, load_corpus
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.corpora import build_dataset, load_corpus
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.ablation import Ablator, validation_batch
+from fatstudio.core.inspect.components import component, components, replaced
+from fatstudio.core.runs.folder import load_at_step
 from fatstudio.core.training import evaluate
 
 
@@ -68,7 +69,7 @@ def _val(model, seed=2):
     if kw:
         rows.update(z=kw["context"], z_pad_mask=torch.ones_like(kw["context"], dtype=torch.bool),
                     x_pad_mask=torch.ones_like(x, dtype=torch.bool))
-    from fatstudio.core.ablation import ValidationBatch
+    from fatstudio.core.inspect.ablation import ValidationBatch
     return ValidationBatch("seq2seq" if kw else "next_token", rows, torch.tensor([0, 0, 1, 1, 1]), 2), x, kw
 
 
@@ -147,7 +148,7 @@ def test_the_table_lists_every_component_reports_progress_and_stops_when_cancell
 
 
 def test_only_the_saved_weights_step_loads(tmp_path, monkeypatch):
-    from fatstudio.core.runs import LoadedModel
+    from fatstudio.core.inspect.loaded import LoadedModel
 
     class FakeRun:
         path = tmp_path

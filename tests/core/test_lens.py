@@ -3,8 +3,8 @@ import pytest
 import torch
 from interventions_helpers import ARCHS, inputs, tiny
 
-from fatstudio.core.lens import attribute, lens, lens_probs
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.lens import attribute, lens, lens_probs
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -3,8 +3,8 @@ the clean logits back, each patch changes only what it names; the fractions are 
 import pytest
 from interventions_helpers import inputs, tiny
 
-from fatstudio.core.patching import Patcher, patch
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.patching import Patcher, patch
 
 
 @pytest.mark.parametrize("arch", ["gpt", "gopher", "gpt-post-swiglu-gqa-rope"])

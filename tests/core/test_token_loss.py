@@ -8,11 +8,11 @@ import torch
 from interventions_helpers import tiny
 
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
-from fatstudio.core.data import IGNORE
-from fatstudio.core.runs import LoadedModel
-from fatstudio.core.scoring import _window_starts
-from fatstudio.core.token_loss import diff, token_losses, validation_stream
-from fatstudio.core.tokenization import train_tokenizer
+from fatstudio.core.data.corpora import IGNORE
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inspect.scoring import _window_starts
+from fatstudio.core.inspect.token_loss import diff, token_losses, validation_stream
 from fatstudio.core.training import task_loss
 
 

@@ -32,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import platformdirs
@@ -532,3 +533,19 @@ def _versions() -> dict[str, str]:
         with contextlib.suppress(md.PackageNotFoundError):
             out[pkg] = md.version(pkg)
     return out
+
+
+def load_at_step(run: Run, step: int | None) -> LoadedModel:
+    """The run's model at ``step`` (None: the saved weights). A run folder keeps one set of weights, the last
+    checkpoint's (probe steps keep attention maps only), so another step is a ValueError naming the one kept."""
+    loaded = run.load_model()
+    if step is not None and step != loaded.step:
+        probes = run.probe_steps()
+        more = (f"; its probe steps ({_steps(probes)}) keep attention maps, not weights" if probes else "")
+        raise ValueError(f"{run.path} keeps the weights of step {loaded.step} only (each checkpoint replaces the "
+                         f"last){more}. Use --step {loaded.step} or leave --step out.")
+    return loaded
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(map(str, steps)) if len(steps) <= 6 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"

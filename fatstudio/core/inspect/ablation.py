@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 import torch
 import torch.nn.functional as F
 
+from ..data.corpora import IGNORE, build_dataset, load_corpus
+from ..device import model_device
 from .components import Component, Replace, components, recorded, replaced
-from .data import IGNORE
-from .device import model_device
 from .inference import _eval_mode
 from .scoring import LOGIT_BUDGET
 
 if TYPE_CHECKING:
-    from .config import RunConfig
-    from .data import Dataset
-    from .runs import LoadedModel, Run
-    from .tokenization import Tokenizer
+    from ..config import RunConfig
+    from ..data.corpora import Dataset
+    from ..data.tokenization import Tokenizer
+    from .loaded import LoadedModel
 
 KINDS = ("zero", "mean", "resample")
 
@@ -39,28 +39,9 @@ def check_kind(kind: str) -> None:
         raise ValueError(f"{kind!r} is not a kind of ablation; use one of {', '.join(KINDS)}.")
 
 
-# ------------------------------------------------------------------------------------------- the weights
-def load_at_step(run: Run, step: int | None) -> LoadedModel:
-    """The run's model at ``step`` (None: the saved weights). A run folder keeps one set of weights, the last
-    checkpoint's (probe steps keep attention maps only), so another step is a ValueError naming the one kept."""
-    loaded = run.load_model()
-    if step is not None and step != loaded.step:
-        probes = run.probe_steps()
-        more = (f"; its probe steps ({_steps(probes)}) keep attention maps, not weights" if probes else "")
-        raise ValueError(f"{run.path} keeps the weights of step {loaded.step} only (each checkpoint replaces the "
-                         f"last){more}. Use --step {loaded.step} or leave --step out.")
-    return loaded
-
-
-def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(map(str, steps)) if len(steps) <= 6 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
-
-
 # ------------------------------------------------------------------------------------ the validation batch
 def validation_dataset(config: RunConfig, tokenizer: Tokenizer) -> Dataset:
     """The run's corpus tokenized and split as its training did (its own tokenizer, l_max, val_fraction, seed)."""
-    from .data import build_dataset, load_corpus
-
     d, t = config.data, config.train
     corpus = load_corpus(d.corpus, d.task, None, t.seed)
     dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed)
@@ -254,4 +235,4 @@ def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[
 
 
 __all__ = ["KINDS", "Ablator", "check_kind", "KnockoutRow", "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table",
-           "load_at_step", "row_losses", "validation_batch", "validation_dataset"]
+           "row_losses", "validation_batch", "validation_dataset"]

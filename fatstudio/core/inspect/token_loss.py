@@ -22,7 +22,7 @@ from .ablation import validation_dataset
 from .scoring import ScoreInput, score
 
 if TYPE_CHECKING:
-    from .runs import LoadedModel
+    from .loaded import LoadedModel
 
 
 @dataclass

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .attention_maps import head_label, layer_label
+
 Replace = Callable[[torch.Tensor], torch.Tensor]  # a component's output (B, T, d) -> what the model uses instead
 
 
@@ -73,8 +75,6 @@ def components(model) -> list[Component]:
 def component_label(name: str) -> str:
     """A component as a person counts it (from 1): "self/0/2" → "layer 1 · head 3", "cross/1/0" →
     "cross-attention layer 2 · head 1", "mlp/1" → "layer 2 · MLP", "enc-mlp/0" → "encoder layer 1 · MLP"."""
-    from .attention_maps import head_label, layer_label
-
     parts = name.split("/")
     if len(parts) == 3:
         return head_label(f"{parts[0]}/{parts[1]}", int(parts[2]))

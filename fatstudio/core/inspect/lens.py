@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 import torch.nn.functional as F
 
+from ..device import model_device
 from .components import components, outputs_of, recorded, stacks
-from .device import model_device
 from .inference import _eval_mode
 from .prompting import check_length, encode_prompt
 
 if TYPE_CHECKING:
-    from .tokenization import TokenizerLike
+    from ..data.tokenization import TokenizerLike
 
 
 def _readout(model):

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..device import model_device
 from .components import Component, components, outputs_of, recorded, replaced
-from .device import model_device
 from .inference import _eval_mode
 from .prompting import encode_prompt
 
 if TYPE_CHECKING:
-    from .tokenization import TokenizerLike
+    from ..data.tokenization import TokenizerLike
 
 
 def check_decoder(model, what: str) -> None:
