@@ -26,13 +26,11 @@ import errno
 import json
 import os
 import platform
-import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
@@ -48,7 +46,6 @@ if TYPE_CHECKING:
     from ..inspect.attention_maps import AttentionMaps
     from ..inspect.probes import ProbeInput
     from .tensorboard_log import TensorBoardLog
-    from ..data.tokenization import Tokenizer
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import TOKENIZERS
-from .reference_curves import bits_per_char
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
+from .reference_curves import bits_per_char
 
 if TYPE_CHECKING:
     from ..data.corpora import Corpus
@@ -306,8 +306,8 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
     d, t = run.config.data, run.config.train
     if d.task not in ("next_token", "masked_lm") or not d.val_fraction:
         return None
-    from ..data.corpora import build_dataset, load_corpus
     from ..data.chars import chars_per_token
+    from ..data.corpora import build_dataset, load_corpus
 
     corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed)
     tokenizer = run.load_tokenizer()
