@@ -35,7 +35,8 @@ from fatstudio.qt.binding import SECTIONS
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
-from fatstudio.qt.panels.train import RunsList, TrainPanel, TrainView
+from fatstudio.qt.panels.runs_list import RunsList
+from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.probe_feed import ProbeFeed
 from fatstudio.qt.runs_control import RunsControl
 from fatstudio.qt.training_control import TrainingControl
