@@ -106,8 +106,8 @@ def update_train_enabled(window: MainWindow) -> None:
     window.trainAction.setEnabled(ok)
     text, tip = BUSY_TRAIN.get(window.state, ("▶ Train", ""))
     window.train_view.allow_train(ok, text, tip or ("Start a new run with the current Model, Corpus and Train settings."
-                                                  if window.validation_error is None else
-                                                  f"Fix this first: {window.validation_error}"))
+                                                    if window.validation_error is None else
+                                                    f"Fix this first: {window.validation_error}"))
     window.train_view.allow_estimate(ok, tip or f"Fix this first: {window.validation_error}")
 
 
