@@ -30,18 +30,19 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.presets import load_presets
 from fatstudio.core.workspace import Settings, TrainingState, Workspace
-from fatstudio.qt import state
+from fatstudio.qt import closing, settings_control, state
 from fatstudio.qt.binding import SECTIONS
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
-from fatstudio.qt.panels.train import RunsList, TrainPanel, TrainView
+from fatstudio.qt.panels.runs_list import RunsList
+from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.probe_feed import ProbeFeed
 from fatstudio.qt.runs_control import RunsControl
 from fatstudio.qt.training_control import TrainingControl
 from fatstudio.qt.widgets.forms import ColumnScrollArea
 from fatstudio.qt.widgets.plots import TrainingPlots
-from fatstudio.qt.workers import call_in_thread, install_shutdown, register_stoppable, shutdown_workers
+from fatstudio.qt.workers import call_in_thread, install_shutdown, register_stoppable
 
 if TYPE_CHECKING:  # made on first use (their modules import pyqtgraph's heavier parts)
     from fatstudio.qt.panels.attention import AttentionPanel
@@ -54,25 +55,11 @@ def _scroll(widget: QWidget) -> QScrollArea:
     return ColumnScrollArea(widget)  # never narrower than its fields need
 
 
-def _estimate(config, prepared, progress):
-    from fatstudio.core.training.estimate import estimate  # in the worker: it imports torch
-
-    return estimate(config, prepared, progress)
-
-
 def _import_view_panels():
     """Worker: import the Prompt and Attention panels (the prompt panel pulls in torch) off the GUI thread."""
     import fatstudio.qt.panels.attention
     import fatstudio.qt.panels.prompt  # noqa: F401
     return True
-
-
-BUSY_TRAIN = {  # what the Train button says while it cannot start a run
-    TrainingState.STARTING: ("Starting…", "A run is starting (preparing the corpus, the model and the run folder)."),
-    TrainingState.RUNNING: ("Training…", "A run is training: stop it first to start another."),
-    TrainingState.PAUSED: ("Paused", "A run is paused: resume or stop it first to start another."),
-    TrainingState.STOPPING: ("Stopping…", "The run is stopping after the current step and being saved."),
-}
 
 
 class MainWindow(QMainWindow):
@@ -113,7 +100,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Ready: press Train to train the selected preset.")
         self._build_menu()
         self._connect()
-        self._restore_choice()
+        settings_control.restore_choice(self)
         state.restore_window(self)
         self.revalidate()
         install_shutdown()  # no worker thread outlives the application
@@ -236,14 +223,15 @@ class MainWindow(QMainWindow):
             lambda message: self._prompt_panel.show_note(message) if self._prompt_panel is not None else None)
         ws.state_changed.connect(self._state_changed)
         ws.ended.connect(self._ended)
-        ws.model_changed.connect(self._update_settings_note)
-        ws.run_changed.connect(self._show_plan)
+        ws.model_changed.connect(lambda *_: settings_control.update_settings_note(self))
+        ws.run_changed.connect(lambda *_: settings_control.show_plan(self))
         self.viewTabs.currentChanged.connect(lambda i: self._ensure_view_panels() if i > 0 else None)
         self.viewTabs.currentChanged.connect(
             lambda *_: self.probes.set_visible(self.viewTabs.currentWidget() is self._attention_host))
         self.model_panel.presetChosen.connect(self.apply_preset)
         self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
-        self.model_panel.presetCombo.currentIndexChanged.connect(self._update_settings_note)  # its steps note
+        self.model_panel.presetCombo.currentIndexChanged.connect(  # its steps note
+            lambda *_: settings_control.update_settings_note(self))
         for changed in (self.settings.changed, self.corpus_panel.statusChanged):
             changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
             changed.connect(self.revalidate)
@@ -296,103 +284,27 @@ class MainWindow(QMainWindow):
         self.probes.attach(attention)
 
     def highlight_model_fields(self, names: list) -> None:
-        """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
-        self.model_panel.highlight_fields(names)
-        if self.model_panel.highlighted:
-            self.settingsTabs.setCurrentIndex(0)
-            scroll = self.settingsTabs.widget(0)
-            if isinstance(scroll, QScrollArea):
-                scroll.ensureWidgetVisible(self.model_panel.form.labels[self.model_panel.highlighted[0]])
+        """Mark the Model panel's rows of these fields and show the first (`settings_control`)."""
+        settings_control.highlight_model_fields(self, names)
 
     def estimate_time(self) -> None:
-        """Time a few real steps of the current settings in a worker (`core.estimate`); the Training view shows
-        the estimated time of the run beside Train, or what went wrong. Invalid settings are not timed (what is
-        wrong with them is said under the settings)."""
-        if self.settings.error:
-            return
-        panel, asked = self.train_view, self.settings.config
-
-        def show(text: str, details: str = "") -> None:  # an estimate of settings changed since says nothing
-            panel.show_estimate(text if self.settings.config == asked else "", details)
-
-        panel.show_estimate("estimating…", busy=True)
-        call_in_thread(_estimate, asked, self.workspace.prepared, with_progress=True,
-                       on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
-                       on_result=lambda e: show(e.describe(), e.details()),
-                       on_error=lambda message: show(f"⚠ {message}"))
-
-    def _restore_choice(self) -> None:
-        """The preset and corpus of the last session (`state`), else the first preset."""
-        key, corpus = state.last_choice()
-        chosen = next((p for p in self.presets if p.key == key), None)
-        if chosen is not None:
-            self.apply_preset(chosen)
-        elif self.presets:
-            self.model_panel.select_preset(self.presets[0].key)
-        if corpus and corpus != self.settings.data.corpus:
-            self.settings.update("data", corpus=corpus)
+        """Estimate the run's time in a worker (`settings_control.estimate_time`)."""
+        settings_control.estimate_time(self)
 
     def apply_preset(self, preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
-        cfg: RunConfig = preset.config
-        # N_V is the tokenizer's: it stays until the panel has trained the preset's tokenizer
-        keep = cfg.model.replace(vocab_size=self.settings.model.vocab_size)
-        self.settings.replace(RunConfig(model=keep, data=cfg.data, train=cfg.train))
-        self.model_panel.select_preset(preset.key)
+        settings_control.apply_preset(self, preset)
+
+    def revalidate(self, *_args) -> str | None:
+        """Explain a problem of the settings or the corpus inline; Train stays disabled until it is fixed."""
+        return settings_control.revalidate(self)
 
     def current_config(self) -> RunConfig:
         """A copy of the settings a run would start with."""
         return self.settings.config
 
-    def revalidate(self, *_args) -> str | None:
-        """Explain a problem of the settings (validated once per change) or of the corpus inline, and keep
-        Train disabled until it is fixed."""
-        message = self.settings.error
-        corpus = self.corpus_panel
-        if message is None and corpus.error and not corpus.loading:
-            message = f"Corpus: {corpus.error}"
-        self.validation_error = message
-        self.validationLabel.setText(message or "")
-        self.validationLabel.setVisible(bool(message))
-        self._update_train_enabled()
-        self._update_settings_note()
-        self._show_plan()
-        return message
-
-    def _show_plan(self, *_args) -> None:
-        """While no run is shown, the loss plot shows the settings' reference band and says to press Train."""
-        if self.state == TrainingState.IDLE and self.run_dir is None:
-            self.plots.show_plan(self.settings.config)
-
     def _sync_corpus(self, *_args) -> None:
         self.workspace.set_corpus(self.corpus_panel.prepared())
-
-    def _update_train_enabled(self) -> None:
-        ok = self.state == TrainingState.IDLE and self.validation_error is None and not self._close_pending
-        self.trainAction.setEnabled(ok)
-        text, tip = BUSY_TRAIN.get(self.state, ("▶ Train", ""))
-        self.train_view.allow_train(ok, text, tip or ("Start a new run with the current Model, Corpus and Train settings."
-                                                      if self.validation_error is None else
-                                                      f"Fix this first: {self.validation_error}"))
-        self.train_view.allow_estimate(ok, tip or f"Fix this first: {self.validation_error}")
-
-    def _update_settings_note(self, *_args) -> None:
-        """Say what the settings apply to when that is not obvious: they are locked while a run trains, the
-        chosen preset's walkthrough needs more steps than train.steps (`Preset.steps_note`), and with a run open
-        in the Prompt tab whose model they no longer describe, they are the next run's."""
-        note = ""
-        if self.state != TrainingState.IDLE:
-            note = "The settings are locked while a run trains; changes apply to the next run."
-        elif self.loaded_model is not None:
-            m = self.loaded_model.config.model
-            if self.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both from the data
-                note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
-                        f"{self.loaded_model.label or 'the open model'} ({m.arch}).")
-        chosen = self.model_panel.chosen_preset()
-        if self.state == TrainingState.IDLE and chosen is not None:
-            note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
-        self.settingsNoteLabel.setText(note)
-        self.settingsNoteLabel.setVisible(bool(note))
 
     # ============================================================================================ training
     def start_training(self) -> bool:
@@ -451,8 +363,8 @@ class MainWindow(QMainWindow):
         for panel in (self.model_panel, self.corpus_panel, self.train_panel):
             panel.setEnabled(not busy)
         self.runs_list.set_busy(busy, self.run_dir)
-        self._update_train_enabled()
-        self._update_settings_note()
+        settings_control.update_train_enabled(self)
+        settings_control.update_settings_note(self)
 
     def _run_started(self, run_dir: str) -> None:
         self.runs_list.set_busy(True, run_dir)
@@ -522,18 +434,10 @@ class MainWindow(QMainWindow):
 
     # ======================================================================================= drag and drop
     def dragEnterEvent(self, event) -> None:
-        idle = self.state == TrainingState.IDLE
-        if idle and event.mimeData().hasUrls() and any(u.isLocalFile() for u in event.mimeData().urls()):
-            event.acceptProposedAction()
-        else:
-            event.ignore()
+        settings_control.accept_drag(self, event)
 
     def dropEvent(self, event) -> None:
-        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
-        if paths and self.state == TrainingState.IDLE:
-            self.corpus_panel.set_corpus(paths[0])
-            self.settingsTabs.setCurrentIndex(1)
-            event.acceptProposedAction()
+        settings_control.drop_corpus(self, event)
 
     # ============================================================================================== closing
     def confirm_close(self) -> bool:
@@ -545,27 +449,8 @@ class MainWindow(QMainWindow):
         return answer == QMessageBox.StandardButton.Yes
 
     def closeEvent(self, event) -> None:
-        if self.job is not None and self.job.running:
-            if not self._close_pending:
-                if not self.confirm_close():
-                    event.ignore()
-                    return
-                self._close_pending = True
-                self.workspace.stop()
-                central = self.centralWidget()
-                if central is not None:
-                    central.setEnabled(False)
-                self.statusBar().showMessage("Stopping the training and saving the run; closing when done…")
-            event.ignore()  # closes itself when the worker has finished (see _ended)
-            return
-        if self._error_box is not None:
-            self._error_box.close()
-        if self.corpus_panel.tokenizer_lab is not None:
-            self.corpus_panel.tokenizer_lab.close()  # its comparison's result is dropped
-        shutdown_workers(0)  # a generation stops after its token, no result lands on a closed window; no wait
-        state.save_window(self)
-        state.remember_choice(self.model_panel.presetCombo.currentData(), self.settings.data.corpus)
-        super().closeEvent(event)
+        if closing.may_close(self, event):
+            super().closeEvent(event)
 
     def wait_until_idle(self, timeout_s: float = 60.0) -> bool:
         """Block (processing events) until no training runs; for scripts and benchmarks."""

@@ -6,16 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from fatstudio.core.data.builtin import REPEAT_ALPHABET, REPEAT_LENGTHS, repeat_sequences
 from fatstudio.core.data.corpora import (
     BUILTIN_TASKS,
     BUILTINS,
     IGNORE,
-    REPEAT_ALPHABET,
-    REPEAT_LENGTHS,
     Corpus,
     build_dataset,
     load_corpus,
-    repeat_sequences,
 )
 from fatstudio.core.data.tokenization import encode_corpus, train_tokenizer
 

@@ -251,7 +251,7 @@ def test_runs_list_fills_at_once_and_keeps_the_selected_run_across_refreshes(qtb
 
     from fatstudio.core.config import RunConfig
     from fatstudio.core.runs.folder import Run
-    from fatstudio.qt.panels.train import RunsList
+    from fatstudio.qt.panels.runs_list import RunsList
 
     def run(name: str, step: int) -> Run:
         return Run(Path("/runs") / name, RunConfig(), {"status": "finished", "step": step, "total_steps": 500,

@@ -12,8 +12,9 @@ pytest.importorskip("pyqtgraph")
 
 from PySide6.QtCore import Qt, QThreadPool
 
+from fatstudio.qt.widgets.curves import Series, SmoothedSeries
 from fatstudio.qt.widgets.forms import SciSpinBox, sci
-from fatstudio.qt.widgets.plots import Series, SmoothedSeries, TrainingPlots
+from fatstudio.qt.widgets.plots import TrainingPlots
 
 
 def test_series_doubles_and_keeps_points():

@@ -41,7 +41,6 @@ from pathlib import Path
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QFileDialog,
     QLabel,
     QSplitter,
     QStackedWidget,
@@ -50,15 +49,14 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
-from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
-from ...core.inspect.probes import load_probe_file, score_history
+from ...core.inspect.head_scores import HeadScores  # torch-free at import
 from ..widgets.head_score_history import HeadScoreHistory
 from ..widgets.map_browser import MapBrowser
 from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from ..workers import call_in_thread
+from . import attention_export, attention_probes, attention_scores
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
@@ -144,7 +142,7 @@ class AttentionPanel(QWidget):
         self.browser.cellClicked.connect(self._on_grid_clicked)
         self.browser.queryClicked.connect(self.select_query)
         self.strips.queryClicked.connect(self.select_query)
-        self.probeTimeline.indexChanged.connect(self._on_probe_slider)
+        self.probeTimeline.indexChanged.connect(lambda i: attention_probes.on_probe_slider(self, i))
         self.probeTimeline.indexChanged.connect(self._move_score_marker)
         self.viewChanged.connect(self._update_source)
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
@@ -160,8 +158,8 @@ class AttentionPanel(QWidget):
             s.headScoreCombo, s.headScoresPlot, s.headScoresNote, s.headScoresToggle)
         self.queryStrip, self.tokenStrip = self.strips.queryStrip, self.strips.tokenStrip
         self.viewBar.fitClicked.connect(self.browser.attentionView.reset_zoom)
-        self.viewBar.exportPngClicked.connect(self._export_png_dialog)
-        self.viewBar.exportCsvClicked.connect(self._export_csv_dialog)
+        self.viewBar.exportPngClicked.connect(lambda: attention_export.export_png_dialog(self))
+        self.viewBar.exportCsvClicked.connect(lambda: attention_export.export_csv_dialog(self))
         self.kindCombo, self.layerCombo, self.headCombo = self.viewBar.kindCombo, self.viewBar.layerCombo, self.viewBar.headCombo
 
 
@@ -211,7 +209,7 @@ class AttentionPanel(QWidget):
         if source == TEXT and self.text_maps is not None:
             self._show(self.text_maps)
         elif source == PROBE and self.probeTimeline.probe_paths:
-            self._on_probe_slider(self.probeTimeline.index())
+            attention_probes.on_probe_slider(self, self.probeTimeline.index())
         else:
             self._update_source()
 
@@ -230,13 +228,13 @@ class AttentionPanel(QWidget):
         self.query = None
         self.messageLabel.setVisible(False)
         self.stack.setCurrentIndex(1)
-        saved = self._saved_scores()
+        saved = attention_scores.saved_scores(self)
         if saved is not None:
             self.scores, self._scores_for = saved, maps
         elif self.scores is not None and self._scores_for is not maps:
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
-        self._request_scores()
+        attention_scores.request_scores(self)
 
     def clear(self) -> None:
         """Forget the user's text's maps and show none (the probe slider stays)."""
@@ -322,49 +320,10 @@ class AttentionPanel(QWidget):
         and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
         self.loaded = loaded
         if self.maps is not None:
-            self._request_scores()
-
-    def _request_scores(self) -> None:
-        """Measure the scores of the maps shown in a worker thread (`core.head_scores.head_scores`); the table
-        and the grid show them when they arrive, if those maps are still shown."""
-        if self._scores_call is not None:
-            self._scores_call.cancel()  # its result is for maps no longer shown
-            self._scores_call = None
-        maps, loaded = self.maps, self.loaded
-        if maps is None or self._saved_scores() is not None:
-            return  # nothing shown, or a probe step's scores, saved as it trained
-        self._scores_for = maps
-        def on_result(scores: HeadScores, m: AttentionMaps = maps) -> None:
-            self._on_scores(m, scores)
-
-        # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
-        if loaded is None or getattr(loaded, "model", None) is None or getattr(self, "showing_probe", False):
-            self._scores_call = call_in_thread(map_scores, maps, on_result=on_result,  # prev, diag, sink: no model
-                                               on_error=self._on_scores_failed)
-        else:
-            self._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, on_result=on_result,
-                                               on_error=self._on_scores_failed)
-
-    def _saved_scores(self) -> HeadScores | None:
-        """The scores saved with the probe step shown (None: a prompt's maps, or none saved)."""
-        return self.score_history.get(self.probe_step) if self.showing_probe and self.probe_step is not None else None
+            attention_scores.request_scores(self)
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
-
-    def _on_scores(self, maps, scores: HeadScores) -> None:
-        self._scores_call = None
-        if maps is not self.maps:
-            return
-        self.scores = scores
-        if self.kind is not None:
-            self._draw_grid()
-
-    def _on_scores_failed(self, message: str) -> None:
-        self._scores_call = None
-        self.messageLabel.setText(f"Could not measure the head scores: {message}")
-        self.messageLabel.setStyleSheet("color: #c0392b;")
-        self.messageLabel.setVisible(True)
 
     def score_table(self) -> list[dict[str, str]]:
         """The entropy table as shown (in its current order): one dict per row, column (`TABLE_COLUMNS`) → text."""
@@ -426,62 +385,18 @@ class AttentionPanel(QWidget):
         return self.maps is not None and self.maps is self._probe_maps
 
     def set_probes(self, paths: Mapping[int, str | Path]) -> None:
-        """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
-        step's maps are shown. Empty: the slider hides, and probe maps shown give way to the user's text's."""
-        self.probeTimeline.stop()
-        probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
-        self.scoreHistory.set_history(score_history(probe_paths))  # another run: its own most moving score
-        self._sync_probe_slider(probe_paths)
-        if probe_paths:
-            self.probeTimeline.set_index(len(probe_paths) - 1, force=True)
-        elif self.showing_probe:
-            self._probe_maps = self.probe_step = None
-            self.show_maps(self.text_maps)
+        """The run's saved probe files by step (`probes.list_probes`; `attention_probes.set_probes`)."""
+        attention_probes.set_probes(self, paths)
 
     def add_probe(self, step: int, path: str | Path, scores: dict | None = None) -> None:
-        """A new evaluation's probe maps (the trainer's Probe event) and head ``scores`` (the event's,
-        `HeadScores.to_dict`; None: read from the file). The slider follows it when it was at the last step
-        and the maps shown are a probe's (or there are none)."""
-        timeline = self.probeTimeline
-        at_end = timeline.at_end()
-        follow = (self.maps is None or self.showing_probe) and at_end and not timeline.playing()
-        probe_paths = dict(sorted({**timeline.probe_paths, int(step): Path(path)}.items()))
-        self.scoreHistory.add_step(step, path, scores)
-        self._sync_probe_slider(probe_paths)
-        if follow:
-            timeline.set_index(len(probe_paths) - 1, force=True)
-        elif at_end and not timeline.playing():  # the user's text stays; the slider waits at the newest
-            timeline.wait_at(len(probe_paths) - 1)
-            self._update_source()
-            self._move_score_marker()
+        """A new evaluation's probe maps and head ``scores`` (`attention_probes.add_probe`)."""
+        attention_probes.add_probe(self, step, path, scores)
 
     def show_probe_step(self, step: int) -> None:
         """Move the slider to ``step`` (one of `probe_steps`) and show its maps."""
         if step not in self.probeTimeline.probe_paths:
             raise ValueError(f"no probe maps are saved at step {step}; steps: {self.probe_steps()}.")
         self.probeTimeline.set_index(self.probe_steps().index(step), force=True)
-
-    def _sync_probe_slider(self, probe_paths: dict[int, Path]) -> None:
-        self.probeTimeline.set_paths(probe_paths)
-        self._update_source()
-        self._move_score_marker()
-        steps = self.probe_steps()
-        self.scoreHistory.steps_changed(steps[-1] if steps else None)
-
-    def _on_probe_slider(self, i: int) -> None:
-        steps = self.probe_steps()
-        if not 0 <= i < len(steps):
-            return
-        try:  # a small file (L·H·T² float16 numbers): read on the GUI thread in about a millisecond
-            maps = load_probe_file(self.probeTimeline.probe_paths[steps[i]])
-        except ValueError as e:
-            self.messageLabel.setText(f"Cannot show the probe maps of step {steps[i]}: {e}")
-            self.messageLabel.setStyleSheet("color: #c0392b;")
-            self.messageLabel.setVisible(True)
-            return
-        self._probe_maps, self.probe_step = maps, steps[i]
-        self._show(maps)
-        self._update_probe_label()
 
     def _update_probe_label(self) -> None:
         self.probeTimeline.update_label()
@@ -525,59 +440,11 @@ class AttentionPanel(QWidget):
             kind, layer = parse_map_name(name)
             self.set_view(kind=kind, layer=layer, head=h)
 
-    # ---- export ---------------------------------------------------------------------------------------------
+    # ---- export (`attention_export`) ----------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
-        """Save the large map as it is shown ("view": a picture of the head, or the mean, with its token labels
-        and colour bar) or the head grid ("grid": every layer × head of the kind shown, then the mean over
-        heads, labelled as the command line draws them, `attention_png`). Returns the path."""
-        maps = self._maps_to_export()
-        if what == "view":
-            path = Path(path)
-            if not self.attentionView.grab().save(str(path), "PNG"):
-                raise OSError(f"could not write {path}.")
-            return path
-        if what == "grid":
-            from fatstudio.qt.widgets.attention_png import save_attention_png
-
-            kind = self._shown()[1]
-            return save_attention_png(maps, path, [map_name(kind, l) for l in self.layers()], with_mean=True)
-        raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
+        """Save the large map as it is shown ("view") or the head grid ("grid"); returns the path."""
+        return attention_export.export_png(self, path, what)
 
     def export_csv(self, path) -> Path:
-        """Save the numbers of the large map (the core's `AttentionMaps.head_csv`): a header "query \\ key" +
-        the key tokens, then one row per query: its token and its weights, with full precision."""
-        return self._maps_to_export().save_head(path, self.current_name(), self.head)
-
-    def _maps_to_export(self) -> AttentionMaps:
-        if self.maps is None:
-            raise ValueError("there is no attention map to export yet.")
-        return self.maps
-
-    def _default_name(self) -> str:
-        head = "mean" if self.head == MEAN else f"head{self.head + 1}"
-        return f"attention-{self.kind}-layer{self.layer + 1}-{head}"
-
-    def _export_png_dialog(self) -> None:
-        self._export_dialog("PNG image (*.png)", ".png", self.export_png)
-
-    def _export_csv_dialog(self) -> None:
-        self._export_dialog("CSV table (*.csv)", ".csv", self.export_csv)
-
-    def _export_dialog(self, filt: str, suffix: str, fn) -> None:
-        if self.maps is None:
-            return
-        path, _ = QFileDialog.getSaveFileName(self, "Export", self._default_name() + suffix, filt)
-        if not path:
-            return
-        if not path.lower().endswith(suffix):
-            path += suffix
-        try:
-            fn(path)
-        except (OSError, ValueError) as e:
-            self.messageLabel.setText(f"Export failed: {e}")
-            self.messageLabel.setStyleSheet("color: #c0392b;")
-            self.messageLabel.setVisible(True)
-        else:
-            self.messageLabel.setText(f"Saved {path}.")
-            self.messageLabel.setStyleSheet("")
-            self.messageLabel.setVisible(True)
+        """Save the numbers of the large map (the core's `AttentionMaps.head_csv`)."""
+        return attention_export.export_csv(self, path)

@@ -40,8 +40,8 @@ from fatstudio.core.runs.tokenizer_lab import (
     spec_label,
     tokenize_sentence,
 )
+from fatstudio.qt.widgets.curves import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, _plot
 from fatstudio.qt.widgets.forms import set_header_tip
-from fatstudio.qt.widgets.plots import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, _plot
 from fatstudio.qt.widgets.token_view import TokenView
 from fatstudio.qt.workers import Call, call_in_thread
 

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, parse_map_name
 from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, score_movement
 from ...core.inspect.probes import probe_scores, score_series
-from .plots import _curve, _plot
+from .curves import _curve, _plot
 
 
 class HeadScoreHistory(QWidget):

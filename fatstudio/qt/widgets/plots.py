@@ -18,16 +18,12 @@ and says to press Train.
 """
 from __future__ import annotations
 
-import csv
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QPainter, QPixmap
 from PySide6.QtWidgets import (
     QCheckBox,
     QFileDialog,
@@ -43,136 +39,24 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.reference_curves import ReferenceCurve, bits_per_char, find_reference
 
-TRAIN_COLOR = (31, 119, 180)
-VAL_COLOR = (214, 39, 40)
-LR_COLOR = (44, 160, 44)
-GRAD_COLOR = (148, 103, 189)
-SPEED_COLOR = (255, 127, 14)
-REFERENCE_COLOR = (160, 160, 160)
-CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s", "loss_unit")
-OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
+from . import plot_export, plot_overlays, plot_reference
+from .curves import (
+    GRAD_COLOR,
+    LR_COLOR,
+    REFERENCE_COLOR,
+    SPEED_COLOR,
+    TRAIN_COLOR,
+    VAL_COLOR,
+    Series,
+    SmoothedSeries,
+    _curve,
+    _plot,
+    _scaled,
+)
+from .plot_export import CSV_COLUMNS
+from .plot_overlays import _Overlay
+
 NATS, BITS = "nats/token", "bits/char"
-
-
-class Series:
-    """x/y buffers that double when full; ``x``/``y`` are views of the filled part."""
-
-    def __init__(self, capacity: int = 1024):
-        self._x = np.empty(capacity, dtype=np.float64)
-        self._y = np.empty(capacity, dtype=np.float64)
-        self.n = 0
-
-    def extend(self, xs, ys) -> None:
-        k = len(xs)
-        if not k:
-            return
-        need = self.n + k
-        if need > len(self._x):
-            cap = len(self._x)
-            while cap < need:
-                cap *= 2
-            for name in ("_x", "_y"):
-                old = getattr(self, name)
-                new = np.empty(cap, dtype=np.float64)
-                new[: self.n] = old[: self.n]
-                setattr(self, name, new)
-        self._x[self.n:need] = xs
-        self._y[self.n:need] = ys
-        self.n = need
-
-    def clear(self) -> None:
-        self.n = 0
-
-    @property
-    def x(self) -> np.ndarray:
-        return self._x[: self.n]
-
-    @property
-    def y(self) -> np.ndarray:
-        return self._y[: self.n]
-
-
-class SmoothedSeries(Series):
-    """A Series with its debiased EMA kept alongside: s_t = α s_{t-1} + (1-α) y_t, shown as s_t / (1-α^t)."""
-
-    def __init__(self, alpha: float = 0.0, capacity: int = 1024):
-        super().__init__(capacity)
-        self.smooth = Series(capacity)
-        self.alpha = alpha
-        self._acc = 0.0
-        self._count = 0
-
-    def extend(self, xs, ys) -> None:
-        super().extend(xs, ys)
-        self._smooth_from(xs, ys)
-
-    def _smooth_from(self, xs, ys) -> None:
-        a, acc, count = self.alpha, self._acc, self._count
-        out = np.empty(len(ys), dtype=np.float64)
-        for i, y in enumerate(ys):
-            if not math.isfinite(y):
-                out[i] = y
-                continue
-            acc = a * acc + (1 - a) * y
-            count += 1
-            out[i] = acc / (1 - a ** count) if a > 0 else acc
-        self._acc, self._count = acc, count
-        self.smooth.extend(xs, out)
-
-    def set_alpha(self, alpha: float) -> None:
-        self.alpha = alpha
-        self.smooth.clear()
-        self._acc, self._count = 0.0, 0
-        self._smooth_from(self.x.copy(), self.y.copy())
-
-    def clear(self) -> None:
-        super().clear()
-        self.smooth.clear()
-        self._acc, self._count = 0.0, 0
-
-
-def _plot(title: str, name: str, left: str) -> pg.PlotWidget:
-    w = pg.PlotWidget(background="w")
-    w.setObjectName(name)
-    item = w.getPlotItem()
-    item.setTitle(title, size="9pt", color="#333")
-    for side in ("left", "bottom"):
-        axis = item.getAxis(side)
-        axis.setPen("#666")
-        axis.setTextPen("#333")
-        axis.enableAutoSIPrefix(False)
-    item.setLabel("bottom", "step")
-    item.setLabel("left", left)
-    # no grid: pyqtgraph draws grid lines as part of the axes, which then repaint with every new point
-    # (5-6× the paint cost per update)
-    item.setDownsampling(auto=True, mode="peak")
-    item.setClipToView(True)
-    w.setMinimumHeight(110)
-    w.setMenuEnabled(True)
-    return w
-
-
-def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.SolidLine, **kw):
-    pen = pg.mkPen(color=(*color, alpha), width=width, style=style)
-    item = plot.plot([], [], pen=pen, **kw)
-    item.setDownsampling(auto=True, method="peak")
-    item.setClipToView(True)
-    return item
-
-
-def _scaled(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
-    return y if factor == 1.0 else np.asarray(y, dtype=np.float64) * factor
-
-
-@dataclass
-class _Overlay:
-    """Another run on the loss plot: its curves in nats per token, its characters per token, its items."""
-
-    color: tuple
-    train: SmoothedSeries
-    val: Series
-    chars_per_token: dict | None
-    items: list  # the train curve, then the validation curve if it was evaluated
 
 
 class TrainingPlots(QWidget):
@@ -227,7 +111,7 @@ class TrainingPlots(QWidget):
         self.planHint = pg.TextItem(anchor=(1, 0), color="#444")  # "press Train", in the view's pixels
         self.planHint.setParentItem(self.lossPlot.getPlotItem().getViewBox())
         self.planHint.setVisible(False)
-        self.lossPlot.getPlotItem().getViewBox().sigResized.connect(self._place_hint)
+        self.lossPlot.getPlotItem().getViewBox().sigResized.connect(lambda *_a: plot_reference.place_hint(self))
 
         self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
         self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
@@ -255,10 +139,10 @@ class TrainingPlots(QWidget):
         self.curvesCsvButton.setToolTip("Save the curves as CSV, one row per step: " + ", ".join(CSV_COLUMNS)
                                         + " (smoothed: the train loss at the current smoothing; the losses in "
                                         "the loss_unit plotted, nats/token or bits/char).")
-        self.curvesCsvButton.clicked.connect(lambda: self._export_clicked("csv"))
+        self.curvesCsvButton.clicked.connect(lambda: plot_export.export_clicked(self, "csv"))
         self.curvesPngButton = QPushButton("PNG…", objectName="curvesPngButton")
         self.curvesPngButton.setToolTip("Save the loss plot, with its legend, as a PNG image.")
-        self.curvesPngButton.clicked.connect(lambda: self._export_clicked("png"))
+        self.curvesPngButton.clicked.connect(lambda: plot_export.export_clicked(self, "png"))
 
         bar = QHBoxLayout()
         bar.addWidget(self.logCheck)
@@ -318,27 +202,12 @@ class TrainingPlots(QWidget):
         self.redraw()
 
     def show_plan(self, config: RunConfig) -> None:
-        """Before a run is shown: the reference of ``config`` (if one was measured) over its train.steps, and
-        "press Train". Nothing while a run's curves are shown."""
-        if self.train.n or self.val.n or config == self._plan:
-            return
-        self.set_run(config, None)
-        self._plan = config
-        ref = self.reference
-        self.planHint.setText(
-            "Press ▶ Train to start." + (f"\nThe grey band is this preset as measured over {len(ref.seeds)} seeds:"
-                                         "\nyour run's loss should fall inside it."
-                                         if ref is not None else "\nThe loss is drawn here as it trains."))
-        self.planHint.setVisible(True)
-        self._place_hint()
+        """Before a run is shown: the reference of ``config`` and "press Train" (`plot_reference.show_plan`)."""
+        plot_reference.show_plan(self, config)
 
     def plan_text(self) -> str:
         """What the empty plot says before a run ("" once a run is shown)."""
         return self.planHint.toPlainText() if self.planHint.isVisible() else ""
-
-    def _place_hint(self, *_args) -> None:
-        rect = self.lossPlot.getPlotItem().getViewBox().boundingRect()  # top right: a falling loss is not there
-        self.planHint.setPos(rect.right() - 0.02 * rect.width(), rect.top() + 0.04 * rect.height())
 
     def set_run(self, config: RunConfig | None, chars_per_token: dict | None) -> None:
         """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
@@ -480,35 +349,10 @@ class TrainingPlots(QWidget):
     def n_points(self) -> int:
         return self.train.n
 
-    # -- overlays ----------------------------------------------------------------------------------------
+    # -- overlays (`plot_overlays`) -----------------------------------------------------------------------
     def add_overlay(self, name: str, rows: list[dict], chars_per_token: dict | None = None) -> None:
-        """Another run's train (and validation) loss as faded curves; ``chars_per_token`` (its meta.json's)
-        converts them to bits/char, and without it they are hidden while the plot shows bits/char."""
-        self.remove_overlay(name)
-        used = {ov.color for ov in self._overlays.values()}
-        color = next((c for c in OVERLAY_COLORS if c not in used), OVERLAY_COLORS[len(self._overlays) % len(OVERLAY_COLORS)])
-        train, val = SmoothedSeries(self.train.alpha), Series(64)
-        steps = [r for r in rows if "train_loss" in r and "step" in r]
-        train.extend([r["step"] for r in steps], [r["train_loss"] for r in steps])
-        evaluated = [r for r in rows if "step" in r and r.get("val_loss") is not None]
-        val.extend([r["step"] for r in evaluated], [r["val_loss"] for r in evaluated])
-        items = [_curve(self.lossPlot, color, 1.5, alpha=110)]
-        if val.n:
-            items.append(_curve(self.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t",
-                                symbolSize=5, symbolBrush=(*color, 110), symbolPen=None))
-        self._overlays[name] = ov = _Overlay(color, train, val, chars_per_token or None, items)
-        self._draw_overlay(ov)
-        self.clearOverlaysButton.setEnabled(True)
-        self._update_legend()
-        self._follow_x()
-
-    def _draw_overlay(self, ov: _Overlay) -> None:
-        k_train = self._factor(ov.chars_per_token, "train")
-        for item in ov.items:
-            item.setVisible(k_train is not None)
-        ov.items[0].setData(ov.train.smooth.x, _scaled(ov.train.smooth.y, k_train or 1.0))
-        if len(ov.items) > 1:
-            ov.items[1].setData(ov.val.x, _scaled(ov.val.y, self._factor(ov.chars_per_token, "val") or 1.0))
+        """Another run's train (and validation) loss as faded curves (`plot_overlays.add_overlay`)."""
+        plot_overlays.add_overlay(self, name, rows, chars_per_token)
 
     def remove_overlay(self, name: str) -> None:
         ov = self._overlays.pop(name, None)
@@ -528,37 +372,10 @@ class TrainingPlots(QWidget):
     def overlays(self) -> list[str]:
         return list(self._overlays)
 
-    # -- the reference curve -----------------------------------------------------------------------------
+    # -- the reference curve (`plot_reference`) ----------------------------------------------------------
     def set_reference(self, ref: ReferenceCurve | None) -> None:
-        """Draw ``ref`` faintly behind the run's curves: its seeds' train-loss band, their mean train loss
-        (dashed) and mean validation loss (dotted); None removes it."""
-        for item in self._reference_items:
-            self.lossPlot.removeItem(item)
-        self.reference, self._reference_items = ref, []
-        if ref is not None:
-            lo, hi = (_curve(self.lossPlot, REFERENCE_COLOR, 1, alpha=0) for _ in range(2))  # the band's edges
-            band = pg.FillBetweenItem(lo, hi, brush=(*REFERENCE_COLOR, 45))
-            self.lossPlot.addItem(band)
-            mean = _curve(self.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DashLine)
-            val = _curve(self.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DotLine, symbol="o", symbolSize=4,
-                         symbolBrush=None, symbolPen=REFERENCE_COLOR)
-            self._reference_items = [lo, hi, mean, val, band]
-            for item in self._reference_items:
-                item.setZValue(-10)  # behind the run's and the overlays' curves
-            self._draw_reference()
-        self._update_legend()
-
-    def _draw_reference(self) -> None:
-        ref = self.reference
-        if ref is None:
-            return
-        lo, hi, mean, val, _band = self._reference_items
-        k_train, k_val = self._factor(ref.chars_per_token, "train"), self._factor(ref.chars_per_token, "val")
-        for item in self._reference_items:
-            item.setVisible(k_train is not None)
-        for item, ys in ((lo, ref.train.min), (hi, ref.train.max), (mean, ref.train.mean)):
-            item.setData(ref.train.step, _scaled(ys, k_train or 1.0))
-        val.setData(ref.val.step, _scaled(ref.val.mean, k_val or 1.0))
+        """Draw ``ref`` faintly behind the run's curves; None removes it (`plot_reference.set_reference`)."""
+        plot_reference.set_reference(self, ref)
 
     # -- units: nats per token or bits per character -----------------------------------------------------
     def _set_chars(self, chars_per_token: dict | None) -> None:
@@ -601,70 +418,29 @@ class TrainingPlots(QWidget):
                       size="9pt", color="#333")
         item.setLabel("left", unit)
         for ov in self._overlays.values():
-            self._draw_overlay(ov)
-        self._draw_reference()
+            plot_overlays.draw_overlay(self, ov)
+        plot_reference.draw_reference(self)
         self._update_legend()
         self.flush()
 
-    # -- export ------------------------------------------------------------------------------------------
+    # -- export (`plot_export`) ---------------------------------------------------------------------------
     def curve_rows(self) -> list[dict[str, float]]:
-        """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
-        loss and its smoothing and the validation loss where evaluated (as shown: in `loss_unit`), η, the
-        gradient norm, and the throughput where an emission window ended."""
-        k_train, k_val = self._run_factors()
-        rows: dict[float, dict[str, float]] = {}
-        for name, series, k in (("train_loss", self.train, k_train), ("smoothed", self.train.smooth, k_train),
-                                ("val_loss", self.val, k_val), ("lr", self.lr, 1.0), ("grad_norm", self.grad, 1.0),
-                                ("tokens_per_s", self.speed, 1.0)):
-            for x, y in zip(series.x.tolist(), _scaled(series.y, k)):
-                rows.setdefault(x, {"step": x})[name] = float(y)
-        return [rows[x] for x in sorted(rows)]
+        """One dict per step that has any number, in step order (`plot_export.curve_rows`)."""
+        return plot_export.curve_rows(self)
 
     def export_csv(self, path) -> Path:
-        """Write the curves (`curve_rows`) to ``path`` as CSV, each row with the losses' unit; empty cells
-        where a step has no such number."""
-        path = Path(path)
-        unit = self.loss_unit()
-        with path.open("w", newline="", encoding="utf-8") as f:
-            out = csv.writer(f)
-            out.writerow(CSV_COLUMNS)
-            for row in self.curve_rows():
-                out.writerow([_cell(c, row.get(c)) for c in CSV_COLUMNS[:-1]] + [unit])
-        return path
+        """Write the curves to ``path`` as CSV (`plot_export.write_csv`)."""
+        return plot_export.write_csv(self, path)
 
     def export_png(self, path) -> Path:
         """Write the loss plot as it is drawn now, its legend above it, to ``path`` as PNG."""
-        path = Path(path)
-        self.flush()
-        plot, legend = self.lossPlot.grab(), self.legendLabel.grab()
-        if plot.isNull():
-            raise OSError(f"the loss plot could not be drawn to {path}")
-        image = QPixmap(max(plot.width(), legend.width()), plot.height() + legend.height())
-        image.fill(QColor("white"))
-        painter = QPainter(image)
-        painter.drawPixmap(0, 0, legend)
-        painter.drawPixmap(0, legend.height(), plot)
-        painter.end()
-        if not image.save(str(path), "PNG"):
-            raise OSError(f"could not write {path}")
-        return path
+        return plot_export.write_png(self, path)
 
     def ask_save_path(self, kind: str) -> str | None:
         """Where to export (``kind``: "csv" or "png"), asked in a dialog; None if cancelled."""
         name, _ = QFileDialog.getSaveFileName(self, f"Export the curves as {kind.upper()}",
                                               f"{self.export_stem}.{kind}", f"{kind.upper()} (*.{kind})")
         return name or None
-
-    def _export_clicked(self, kind: str) -> None:
-        path = self.ask_save_path(kind)
-        if not path:
-            return
-        try:
-            written = self.export_csv(path) if kind == "csv" else self.export_png(path)
-        except OSError as e:
-            self.exported.emit(f"Could not export the curves: {e.strerror or e}")
-            return
-        self.exported.emit(f"Curves saved to {written}")
 
     # -- view --------------------------------------------------------------------------------------------
     def set_log(self, on: bool) -> None:
@@ -677,16 +453,8 @@ class TrainingPlots(QWidget):
         for series in (self.train, self.grad, *(ov.train for ov in self._overlays.values())):
             series.set_alpha(alpha)
         for ov in self._overlays.values():
-            self._draw_overlay(ov)
+            plot_overlays.draw_overlay(self, ov)
         self._set_smoothing_pens()
         self.flush()
         self.smoothingChanged.emit(alpha)
 
-
-def _cell(column: str, value: float | None) -> str:
-    """A CSV cell: empty where there is no number, the step as an integer, else the float in full."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if column == "step":
-        return str(int(value))
-    return repr(float(value))

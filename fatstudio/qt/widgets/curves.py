@@ -1,0 +1,127 @@
+"""What the training plots are drawn from: growable point buffers (plain and exponentially smoothed), the
+plot and curve factories the plots share, and their colours."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+
+TRAIN_COLOR = (31, 119, 180)
+VAL_COLOR = (214, 39, 40)
+LR_COLOR = (44, 160, 44)
+GRAD_COLOR = (148, 103, 189)
+SPEED_COLOR = (255, 127, 14)
+REFERENCE_COLOR = (160, 160, 160)
+OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
+
+
+class Series:
+    """x/y buffers that double when full; ``x``/``y`` are views of the filled part."""
+
+    def __init__(self, capacity: int = 1024):
+        self._x = np.empty(capacity, dtype=np.float64)
+        self._y = np.empty(capacity, dtype=np.float64)
+        self.n = 0
+
+    def extend(self, xs, ys) -> None:
+        k = len(xs)
+        if not k:
+            return
+        need = self.n + k
+        if need > len(self._x):
+            cap = len(self._x)
+            while cap < need:
+                cap *= 2
+            for name in ("_x", "_y"):
+                old = getattr(self, name)
+                new = np.empty(cap, dtype=np.float64)
+                new[: self.n] = old[: self.n]
+                setattr(self, name, new)
+        self._x[self.n:need] = xs
+        self._y[self.n:need] = ys
+        self.n = need
+
+    def clear(self) -> None:
+        self.n = 0
+
+    @property
+    def x(self) -> np.ndarray:
+        return self._x[: self.n]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self._y[: self.n]
+
+
+class SmoothedSeries(Series):
+    """A Series with its debiased EMA kept alongside: s_t = α s_{t-1} + (1-α) y_t, shown as s_t / (1-α^t)."""
+
+    def __init__(self, alpha: float = 0.0, capacity: int = 1024):
+        super().__init__(capacity)
+        self.smooth = Series(capacity)
+        self.alpha = alpha
+        self._acc = 0.0
+        self._count = 0
+
+    def extend(self, xs, ys) -> None:
+        super().extend(xs, ys)
+        self._smooth_from(xs, ys)
+
+    def _smooth_from(self, xs, ys) -> None:
+        a, acc, count = self.alpha, self._acc, self._count
+        out = np.empty(len(ys), dtype=np.float64)
+        for i, y in enumerate(ys):
+            if not math.isfinite(y):
+                out[i] = y
+                continue
+            acc = a * acc + (1 - a) * y
+            count += 1
+            out[i] = acc / (1 - a ** count) if a > 0 else acc
+        self._acc, self._count = acc, count
+        self.smooth.extend(xs, out)
+
+    def set_alpha(self, alpha: float) -> None:
+        self.alpha = alpha
+        self.smooth.clear()
+        self._acc, self._count = 0.0, 0
+        self._smooth_from(self.x.copy(), self.y.copy())
+
+    def clear(self) -> None:
+        super().clear()
+        self.smooth.clear()
+        self._acc, self._count = 0.0, 0
+
+
+def _plot(title: str, name: str, left: str) -> pg.PlotWidget:
+    w = pg.PlotWidget(background="w")
+    w.setObjectName(name)
+    item = w.getPlotItem()
+    item.setTitle(title, size="9pt", color="#333")
+    for side in ("left", "bottom"):
+        axis = item.getAxis(side)
+        axis.setPen("#666")
+        axis.setTextPen("#333")
+        axis.enableAutoSIPrefix(False)
+    item.setLabel("bottom", "step")
+    item.setLabel("left", left)
+    # no grid: pyqtgraph draws grid lines as part of the axes, which then repaint with every new point
+    # (5-6× the paint cost per update)
+    item.setDownsampling(auto=True, mode="peak")
+    item.setClipToView(True)
+    w.setMinimumHeight(110)
+    w.setMenuEnabled(True)
+    return w
+
+
+def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.SolidLine, **kw):
+    pen = pg.mkPen(color=(*color, alpha), width=width, style=style)
+    item = plot.plot([], [], pen=pen, **kw)
+    item.setDownsampling(auto=True, method="peak")
+    item.setClipToView(True)
+    return item
+
+
+def _scaled(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
+    return y if factor == 1.0 else np.asarray(y, dtype=np.float64) * factor
