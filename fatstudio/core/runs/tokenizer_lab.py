@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import TOKENIZERS
-from .reference_curves import bits_per_char
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
+from ..records import VAL_LOSS, row_number
+from .reference_curves import bits_per_char
 
 if TYPE_CHECKING:
     from ..data.corpora import Corpus
@@ -306,8 +307,8 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
     d, t = run.config.data, run.config.train
     if d.task not in ("next_token", "masked_lm") or not d.val_fraction:
         return None
-    from ..data.corpora import build_dataset, load_corpus
     from ..data.chars import chars_per_token
+    from ..data.corpora import build_dataset, load_corpus
 
     corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed)
     tokenizer = run.load_tokenizer()
@@ -318,7 +319,7 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
 def _best_val_loss(run: Run) -> float | None:
     best = run.meta.get("best_val_loss")
     if not isinstance(best, (int, float)):  # missing, or not a number: the metrics say
-        best = min((r["val_loss"] for r in run.metrics() if isinstance(r.get("val_loss"), (int, float))), default=None)
+        best = min((v for r in run.metrics() if (v := row_number(r, VAL_LOSS)) is not None), default=None)
     return float(best) if best is not None and math.isfinite(best) else None
 
 
