@@ -299,26 +299,27 @@ class _ProgressBar:
 
 # ---- generate / attention ---------------------------------------------------------------------------
 def cmd_generate(args) -> int:
-    from .core.inspect import inference, prompting
+    from .core.inspect import prompting
+    from .core.inspect.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
     from .core.runs.folder import Run
 
     loaded = Run.open(args.run_dir).load_model()
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
-    model, tok = loaded.model, loaded.tokenizer
-    sampling = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed)
+    prompt = prompting.encode_prompt(loaded.tokenizer, args.prompt, mode, l_max=loaded.model.config.l_max)
+    events = prompt_events(loaded, prompt, tokens=args.tokens, temperature=args.temperature, top_k=args.top_k,
+                           top_p=args.top_p, seed=args.seed, alternatives=0, attention=False)  # the panel's events
+    texts = (c.text for ev in events if isinstance(ev, Tokens) for c in ev.choices)
     if mode == "generate":
-        choices = inference.generate(model, tok, args.prompt, tokens=args.tokens, alternatives=0, **sampling)
-        _write_by_line(chain([args.prompt], (c.text for c in choices), ["\n"]))
+        _write_by_line(chain([args.prompt], texts, ["\n"]))
     elif mode == "translate":
-        choices = inference.translate(model, tok, args.prompt, max_tokens=args.tokens, alternatives=0, **sampling)
-        print("".join(c.text for c in choices))
-    elif mode == "fill_mask":
-        for pred in inference.fill_mask(model, tok, args.prompt):
-            cands = ", ".join(f"{text!r} {p:.1%}" for text, p in pred.candidates)
-            print(f"mask at {pred.position}: {cands}")
-    else:
-        for label, p in inference.classify(model, tok, args.prompt, loaded.class_names or None):
-            print(f"{label}\t{p:.4f}")
+        print("".join(texts))
+    for ev in events:  # fill_mask, classify
+        if isinstance(ev, MaskPredictions):
+            for pred in ev.predictions:
+                print(f"mask at {pred.position}: " + ", ".join(f"{text!r} {p:.1%}" for text, p in pred.candidates))
+        elif isinstance(ev, ClassProbabilities):
+            for label, p in ev.probabilities:
+                print(f"{label}\t{p:.4f}")
     return 0
 
 

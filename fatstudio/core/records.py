@@ -29,6 +29,32 @@ class MetricsRow(TypedDict, total=False):
     accuracy: float | None
 
 
+# The keys of a metrics row, for its readers (a row read back from JSON may lack any of them).
+STEP, TRAIN_LOSS, LR, GRAD_NORM, SKIPPED = "step", "train_loss", "lr", "grad_norm", "skipped"
+TOKENS_PER_S, WINDOW_END = "tokens_per_s", "window_end"
+EVAL_TRAIN_LOSS, VAL_LOSS, ACCURACY = "eval_train_loss", "val_loss", "accuracy"
+
+
+def row_step(row: Mapping[str, Any]) -> int:
+    """A row's step (0 where it has none)."""
+    return int(row.get(STEP, 0))
+
+
+def row_number(row: Mapping[str, Any], key: str) -> float | None:
+    """A row's number under ``key``, or None (missing, null, or not a number)."""
+    return _number(row.get(key))
+
+
+def is_evaluated(row: Mapping[str, Any]) -> bool:
+    """Whether a row holds an evaluation's numbers."""
+    return VAL_LOSS in row
+
+
+def eval_train_loss(row: Mapping[str, Any]) -> float | None:
+    """The training loss an evaluation measured (an older row without it: the step's train_loss)."""
+    return _number(row.get(EVAL_TRAIN_LOSS, row.get(TRAIN_LOSS)))
+
+
 def metrics_rows(steps: Sequence[int], train_loss: Sequence[float], lr: Sequence[float],
                  grad_norm: Sequence[float | None], tokens_per_s: float | None = None) -> list[MetricsRow]:
     """The rows of one emission window's steps; with ``tokens_per_s`` (the window's throughput) on each, the last

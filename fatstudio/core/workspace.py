@@ -23,6 +23,7 @@ from psygnal import Signal
 
 from .config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from .inspect.diagnostics import Diagnosis
+from .records import GRAD_NORM, LR, STEP, TRAIN_LOSS, row_step
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))  # "model", "data", "train"
 DERIVED = "derived"
@@ -172,8 +173,8 @@ def diverged_row(diverged: Mapping[str, Any]) -> dict:
             return float(value)
         except (TypeError, ValueError):
             return None
-    return {"step": int(diverged.get("step", 0)), "train_loss": number(diverged.get("train_loss")),
-            "grad_norm": number(diverged.get("grad_norm"))}
+    return {STEP: row_step(diverged), TRAIN_LOSS: number(diverged.get(TRAIN_LOSS)),
+            GRAD_NORM: number(diverged.get(GRAD_NORM))}
 
 
 class RunDiagnostics:
@@ -212,9 +213,9 @@ class RunDiagnostics:
 
     def add_evaluation(self, step: int, **numbers: Any) -> None:
         """An evaluation's numbers join its step's row (a row of its own if that is gone)."""
-        row = next((r for r in reversed(self.recent) if r.get("step") == step), None)
+        row = next((r for r in reversed(self.recent) if r.get(STEP) == step), None)
         if row is None:
-            row = {"step": step}
+            row = {STEP: step}
             self.add_rows([row])
         row.update(numbers)
 
@@ -404,7 +405,7 @@ class Workspace:
             self._set_state(TrainingState.RUNNING)
 
     def _on_steps(self, ev: Any) -> None:
-        self.diagnostics.add_rows([{"step": s, "train_loss": loss, "lr": lr, "grad_norm": g}
+        self.diagnostics.add_rows([{STEP: s, TRAIN_LOSS: loss, LR: lr, GRAD_NORM: g}
                                    for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)])
         self.diagnostics_due.emit()
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..data.stats import unigram_entropy
+from ..records import ACCURACY, GRAD_NORM, TRAIN_LOSS, VAL_LOSS, eval_train_loss, is_evaluated, row_number, row_step
 from .attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
 from .probes import list_probes, load_probe_file
 
@@ -81,13 +82,9 @@ class Finding:
         return f"step {self.step:,} · {self.advice}"
 
 
-def _number(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
 def _losses(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
     """(steps, train losses) of the rows that have a train loss."""
-    pairs = [(int(r.get("step", 0)), v) for r in rows if (v := _number(r.get("train_loss"))) is not None]
+    pairs = [(row_step(r), v) for r in rows if (v := row_number(r, TRAIN_LOSS)) is not None]
     if not pairs:
         return np.zeros(0, np.int64), np.zeros(0)
     steps, losses = zip(*pairs)
@@ -98,10 +95,10 @@ def _losses(rows: Sequence[dict]) -> tuple[np.ndarray, np.ndarray]:
 def non_finite(rows: Sequence[dict]) -> list[Finding]:
     """The first row whose train loss or gradient norm is NaN or infinite (training cannot go on from it)."""
     for r in rows:
-        loss, norm = _number(r.get("train_loss")), _number(r.get("grad_norm"))
+        loss, norm = row_number(r, TRAIN_LOSS), row_number(r, GRAD_NORM)
         for what, value in (("loss", loss), ("gradient norm", norm)):
             if value is not None and not math.isfinite(value):
-                return [Finding("non_finite", int(r.get("step", 0)),
+                return [Finding("non_finite", row_step(r),
                                 f"the {what} became {value}: lower the learning rate, add gradient clipping or a "
                                 "longer warm-up, or train in fp32.")]
     return []
@@ -138,9 +135,9 @@ def overfitting(rows: Sequence[dict]) -> list[Finding]:
     """Evaluations where validation loss rose and the training loss (the evaluation's ``eval_train_loss``,
     else the step's) fell, OVERFIT_EVALS times in a row and by OVERFIT_MIN_RISE nats in all: one finding
     per such streak, at its last evaluation."""
-    evals = [(int(r.get("step", 0)), v, t) for r in rows
-             if (v := _number(r.get("val_loss"))) is not None
-             and (t := _number(r.get("eval_train_loss", r.get("train_loss")))) is not None]
+    evals = [(row_step(r), v, t) for r in rows
+             if (v := row_number(r, VAL_LOSS)) is not None
+             and (t := eval_train_loss(r)) is not None]
     found: list[Finding] = []
     run = 0
     for i in range(1, len(evals)):
@@ -181,7 +178,7 @@ def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Fi
     one, all of them after step CLIP_STEPS and after warm-up: a note (clipping set on purpose does that)."""
     if not grad_clip or grad_clip <= 0:
         return []
-    pairs = [(int(r.get("step", 0)), g) for r in rows if (g := _number(r.get("grad_norm"))) is not None]
+    pairs = [(row_step(r), g) for r in rows if (g := row_number(r, GRAD_NORM)) is not None]
     last = pairs[-CLIP_STEPS:]
     if len(last) < CLIP_STEPS or last[0][0] <= max(CLIP_STEPS, warmup):
         return []
@@ -228,7 +225,7 @@ class Diagnosis:
     def __call__(self, new: Sequence[dict], heads: HeadCheck | None = None) -> list[Finding]:
         if new:
             self._non_finite = self._non_finite or non_finite(new)
-            first = int(new[0].get("step", 0))
+            first = row_step(new[0])
             judged = spikes([*self._recent[-SPIKE_CONTEXT:], *new])
             self._spikes = (self._spikes + [f for f in judged if f.step >= first])[-SPIKE_MAX_FINDINGS:]
             if len(self._first) < LOSS_ENDS:
@@ -238,8 +235,8 @@ class Diagnosis:
             self._heads = heads
         window = [*self._recent[-LATE_EVAL_ROWS:], *new]
         for r in window:
-            if "val_loss" in r:
-                self._evals[int(r.get("step", 0))] = r
+            if is_evaluated(r):
+                self._evals[row_step(r)] = r
         self._recent = window[-KEEP_ROWS:]
         tail = self._recent[-TAIL_ROWS:]
         found = [*self._non_finite, *self._spikes, *overfitting([self._evals[s] for s in sorted(self._evals)]),
@@ -254,7 +251,7 @@ class Diagnosis:
         if not self._evals:
             return None
         last = self._evals[max(self._evals)]
-        acc, val = _number(last.get("accuracy")), _number(last.get("val_loss"))
+        acc, val = row_number(last, ACCURACY), row_number(last, VAL_LOSS)
         if (acc is not None and acc >= SOLVED_ACCURACY) or (val is not None and 0 <= val <= SOLVED_NATS):
             return last
         return None
@@ -275,16 +272,16 @@ class Diagnosis:
         if len(self._evals) > OVERFIT_EVALS:  # enough for the rule to have fired
             checks.append(f"no overfitting over {len(self._evals)} evaluations")
         tail = self._recent[-PLATEAU_STEPS:]
-        if self.unigram is not None and len(tail) == PLATEAU_STEPS and int(tail[0].get("step", 0)) > self.warmup:
+        if self.unigram is not None and len(tail) == PLATEAU_STEPS and row_step(tail[0]) > self.warmup:
             checks.append(f"not stuck at the unigram entropy ({self.unigram:.2f} nats)")
         if self.grad_clip > 0 and not any(f.kind == "clipping" for f in found):
-            norms = [g for r in self._recent[-CLIP_STEPS:] if (g := _number(r.get("grad_norm"))) is not None]
+            norms = [g for r in self._recent[-CLIP_STEPS:] if (g := row_number(r, GRAD_NORM)) is not None]
             if norms:
                 checks.append(f"gradient clipped on {sum(g > self.grad_clip for g in norms)} of the last "
                               f"{len(norms)} steps")
         solved = self.solved()
         if solved is not None:
-            acc = _number(solved.get("accuracy"))
+            acc = row_number(solved, ACCURACY)
             checks.append("task solved (" + (f"accuracy {acc:.1%}" if acc is not None else
                                              f"validation loss {solved['val_loss']:.4f}") + "), so heads are not judged")
         elif self._heads is not None:

@@ -38,7 +38,7 @@ import platformdirs
 from ..config import RunConfig
 from ..files import atomic_write, naming, os_error_in
 from ..inspect.loaded import LoadedModel
-from ..records import MetricsRow, RunMeta, jsonl, read_jsonl
+from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -266,8 +266,8 @@ class Run:
         outran)."""
         for name in (METRICS, SAMPLES):
             rows = read_jsonl(self.path / name)
-            if any(r.get("step", 0) > step for r in rows):
-                atomic_write(self.path / name, jsonl(r for r in rows if r.get("step", 0) <= step))
+            if any(row_step(r) > step for r in rows):
+                atomic_write(self.path / name, jsonl(r for r in rows if row_step(r) <= step))
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
@@ -465,8 +465,8 @@ def _mark_window_ends(rows: list[dict]) -> None:
     """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
     throughput onto all of the window's rows, so a window ends where the next row's value differs."""
     for row, after in zip(rows, [*rows[1:], {}]):
-        if row.get("tokens_per_s") is not None and row["tokens_per_s"] != after.get("tokens_per_s"):
-            row["window_end"] = True
+        if row.get(TOKENS_PER_S) is not None and row[TOKENS_PER_S] != after.get(TOKENS_PER_S):
+            row[WINDOW_END] = True
 
 
 def _empty(path: Path) -> bool:

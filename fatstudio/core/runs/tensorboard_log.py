@@ -23,20 +23,21 @@ from pathlib import Path
 from typing import Any
 
 from ..config import TENSORBOARD_MISSING
+from ..records import ACCURACY, EVAL_TRAIN_LOSS, GRAD_NORM, LR, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS, WINDOW_END, row_step
 
 TENSORBOARD_DIR = "tensorboard"
 SCALAR_TAGS = {  # metrics.jsonl key -> TensorBoard tag (the part before "/" is TensorBoard's section)
-    "train_loss": "loss/train",
-    "eval_train_loss": "loss/eval_train",
-    "val_loss": "loss/val",
-    "accuracy": "eval/accuracy",
-    "lr": "optim/lr",
-    "grad_norm": "optim/grad_norm",
-    "tokens_per_s": "speed/tokens_per_s",
+    TRAIN_LOSS: "loss/train",
+    EVAL_TRAIN_LOSS: "loss/eval_train",
+    VAL_LOSS: "loss/val",
+    ACCURACY: "eval/accuracy",
+    LR: "optim/lr",
+    GRAD_NORM: "optim/grad_norm",
+    TOKENS_PER_S: "speed/tokens_per_s",
 }
 SAMPLE_TAG = "sample"
 QUEUE = 1024  # events the writer thread may have pending (see `_open`)
-WINDOWED = ("tokens_per_s",)  # measured once per emission window: written at the window's last row only
+WINDOWED = (TOKENS_PER_S,)  # measured once per emission window: written at the window's last row only
 
 
 def summary_writer_class() -> Any:
@@ -82,12 +83,12 @@ class TensorBoardLog:
         """metrics.jsonl rows as scalars at their steps (None, i.e. not measured, is left out), then flush."""
         if not rows:
             return
-        writer = self._open(int(rows[0]["step"]))
+        writer = self._open(row_step(rows[0]))
         for row in rows:
-            step = int(row["step"])
+            step = row_step(row)
             for key, tag in SCALAR_TAGS.items():
                 value = row.get(key)
-                if key in WINDOWED and not row.get("window_end"):
+                if key in WINDOWED and not row.get(WINDOW_END):
                     continue
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     writer.add_scalar(tag, float(value), step)

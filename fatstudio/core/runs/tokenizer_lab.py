@@ -29,6 +29,7 @@ import numpy as np
 
 from ..config import TOKENIZERS
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
+from ..records import VAL_LOSS, row_number
 from .reference_curves import bits_per_char
 
 if TYPE_CHECKING:
@@ -318,7 +319,7 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
 def _best_val_loss(run: Run) -> float | None:
     best = run.meta.get("best_val_loss")
     if not isinstance(best, (int, float)):  # missing, or not a number: the metrics say
-        best = min((r["val_loss"] for r in run.metrics() if isinstance(r.get("val_loss"), (int, float))), default=None)
+        best = min((v for r in run.metrics() if (v := row_number(r, VAL_LOSS)) is not None), default=None)
     return float(best) if best is not None and math.isfinite(best) else None
 
 

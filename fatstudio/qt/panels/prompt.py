@@ -31,7 +31,6 @@ they end with (`inference.Generation.attention`: prompt + output, or source and 
 from __future__ import annotations
 
 import html
-import math
 import random
 import threading
 import time
@@ -40,20 +39,13 @@ from typing import TYPE_CHECKING, TypedDict
 from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtGui import QColor, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QDoubleSpinBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPlainTextEdit,
-    QProgressBar,
     QPushButton,
     QSizePolicy,
-    QSpinBox,
     QSplitter,
     QStackedWidget,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -61,10 +53,28 @@ from superqt.utils import GeneratorWorker
 
 from ...core.inspect import inference, prompting, scoring
 from ...core.inspect.attention_maps import AttentionMaps
-from ...core.inspect.inference import Generation, MaskPrediction, TokenChoice
-from ...core.inspect.prompting import EncodedPrompt, display_token, prompt_mode
-from ...core.inspect.scoring import ScoredToken, ScoreInput, TextScore
-from ..widgets.token_view import LossStrip, TokenView, probability_color, probability_gradient_css
+from ...core.inspect.inference import MaskPrediction, TokenChoice
+from ...core.inspect.prompt_events import (
+    Attention,
+    AttentionFailed,
+    ClassProbabilities,
+    Failed,
+    Finished,
+    MaskPredictions,
+    PromptEvent,
+    Scored,
+    Tokens,
+    prompt_events,
+    score_events,
+)
+from ...core.inspect.prompting import EncodedPrompt, prompt_mode
+from ...core.inspect.scoring import TextScore
+from ..prompt_jobs import Done, RunEvent, guarded
+from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
+from ..widgets.prompt_controls import PromptControls
+from ..widgets.score_view import ScoreView
+from ..widgets.token_tooltips import candidates_tooltip, choice_tooltip
+from ..widgets.token_view import TokenView, probability_color
 from ..workers import describe_error, start_now
 
 if TYPE_CHECKING:
@@ -105,190 +115,6 @@ _PLACEHOLDER = {
 }
 
 
-# ------------------------------------------------------------------------------------ the worker's jobs
-# Each job is a generator run in a worker thread. It yields (kind, value) events: ("tokens", [TokenChoice]),
-# ("masks", [MaskPrediction]), ("classes", [(name, p)]), ("score", TextScore), ("attention", AttentionMaps), ("note", str),
-# ("error", str), ("status", "finished" | "stopped" | "failed"). It catches every exception itself, so the
-# user always gets words, never a traceback.
-
-def _stream_job(generation: Generation, stop: threading.Event):
-    buf: list[TokenChoice] = []
-    last = -math.inf
-    status = "finished"
-    try:
-        for ch in generation:
-            buf.append(ch)
-            now = time.perf_counter()
-            if now - last >= BATCH_SECONDS:
-                yield ("tokens", buf)
-                buf, last = [], now
-            if stop.is_set():
-                status = "stopped"
-                break
-    except Exception as e:
-        if buf:
-            yield ("tokens", buf)
-        yield ("error", describe_error(e))
-        yield ("status", "failed")
-        return
-    finally:
-        generation.close()
-    if buf:
-        yield ("tokens", buf)
-    event: tuple[str, object]
-    try:
-        event = ("attention", generation.attention())
-    except Exception as e:
-        event = ("note", f"No attention maps: {describe_error(e)}")
-    yield event
-    yield ("status", status)
-
-
-def _fill_mask_job(loaded, prompt: EncodedPrompt, top: int):
-    try:
-        preds, maps = inference.fill_mask(loaded.model, loaded.tokenizer, prompt, top=top, return_attention=True)
-    except Exception as e:
-        yield ("error", describe_error(e))
-        yield ("status", "failed")
-        return
-    yield ("masks", preds)
-    yield ("attention", maps)
-    yield ("status", "finished")
-
-
-def _classify_job(loaded, prompt: EncodedPrompt):
-    try:
-        probs, maps = inference.classify(loaded.model, loaded.tokenizer, prompt, loaded.class_names or None,
-                                         return_attention=True)
-    except Exception as e:
-        yield ("error", describe_error(e))
-        yield ("status", "failed")
-        return
-    yield ("classes", probs)
-    yield ("attention", maps)
-    yield ("status", "finished")
-
-
-def _score_job(loaded, inp: ScoreInput):
-    try:
-        result = scoring.score(loaded.model, loaded.tokenizer, inp, alternatives=N_ALTERNATIVES)
-    except Exception as e:
-        yield ("error", describe_error(e))
-        yield ("status", "failed")
-        return
-    yield ("score", result)
-    event: tuple[str, object]
-    try:
-        maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer,
-                                                *inp.attention_input(loaded.tokenizer.bos_id))
-        event = ("attention", inference.TextAttention(maps.tokens, maps.context_tokens, maps.maps,
-                                                      inp.attention_caption()))
-    except Exception as e:
-        event = ("note", f"No attention maps: {describe_error(e)}")
-    yield event
-    yield ("status", "finished")
-
-
-def _guarded(job, run_id: int):
-    """Tag ``job``'s events with ``run_id``, turn any escaped exception into words, and end with "done"."""
-    try:
-        for kind, value in job:
-            yield (run_id, kind, value)
-    except Exception as e:
-        yield (run_id, "error", describe_error(e))
-        yield (run_id, "status", "failed")
-    yield (run_id, "done", None)
-
-
-# ---------------------------------------------------------------------------------------------- tooltips
-def _token_lines(text: str, prob: float, alternatives, heading: str, cut=lambda p: False) -> list[str]:
-    """A token's tooltip head: the token and its p, then the top alternatives (the token itself marked ◀, those
-    ``cut`` greyed)."""
-    def row(tok: str, p: float, chosen: bool) -> str:
-        is_cut = cut(p)
-        style = ' style="color:#888"' if is_cut and not chosen else ""
-        mark = " ◀" if chosen else (" (cut)" if is_cut else "")
-        return (f"<tr{style}><td><code>{html.escape(display_token(tok, 20))}</code></td>"
-                f"<td align='right'>&nbsp;{p:.3f}</td><td>{mark}</td></tr>")
-
-    chosen_text = display_token(text if text else "", 20)
-    lines = [f"<b><code>{html.escape(chosen_text)}</code></b> &nbsp; p = {prob:.4f}"]
-    rows = []
-    seen_chosen = False
-    for tok, p in alternatives:
-        is_chosen = not seen_chosen and abs(p - prob) < 1e-12 and display_token(tok, 20) == chosen_text
-        seen_chosen |= is_chosen
-        rows.append(row(tok, p, is_chosen))
-    if rows:
-        lines.append(f"{heading}<table>" + "".join(rows) + "</table>")
-    return lines
-
-
-def choice_tooltip(ch: TokenChoice, temperature: float, top_k: int, top_p: float) -> str:
-    """Rich-text tooltip of a sampled token: its probability, the top alternatives, the cut-offs."""
-    lines = _token_lines(ch.text, ch.prob, ch.alternatives, "Top alternatives (model p at τ = 1):",
-                         lambda p: ((ch.top_k_cutoff is not None and p < ch.top_k_cutoff)
-                                    or (ch.top_p_cutoff is not None and p < ch.top_p_cutoff)))
-    if temperature == 0:
-        lines.append("τ = 0: greedy, the most likely token is taken.")
-    else:
-        lines.append(f"τ = {temperature:g}: drawn from p<sup>1/τ</sup>.")
-    if ch.top_k_cutoff is not None:
-        lines.append(f"top-k = {top_k}: tokens with p &lt; {ch.top_k_cutoff:.4f} were cut.")
-    if ch.top_p_cutoff is not None:
-        lines.append(f"top-p = {top_p:g}: the nucleus kept tokens with p ≥ {ch.top_p_cutoff:.4f}.")
-    return "<br>".join(lines)
-
-
-_GIVEN = {  # what a scored token was predicted from, by task; {c} token{s}: how many tokens the model read
-    "next_token": "given the {c} token{s} before it",
-    "masked_lm": "with it masked, reading the other {c} token{s}",
-    "seq2seq": "given the source and the {c} target token{s} before it",
-}
-
-
-def score_tooltip(tok: ScoredToken, task: str) -> str:
-    """Rich-text tooltip of a scored token: p, its loss, what it was predicted from and the most likely tokens
-    at its place (the layout of `choice_tooltip`)."""
-    if tok.loss is None:
-        return (f"<b><code>{html.escape(display_token(tok.text, 20))}</code></b>: not scored. It has no prefix: "
-                "next-token training reads windows of the corpus without bos, so no token predicts a text's first.")
-    lines = _token_lines(tok.text, tok.prob or 0.0, tok.alternatives, "Most likely here:")
-    c = tok.context - (task == "seq2seq")
-    given = _GIVEN[task].format(c=c, s="" if c == 1 else "s")
-    lines.insert(1, f"loss −ln p = {tok.loss:.3f} nats ({tok.loss / math.log(2):.2f} bits), {given}")
-    return "<br>".join(lines)
-
-
-def score_summary(score: TextScore, vocab_size: int) -> str:
-    """The summary line of a score: mean loss, bits per character, what was scored from what, and the windows."""
-    n = len(score.scored)
-    bpc = f" · {score.bits_per_char:.3f} bits/char" if score.bits_per_char is not None else ""
-    head = (f"<b>mean loss {score.mean_loss:.3f} nats/token</b>{bpc} · {n} token{'s' if n != 1 else ''} scored · "
-            f"a uniform guess: ln N_V = {math.log(vocab_size):.2f}")
-    alg = f"Algorithm {score.algorithm}"
-    if score.task == "next_token":
-        how = (f"Each token given the tokens before it ({alg}'s loss); the first token has no prefix and is not "
-               "scored.")
-        if score.windowed:
-            how += (f" The text is {len(score.tokens)} tokens, longer than ℓ_max + 1 = {score.l_max + 1}: scored in "
-                    f"{score.windows} windows of {score.l_max} tokens, so that after the first window every token is "
-                    f"predicted from at least {scoring.context_kept(score.l_max)} tokens before it.")
-    elif score.task == "masked_lm":
-        how = (f"Each token predicted as if it were the masked one, reading all the others (the pseudo-log-likelihood:"
-               f" {alg}'s loss at every position, {n} forward passes).")
-    else:
-        how = (f"Each target token given the source and the target before it, and last the end of the target (eos), "
-               f"as {alg}'s loss counts them.")
-    return f"{head}<br>{how}"
-
-
-def _candidates_tooltip(cands: list[tuple[str, float]]) -> str:
-    rows = "".join(f"<tr><td><code>{html.escape(display_token(t, 20))}</code></td>"
-                   f"<td align='right'>&nbsp;{p:.3f}</td></tr>" for t, p in cands)
-    return f"Top predictions at this mask:<table>{rows}</table>"
-
-
 def _unknown_note(words: list[str], what: str) -> list[str]:
     """The note on the words a word tokenizer does not know (none: no note)."""
     words = list(dict.fromkeys(words))
@@ -296,6 +122,53 @@ def _unknown_note(words: list[str], what: str) -> list[str]:
         return []
     shown = ", ".join(repr(w) for w in words[:5]) + (" …" if len(words) > 5 else "")
     return [f"Not in the vocabulary, {what}: {shown}."]
+
+
+def _target_editor() -> tuple[QPlainTextEdit, QWidget]:
+    """``targetEdit`` (an edt's target to score) and its box with its label."""
+    edit = QPlainTextEdit()
+    edit.setObjectName("targetEdit")
+    edit.setMaximumHeight(56)
+    edit.setTabChangesFocus(True)
+    edit.setPlaceholderText("The target to score given the source above (Score text), e.g. its translation.")
+    box = QWidget()
+    tb = QHBoxLayout(box)
+    tb.setContentsMargins(0, 0, 0, 0)
+    target_label = QLabel("target")
+    target_label.setBuddy(edit)
+    tb.addWidget(target_label, 0, Qt.AlignmentFlag.AlignTop)
+    tb.addWidget(edit, 1)
+    return edit, box
+
+
+def _model_label(loaded: LoadedModel | None) -> str:
+    """The line naming the model prompted: its run, architecture, task, step, ℓ_max and N_V."""
+    if loaded is None:
+        return "<i>No model.</i> Open a finished run, or take a snapshot while training, to prompt it here."
+    cfg = loaded.model.config
+    name = html.escape(loaded.label or "model")
+    task = getattr(loaded.config.data, "task", "?")
+    step = f" · step {loaded.step}" if loaded.step and f"step {loaded.step}" not in (loaded.label or "") else ""
+    return f"<b>{name}</b> · {cfg.arch} · {task}{step} · ℓ_max = {cfg.l_max} · N_V = {cfg.vocab_size}"
+
+
+def _shortcuts(edits, run, score) -> None:
+    """Ctrl+Enter runs, Ctrl+Shift+Enter scores, in each of ``edits``."""
+    for seq, slot in (("Ctrl+Return", run), ("Ctrl+Enter", run), ("Ctrl+Shift+Return", score),
+                      ("Ctrl+Shift+Enter", score)):
+        for edit in edits:
+            sc = QShortcut(QKeySequence(seq), edit)
+            sc.setContext(Qt.ShortcutContext.WidgetShortcut)
+            sc.activated.connect(slot)
+
+
+def _prompt_notes(tokenizer, prompt: EncodedPrompt) -> list[str]:
+    """The notes on a prompt as the model reads it: unknown words, a prompt longer than ℓ_max."""
+    notes = _unknown_note(prompting.unknown_words(tokenizer, prompt), "read as <unk>")
+    if prompt.cropped:
+        notes.append(f"The prompt is {len(prompt.ids)} tokens long and ℓ_max = {prompt.l_max}: the model sees "
+                     f"only its last {prompt.l_max} tokens.")
+    return notes
 
 
 # ------------------------------------------------------------------------------------------------ panel
@@ -352,88 +225,13 @@ class PromptPanel(QWidget):
         self.promptEdit.setMaximumHeight(110)
         self.promptEdit.setTabChangesFocus(True)
 
-        controls = QHBoxLayout()
+        controls = self.controls = PromptControls()
+        c = controls  # the panel's names for the controls, which tests and the window use
+        self.tokensSpin, self.temperatureSpin, self.topKSpin = c.tokensSpin, c.temperatureSpin, c.topKSpin
+        self.topPSpin, self.seedSpin, self.topSpin = c.topPSpin, c.seedSpin, c.topSpin
+        self.generateButton, self.scoreButton, self.stopButton = c.generateButton, c.scoreButton, c.stopButton
 
-        def spin(name, label, tip, widget):
-            widget.setObjectName(name)
-            widget.setToolTip(tip)
-            lab = QLabel(label)
-            lab.setObjectName(name + "Label")
-            lab.setToolTip(tip)
-            lab.setBuddy(widget)
-            box = QWidget()
-            lay = QHBoxLayout(box)
-            lay.setContentsMargins(0, 0, 0, 0)
-            lay.addWidget(lab)
-            lay.addWidget(widget)
-            controls.addWidget(box)
-            return box
-
-        self.tokensSpin = QSpinBox()
-        self.tokensSpin.setRange(1, 100000)
-        self.tokensSpin.setValue(200)
-        self._tokens_box = spin("tokensSpin", "ℓ_gen", "ℓ_gen: how many tokens to sample (Algorithm 14 "
-                                "repeats its step ℓ_gen times). For a seq2seq model: the most output tokens "
-                                "before eos.", self.tokensSpin)
-        self.temperatureSpin = QDoubleSpinBox()
-        self.temperatureSpin.setRange(0.0, 10.0)
-        self.temperatureSpin.setSingleStep(0.1)
-        self.temperatureSpin.setDecimals(2)
-        self.temperatureSpin.setValue(1.0)
-        self._temp_box = spin("temperatureSpin", "τ", "Temperature τ: the next token is drawn ∝ p^(1/τ). τ = 0 is "
-                              "greedy (always the most likely token), τ = 1 the model's own distribution, a large "
-                              "τ nearly uniform.", self.temperatureSpin)
-        self.topKSpin = QSpinBox()
-        self.topKSpin.setRange(0, 1000000)
-        self.topKSpin.setSpecialValueText("off")
-        self._topk_box = spin("topKSpin", "top-k", "Keep only the k most likely tokens before drawing (off = all).",
-                              self.topKSpin)
-        self.topPSpin = QDoubleSpinBox()
-        self.topPSpin.setRange(0.01, 1.0)
-        self.topPSpin.setSingleStep(0.05)
-        self.topPSpin.setDecimals(2)
-        self.topPSpin.setValue(1.0)
-        self._topp_box = spin("topPSpin", "top-p", "Nucleus sampling: keep the smallest set of most likely tokens "
-                              "whose probability reaches p (1 = off).", self.topPSpin)
-        self.seedSpin = QSpinBox()
-        self.seedSpin.setRange(-1, 2 ** 31 - 1)
-        self.seedSpin.setSpecialValueText("random")
-        self.seedSpin.setValue(-1)
-        self._seed_box = spin("seedSpin", "seed", "Seed of the random draws: the same seed, settings and model give "
-                              "the same text. 'random' (the default) draws a fresh seed each time; the result line "
-                              "names the seed a sample used.", self.seedSpin)
-        self.topSpin = QSpinBox()
-        self.topSpin.setRange(1, 50)
-        self.topSpin.setValue(5)
-        self._top_box = spin("topPredictionsSpin", "predictions per mask",
-                             "How many of the most likely tokens to list at each mask.", self.topSpin)
-        self._top_box.setVisible(False)  # a fill-mask model's (set_model); hidden, it widens nothing
-        controls.addStretch(1)
-        self.generateButton = QPushButton("Generate")
-        self.generateButton.setObjectName("generateButton")
-        self.generateButton.setDefault(True)
-        self.stopButton = QPushButton("Stop")
-        self.stopButton.setObjectName("stopGenerationButton")
-        self.stopButton.setToolTip("Stop after the token being sampled now.")
-        self.scoreButton = QPushButton("Score text")
-        self.scoreButton.setObjectName("scoreButton")
-        controls.addWidget(self.generateButton)
-        controls.addWidget(self.scoreButton)
-        controls.addWidget(self.stopButton)
-
-        self.targetEdit = QPlainTextEdit()
-        self.targetEdit.setObjectName("targetEdit")
-        self.targetEdit.setMaximumHeight(56)
-        self.targetEdit.setTabChangesFocus(True)
-        self.targetEdit.setPlaceholderText("The target to score given the source above (Score text), e.g. its "
-                                           "translation.")
-        self._target_box = QWidget()
-        tb = QHBoxLayout(self._target_box)
-        tb.setContentsMargins(0, 0, 0, 0)
-        target_label = QLabel("target")
-        target_label.setBuddy(self.targetEdit)
-        tb.addWidget(target_label, 0, Qt.AlignmentFlag.AlignTop)
-        tb.addWidget(self.targetEdit, 1)
+        self.targetEdit, self._target_box = _target_editor()
 
         self.messageLabel = QLabel()
         self.messageLabel.setObjectName("promptMessage")
@@ -446,50 +244,20 @@ class PromptPanel(QWidget):
         self.outputView.setMinimumHeight(80)
 
         legend = QHBoxLayout()
-        self.legendLabel = QLabel("token probability p:")
-        bar = QLabel()
-        bar.setFixedSize(140, 12)
-        bar.setStyleSheet(f"background: {probability_gradient_css()}; border: 1px solid #999;")
-        bar.setToolTip("Each output token's background shows the model's probability of it (τ = 1): "
-                       "orange = unlikely, yellow = 0.5, blue = likely. Hover a token for the alternatives.")
-        self._legend = QWidget()
-        ll = QHBoxLayout(self._legend)
-        ll.setContentsMargins(0, 0, 0, 0)
-        ll.addWidget(self.legendLabel)
-        ll.addWidget(QLabel("0"))
-        ll.addWidget(bar)
-        ll.addWidget(QLabel("1"))
-        ll.addStretch(1)
-        self.statusLabel = QLabel()
-        self.statusLabel.setObjectName("promptStatus")
-        self.statusLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        ll.addWidget(self.statusLabel)
-        self.reuseSeedButton = QPushButton(objectName="reuseSeedButton")
-        self.reuseSeedButton.setToolTip("Put this seed in the seed box: Generate then draws the same sample again "
-                                        "(with the same prompt, settings and model). Set the box back to "
-                                        "'random' for fresh samples.")
-        self.reuseSeedButton.hide()
-        ll.addWidget(self.reuseSeedButton)
+        self._legend = ProbabilityLegend()
+        self.legendLabel, self.statusLabel = self._legend.legendLabel, self._legend.statusLabel
+        self.reuseSeedButton = self._legend.reuseSeedButton
         legend.addWidget(self._legend)
 
-        self.maskTable = QTableWidget(0, 0)
-        self.maskTable.setObjectName("maskTable")
-        self.maskTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.maskTable.verticalHeader().setVisible(False)
-
-        self.classTable = QTableWidget(0, 3)
-        self.classTable.setObjectName("classTable")
-        self.classTable.setHorizontalHeaderLabels(["class", "P(c | x)", ""])
-        self.classTable.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.classTable.verticalHeader().setVisible(False)
-        self.classTable.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.maskTable = MaskTable()
+        self.classTable = ClassTable()
 
         top = QWidget()
         tl = QVBoxLayout(top)
         tl.setContentsMargins(0, 0, 0, 0)
         tl.addWidget(self.promptEdit)
         tl.addWidget(self._target_box)
-        tl.addLayout(controls)
+        tl.addWidget(controls)
         tl.addWidget(self.messageLabel)
         bottom = QWidget()
         bl = QVBoxLayout(bottom)
@@ -503,26 +271,8 @@ class PromptPanel(QWidget):
         ol.addWidget(self.maskTable, 2)
         ol.addWidget(self.classTable, 2)
         self.resultStack.addWidget(out_page)
-        self.scoreSummary = QLabel(objectName="scoreSummary")
-        self.scoreSummary.setWordWrap(True)
-        self.scoreSummary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.scoreView = TokenView()
-        self.scoreView.setObjectName("scoreView")
-        self.scoreView.setMinimumHeight(60)
-        font = self.scoreView.font()
-        font.setPointSizeF(font.pointSizeF() * 1.4)  # the text is the point here: large enough to read each token
-        self.scoreView.setFont(font)
-        self.lossStrip = LossStrip()
-        self.lossStrip.setObjectName("lossStrip")
-        self.lossStrip.setToolTip("Each token's loss −ln p in nats, one bar per position (dashed: the mean; dotted: "
-                                  "ln N_V, the loss of a uniform guess). Hover a bar for its token; click it to mark "
-                                  "the token in the text.")
-        score_page = QWidget()
-        sl = QVBoxLayout(score_page)
-        sl.setContentsMargins(0, 0, 0, 0)
-        sl.addWidget(self.scoreSummary)
-        sl.addWidget(self.scoreView, 1)
-        sl.addWidget(self.lossStrip)
+        score_page = self.scoreResult = ScoreView()
+        self.scoreSummary, self.scoreView, self.lossStrip = score_page.scoreSummary, score_page.scoreView, score_page.lossStrip
         self.resultStack.addWidget(score_page)
         bl.addWidget(self.resultStack, 1)
         split = QSplitter(Qt.Orientation.Vertical)
@@ -537,14 +287,7 @@ class PromptPanel(QWidget):
         self.scoreButton.clicked.connect(self.score)
         self.stopButton.clicked.connect(self.stop)
         self.reuseSeedButton.clicked.connect(self.reuse_seed)
-        self.lossStrip.positionClicked.connect(self._mark_scored_token)
-        self.scoreView.tokenClicked.connect(self._mark_scored_token)
-        for seq, slot in (("Ctrl+Return", self.run), ("Ctrl+Enter", self.run), ("Ctrl+Shift+Return", self.score),
-                          ("Ctrl+Shift+Enter", self.score)):
-            for edit in (self.promptEdit, self.targetEdit):
-                sc = QShortcut(QKeySequence(seq), edit)
-                sc.setContext(Qt.ShortcutContext.WidgetShortcut)
-                sc.activated.connect(slot)
+        _shortcuts((self.promptEdit, self.targetEdit), self.run, self.score)
 
     # ---- model -------------------------------------------------------------------------------------------
     def offer_run(self, name: str | None) -> None:
@@ -560,14 +303,13 @@ class PromptPanel(QWidget):
         if self.is_running():
             self._stop.set()
             self._run_id += 1  # what the old run still yields is ignored
-        old_mode = self.mode
-        self.loaded = loaded
-        self.mode = prompt_mode(loaded)
+        old_mode, self.loaded, self.mode = self.mode, loaded, prompt_mode(loaded)
         m = self.mode
         decoderish = m in ("generate", "translate")
-        for box in (self._tokens_box, self._temp_box, self._topk_box, self._topp_box, self._seed_box):
+        c = self.controls
+        for box in (c.tokens_box, c.temp_box, c.topk_box, c.topp_box, c.seed_box):
             box.setVisible(decoderish)
-        self._top_box.setVisible(m == "fill_mask")
+        c.top_box.setVisible(m == "fill_mask")
         self.stopButton.setVisible(decoderish)
         self._target_box.setVisible(m == "translate")
         self.scoreButton.setToolTip(scoring.unscorable_reason(m) or (_SCORE_TIP[m] if m is not None else ""))
@@ -576,7 +318,7 @@ class PromptPanel(QWidget):
         self._legend.setVisible(m is not None)
         self.generateButton.setText(_BUTTON_TEXT[m])
         self.promptEdit.setPlaceholderText(_PLACEHOLDER[m])
-        tokens_label = self._tokens_box.findChild(QLabel, "tokensSpinLabel")
+        tokens_label = c.tokens_box.findChild(QLabel, "tokensSpinLabel")
         tokens_label.setText("max length" if m == "translate" else "ℓ_gen")
         if m != old_mode:
             if m == "translate":
@@ -591,19 +333,12 @@ class PromptPanel(QWidget):
             self.reuseSeedButton.hide()
             self.statusLabel.clear()
         self.openRunButton.setVisible(loaded is None and bool(self.openRunButton.text()))
-        if loaded is None:
-            self.modelLabel.setText("<i>No model.</i> Open a finished run, or take a snapshot while training, "
-                                    "to prompt it here.")
-        else:
-            cfg = loaded.model.config
-            name = html.escape(loaded.label or "model")
-            task = getattr(loaded.config.data, "task", "?")
-            step = f" · step {loaded.step}" if loaded.step and f"step {loaded.step}" not in (loaded.label or "") else ""
-            self.modelLabel.setText(f"<b>{name}</b> · {cfg.arch} · {task}{step} · ℓ_max = {cfg.l_max} · "
-                                    f"N_V = {cfg.vocab_size}")
+        self.modelLabel.setText(_model_label(loaded))
+        if loaded is not None:
+            l_max = loaded.model.config.l_max
             if m == "translate":
-                self.tokensSpin.setMaximum(cfg.l_max)
-                self.tokensSpin.setValue(min(self.tokensSpin.value(), cfg.l_max - 1) or cfg.l_max - 1)
+                self.tokensSpin.setMaximum(l_max)
+                self.tokensSpin.setValue(min(self.tokensSpin.value(), l_max - 1) or l_max - 1)
             else:
                 self.tokensSpin.setMaximum(100000)
         self._show_message("")
@@ -660,8 +395,7 @@ class PromptPanel(QWidget):
 
     def reuse_seed(self) -> None:
         """Put the seed of the last sample in the seed box, so that Generate draws it again."""
-        if self.last_seed is not None:
-            self.seedSpin.setValue(self.last_seed)
+        self.seedSpin.setValue(self.last_seed if self.last_seed is not None else self.seedSpin.value())
 
     def _launch(self, make_job) -> bool:
         if self.is_running():
@@ -692,13 +426,11 @@ class PromptPanel(QWidget):
         self._scoring = True
         self._clear_score()
         self.resultStack.setCurrentIndex(1)
-        return _score_job(loaded, inp), notes
+        return score_events(loaded, inp, alternatives=N_ALTERNATIVES), notes
 
     def _clear_score(self) -> None:
         self.last_score = None
-        self.scoreView.clear_tokens()
-        self.scoreSummary.clear()
-        self.lossStrip.set_losses([], [], 1.0)
+        self.scoreResult.clear()
 
     def _make_job(self, loaded: LoadedModel, text: str):
         """Encode the text once, in the GUI thread (cheap; bad input raises here, in words), and return (the
@@ -706,39 +438,32 @@ class PromptPanel(QWidget):
         m = self.mode
         model, tok = loaded.model, loaded.tokenizer
         prompt = prompting.encode_prompt(tok, text, m, l_max=model.config.l_max)
-        notes = _unknown_note(prompting.unknown_words(tok, prompt), "read as <unk>")
-        if prompt.cropped:
-            notes.append(f"The prompt is {len(prompt.ids)} tokens long and ℓ_max = {prompt.l_max}: the model sees "
-                         f"only its last {prompt.l_max} tokens.")
+        notes = _prompt_notes(tok, prompt)
         self.last_prompt = prompt
         self.generated, self.predictions, self.class_probabilities = [], [], []
         self._scoring = False
         self.resultStack.setCurrentIndex(0)
-        if m == "fill_mask":
-            return _fill_mask_job(loaded, prompt, int(self.topSpin.value())), notes
-        if m == "classify":
-            return _classify_job(loaded, prompt), notes
-        seed = self.seedSpin.value()
-        seed = random.randrange(2 ** 31) if seed < 0 else seed
-        self._sampling = _Sampling(temperature=float(self.temperatureSpin.value()), top_k=int(self.topKSpin.value()),
-                              top_p=float(self.topPSpin.value()))
-        self.last_seed = seed if self._sampling["temperature"] > 0 else None  # greedy draws nothing
-        if m == "generate":
-            generation = inference.generate(model, tok, prompt, tokens=int(self.tokensSpin.value()), seed=seed,
-                                            alternatives=N_ALTERNATIVES, **self._sampling)
-        else:
-            generation = inference.translate(model, tok, prompt, max_tokens=int(self.tokensSpin.value()), seed=seed,
-                                             alternatives=N_ALTERNATIVES, **self._sampling)
-        self.outputView.clear_tokens()
+        seed = None
+        if m in ("generate", "translate"):
+            seed = self.seedSpin.value()
+            seed = random.randrange(2 ** 31) if seed < 0 else seed
+            self._sampling = _Sampling(temperature=float(self.temperatureSpin.value()),
+                                       top_k=int(self.topKSpin.value()), top_p=float(self.topPSpin.value()))
+            self.last_seed = seed if self._sampling["temperature"] > 0 else None  # greedy draws nothing
+        job = prompt_events(loaded, prompt, tokens=int(self.tokensSpin.value()), top=int(self.topSpin.value()),
+                            seed=seed, alternatives=N_ALTERNATIVES, stop=self._stop, batch_s=BATCH_SECONDS,
+                            **self._sampling)
+        if m in ("generate", "translate"):
+            self.outputView.clear_tokens()
         if m == "generate":
             self.outputView.append_text(text, QColor(110, 110, 110))
-        return _stream_job(generation, self._stop), notes
+        return job, notes
 
     def _start(self, job) -> None:
         self._run_id += 1
         run_id = self._run_id
         self._active.add(run_id)
-        worker = GeneratorWorker(_guarded, job, run_id)
+        worker = GeneratorWorker(guarded, job, run_id)
         worker.yielded.connect(self._on_event)  # a bound method: disconnected if the panel is deleted
         self._worker = worker
         self.last_status = None
@@ -766,9 +491,9 @@ class PromptPanel(QWidget):
         return not self._active
 
     # ---- events from the worker (GUI thread) ---------------------------------------------------------------
-    def _on_event(self, event) -> None:
-        run_id, kind, value = event
-        if kind == "done":
+    def _on_event(self, tagged: RunEvent) -> None:
+        run_id, event = tagged.run_id, tagged.event
+        if isinstance(event, Done):
             self._active.discard(run_id)
             if run_id == self._run_id:
                 self._worker = None
@@ -776,23 +501,27 @@ class PromptPanel(QWidget):
             return
         if run_id != self._run_id:
             return  # a run on a model that has since been replaced
-        if kind == "tokens":
-            self._append_choices(value)
-        elif kind == "masks":
-            self._show_masks(value)
-        elif kind == "classes":
-            self._show_classes(value)
-        elif kind == "score":
-            self._show_score(value)
-        elif kind == "attention":
-            self.last_maps = value
-            self.attentionReady.emit(value)
-        elif kind == "note":
-            self._show_message(value, "info")
-        elif kind == "error":
-            self._show_message(value)
-        elif kind == "status":
-            self.last_status = value
+        self._show_event(event)
+
+    def _show_event(self, event: PromptEvent) -> None:
+        if isinstance(event, Tokens):
+            self._append_choices(list(event.choices))
+        elif isinstance(event, MaskPredictions):
+            self._show_masks(list(event.predictions))
+        elif isinstance(event, ClassProbabilities):
+            self._show_classes(list(event.probabilities))
+        elif isinstance(event, Scored):
+            self.last_score = event.score
+            self.scoreResult.show_score(event.score, None if self.loaded is None else self.loaded.model.config.vocab_size)
+        elif isinstance(event, Attention):
+            self.last_maps = event.maps
+            self.attentionReady.emit(event.maps)
+        elif isinstance(event, AttentionFailed):
+            self._show_message(f"No attention maps: {describe_error(event.error)}", "info")
+        elif isinstance(event, Failed):
+            self._show_message(event.message)
+        elif isinstance(event, Finished):
+            self.last_status = event.status
 
     def _finish(self) -> None:
         self._update_buttons()
@@ -821,26 +550,6 @@ class PromptPanel(QWidget):
                                       [choice_tooltip(c, s["temperature"], s["top_k"], s["top_p"]) for c in choices])
         self.statusLabel.setText(f"running… {len(self.generated)} tokens")
 
-    def _show_score(self, score: TextScore) -> None:
-        """Every token coloured by p (neighbours in two shades, an unscored one plain), its tooltip, the
-        summary and the loss strip."""
-        self.last_score = score
-        toks = score.tokens
-        colors = [None if t.prob is None else probability_color(t.prob).darker(112 if i % 2 else 100)
-                  for i, t in enumerate(toks)]
-        self.scoreView.set_tokens([t.text for t in toks], colors, [score_tooltip(t, score.task) for t in toks])
-        if self.loaded is None:  # the model was closed while it scored
-            return
-        n_v = self.loaded.model.config.vocab_size
-        self.lossStrip.set_losses([t.loss for t in toks], [display_token(t.text, 20) for t in toks],
-                                  top=math.log(n_v), top_label="uniform", mean=score.mean_loss)
-        self.scoreSummary.setText(score_summary(score, n_v))
-
-    def _mark_scored_token(self, index: int) -> None:
-        """Mark one scored token in the text and in the strip (a click on either)."""
-        self.scoreView.set_marked(index)
-        self.lossStrip.set_marked(index)
-
     def _show_masks(self, preds: list[MaskPrediction]) -> None:
         """The text with each marker replaced by its best candidate (hover for the others), and the table."""
         self.predictions = list(preds)
@@ -851,39 +560,12 @@ class PromptPanel(QWidget):
                 view.append_text(piece)
             else:
                 best, prob = piece.candidates[0] if piece.candidates else ("?", 0.0)
-                view.append_tokens([best], [probability_color(prob)], [_candidates_tooltip(piece.candidates)])
-        n = max((len(p.candidates) for p in self.predictions), default=0)
-        t = self.maskTable
-        t.clear()
-        t.setColumnCount(1 + n)
-        t.setHorizontalHeaderLabels(["mask (position)"] + [f"#{i + 1}" for i in range(n)])
-        t.setRowCount(len(self.predictions))
-        for r, p in enumerate(self.predictions):
-            t.setItem(r, 0, QTableWidgetItem(f"{r + 1} (t = {p.position})"))
-            for c, (tk, prob) in enumerate(p.candidates):
-                item = QTableWidgetItem(f"{display_token(tk)}   {prob:.3f}")
-                item.setBackground(probability_color(prob))
-                item.setForeground(QColor(0, 0, 0))
-                item.setToolTip(f"{tk!r}: p = {prob:.6f}")
-                t.setItem(r, 1 + c, item)
-        t.resizeColumnsToContents()
+                view.append_tokens([best], [probability_color(prob)], [candidates_tooltip(piece.candidates)])
+        self.maskTable.show_predictions(self.predictions)
 
     def _show_classes(self, probs) -> None:
         self.class_probabilities = list(probs)
-        t = self.classTable
-        t.setRowCount(len(probs))
-        for r, (name, p) in enumerate(probs):
-            t.setItem(r, 0, QTableWidgetItem(str(name)))
-            item = QTableWidgetItem(f"{p:.4f}")
-            item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            t.setItem(r, 1, item)
-            bar = QProgressBar()
-            bar.setRange(0, 1000)
-            bar.setValue(round(p * 1000))
-            bar.setTextVisible(False)
-            bar.setToolTip(f"P({name} | x) = {p:.6f}")
-            t.setCellWidget(r, 2, bar)
-        t.resizeColumnToContents(0)
+        self.classTable.show_probabilities(probs)
         self.outputView.clear_tokens()
         if self.last_prompt is not None:
             self.outputView.append_text(self.last_prompt.text + "  →  ")
