@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fatstudio.core.records import TRAIN_LOSS, VAL_LOSS
+
 STEPS = 30
 MODEL = {"L": 1, "H": 2, "d_e": 32, "d_mlp": 64, "l_max": 32}
 TRAIN = {"steps": STEPS, "batch_size": 8, "eval_interval": 10, "eval_iters": 2, "warmup": 2,
@@ -185,10 +187,10 @@ class _SelfTest:
         if w.run_dir is None:
             raise SelfTestFailure("the finished run has no folder")
         rows = [json.loads(line) for line in (Path(w.run_dir) / "metrics.jsonl").read_text().splitlines() if line]
-        losses = [r["train_loss"] for r in rows if r.get("train_loss") is not None]
+        losses = [r[TRAIN_LOSS] for r in rows if r.get(TRAIN_LOSS) is not None]
         _check(len(losses) == STEPS and w.plots.n_points() == STEPS,
                f"expected {STEPS} steps, the run has {len(losses)} and the plot {w.plots.n_points()}")
-        val = [r["val_loss"] for r in rows if r.get("val_loss") is not None]
+        val = [r[VAL_LOSS] for r in rows if r.get(VAL_LOSS) is not None]
         arch = w.current_config().model.arch
         self.say("train", t, f"{STEPS} steps of {arch} (L={MODEL['L']}, H={MODEL['H']}, d_e={MODEL['d_e']}): "
                  f"loss {losses[0]:.3f} -> {losses[-1]:.3f}" + (f", val loss {val[-1]:.3f}" if val else ""))

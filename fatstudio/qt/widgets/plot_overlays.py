@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 
+from fatstudio.core.records import STEP, TRAIN_LOSS, VAL_LOSS
+
 from .curves import OVERLAY_COLORS, Series, SmoothedSeries, _curve, _scaled
 
 if TYPE_CHECKING:
@@ -31,10 +33,10 @@ def add_overlay(plots: TrainingPlots, name: str, rows: list[dict], chars_per_tok
     used = {ov.color for ov in plots._overlays.values()}
     color = next((c for c in OVERLAY_COLORS if c not in used), OVERLAY_COLORS[len(plots._overlays) % len(OVERLAY_COLORS)])
     train, val = SmoothedSeries(plots.train.alpha), Series(64)
-    steps = [r for r in rows if "train_loss" in r and "step" in r]
-    train.extend([r["step"] for r in steps], [r["train_loss"] for r in steps])
-    evaluated = [r for r in rows if "step" in r and r.get("val_loss") is not None]
-    val.extend([r["step"] for r in evaluated], [r["val_loss"] for r in evaluated])
+    steps = [r for r in rows if TRAIN_LOSS in r and STEP in r]
+    train.extend([r[STEP] for r in steps], [r[TRAIN_LOSS] for r in steps])
+    evaluated = [r for r in rows if STEP in r and r.get(VAL_LOSS) is not None]
+    val.extend([r[STEP] for r in evaluated], [r[VAL_LOSS] for r in evaluated])
     items = [_curve(plots.lossPlot, color, 1.5, alpha=110)]
     if val.n:
         items.append(_curve(plots.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t",

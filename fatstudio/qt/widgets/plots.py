@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
+from fatstudio.core.records import GRAD_NORM, LR, STEP, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS, WINDOW_END
 from fatstudio.core.runs.reference_curves import ReferenceCurve, bits_per_char, find_reference
 
 from . import plot_export, plot_overlays, plot_reference
@@ -305,15 +306,15 @@ class TrainingPlots(QWidget):
         """Restore the curves from a run's metrics.jsonl rows (`Run.metrics`): one point per row, the
         throughput once per emission window (its ``window_end`` row), as the live plots got them."""
         self.clear()
-        steps = [r for r in rows if "step" in r and "train_loss" in r]
-        scaled = [r for r in steps if r.get("grad_norm") is not None]  # loss scaling skipped the others
-        window_ends = [r for r in rows if "step" in r and r.get("window_end") and r.get("tokens_per_s") is not None]
-        evaluated = [r for r in rows if "step" in r and r.get("val_loss") is not None]
-        self.train.extend([r["step"] for r in steps], [r["train_loss"] for r in steps])
-        self.lr.extend([r["step"] for r in steps], [r.get("lr", math.nan) for r in steps])
-        self.grad.extend([r["step"] for r in scaled], [r["grad_norm"] for r in scaled])
-        self.speed.extend([r["step"] for r in window_ends], [r["tokens_per_s"] for r in window_ends])
-        self.val.extend([r["step"] for r in evaluated], [r["val_loss"] for r in evaluated])
+        steps = [r for r in rows if STEP in r and TRAIN_LOSS in r]
+        scaled = [r for r in steps if r.get(GRAD_NORM) is not None]  # loss scaling skipped the others
+        window_ends = [r for r in rows if STEP in r and r.get(WINDOW_END) and r.get(TOKENS_PER_S) is not None]
+        evaluated = [r for r in rows if STEP in r and r.get(VAL_LOSS) is not None]
+        self.train.extend([r[STEP] for r in steps], [r[TRAIN_LOSS] for r in steps])
+        self.lr.extend([r[STEP] for r in steps], [r.get(LR, math.nan) for r in steps])
+        self.grad.extend([r[STEP] for r in scaled], [r[GRAD_NORM] for r in scaled])
+        self.speed.extend([r[STEP] for r in window_ends], [r[TOKENS_PER_S] for r in window_ends])
+        self.val.extend([r[STEP] for r in evaluated], [r[VAL_LOSS] for r in evaluated])
         self.redraw()
 
     def redraw(self) -> None:
