@@ -32,5 +32,5 @@ def may_close(window: MainWindow, event) -> bool:
         window.corpus_panel.tokenizer_lab.close()  # its comparison's result is dropped
     shutdown_workers(0)  # a generation stops after its token, no result lands on a closed window; no wait
     state.save_window(window)
-    state.remember_choice(window.model_panel.presetCombo.currentData(), window.settings.data.corpus)
+    state.remember_choice(window.model_panel.preset_key(), window.settings.data.corpus)
     return True

@@ -230,8 +230,7 @@ class MainWindow(QMainWindow):
             lambda *_: self.probes.set_visible(self.viewTabs.currentWidget() is self._attention_host))
         self.model_panel.presetChosen.connect(self.apply_preset)
         self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
-        self.model_panel.presetCombo.currentIndexChanged.connect(  # its steps note
-            lambda *_: settings_control.update_settings_note(self))
+        self.model_panel.presetShown.connect(lambda: settings_control.update_settings_note(self))  # its steps note
         for changed in (self.settings.changed, self.corpus_panel.statusChanged):
             changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
             changed.connect(self.revalidate)

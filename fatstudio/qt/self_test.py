@@ -160,7 +160,7 @@ class _SelfTest:
         w = self._open()
         _check(bool(w.presets), "no presets were found")
         preset = w.presets[0]
-        _check(w.model_panel.presetCombo.currentData() == preset.key,
+        _check(w.model_panel.preset_key() == preset.key,
                f"the window did not start with the default preset {preset.key!r}")
         panel = w.corpus_panel
         _wait(lambda: panel.prepared() is not None or (panel.info is None and not panel.loading and bool(panel.error)),

@@ -33,11 +33,12 @@ BUSY_TRAIN = {  # what the Train button says while it cannot start a run
 def highlight_model_fields(window: MainWindow, names: list) -> None:
     """Mark the Model panel's rows of these fields (a pseudocode line's) and show the first one."""
     window.model_panel.highlight_fields(names)
-    if window.model_panel.highlighted:
+    row = window.model_panel.first_highlighted_row()
+    if row is not None:
         window.settingsTabs.setCurrentIndex(0)
         scroll = window.settingsTabs.widget(0)
         if isinstance(scroll, QScrollArea):
-            scroll.ensureWidgetVisible(window.model_panel.form.labels[window.model_panel.highlighted[0]])
+            scroll.ensureWidgetVisible(row)
 
 
 def estimate_time(window: MainWindow) -> None:

@@ -138,6 +138,7 @@ class ModelPanel(QWidget):
     main window then applies it). Without ``settings`` the panel keeps its own (a panel on its own)."""
 
     presetChosen = Signal(object)
+    presetShown = Signal()  # the preset list shows another entry (a preset, or "(custom)")
 
     def __init__(self, presets=(), settings: Settings | None = None, parent=None):
         super().__init__(parent)
@@ -179,6 +180,7 @@ class ModelPanel(QWidget):
         self.presetDetails.setStyleSheet("color: #444;")
         self.presetDetailsButton.toggled.connect(self._show_details)
         self.presetCombo.currentIndexChanged.connect(self._show_description)
+        self.presetCombo.currentIndexChanged.connect(lambda *_: self.presetShown.emit())
 
         self.archCombo = ValueCombo([(_ARCH_SHORT.get(a, a), a) for a in ARCHS])
         self.archCombo.setObjectName("archCombo")
@@ -293,6 +295,14 @@ class ModelPanel(QWidget):
         wanted = set(names)
         self.highlighted = [name for name in self.form.labels if name in wanted]
         self._style_labels()
+
+    def preset_key(self) -> str | None:
+        """The key of the preset the list shows (None: "(custom)")."""
+        return self.presetCombo.currentData()
+
+    def first_highlighted_row(self) -> QWidget | None:
+        """The label of the first row `highlight_fields` marked, to scroll to; None when none is."""
+        return self.form.labels[self.highlighted[0]] if self.highlighted else None
 
     def _style_labels(self) -> None:
         for name, label in self.form.labels.items():
