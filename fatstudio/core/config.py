@@ -38,7 +38,7 @@ ARCH_NAMES = {
 CAUSAL_ARCHS = ("gpt", "gopher")
 
 
-def _check_choice(name: str, value: Any, allowed: tuple) -> None:
+def check_choice(name: str, value: Any, allowed: tuple) -> None:
     if value not in allowed:
         raise ValueError(f"{name} = {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}.")
 
@@ -119,7 +119,7 @@ class ModelConfig(_Config):
     def resolved(self) -> ResolvedModelConfig:
         """This configuration with every ``None`` replaced by the architecture's paper default: what
         `build_model` builds. A ValueError if ``arch`` or ``H`` is not valid (then there is no default)."""
-        _check_choice("arch", self.arch, ARCHS)
+        check_choice("arch", self.arch, ARCHS)
         _check_positive_int("H", self.H)
         d = self.to_dict()
         for k, v in ARCH_DEFAULTS[self.arch].items():
@@ -142,7 +142,7 @@ class ModelConfig(_Config):
 
     def validate(self) -> ModelConfig:
         """Raise ValueError naming the field, the value and what is allowed; return self if valid."""
-        _check_choice("arch", self.arch, ARCHS)
+        check_choice("arch", self.arch, ARCHS)
         for name in ("vocab_size", "l_max", "L", "L_enc", "L_dec", "H", "d_e", "d_mlp"):
             _check_positive_int(name, getattr(self, name))
         for name in ("d_attn", "d_mid", "d_f", "H_kv"):
@@ -151,7 +151,7 @@ class ModelConfig(_Config):
         for name, allowed in (("norm", NORMS), ("norm_position", NORM_POSITIONS),
                               ("activation", ACTIVATIONS), ("positions", POSITIONS)):
             if getattr(self, name) is not None:
-                _check_choice(name, getattr(self, name), allowed)
+                check_choice(name, getattr(self, name), allowed)
         for name in ("tie_embeddings", "bias"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} = {getattr(self, name)!r} is not allowed; it must be true or false.")
@@ -245,8 +245,8 @@ class DataConfig(_Config):
     def validate(self) -> DataConfig:
         if not isinstance(self.corpus, str) or not self.corpus.strip():
             raise ValueError("data.corpus is empty; give a file, a folder or the name of a built-in corpus.")
-        _check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
-        _check_choice("data.task", self.task, TASKS)
+        check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
+        check_choice("data.task", self.task, TASKS)
         if not isinstance(self.vocab_size, int) or isinstance(self.vocab_size, bool) or self.vocab_size < 8:
             raise ValueError(f"data.vocab_size = {self.vocab_size!r} is not allowed; it must be a whole number ≥ 8.")
         _check_number("data.val_fraction", self.val_fraction, 0.0, 1.0)
@@ -286,10 +286,10 @@ class TrainConfig(_Config):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ValueError(f"train.{name} = {v!r} is not allowed; it must be a whole number ≥ 0.")
-        _check_choice("train.optimizer", self.optimizer, ("adamw", "sgd"))
-        _check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
-        _check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
-        _check_choice("train.precision", self.precision, PRECISIONS)
+        check_choice("train.optimizer", self.optimizer, ("adamw", "sgd"))
+        check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
+        check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
+        check_choice("train.precision", self.precision, PRECISIONS)
         _check_number("train.lr", self.lr, 0.0, 10.0, lo_open=True)
         _check_number("train.min_lr", self.min_lr, 0.0, 10.0)
         _check_number("train.weight_decay", self.weight_decay, 0.0, 10.0)

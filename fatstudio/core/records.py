@@ -138,6 +138,16 @@ class RunMeta:
         return _number(self.data.get("best_val_loss"))
 
     @property
+    def val_loss(self) -> float | None:
+        """The latest validation loss."""
+        return _number(self.data.get("val_loss"))
+
+    @property
+    def created(self) -> float | None:
+        """When the run was made (seconds since the epoch)."""
+        return _number(self.data.get("created"))
+
+    @property
     def chars_per_token(self) -> dict[str, float] | None:
         """Characters per token of each split ({"train": …, "val": …}), or None."""
         value = self.data.get("chars_per_token")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import TASKS, _check_choice
+from ..config import TASKS, check_choice
 from . import streaming
 from .builtin import BUILTIN_TASKS, BUILTINS, N_EXAMPLES, N_REPEAT, SYNTHETIC, repeat_sequences, stdlib_text, unique_examples
 from .datasets import IGNORE as IGNORE  # the loss and the interventions read it here
@@ -276,7 +276,7 @@ def load_corpus(spec: str, task: str = "next_token", progress: Progress | None =
     classification reads ``text<TAB>label`` .tsv or ``{"text", "label"}`` .jsonl. Raises ValueError with a
     one-line reason for anything unusable.
     """
-    _check_choice("task", task, TASKS)
+    check_choice("task", task, TASKS)
     if spec in BUILTINS:
         corpus = _load_builtin(spec, task, seed)
         if progress:
@@ -320,7 +320,7 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
     """Tokenize ``corpus`` for ``task`` and split it: a text's token stream is cut at (1 - val_fraction)
     (nanoGPT's 90/10); examples lose exact duplicates, are shuffled with ``seed`` and split so each side
     holds at least one (val is empty only when val_fraction = 0)."""
-    _check_choice("task", task, TASKS)
+    check_choice("task", task, TASKS)
     if corpus.kind != _CORPUS_KIND[task]:
         raise ValueError(f"task {task} needs a corpus of {_CORPUS_KIND[task]}, but {corpus.name!r} holds "
                          f"{corpus.kind}; load it with task={task!r}.")

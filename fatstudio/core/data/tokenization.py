@@ -36,7 +36,7 @@ import numpy as np
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
-from ..config import TOKENIZERS, _check_choice
+from ..config import TOKENIZERS, check_choice
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -249,7 +249,7 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
                     progress: Progress | None = None) -> Tokenizer:
     """Train a ``kind`` tokenizer on ``texts``. ``vocab_size`` is the most N_V may be (word, bpe; char
     takes every character). Progress is reported as a fraction of characters when ``texts`` is a sequence."""
-    _check_choice("tokenizer", kind, TOKENIZERS)
+    check_choice("tokenizer", kind, TOKENIZERS)
     pieces = _pieces(texts, progress, "read")
     if kind == "char":
         alphabet: set[str] = set()

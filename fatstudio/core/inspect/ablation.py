@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..device import model_device
 from .components import Component, Replace, components, recorded, replaced
-from .inference import _eval_mode
+from .inference import eval_mode
 from .scoring import LOGIT_BUDGET
 
 if TYPE_CHECKING:
@@ -159,7 +159,7 @@ class Ablator:
         """The validation loss (the mean over evaluation batches of each batch's mean loss)."""
         sums = torch.zeros(self.val.n_batches, dtype=torch.float64)
         counts = torch.zeros(self.val.n_batches, dtype=torch.float64)
-        with _eval_mode(self.model):
+        with eval_mode(self.model):
             for rows in self.chunks:
                 chunk = {k: v.to(self.dev) for k, v in self.val.chunk(rows).items()}
                 with replaced(replace(rows) if replace else {}):

@@ -148,7 +148,7 @@ def _never_sampled(tokenizer: TokenizerLike) -> tuple[int, ...]:
 
 
 @contextlib.contextmanager
-def _eval_mode(model):
+def eval_mode(model):
     was_training = model.training
     model.eval()
     try:
@@ -369,7 +369,7 @@ def _generate(model, tokenizer: TokenizerLike, ids, n_tokens, sampler, use_cache
     start = max(0, len(seq) - l_max)  # the window is seq[start:], never longer than l_max
     stream = _TextStream(tokenizer, seq)
     cache = None
-    with _eval_mode(model):
+    with eval_mode(model):
         for _ in range(n_tokens):
             if len(seq) - start > l_max:  # full: slide the window and rebuild the cache
                 start = len(seq) - (l_max + 1 - slide)
@@ -413,7 +413,7 @@ def translate(model, tokenizer: TokenizerLike, source: str | EncodedPrompt, *, m
 def _translate(model, tokenizer: TokenizerLike, z, max_tokens, sampler, alternatives):
     dev = model_device(model)
     stream = _TextStream(tokenizer, [])
-    with _eval_mode(model):
+    with eval_mode(model):
         Z = model.encode(torch.tensor([z], device=dev))
         cache, x = KVCache(), torch.tensor([[tokenizer.bos_id]], device=dev)
         for _ in range(max_tokens):
@@ -480,7 +480,7 @@ def fill_mask(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, *, mas
     prompt = _as_prompt(model, tokenizer, text, "fill_mask", mask_symbol=mask_symbol)
     if not prompt.masks:
         raise unmarked
-    with _eval_mode(model):
+    with eval_mode(model):
         out = model(torch.tensor([prompt.ids], device=model_device(model)), return_attention=return_attention)
     logits, attn = out if return_attention else (out, None)
     probs = logits[0].float().softmax(-1).cpu()
@@ -507,7 +507,7 @@ def classify(model, tokenizer: TokenizerLike, text: str | EncodedPrompt, class_n
     if len(names) != n:
         raise ValueError(f"{len(names)} class names were given, but the model has n_classes = {n}.")
     prompt = _as_prompt(model, tokenizer, text, "classify")
-    with _eval_mode(model):
+    with eval_mode(model):
         out = model.classify(torch.tensor([prompt.ids], device=model_device(model)), return_attention=return_attention)
     logits, attn = out if return_attention else (out, None)
     p = logits[0].float().softmax(-1).cpu().tolist()
@@ -548,7 +548,7 @@ def attention_maps_for_ids(model, tokenizer: TokenizerLike, ids: Sequence[int],
     encoder's ``context_ids``): every head's softmax(S/√d_attn) of Algorithm 4 in the model's own dtype
     (half precision is widened to float32 for numpy)."""
     dev = model_device(model)
-    with _eval_mode(model):
+    with eval_mode(model):
         kw = {"context": torch.tensor([list(context_ids)], device=dev)} if context_ids is not None else {}
         _, attn = model(torch.tensor([list(ids)], device=dev), return_attention=True, **kw)
     return _maps(tokenizer, ids, context_ids, attn)

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from ..device import model_device
 from .components import components, outputs_of, recorded, stacks
-from .inference import _eval_mode
+from .inference import eval_mode
 from .prompting import check_length, encode_prompt
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def lens_probs(model, x: torch.Tensor, context: torch.Tensor | None = None) -> t
     kind, _, layers = stacks(model)[-1]  # the stack whose stream is unembedded (an edt's decoder)
     readout = _readout(model)
     kw = {"context": context} if context is not None else {}
-    with _eval_mode(model), outputs_of(list(layers)) as streams:
+    with eval_mode(model), outputs_of(list(layers)) as streams:
         logits = model(x, **kw)
         embedded = model.embed(x)
     rows = torch.stack([readout(X)[0] for X in (embedded, *streams[-len(layers):])])
@@ -145,7 +145,7 @@ def attribute(model, x: torch.Tensor, position: int, target: int) -> Attribution
     check_attributable(model)
     comps = components(model)
     kept: dict[str, list[torch.Tensor]] = {}
-    with _eval_mode(model), recorded(comps, kept), outputs_of(list(model.layers)) as streams:
+    with eval_mode(model), recorded(comps, kept), outputs_of(list(model.layers)) as streams:
         logits = model(x)
         e = model.embed(x)[0, position]
     final = streams[-1][0, position]  # x_L (d_e)

@@ -23,7 +23,7 @@ import torch
 
 from ..device import model_device
 from .components import Component, components, outputs_of, recorded, replaced
-from .inference import _eval_mode
+from .inference import eval_mode
 from .prompting import encode_prompt
 
 if TYPE_CHECKING:
@@ -52,11 +52,11 @@ class Patcher:
         self.points = [model.embed, *model.layers]  # the residual stream after layer ℓ is points[ℓ]'s output
         self.heads = [c for c in components(model) if c.is_head]
         kept: dict[str, list[torch.Tensor]] = {}
-        with _eval_mode(model), recorded(self.heads, kept), outputs_of(self.points) as resid:
+        with eval_mode(model), recorded(self.heads, kept), outputs_of(self.points) as resid:
             self.clean_logits = model(clean)
         self.clean_resid = resid  # (L+1) × (1, T, d_e)
         self.clean_heads = {name: parts[0] for name, parts in kept.items()}  # each head's Y^h (1, T, d_mid)
-        with _eval_mode(model):
+        with eval_mode(model):
             self.corrupt_logits = model(corrupt)
 
     @torch.inference_mode()
@@ -74,7 +74,7 @@ class Patcher:
             return (X, *out[1:]) if isinstance(out, tuple) else X
         handle = self.points[layer].register_forward_hook(hook)
         try:
-            with _eval_mode(self.model):
+            with eval_mode(self.model):
                 return self.model(self.corrupt.expand(T, -1))
         finally:
             handle.remove()
@@ -89,7 +89,7 @@ class Patcher:
                 a[i] = self.clean_heads[c.name][0]
                 return a
             return fn
-        with _eval_mode(self.model), replaced({c: take(i, c) for i, c in enumerate(self.heads)}):
+        with eval_mode(self.model), replaced({c: take(i, c) for i, c in enumerate(self.heads)}):
             return self.model(self.corrupt.expand(len(self.heads), -1))
 
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..device import model_device
-from .inference import _eval_mode
+from .inference import eval_mode
 from .prompting import check_length, framed, has_mask_marker, prompt_mode
 
 if TYPE_CHECKING:
@@ -285,7 +285,7 @@ def score(model, tokenizer: TokenizerLike, inp: ScoreInput, *, alternatives: int
                          f"{model.config.l_max}; prepare it again.")
     picker = _Picker(tokenizer, alternatives)
     windows, ids = 1, list(inp.ids)
-    with _eval_mode(model):
+    with eval_mode(model):
         if inp.task == "next_token":
             windows = _next_token(model, picker, ids, inp.l_max)
         elif inp.task == "masked_lm":

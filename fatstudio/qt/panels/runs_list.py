@@ -135,15 +135,13 @@ class RunsList(QWidget):
 
     @staticmethod
     def _item(run) -> QTreeWidgetItem:
-        m = run.meta
-        val = m.get("best_val_loss", m.get("val_loss"))
-        item = QTreeWidgetItem([run.name, str(m.get("status", "?")),
-                                f"{m.get('step', 0)}/{m.get('total_steps', run.config.train.steps)}",
-                                f"{val:.4f}" if isinstance(val, (int, float)) else "",
-                                _when(m.get("created"), short=True)])
+        m = run.info
+        val = m.best_val_loss if m.best_val_loss is not None else m.val_loss
+        item = QTreeWidgetItem([run.name, m.status or "?", f"{m.step}/{m.total_steps(run.config.train.steps)}",
+                                f"{val:.4f}" if val is not None else "", _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
-        item.setToolTip(4, _when(m.get("created")))
+        item.setToolTip(4, _when(m.created))
         return item
 
     def select_path(self, path) -> None:

@@ -40,7 +40,7 @@ from fatstudio.core.runs.tokenizer_lab import (
     spec_label,
     tokenize_sentence,
 )
-from fatstudio.qt.widgets.curves import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, _plot
+from fatstudio.qt.widgets.curves import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, new_plot
 from fatstudio.qt.widgets.forms import set_header_tip
 from fatstudio.qt.widgets.token_view import TokenView
 from fatstudio.qt.workers import Call, call_in_thread
@@ -153,7 +153,7 @@ class TokenizerLab(QDialog):
         return row
 
     def _build_histogram(self) -> pg.PlotWidget:
-        self.histogram = _plot("Sequence lengths on the validation split", "labHistogram", "lines")
+        self.histogram = new_plot("Sequence lengths on the validation split", "labHistogram", "lines")
         self.histogram.getPlotItem().setLabel("bottom", "tokens per line")
         self.histogram.addLegend(offset=(-10, 10))
         self.histogram.setMinimumHeight(200)

@@ -94,7 +94,7 @@ class SmoothedSeries(Series):
         self._acc, self._count = 0.0, 0
 
 
-def _plot(title: str, name: str, left: str) -> pg.PlotWidget:
+def new_plot(title: str, name: str, left: str) -> pg.PlotWidget:
     w = pg.PlotWidget(background="w")
     w.setObjectName(name)
     item = w.getPlotItem()
@@ -115,7 +115,7 @@ def _plot(title: str, name: str, left: str) -> pg.PlotWidget:
     return w
 
 
-def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.SolidLine, **kw):
+def new_curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.SolidLine, **kw):
     pen = pg.mkPen(color=(*color, alpha), width=width, style=style)
     item = plot.plot([], [], pen=pen, **kw)
     item.setDownsampling(auto=True, method="peak")
@@ -123,5 +123,5 @@ def _curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyle.S
     return item
 
 
-def _scaled(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
+def scaled_values(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
     return y if factor == 1.0 else np.asarray(y, dtype=np.float64) * factor

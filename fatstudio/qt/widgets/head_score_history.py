@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBox
 from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, parse_map_name
 from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, score_movement
 from ...core.inspect.probes import probe_scores, score_series
-from .curves import _curve, _plot
+from .curves import new_curve, new_plot
 
 
 class HeadScoreHistory(QWidget):
@@ -70,7 +70,7 @@ class HeadScoreHistory(QWidget):
         bar.addWidget(self.headScoresNote, 1)
         bar.addWidget(self.headScoresToggle)
         box.addLayout(bar)
-        self.headScoresPlot = _plot("", "headScoresPlot", "score")
+        self.headScoresPlot = new_plot("", "headScoresPlot", "score")
         self.headScoresPlot.setToolTip("One line per head (L = layer, H = head, as in the grid); the head shown "
                                        "large is bold. Dashed: the step on the slider. Click a line to show its "
                                        "head.")
@@ -203,7 +203,7 @@ class HeadScoreHistory(QWidget):
             self._score_curves = {}
             for i, (name, h) in enumerate(keys):
                 color = pg.intColor(i, hues=max(len(keys), 1), maxValue=220).getRgb()[:3]
-                curve = _curve(self.headScoresPlot, color, symbolSize=5, symbolBrush=color, symbolPen=None)
+                curve = new_curve(self.headScoresPlot, color, symbolSize=5, symbolBrush=color, symbolPen=None)
                 curve.setCurveClickable(True, width=6)
                 curve.sigClicked.connect(lambda _c, _e, name=name, h=h: self._on_score_curve_clicked(name, h))
                 self._score_curves[(name, h)] = curve

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QColor, QPainter, QPixmap
 
-from .curves import _scaled
+from .curves import scaled_values
 
 if TYPE_CHECKING:
     from .plots import TrainingPlots
@@ -25,7 +25,7 @@ def curve_rows(plots: TrainingPlots) -> list[dict[str, float]]:
     for name, series, k in (("train_loss", plots.train, k_train), ("smoothed", plots.train.smooth, k_train),
                             ("val_loss", plots.val, k_val), ("lr", plots.lr, 1.0), ("grad_norm", plots.grad, 1.0),
                             ("tokens_per_s", plots.speed, 1.0)):
-        for x, y in zip(series.x.tolist(), _scaled(series.y, k)):
+        for x, y in zip(series.x.tolist(), scaled_values(series.y, k)):
             rows.setdefault(x, {"step": x})[name] = float(y)
     return [rows[x] for x in sorted(rows)]
 

@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 
 from fatstudio.core.records import STEP, TRAIN_LOSS, VAL_LOSS
 
-from .curves import OVERLAY_COLORS, Series, SmoothedSeries, _curve, _scaled
+from .curves import OVERLAY_COLORS, Series, SmoothedSeries, new_curve, scaled_values
 
 if TYPE_CHECKING:
     from .plots import TrainingPlots
@@ -37,9 +37,9 @@ def add_overlay(plots: TrainingPlots, name: str, rows: list[dict], chars_per_tok
     train.extend([r[STEP] for r in steps], [r[TRAIN_LOSS] for r in steps])
     evaluated = [r for r in rows if STEP in r and r.get(VAL_LOSS) is not None]
     val.extend([r[STEP] for r in evaluated], [r[VAL_LOSS] for r in evaluated])
-    items = [_curve(plots.lossPlot, color, 1.5, alpha=110)]
+    items = [new_curve(plots.lossPlot, color, 1.5, alpha=110)]
     if val.n:
-        items.append(_curve(plots.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t",
+        items.append(new_curve(plots.lossPlot, color, 1.5, alpha=110, style=Qt.PenStyle.DashLine, symbol="t",
                             symbolSize=5, symbolBrush=(*color, 110), symbolPen=None))
     plots._overlays[name] = ov = _Overlay(color, train, val, chars_per_token or None, items)
     draw_overlay(plots, ov)
@@ -52,6 +52,6 @@ def draw_overlay(plots: TrainingPlots, ov: _Overlay) -> None:
     k_train = plots._factor(ov.chars_per_token, "train")
     for item in ov.items:
         item.setVisible(k_train is not None)
-    ov.items[0].setData(ov.train.smooth.x, _scaled(ov.train.smooth.y, k_train or 1.0))
+    ov.items[0].setData(ov.train.smooth.x, scaled_values(ov.train.smooth.y, k_train or 1.0))
     if len(ov.items) > 1:
-        ov.items[1].setData(ov.val.x, _scaled(ov.val.y, plots._factor(ov.chars_per_token, "val") or 1.0))
+        ov.items[1].setData(ov.val.x, scaled_values(ov.val.y, plots._factor(ov.chars_per_token, "val") or 1.0))

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt
 from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.reference_curves import ReferenceCurve
 
-from .curves import REFERENCE_COLOR, _curve, _scaled
+from .curves import REFERENCE_COLOR, new_curve, scaled_values
 
 if TYPE_CHECKING:
     from .plots import TrainingPlots
@@ -45,11 +45,11 @@ def set_reference(plots: TrainingPlots, ref: ReferenceCurve | None) -> None:
         plots.lossPlot.removeItem(item)
     plots.reference, plots._reference_items = ref, []
     if ref is not None:
-        lo, hi = (_curve(plots.lossPlot, REFERENCE_COLOR, 1, alpha=0) for _ in range(2))  # the band's edges
+        lo, hi = (new_curve(plots.lossPlot, REFERENCE_COLOR, 1, alpha=0) for _ in range(2))  # the band's edges
         band = pg.FillBetweenItem(lo, hi, brush=(*REFERENCE_COLOR, 45))
         plots.lossPlot.addItem(band)
-        mean = _curve(plots.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DashLine)
-        val = _curve(plots.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DotLine, symbol="o", symbolSize=4,
+        mean = new_curve(plots.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DashLine)
+        val = new_curve(plots.lossPlot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DotLine, symbol="o", symbolSize=4,
                      symbolBrush=None, symbolPen=REFERENCE_COLOR)
         plots._reference_items = [lo, hi, mean, val, band]
         for item in plots._reference_items:
@@ -67,5 +67,5 @@ def draw_reference(plots: TrainingPlots) -> None:
     for item in plots._reference_items:
         item.setVisible(k_train is not None)
     for item, ys in ((lo, ref.train.min), (hi, ref.train.max), (mean, ref.train.mean)):
-        item.setData(ref.train.step, _scaled(ys, k_train or 1.0))
-    val.setData(ref.val.step, _scaled(ref.val.mean, k_val or 1.0))
+        item.setData(ref.train.step, scaled_values(ys, k_train or 1.0))
+    val.setData(ref.val.step, scaled_values(ref.val.mean, k_val or 1.0))

@@ -50,9 +50,9 @@ from .curves import (
     VAL_COLOR,
     Series,
     SmoothedSeries,
-    _curve,
-    _plot,
-    _scaled,
+    new_curve,
+    new_plot,
+    scaled_values,
 )
 from .plot_export import CSV_COLUMNS
 from .plot_overlays import _Overlay
@@ -82,10 +82,10 @@ class TrainingPlots(QWidget):
         self._dirty = False
         self._timer = QTimer(self, singleShot=True)
         self._timer.timeout.connect(self._scheduled)
-        self.lossPlot = _plot("loss (cross-entropy, nats)", "lossPlot", "loss")
-        self.lrPlot = _plot("learning rate η", "lrPlot", "η")
-        self.gradPlot = _plot("gradient norm ‖∇‖ (before clipping)", "gradNormPlot", "‖∇‖")
-        self.speedPlot = _plot("throughput", "throughputPlot", "tokens/s")
+        self.lossPlot = new_plot("loss (cross-entropy, nats)", "lossPlot", "loss")
+        self.lrPlot = new_plot("learning rate η", "lrPlot", "η")
+        self.gradPlot = new_plot("gradient norm ‖∇‖ (before clipping)", "gradNormPlot", "‖∇‖")
+        self.speedPlot = new_plot("throughput", "throughputPlot", "tokens/s")
 
         self.train = SmoothedSeries()
         self.val = Series(64)
@@ -96,14 +96,14 @@ class TrainingPlots(QWidget):
         for p in self._all_plots():
             vb = p.getPlotItem().getViewBox()
             vb.sigRangeChangedManually.connect(lambda *_a, vb=vb: self._manual(vb))
-        self.trainRawCurve = _curve(self.lossPlot, TRAIN_COLOR, 1, alpha=70)
-        self.trainCurve = _curve(self.lossPlot, TRAIN_COLOR, 2)
-        self.valCurve = _curve(self.lossPlot, VAL_COLOR, 2, symbol="o", symbolSize=5,
+        self.trainRawCurve = new_curve(self.lossPlot, TRAIN_COLOR, 1, alpha=70)
+        self.trainCurve = new_curve(self.lossPlot, TRAIN_COLOR, 2)
+        self.valCurve = new_curve(self.lossPlot, VAL_COLOR, 2, symbol="o", symbolSize=5,
                                symbolBrush=VAL_COLOR, symbolPen=None)
-        self.lrCurve = _curve(self.lrPlot, LR_COLOR, 1.5)
-        self.gradRawCurve = _curve(self.gradPlot, GRAD_COLOR, 1, alpha=70)
-        self.gradCurve = _curve(self.gradPlot, GRAD_COLOR, 1.5)
-        self.speedCurve = _curve(self.speedPlot, SPEED_COLOR, 1.5)
+        self.lrCurve = new_curve(self.lrPlot, LR_COLOR, 1.5)
+        self.gradRawCurve = new_curve(self.gradPlot, GRAD_COLOR, 1, alpha=70)
+        self.gradCurve = new_curve(self.gradPlot, GRAD_COLOR, 1.5)
+        self.speedCurve = new_curve(self.speedPlot, SPEED_COLOR, 1.5)
         self._overlays: dict[str, _Overlay] = {}
         self._chars: dict | None = None  # the run's characters per token, per split (None: bits/char unknown)
         self.reference: ReferenceCurve | None = None  # drawn behind the run's curves
@@ -325,9 +325,9 @@ class TrainingPlots(QWidget):
         smooth = self.smoothingSlider.value() > 0
         self._follow_x()
         k_train, k_val = self._run_factors()
-        self.trainRawCurve.setData(self.train.x, _scaled(self.train.y, k_train))
-        self.trainCurve.setData(*((self.train.smooth.x, _scaled(self.train.smooth.y, k_train)) if smooth else ([], [])))
-        self.valCurve.setData(self.val.x, _scaled(self.val.y, k_val))
+        self.trainRawCurve.setData(self.train.x, scaled_values(self.train.y, k_train))
+        self.trainCurve.setData(*((self.train.smooth.x, scaled_values(self.train.smooth.y, k_train)) if smooth else ([], [])))
+        self.valCurve.setData(self.val.x, scaled_values(self.val.y, k_val))
         self._last_loss = now
         self._dirty = False
         if force_small or now - self._last_small >= self.SMALL_INTERVAL_S:
