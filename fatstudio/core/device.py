@@ -81,6 +81,12 @@ def autocast(device: torch.device, precision: str) -> AbstractContextManager[Any
     return torch.autocast(device.type, dtype=torch.bfloat16 if precision == "bf16" else torch.float16)
 
 
+def at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    """``t`` widened to fp32 when autocast made it half (fp16 or bf16); fp32 and the model's float64 stay as they
+    are. Losses, log-probabilities and the maps shown are computed in at least fp32."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
 def deterministic(device: torch.device) -> bool:
     """Whether the same seed gives the same run bit for bit: on the CPU yes; GPU kernels (atomic adds in the
     backward of embeddings and attention) may sum in a different order each run."""

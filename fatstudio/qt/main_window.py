@@ -451,13 +451,3 @@ class MainWindow(QMainWindow):
         if closing.may_close(self, event):
             super().closeEvent(event)
 
-    def wait_until_idle(self, timeout_s: float = 60.0) -> bool:
-        """Block (processing events) until no training runs; for scripts and benchmarks."""
-        import time
-
-        from PySide6.QtCore import QCoreApplication
-        end = time.monotonic() + timeout_s
-        while self.job is not None and time.monotonic() < end:
-            QCoreApplication.processEvents()
-            time.sleep(0.005)
-        return self.job is None

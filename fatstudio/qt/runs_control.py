@@ -119,9 +119,10 @@ class RunsControl(QObject):
             self.error.emit(str(e), True)
             return
         state.add_recent_run(str(run.path))
-        self.plots.load_metrics(run.metrics())
+        rows = run.metrics()  # one read of metrics.jsonl for the curves and the diagnosis
+        self.plots.load_metrics(rows)
         self.plots.set_run(run.config, run.info.chars_per_token)
-        self.workspace.show_run(str(run.path), run.metrics(), run.config.train.to_dict(), run.meta)
+        self.workspace.show_run(str(run.path), rows, run.config.train.to_dict(), run.meta)
         self.plots.export_stem = str(run.path / "curves")
         self.view.set_samples(run.samples())
         m = run.meta

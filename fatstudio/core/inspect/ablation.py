@@ -20,10 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from ..data.corpora import IGNORE, build_dataset, load_corpus
-from ..device import model_device
+from ..device import at_least_fp32, model_device
 from .components import Component, Replace, components, recorded, replaced
 from .inference import eval_mode
-from .scoring import LOGIT_BUDGET
+from .scoring import rows_per_pass
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -96,19 +96,15 @@ def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.T
     per row)."""
     if task == "classification":
         logits = model.classify(rows["x"], mask=rows["x_pad_mask"])
-        ce = F.cross_entropy(_wide(logits), rows["label"], reduction="none")
+        ce = F.cross_entropy(at_least_fp32(logits), rows["label"], reduction="none")
         return ce.double(), torch.ones_like(ce, dtype=torch.long)
     if task == "seq2seq":
         logits = model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
     else:
         logits = model(rows["x"], mask=rows.get("x_pad_mask"))
     y = rows["y"]
-    ce = F.cross_entropy(_wide(logits).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
+    ce = F.cross_entropy(at_least_fp32(logits).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
     return ce.view(y.shape).double().sum(1), (y != IGNORE).sum(1)
-
-
-def _wide(logits: torch.Tensor) -> torch.Tensor:
-    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
 
 
 ChunkReplacements = Callable[[slice], dict[Component, Replace]]  # the rows of a chunk -> what to replace
@@ -148,8 +144,8 @@ class Ablator:
     def __init__(self, model, val: ValidationBatch):
         self.model, self.val = model, val
         self.dev = model_device(model)
-        T = int(next(iter(val.rows.values())).shape[1]) if next(iter(val.rows.values())).dim() == 2 else 1
-        per = max(1, LOGIT_BUDGET // max(1, T * model.config.vocab_size))
+        first = next(iter(val.rows.values()))
+        per = rows_per_pass(int(first.shape[1]) if first.dim() == 2 else 1, model.config.vocab_size)
         self.chunks = [slice(s, min(val.n, s + per)) for s in range(0, val.n, per)]
         self._baseline: float | None = None
         self._outputs: dict[str, torch.Tensor] = {}

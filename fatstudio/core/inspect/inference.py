@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import torch
 
-from ..device import model_device
+from ..device import at_least_fp32, model_device
 from ..model.attention import KVCache
 from .attention_maps import AttentionMaps, attention_entropy, colormap
 from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, encode_prompt, framed, has_mask_marker
@@ -248,8 +248,7 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
           attn: dict[str, torch.Tensor]) -> AttentionMaps:
     """The AttentionMaps of a forward pass's attention (batch row 0), in the model's own dtype (half precision
     is widened to float32 for numpy)."""
-    wide = lambda v: v.float() if v.dtype in (torch.float16, torch.bfloat16) else v
-    maps = {k: wide(v[0]).detach().cpu().numpy() for k, v in attn.items()}
+    maps = {k: at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
     ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
     return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
 

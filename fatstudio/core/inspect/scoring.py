@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..device import model_device
+from ..device import at_least_fp32, model_device
 from .inference import eval_mode
 from .prompting import check_length, framed, has_mask_marker, prompt_mode
 
@@ -186,11 +186,11 @@ class TextScore:
 # ---------------------------------------------------------------------------------------------- scoring
 def _log_probs(logits: torch.Tensor) -> torch.Tensor:
     """log_softmax over the vocabulary in at least fp32 (as the training loss is computed)."""
-    wide = logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
-    return wide.log_softmax(-1)
+    return at_least_fp32(logits).log_softmax(-1)
 
 
-def _rows_per_pass(T: int, vocab_size: int) -> int:
+def rows_per_pass(T: int, vocab_size: int) -> int:
+    """How many rows of T positions one forward pass may hold within `LOGIT_BUDGET` logits."""
     return max(1, LOGIT_BUDGET // max(1, T * vocab_size))
 
 
@@ -239,7 +239,7 @@ def _next_token(model, picker: _Picker, ids: Sequence[int], l_max: int) -> int:
     T = min(l_max, n - 1)
     starts = _window_starts(n, l_max)
     done = 0  # targets 1 … done are scored
-    per = _rows_per_pass(T, model.config.vocab_size)
+    per = rows_per_pass(T, model.config.vocab_size)
     for c in range(0, len(starts), per):
         chunk = starts[c:c + per]
         x = torch.tensor([list(ids[s:s + T]) for s in chunk], device=dev)
@@ -256,7 +256,7 @@ def _masked(model, tokenizer: TokenizerLike, picker: _Picker, ids: Sequence[int]
     """Algorithm 12's term at every position: row i is the text with token i replaced by mask_id."""
     n, dev = len(ids), model_device(model)
     x = torch.tensor(list(ids), device=dev)
-    per = _rows_per_pass(n, model.config.vocab_size)
+    per = rows_per_pass(n, model.config.vocab_size)
     for c in range(0, n, per):
         where = torch.arange(c, min(n, c + per), device=dev)
         rows = x.repeat(len(where), 1)
@@ -305,5 +305,5 @@ def score_text(loaded: LoadedModel, text: str, source: str | None = None, *, alt
     return score(loaded.model, loaded.tokenizer, inp, alternatives=alternatives)
 
 
-__all__ = ["ScoreInput", "ScoredToken", "TextScore", "prepare", "score", "score_text", "unscorable_reason",
+__all__ = ["ScoreInput", "ScoredToken", "TextScore", "prepare", "rows_per_pass", "score", "score_text", "unscorable_reason",
            "context_kept", "TASK_OF_MODE", "ALGORITHM"]

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from ..config import TrainConfig
 from ..data.corpora import IGNORE
-from ..device import autocast, pin, to_device
+from ..device import at_least_fp32, autocast, pin, to_device
 from ..distributed import World
 
 Batch = dict[str, torch.Tensor]  # see `data.Dataset.batch` for each task's keys
@@ -22,18 +22,13 @@ def task_loss(model, batch: Batch, task: str) -> tuple[torch.Tensor, torch.Tenso
     passed as the model's ``mask`` / ``context_mask``."""
     if task == "classification":
         logits = model.classify(batch["x"], mask=batch["x_pad_mask"])
-        return F.cross_entropy(_at_least_fp32(logits), batch["label"]), logits, batch["label"]
+        return F.cross_entropy(at_least_fp32(logits), batch["label"]), logits, batch["label"]
     if task == "seq2seq":  # Algorithm 11: P = EDTransformer(z, x)
         logits = model(batch["x"], context=batch["z"], mask=batch["x_pad_mask"], context_mask=batch["z_pad_mask"])
     else:  # Algorithm 12 (only masked positions count) and Algorithm 13; a window without padding has no padding mask
         logits = model(batch["x"], mask=batch.get("x_pad_mask"))
     y = batch["y"]
-    return F.cross_entropy(_at_least_fp32(logits.flatten(0, 1)), y.flatten(), ignore_index=IGNORE), logits, y
-
-
-def _at_least_fp32(logits: torch.Tensor) -> torch.Tensor:
-    """The loss is computed in fp32 (or the model's float64) even when autocast made the logits half."""
-    return logits.float() if logits.dtype in (torch.float16, torch.bfloat16) else logits
+    return F.cross_entropy(at_least_fp32(logits.flatten(0, 1)), y.flatten(), ignore_index=IGNORE), logits, y
 
 
 def tokens_in(batch: Batch) -> int:

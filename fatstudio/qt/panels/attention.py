@@ -392,12 +392,6 @@ class AttentionPanel(QWidget):
         """A new evaluation's probe maps and head ``scores`` (`attention_probes.add_probe`)."""
         attention_probes.add_probe(self, step, path, scores)
 
-    def show_probe_step(self, step: int) -> None:
-        """Move the slider to ``step`` (one of `probe_steps`) and show its maps."""
-        if step not in self.probeTimeline.probe_paths:
-            raise ValueError(f"no probe maps are saved at step {step}; steps: {self.probe_steps()}.")
-        self.probeTimeline.set_index(self.probe_steps().index(step), force=True)
-
     def _update_probe_label(self) -> None:
         self.probeTimeline.update_label()
         self._update_source()

@@ -466,10 +466,6 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 base = self._base_titles[r][c] if r < len(self._base_titles) else ""
                 label.setText(f"{base}<br>{extra}" if extra else base, color=self._fg)
 
-    def title_text(self, row: int, col: int) -> str:
-        """The text of thumbnail (row, col)'s title, as set (badges after "<br>")."""
-        return self.titles[row][col].text
-
     def set_selected(self, row: int, col: int) -> None:
         """Outline one thumbnail (row, col); (-1, -1) for none."""
         self._selected = (row, col)
