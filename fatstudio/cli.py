@@ -78,17 +78,24 @@ def _intervention_parsers(sub) -> None:
     ab.add_argument("--step", type=int, metavar="N", help=step)
     ab.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
-    pa = sub.add_parser("patch", help="patch a clean prompt's activations into a corrupted one (gpt, gopher)")
+    pa = sub.add_parser("patch", help="patch a clean prompt's activations into a corrupted one")
     pa.add_argument("run_dir")
-    pa.add_argument("--clean", required=True, metavar="TEXT")
+    pa.add_argument("--clean", required=True, metavar="TEXT", help="the text (BERT: with [MASK]; an "
+                    "encoder-decoder: the source, its decoder reading --prefix)")
     pa.add_argument("--corrupt", required=True, metavar="TEXT", help="as many tokens as --clean")
     pa.add_argument("--target", metavar="TOKEN", help="the token whose logit difference is restored (default: the "
-                    "clean prompt's most likely next token)")
+                    "clean prompt's most likely token at --position)")
+    pa.add_argument("--position", type=int, metavar="T", help="where the prediction is read, 0-based (BERT: of "
+                    "[bos] + text + [eos]; an encoder-decoder: of [bos] + prefix), -1 the last; default: the last "
+                    "(BERT: the first [MASK], else the last text token)")
+    pa.add_argument("--prefix", metavar="TEXT", help="an encoder-decoder's target prefix, the same in both runs "
+                    "(default: none, the decoder reads [bos])")
     pa.add_argument("--out", required=True, help="FILE.json")
 
     le = sub.add_parser("lens", help="the logit lens: the top token after every layer at every position")
     le.add_argument("run_dir")
-    le.add_argument("--prompt", required=True, metavar="TEXT", help="the text (the decoder's text for seq2seq)")
+    le.add_argument("--prompt", required=True, metavar="TEXT", help="the text (BERT: with [MASK], row ℓ at position "
+                    "t predicting the token at t; an encoder-decoder: the decoder's text, read given --source)")
     le.add_argument("--source", metavar="TEXT", help="the source text (encoder-decoder runs)")
     le.add_argument("--step", type=int, metavar="N", help=step)
     le.add_argument("--out", required=True, help="FILE.json")
@@ -436,12 +443,14 @@ def cmd_patch(args) -> int:
 
     out = _out_file(args.out, (".json",))
     loaded = _loaded(args.run_dir, None)
-    result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target)
+    result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target, position=args.position,
+                   prefix=args.prefix)
     _write(out, result.to_dict())
     name, h = max(((n, h) for n, row in result.heads.items() for h in range(len(row))),
                   key=lambda nh: result.heads[nh[0]][nh[1]])
     print(f"wrote the patching of {len(result.clean_tokens)} positions to {out}: logit difference of {result.target!r} "
-          f"over {result.foil!r} is {result.clean_logit_diff:.3f} clean, {result.corrupted_logit_diff:.3f} corrupted; "
+          f"over {result.foil!r} at position {result.position} is {result.clean_logit_diff:.3f} clean, "
+          f"{result.corrupted_logit_diff:.3f} corrupted; "
           f"{component_label(f'{name}/{h}')} restores the most ({result.heads[name][h]:.0%})")
     return 0
 

@@ -51,7 +51,7 @@ def _train(tmp, name, arch="gpt", task="next_token", corpus=None, seed=0):
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("runs")
     return {"gpt": _train(tmp, "gpt"), "gpt2": _train(tmp, "gpt2", seed=1),
-            "edt": _train(tmp, "edt", "edt", "seq2seq", "reverse")}
+            "edt": _train(tmp, "edt", "edt", "seq2seq", "reverse"), "bert": _train(tmp, "bert", "bert", "masked_lm")}
 
 
 def test_ablate_writes_every_component_s_change_in_validation_loss(runs, tmp_path, capsys):
@@ -94,6 +94,34 @@ def test_patch_and_lens_write_their_json(runs, tmp_path):
     assert d["layers"][-1]["top_tokens"] == loaded.tokenizer.token_strings(p.argmax(-1).tolist())
 
 
+def test_patch_and_lens_read_bert_at_its_mask_and_an_encoder_decoder_given_its_source(runs, tmp_path):
+    out = tmp_path / "p.json"
+    assert main(["patch", str(runs["bert"]), "--clean", "hello w[MASK]rld", "--corrupt", "hello t[MASK]rld",
+                 "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["position"] == 8 and len(d["clean_tokens"]) == 13 and "decoder_residual" not in d  # [bos] text [eos]
+    assert d["residual"][2]["restored"][8] == pytest.approx(1.0) and set(d["heads"]) == {"self/0", "self/1"}
+    assert main(["patch", str(runs["edt"]), "--clean", "abcd", "--corrupt", "hbcd", "--prefix", "dc", "--position", "-1",
+                 "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["position"] == 2 and d["prefix_tokens"][1:] == ["d", "c"] and d["clean_tokens"][1:-1] == list("abcd")
+    assert [len(r["restored"]) for r in d["residual"]] == [6, 6] and [r["layer"] for r in d["decoder_residual"]] == [0, 1]
+    assert d["decoder_residual"][1]["restored"][2] == pytest.approx(1.0) and set(d["heads"]) == {"enc/0", "dec/0", "cross/0"}
+
+    loaded = Run.open(runs["bert"]).load_model()
+    assert main(["lens", str(runs["bert"]), "--prompt", "hello w[MASK]rld", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    tok = loaded.tokenizer
+    x = [tok.bos_id, *tok.encode("hello w"), tok.mask_id, *tok.encode("rld"), tok.eos_id]
+    with torch.no_grad():
+        p = loaded.model(torch.tensor([x]))[0].softmax(-1)
+    assert d["tokens"] == tok.token_strings(x) and len(d["layers"]) == 3
+    assert d["layers"][-1]["top_probs"] == pytest.approx(p.max(-1).values.tolist(), abs=1e-6)
+    assert main(["lens", str(runs["edt"]), "--prompt", "dc", "--source", "abcd", "--out", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert len(d["tokens"]) == 3 and d["source_tokens"][1:-1] == list("abcd") and len(d["layers"]) == 2
+
+
 def test_token_loss_and_its_diffs(runs, tmp_path):
     out = tmp_path / "t.json"
     assert main(["token-loss", str(runs["gpt"]), "--out", str(out)]) == 0
@@ -114,7 +142,10 @@ def test_token_loss_and_its_diffs(runs, tmp_path):
     (["ablate", "{gpt}", "--step", "5", "--out", "{tmp}/x.json"], "weights of step 10 only"),
     (["ablate", "{gpt}", "--out", "{tmp}/x.txt"], ".json or .csv"),
     (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hello world", "--out", "{tmp}/x.json"], "same number of tokens"),
-    (["patch", "{edt}", "--clean", "ab", "--corrupt", "ba", "--out", "{tmp}/x.json"], "decoder-only"),
+    (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hellw", "--prefix", "he", "--out", "{tmp}/x.json"],
+     "target prefix"),
+    (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hellw", "--position", "5", "--out", "{tmp}/x.json"],
+     "--position 5"),
     (["lens", "{edt}", "--prompt", "abc", "--out", "{tmp}/x.json"], "--source"),
     (["token-loss", "{edt}", "--out", "{tmp}/x.json"], "next-token runs"),
     (["token-loss", "{gpt}", "--against", "{edt}", "--out", "{tmp}/x.json"], "next-token runs"),

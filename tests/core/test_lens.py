@@ -6,13 +6,18 @@ from interventions_helpers import ARCHS, inputs, tiny
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect.lens import attribute, lens, lens_probs
 
+VARIANTS = {**{name: (name, {}) for name in ARCHS},  # every architecture, pre- and post-LN
+            "bert-pre": ("bert", dict(norm_position="pre")), "bert-rms": ("bert", dict(norm="rms")),
+            "edt-pre-rms": ("edt", dict(norm_position="pre", norm="rms")), "gopher-post": ("gopher", dict(norm_position="post"))}
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_the_last_row_of_the_lens_is_the_model_s_output(arch):
-    model = tiny(arch)
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_the_last_row_of_the_lens_is_the_model_s_output(variant):
+    arch, over = VARIANTS[variant]
+    model = tiny(arch, **over)
     x, kw = inputs(model, B=1, T=8)
     probs, out = lens_probs(model, x, kw.get("context"))
-    L = model.config.L_dec if arch == "edt" else model.config.L
+    L = model.config.L_dec if model.config.arch == "edt" else model.config.L
     assert probs.shape == (L + 1, 8, model.config.vocab_size)
     expected = model(x, **kw)[0].softmax(-1)
     assert (probs[-1] - expected).abs().max() <= 1e-6 and (out - expected).abs().max() <= 1e-12
@@ -36,20 +41,54 @@ def test_lens_names_tokens_and_predictions():
         lens(edt, tok, "he")
 
 
-@pytest.mark.parametrize("arch,bias", [("gpt", True), ("gopher", True), ("gpt", False)])
-def test_attribution_parts_sum_to_the_logit(arch, bias):
-    model = tiny(arch, bias=bias)
-    x, _ = inputs(model, B=1, T=8)
-    for position, target in ((7, 3), (2, 0)):
-        a = attribute(model, x, position, target)
+@pytest.mark.parametrize("variant", ["bert", "bert-pre", "edt", "edt-pre-rms"])
+def test_the_lens_of_a_text_ends_in_the_model_s_output(variant):
+    """bert reads [bos] + text + [eos] with its masks, through its MLM head; edt its decoder given the source."""
+    arch, over = VARIANTS[variant]
+    tok = train_tokenizer("char", ["hello world"])
+    model = tiny(arch, vocab_size=tok.vocab_size, l_max=16, **over)
+    d = lens(model, tok, "hel[MASK]o" if arch == "bert" else "hel", source="world" if arch == "edt" else None).to_dict()
+    bos, eos, mask = tok.token_strings([tok.bos_id, tok.eos_id, tok.mask_id])
+    if arch == "bert":
+        assert d["tokens"] == [bos, "h", "e", "l", mask, "o", eos]
+        p = model(torch.tensor([[tok.bos_id, *tok.encode("hel"), tok.mask_id, *tok.encode("o"), tok.eos_id]]))
+    else:
+        assert d["tokens"] == [bos, "h", "e", "l"] and d["source_tokens"] == [bos, *"world", eos]
+        p = model(torch.tensor([[tok.bos_id, *tok.encode("hel")]]),
+                  context=torch.tensor([[tok.bos_id, *tok.encode("world"), tok.eos_id]]))
+    p = p[0].softmax(-1)
+    last = d["layers"][-1]
+    assert len(d["layers"]) == 3 and last["top_probs"] == pytest.approx(p.max(-1).values.tolist(), abs=1e-6)
+    assert last["top_tokens"] == tok.token_strings(p.argmax(-1).tolist())
+
+
+ATTRIBUTED = {  # the parts each architecture's logit splits into
+    "self": ["embedding", "biases", "self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"],
+    "dec": ["embedding", "biases", "dec/0/0", "dec/0/1", "cross/0/0", "cross/0/1", "dec-mlp/0",
+            "dec/1/0", "dec/1/1", "cross/1/0", "cross/1/1", "dec-mlp/1"]}
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, "gpt-no-bias", "bert-pre-no-bias"])
+def test_attribution_parts_sum_to_the_logit(variant):
+    """Pre-LN through the final norm, post-LN through every later norm, BERT through its GELU head: frozen at
+    their measured values, the parts sum to the logit in float64."""
+    arch, over = VARIANTS[variant.removesuffix("-no-bias")]
+    bias = not variant.endswith("no-bias")
+    model = tiny(arch, bias=bias, **over)
+    x, kw = inputs(model, B=1, T=8)
+    for position, target in ((7, 3), (2, 0), (5, 12)):
+        a = attribute(model, x, position, target, kw.get("context"))
+        with torch.no_grad():
+            assert a.logit == pytest.approx(float(model(x, **kw)[0, position, target]), abs=1e-12)
         assert abs(a.total - a.logit) <= 1e-4 and abs(a.logit) > 1e-2
-        assert set(a.parts) == {"embedding", "biases", "self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"}
-        assert all(abs(v) > 1e-6 for k, v in a.parts.items() if k != "biases" or bias)
+        assert sorted(a.parts) == sorted(ATTRIBUTED["dec" if arch == "edt" else "self"])
+        assert all(abs(v) > 1e-6 for v in a.parts.values())  # each part carries something
+        assert a.scale > 0
 
 
-def test_attribution_refuses_post_ln_and_bert():
+def test_attribution_needs_an_encoder_decoder_s_source_and_only_its():
     x = torch.zeros(1, 3, dtype=torch.long)
-    with pytest.raises(ValueError, match="post-LN"):
-        attribute(tiny("gpt", norm_position="post"), x, 0, 0)
-    with pytest.raises(ValueError, match="'bert'"):
-        attribute(tiny("bert"), x, 0, 0)
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        attribute(tiny("edt"), x, 0, 0)
+    with pytest.raises(ValueError, match="no source"):
+        attribute(tiny("bert"), x, 0, 0, context=x)

@@ -12,23 +12,20 @@ numbers). What "read through" means per architecture:
   layer's output is already normed as the last one is, and is read exactly as the last is. Row 0, the
   embedding, is read unnormed.
 
-**Direct logit attribution.** In a pre-LN decoder-only model (gpt, gopher) the final stream at a position is a
-sum: the embedding (token and position), each head's W_o-projected output, each MLP's output, and the biases
-(every b_o and b_mlp2). With the final norm's scale frozen at its measured value (LayerNorm: subtract the mean,
-divide by the measured √(var + ε), scale by γ; RMSnorm: divide by the measured RMS, scale by γ), the norm is
-linear, so the target's logit W_u[target]·norm(x) splits into one term per part, β going to the biases. A
-post-LN model renormalises after every sublayer, so its stream is no such sum: it is refused.
+**Direct logit attribution** (`attribution`, re-exported here): the logit at one position split into the
+embedding, each head, each MLP and the biases, with the norms on the stream's path frozen.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
 from ..device import model_device
-from .components import components, outputs_of, recorded, stacks
+from .attribution import Attribution, attribute, check_attributable
+from .components import outputs_of, stacks
 from .inference import eval_mode
 from .prompting import check_length, encode_prompt
 
@@ -111,66 +108,6 @@ def lens(model, tokenizer: TokenizerLike, text: str, source: str | None = None) 
     T = len(x)
     return Lens(tokenizer.token_strings(x), [flat[r * T:(r + 1) * T] for r in range(len(ids))], p.tolist(),
                 None if z is None else tokenizer.token_strings(z))
-
-
-# ------------------------------------------------------------------------------------ logit attribution
-@dataclass
-class Attribution:
-    """The target's logit at one position and its parts: "embedding", each head ("self/L/H"), each MLP
-    ("mlp/L") and "biases" (see the module); ``scale`` the final norm's measured divisor."""
-
-    logit: float
-    parts: dict[str, float]
-    scale: float
-
-    @property
-    def total(self) -> float:
-        return float(sum(self.parts.values()))
-
-
-def check_attributable(model) -> None:
-    arch = model.config.arch
-    if arch not in ("gpt", "gopher"):
-        raise ValueError(f"direct logit attribution splits a decoder-only model's final stream into its parts; "
-                         f"this is a {arch!r} model, whose output head is "
-                         + ("not linear (GELU(W_f X))." if arch == "bert" else "read from an encoder too."))
-    if model.config.norm_position != "pre":
-        raise ValueError("direct logit attribution needs a pre-LN model: a post-LN model renormalises its stream "
-                         "after every sublayer, so the stream is no sum of the heads' and MLPs' outputs.")
-
-
-@torch.inference_mode()
-def attribute(model, x: torch.Tensor, position: int, target: int) -> Attribution:
-    """Split the logit of token ``target`` at ``position`` of x (1, T) (see the module)."""
-    check_attributable(model)
-    comps = components(model)
-    kept: dict[str, list[torch.Tensor]] = {}
-    with eval_mode(model), recorded(comps, kept), outputs_of(list(model.layers)) as streams:
-        logits = model(x)
-        e = model.embed(x)[0, position]
-    final = streams[-1][0, position]  # x_L (d_e)
-    norm, w = model.norm_final, model.unembed.W_u.weight[target]
-    if norm.kind == "layer":
-        scale = torch.sqrt(final.var(unbiased=False) + norm.eps)
-        linear = lambda v: (v - v.mean()) / scale * norm.gamma  # the frozen norm, without β
-        parts = {"biases": w @ norm.beta}
-    else:
-        scale = torch.sqrt(final.pow(2).mean() + norm.eps)
-        linear = lambda v: v / scale * norm.gamma
-        parts = {"biases": w.new_zeros(())}
-    parts["embedding"] = w @ linear(e)
-    for c in comps:
-        out, module = kept[c.name][0][0, position], cast(Any, c.module)
-        if c.is_head:
-            parts[c.name] = w @ linear(c.part(module.weight) @ out)  # W_o's columns of the head
-            if c.head == 0 and module.bias is not None:
-                parts["biases"] = parts["biases"] + w @ linear(module.bias)
-        else:
-            b = module.W_mlp2.bias
-            parts[c.name] = w @ linear(out - b if b is not None else out)
-            if b is not None:
-                parts["biases"] = parts["biases"] + w @ linear(b)
-    return Attribution(float(logits[0, position, target]), {k: float(v) for k, v in parts.items()}, float(scale))
 
 
 __all__ = ["Lens", "Attribution", "lens", "lens_probs", "attribute", "check_attributable", "encode"]

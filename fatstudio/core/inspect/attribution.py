@@ -1,0 +1,165 @@
+"""Direct logit attribution: one position's target logit split into the embedding, each head, each MLP and the
+biases, for every architecture.
+
+Each sublayer's output is added to the residual stream (Algorithms 8-10); what makes the logit a non-linear
+function of those outputs is the norms on the stream's path to the unembedding, and BERT's GELU. Both are
+frozen at their measured values, which makes the path linear and the split exact:
+
+- a norm's scale: LayerNorm subtracts the mean (linear), divides by the measured √(var + ε) and scales by γ;
+  RMSnorm divides by the measured √(mean(e²) + ε) and scales by γ. Its β goes to the biases.
+- BERT's head (Algorithm 9): GELU(u) = u·Φ(u) with the gate Φ(u) at its measured u = W_f X + b_f, so that
+  X ↦ GELU(W_f X + b_f) is linear in X, b_f going to the biases; then its norm, frozen as above.
+
+A part is the sublayer's output at ``position`` without its bias: a head's W_o columns times its Y^h (Algorithm
+5), an MLP's output minus b_mlp2; "biases" collects every b_o, b_mlp2, β (and BERT's b_f). Each part is carried
+along the stream's path alone: pre-LN (gpt, gopher) through the final norm only; post-LN (bert and edt by
+default) through the norm after its own sublayer and every later one, since the stream is renormalised after
+each. The parts then sum to the logit. "Direct" means the path along the stream: a part's effect through later
+heads' and MLPs' inputs stays in those later parts.
+
+An encoder-decoder is split at the decoder, which is unembedded: its embedding, self-attention heads
+(``dec/L/H``), cross-attention heads (``cross/L/H``), MLPs (``dec-mlp/L``) and biases. The encoder reaches the
+decoder's stream only through the cross-attention heads, so its share is in theirs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, cast
+
+import torch
+from torch import nn
+
+from ..model.norm import Norm
+from .components import Component, components, recorded, stacks
+from .inference import eval_mode
+
+
+@dataclass
+class Attribution:
+    """The target's logit at one position and its parts: "embedding", each head ("self/L/H"), each MLP
+    ("mlp/L") and "biases" (see the module); ``scale`` the measured divisor of the last norm on the stream
+    (a pre-LN model's final norm, a post-LN model's last layer's last norm)."""
+
+    logit: float
+    parts: dict[str, float]
+    scale: float
+
+    @property
+    def total(self) -> float:
+        return float(sum(self.parts.values()))
+
+
+def check_attributable(model, context: torch.Tensor | None = None) -> None:
+    """ValueError unless ``model`` can be run as given: an encoder-decoder needs its source ``context``."""
+    arch = model.config.arch
+    if arch == "edt" and context is None:
+        raise ValueError("this is an encoder-decoder: attribution reads its decoder given the source; give it.")
+    if arch != "edt" and context is not None:
+        raise ValueError(f"a {arch!r} model reads one sequence; give no source.")
+
+
+class _Stream:
+    """The parts of the stream at one position (rows of one matrix), carried through frozen norms."""
+
+    def __init__(self, e: torch.Tensor) -> None:
+        self.names = ["biases", "embedding"]
+        self.rows = [torch.zeros_like(e), e]
+        self.scale = torch.ones((), dtype=e.dtype)
+
+    def add(self, name: str, v: torch.Tensor) -> None:
+        self.names.append(name)
+        self.rows.append(v)
+
+    def add_bias(self, b: torch.Tensor | None) -> None:
+        if b is not None:
+            self.rows[0] = self.rows[0] + b
+
+    def freeze(self, norm: Norm, measured: torch.Tensor) -> None:
+        """Pass every part through ``norm`` with its scale frozen at that of its measured input (see the module)."""
+        P = torch.stack(self.rows)
+        if norm.kind == "layer":
+            self.scale = torch.sqrt(measured.var(unbiased=False) + norm.eps)
+            P = P - P.mean(-1, keepdim=True)
+        else:
+            self.scale = torch.sqrt(measured.pow(2).mean() + norm.eps)
+        self.rows = list(P / self.scale * norm.gamma)
+        self.add_bias(norm.beta)
+
+    def map(self, fn) -> None:
+        self.rows = [fn(v) for v in self.rows]
+
+
+def _path_norms(model, layers) -> list[Norm]:
+    """The norms on the stream's path to the unembedding, in the order they act."""
+    if model.config.norm_position == "pre":
+        return [model.norm_dec if hasattr(model, "encoder") else model.norm_final]
+    return [n for layer in layers for n in (layer.norm_attn, layer.norm_cross, layer.norm_mlp) if n is not None]
+
+
+@torch.inference_mode()
+def attribute(model, x: torch.Tensor, position: int, target: int, context: torch.Tensor | None = None) -> Attribution:
+    """Split the logit of token ``target`` at ``position`` of x (1, T) (an encoder-decoder's decoder input, read
+    given the source ``context`` (1, T_z)) (see the module)."""
+    check_attributable(model, context)
+    kind, mlp_kind, layers = stacks(model)[-1]
+    comps = [c for c in components(model) if c.stack in (kind, "cross", mlp_kind)]
+    norms = _path_norms(model, layers)
+    bert = model.config.arch == "bert"
+    measured: dict[nn.Module, torch.Tensor] = {}
+
+    def keep_input(m, args) -> None:
+        measured[m] = args[0][0, position].detach().clone()
+
+    def keep_output(m, _args, out) -> None:
+        measured[m] = out[0, position].detach().clone()
+    handles = [n.register_forward_pre_hook(keep_input) for n in norms + ([model.norm_f] if bert else [])]
+    if bert:
+        handles.append(model.W_f.register_forward_hook(keep_output))
+    kept: dict[str, list[torch.Tensor]] = {}
+    try:
+        with eval_mode(model), recorded(comps, kept):
+            logits = model(x, **({} if context is None else {"context": context}))
+            e = model.embed(x)[0, position]
+    finally:
+        for h in handles:
+            h.remove()
+    s = _Stream(e)
+    by_module: dict[nn.Module, list[Component]] = {}
+    for c in comps:
+        by_module.setdefault(c.module, []).append(c)
+    post = model.config.norm_position != "pre"
+    for layer in layers:
+        for sub, norm in ((layer.attn, layer.norm_attn), (layer.cross, layer.norm_cross), (layer.mlp, layer.norm_mlp)):
+            if sub is None:
+                continue
+            for c in by_module[getattr(sub, "W_o", sub)]:
+                _add_part(s, c, kept[c.name][0][0, position])
+            s.add_bias(sub.W_o.bias if hasattr(sub, "W_o") else sub.W_mlp2.bias)
+            if post:
+                s.freeze(norm, measured[norm])
+    if not post:
+        s.freeze(norms[0], measured[norms[0]])
+    scale = float(s.scale)
+    if bert:  # X ↦ Φ(u) ⊙ (W_f X + b_f), then its norm (see the module)
+        u = measured[model.W_f]
+        gate = 0.5 * (1 + torch.erf(u / math.sqrt(2)))
+        s.map(lambda v: gate * (model.W_f.weight @ v))
+        s.add_bias(gate * model.W_f.bias)
+        s.freeze(model.norm_f, measured[model.norm_f])
+    w = model.unembed.W_u.weight[target]
+    parts = {name: float(w @ v) for name, v in zip(s.names, s.rows)}
+    return Attribution(float(logits[0, position, target]), parts, scale)
+
+
+def _add_part(s: _Stream, c: Component, out: torch.Tensor) -> None:
+    """A head's W_o columns times its Y^h, or an MLP's output without b_mlp2."""
+    module = cast(Any, c.module)
+    if c.is_head:
+        s.add(c.name, c.part(module.weight) @ out)
+    else:
+        b = module.W_mlp2.bias
+        s.add(c.name, out - b if b is not None else out)
+
+
+__all__ = ["Attribution", "attribute", "check_attributable"]
