@@ -4,7 +4,9 @@ import torch
 from interventions_helpers import ARCHS, inputs, tiny
 
 from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inspect.components import components, recorded, replaced
 from fatstudio.core.inspect.lens import attribute, lens, lens_probs
+from fatstudio.core.model.norm import Norm
 
 VARIANTS = {**{name: (name, {}) for name in ARCHS},  # every architecture, pre- and post-LN
             "bert-pre": ("bert", dict(norm_position="pre")), "bert-rms": ("bert", dict(norm="rms")),
@@ -92,3 +94,53 @@ def test_attribution_needs_an_encoder_decoder_s_source_and_only_its():
         attribute(tiny("edt"), x, 0, 0)
     with pytest.raises(ValueError, match="no source"):
         attribute(tiny("bert"), x, 0, 0, context=x)
+
+
+def _direct_effect(model, x, kw, position, target, name):
+    """The logit's drop when component ``name``'s output is zeroed (an MLP's: all but its bias) while every other
+    component's output, every norm's divisor and BERT's gate Φ(u) are held at their clean values (the model's
+    own forward, so independent of how `attribute` carries a part along the stream)."""
+    comps = components(model)
+    kept: dict = {}
+    divisor: dict = {}
+    gate: dict = {}
+
+    def measure(m, args):
+        e = args[0]
+        divisor[m] = ((e - e.mean(-1, keepdim=True)) if m.kind == "layer" else e).pow(2).mean(-1, keepdim=True).add(m.eps).sqrt()
+
+    def frozen(m, args, _out):
+        e = args[0] - args[0].mean(-1, keepdim=True) if m.kind == "layer" else args[0]
+        return e / divisor[m] * m.gamma + (m.beta if m.beta is not None else 0)
+    norms = [m for m in model.modules() if isinstance(m, Norm)]
+    handles = [m.register_forward_pre_hook(measure) for m in norms]
+    if model.config.arch == "bert":
+        handles.append(model.W_f.register_forward_hook(lambda _m, _a, u: gate.update(clean=0.5 * (1 + torch.erf(u / 2 ** 0.5)))))
+    with torch.no_grad(), recorded(comps, kept):
+        clean = model(x, **kw)[0, position, target]
+    for h in handles:
+        h.remove()
+    handles = [m.register_forward_hook(frozen) for m in norms]
+    if model.config.arch == "bert":  # norm_f reads u·Φ(u_clean), u this run's W_f X + b_f
+        handles.append(model.W_f.register_forward_hook(lambda _m, _a, u: gate.update(u=u)))
+        handles.append(model.norm_f.register_forward_pre_hook(lambda _m, _a: (gate["u"] * gate["clean"],)))
+    def hold(c):  # the part is an MLP's output without its bias b_mlp2
+        gone = torch.zeros(()) if c.is_head or c.module.W_mlp2.bias is None else c.module.W_mlp2.bias
+        return lambda a: gone.expand_as(a) if c.name == name else kept[c.name][0]
+    held = {c: hold(c) for c in comps}
+    with torch.no_grad(), replaced(held):
+        ablated = model(x, **kw)[0, position, target]
+    for h in handles:
+        h.remove()
+    return float(clean - ablated)
+
+
+@pytest.mark.parametrize("variant", ["gpt", "gpt-post-swiglu-gqa-rope", "bert", "bert-pre", "edt", "edt-pre-rms"])
+def test_a_part_is_the_component_s_direct_effect_with_the_norms_frozen(variant):
+    arch, over = VARIANTS[variant]
+    model = tiny(arch, **over)
+    x, kw = inputs(model, B=1, T=8)
+    a = attribute(model, x, 5, 4, kw.get("context"))
+    names = ["dec/0/1", "cross/1/0", "dec-mlp/0"] if arch == "edt" else ["self/0/1", "self/1/0", "mlp/0"]
+    for name in names:
+        assert _direct_effect(model, x, kw, 5, 4, name) == pytest.approx(a.parts[name], abs=1e-9)

@@ -1,4 +1,4 @@
-"""Activation patching is exact: clean into clean changes nothing, the final residual at the last position gives
+"""Activation patching is exact: clean into clean changes nothing, the final residual at the measured position gives
 the clean logits back, each patch changes only what it names; the fractions are of the logit difference."""
 import pytest
 from interventions_helpers import inputs, tiny

@@ -54,7 +54,8 @@ def check_attributable(model, context: torch.Tensor | None = None) -> None:
     """ValueError unless ``model`` can be run as given: an encoder-decoder needs its source ``context``."""
     arch = model.config.arch
     if arch == "edt" and context is None:
-        raise ValueError("this is an encoder-decoder: attribution reads its decoder given the source; give it.")
+        raise ValueError("an encoder-decoder's logits are its decoder's given the source: attribution needs the "
+                         "source ids (context) too.")
     if arch != "edt" and context is not None:
         raise ValueError(f"a {arch!r} model reads one sequence; give no source.")
 

@@ -46,7 +46,7 @@ Stream = Callable[[torch.Tensor], torch.Tensor]  # a stream (B, T, d_e) -> what 
 
 
 @contextmanager
-def at_stream(layers: Sequence[nn.Module], fns: dict[int, Stream]) -> Iterator[None]:
+def _at_stream(layers: Sequence[nn.Module], fns: dict[int, Stream]) -> Iterator[None]:
     """Run with the residual stream before layer ℓ (ℓ = len(layers): after the last) passed through fns[ℓ]."""
     handles = []
     try:
@@ -94,10 +94,10 @@ class Patcher:
 
     @contextmanager
     def _hooks(self, by_stream: dict[str, dict[int, Stream]]) -> Iterator[None]:
-        """`at_stream` for each named stream."""
+        """`_at_stream` for each named stream."""
         with ExitStack() as hooks:
             for k, fns in by_stream.items():
-                hooks.enter_context(at_stream(self.streams[k], fns))
+                hooks.enter_context(_at_stream(self.streams[k], fns))
             yield
 
     def run(self, ids: torch.Tensor, rows: int = 1) -> torch.Tensor:
@@ -173,7 +173,7 @@ def _single_token(tokenizer: TokenizerLike, text: str) -> int:
     return ids[0]
 
 
-def measured_position(model, ids: list[int], mask_id: int, position: int | None) -> int:
+def _measured_position(model, ids: list[int], mask_id: int, position: int | None) -> int:
     """The position read (see the module) in ``ids``, the sequence that is unembedded; ``position`` may count
     from the end (-1: the last)."""
     T = len(ids)
@@ -216,7 +216,7 @@ def patch(model, tokenizer: TokenizerLike, clean: str, corrupt: str, target: str
     ids, x = _encode(model, tokenizer, (clean, corrupt), prefix)
     p = Patcher(model, torch.tensor([ids[0]], device=dev), torch.tensor([ids[1]], device=dev),
                 None if x is None else torch.tensor([x], device=dev))
-    at = measured_position(model, ids[0] if x is None else x, tokenizer.mask_id, position)
+    at = _measured_position(model, ids[0] if x is None else x, tokenizer.mask_id, position)
     clean_at, corrupt_at = p.clean_logits[0, at], p.corrupt_logits[0, at]
     t = _single_token(tokenizer, target) if target is not None else int(clean_at.argmax())
     foil = int(corrupt_at.masked_fill(torch.arange(len(corrupt_at), device=dev) == t, float("-inf")).argmax())
@@ -246,4 +246,4 @@ def patch(model, tokenizer: TokenizerLike, clean: str, corrupt: str, target: str
     return result
 
 
-__all__ = ["Patcher", "PatchResult", "patch", "at_stream", "measured_position"]
+__all__ = ["Patcher", "PatchResult", "patch"]
