@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from PySide6.QtCore import QPoint, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QPainter, QPen, QPixmap
+from PySide6.QtGui import QColor, QFontDatabase, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 CACHED_LINES = 600  # pictures of lines kept: several screens' worth
@@ -33,6 +33,7 @@ class LossText(QAbstractScrollArea):
         self._colors = np.zeros((0, 3), np.uint8)
         self._starts = np.zeros(1, np.int64)  # first token of each line, then N
         self._cols = np.zeros(0, np.int64)  # each token's first column within its line
+        self._lengths = np.zeros(0, np.int64)  # each token's characters
         self._tooltip: Callable[[int], str] | None = None
         self._cache: OrderedDict[int, QPixmap] = OrderedDict()
         self._marked: int | None = None
@@ -44,10 +45,10 @@ class LossText(QAbstractScrollArea):
                  tooltip: Callable[[int], str] | None = None) -> None:
         """``tokens`` as drawn (one line each, no newline), ``colors`` (N, 3) uint8 RGB backgrounds,
         ``line_starts`` the first token of each line then N, ``tooltip(i)`` the hover text of token i."""
-        self._tokens = list(tokens)
+        self._tokens = [t or " " for t in tokens]  # every token at least one column wide
         self._colors = np.asarray(colors, np.uint8)
         self._starts = np.asarray(line_starts, np.int64)
-        lengths = np.fromiter(map(len, self._tokens), np.int64, len(self._tokens))
+        lengths = self._lengths = np.fromiter(map(len, self._tokens), np.int64, len(self._tokens))
         ends = np.cumsum(lengths)
         line_of = np.repeat(np.arange(len(self._starts) - 1), np.diff(self._starts))
         before_line = np.concatenate(([0], ends))[self._starts[:-1]]
@@ -138,15 +139,13 @@ class LossText(QAbstractScrollArea):
             self._cache.move_to_end(line)
             return pix
         a, b = int(self._starts[line]), int(self._starts[line + 1])
-        width = max(1, int(self._cols[b - 1] + len(self._tokens[b - 1])) * self._cw) if b > a else 1
-        pix = QPixmap(width, self._lh)
-        pix.fill(Qt.GlobalColor.white)
+        cols = np.repeat(self._colors[a:b], self._lengths[a:b], axis=0)  # (columns, 3): each character its token's colour
+        rgb = np.full((self._lh, max(1, len(cols)) * self._cw, 3), 255, np.uint8)
+        rgb[1:-1, :len(cols) * self._cw] = np.repeat(cols, self._cw, axis=0)[None]  # one pass for the whole line
+        image = QImage(rgb.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], QImage.Format.Format_RGB888)
+        pix = QPixmap.fromImage(image)  # a copy: ``rgb`` may go
         p = QPainter(pix)
         p.setFont(self.font())
-        for i in range(a, b):
-            r, g, bl = self._colors[i]
-            x, w = int(self._cols[i]) * self._cw, max(1, len(self._tokens[i])) * self._cw
-            p.fillRect(x, 1, w, self._lh - 2, QColor(int(r), int(g), int(bl)))
         p.setPen(QColor(20, 20, 20))
         text = "".join(self._tokens[a:b])
         for col, run in _runs(text):  # a glyph outside ASCII may be wider in the fallback font: one column each
