@@ -1,5 +1,5 @@
 """The Token loss tab (tokenLossView): the validation text coloured by loss, drawn lazily and scrolled; the worst
-tokens (a click shows one in the text); the class breakdown; a diff against the previous scoring; CSV and PNG."""
+tokens (a click shows one in the text); the class breakdown; a diff against an earlier scoring; CSV and PNG."""
 import math
 
 import numpy as np
@@ -12,7 +12,7 @@ from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect.loaded import LoadedModel
 from fatstudio.core.inspect.token_loss import token_losses
 from fatstudio.core.model import build_model
-from fatstudio.qt.panels.token_loss import PREVIOUS, TokenLossPanel
+from fatstudio.qt.panels.token_loss import EARLIER, TokenLossPanel
 from fatstudio.qt.widgets.loss_text import CACHED_LINES
 from fatstudio.qt.widgets.token_view import probability_colors
 
@@ -67,7 +67,8 @@ def test_the_view_fills_with_every_validation_token_coloured_by_its_probability(
     assert f"{s.result.n_tokens:,} validation tokens" in panel.summaryLabel.text()
     assert panel.csvButton.isEnabled() and panel.pngButton.isEnabled()
     kinds = {panel.classTable.item(r, 0).text(): r for r in range(panel.classTable.rowCount())}
-    assert "kind: letters" in kinds and "kind: digits" in kinds and any(k.startswith("frequency: Q1") for k in kinds)
+    assert {"by kind of token", "letters", "digits", "punctuation"} <= set(kinds) and any(k.startswith("Q1") for k in kinds)
+    assert "at least ⌈ℓ_max/2⌉ = 8" in panel.summaryLabel.text()
     assert "token 0:" in text._tooltip(0) and "nats" in text._tooltip(0)
 
 
@@ -84,7 +85,7 @@ def test_the_text_scrolls_to_the_end_and_paints_only_what_is_in_view(qtbot, pane
     text.viewport().repaint()
     assert text.first_visible_line() == bar.maximum()
     assert len(text._cache) <= min(text.n_lines, CACHED_LINES)  # line pictures are cached, bounded
-    i = text.token_at(QPoint(text._cw * 2, text._lh // 2))
+    i = text.token_at(QPoint(int(text._cw * 2), text._lh // 2))
     assert i is not None and text.line_of(i) == bar.maximum()
     last = panel.scored.result.n_tokens - 1
     assert text.line_of(last) == text.n_lines - 1
@@ -108,11 +109,11 @@ def test_a_click_on_a_worst_token_scrolls_the_text_to_it(qtbot, panel, make):
     assert text.first_visible_line() <= line < text.first_visible_line() + text.visible_lines()
 
 
-def test_a_diff_against_the_previous_scoring(qtbot, panel, make):
+def test_a_diff_against_an_earlier_scoring(qtbot, panel, make):
     panel.set_model(make(0))
     first = score_and_wait(qtbot, panel).result
     panel.set_model(make(1))
-    i = panel.againstCombo.findData(PREVIOUS)
+    i = panel.againstCombo.findData(EARLIER + "seed 0 · step 0")
     assert i > 0 and "seed 0" in panel.againstCombo.itemText(i)
     panel.againstCombo.setCurrentIndex(i)
     s = score_and_wait(qtbot, panel)
@@ -122,6 +123,9 @@ def test_a_diff_against_the_previous_scoring(qtbot, panel, make):
     assert panel.worstTable.horizontalHeaderItem(0).text() == "Δ loss"
     assert panel.classTable.columnCount() == 4 and panel.classTable.horizontalHeaderItem(3).text() == "mean Δ"
     assert f"{d.delta_mean:+.4f}" in panel.summaryLabel.text() and "change in loss" in panel.legendLabel.text()
+    choices = [panel.againstCombo.itemData(i) for i in range(panel.againstCombo.count())]
+    assert choices == [None, EARLIER + "seed 0 · step 0"]  # the model shown is no choice against itself
+    assert panel.againstCombo.currentData() == EARLIER + "seed 0 · step 0"
     top = panel.worstTable.item(0, 0).data(Qt.ItemDataRole.UserRole)
     assert abs(top) == pytest.approx(float(np.abs(d.delta).max()))
 

@@ -1,7 +1,7 @@
 """The Token loss tab (``tokenLossView``): where is the model wrong? The loaded model's validation split, every
 token scored once (`core.inspect.token_loss`), shown as the text coloured by the model's probability of each
 token (`LossText`, drawn lazily), the worst tokens with the text before them (a click scrolls the text to one),
-and the loss by class of token; against another scoring (the previous one of this tab, e.g. an earlier checkpoint
+and the loss by class of token; against another scoring (an earlier one of this tab, e.g. an earlier checkpoint
 of the run, or another run on the same corpus) the text shows the change token by token. Scoring runs in a
 worker thread with its progress, and can be cancelled. CSV (every token) and PNG (the text in view) export.
 """
@@ -40,7 +40,9 @@ if TYPE_CHECKING:
 
 N_WORST = 100
 DELTA_SCALE = 1.0  # nats: a change this large or larger gets the full colour
-PREVIOUS = "previous"  # the against choice: this tab's previous scoring
+EARLIER = "scoring:"  # an against choice "scoring:LABEL": this tab's earlier scoring of the model LABEL
+KEPT_SCORINGS = 5  # earlier scorings kept to compare with
+FAMILY_TITLES = {"kind": "by kind of token", "frequency": "by how often the token is in the training split"}
 
 
 @dataclass
@@ -91,10 +93,24 @@ def other_runs(corpus: str, task: str, exclude: str | None, root) -> list[tuple[
             and r.path.resolve() != exclude_path]
 
 
+def how_scored(task: str, l_max: int) -> str:
+    """What each token's loss is, in a sentence."""
+    from ...core.inspect.scoring import context_kept
+
+    if task == "masked_lm":
+        return ("Each token masked once, as validation masks (about p_mask of its window masked), and predicted from "
+                f"the window of ℓ_max = {l_max} around it (Algorithm 12's loss).")
+    if task == "seq2seq":
+        return "Each target token, and the eos ending it, of every validation pair, given the source (Algorithm 11)."
+    return (f"Each token predicted from the tokens before it, at least ⌈ℓ_max/2⌉ = {context_kept(l_max)} of them "
+            "(Algorithm 13's loss); hover a token for its loss, click a worst token to find it.")
+
+
 def _table(name: str, headers: list[str]) -> QTableWidget:
     t = QTableWidget(0, len(headers), objectName=name)
     t.setHorizontalHeaderLabels(headers)
     t.verticalHeader().hide()
+    t.verticalHeader().setDefaultSectionSize(t.fontMetrics().height() + 8)
     t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     t.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     t.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -120,7 +136,7 @@ class TokenLossPanel(QWidget):
         self.workspace, self.runs_root = workspace, runs_root
         self.loaded = None
         self.scored: Scored | None = None
-        self.previous: TokenLoss | None = None  # the last scoring, to compare a later one with
+        self.earlier: dict[str, TokenLoss] = {}  # the last scorings by model label, to compare a later one with
         self._runs: list[tuple[str, str]] = []  # (name, folder) of the runs to compare with
         self._call = None
         self._build()
@@ -134,7 +150,7 @@ class TokenLossPanel(QWidget):
                                     "loss counts it, in a worker thread.")
         self.againstCombo = QComboBox(objectName="tokenLossAgainst")
         self.againstCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.againstCombo.setToolTip("Compare with: the previous scoring in this tab (score, train on, score again: two "
+        self.againstCombo.setToolTip("Compare with: an earlier scoring in this tab (score, train on, score again: two "
                                      "checkpoints of the run), or another finished run on the same corpus.")
         self.cancelButton = QPushButton("Cancel", objectName="tokenLossCancelButton")
         self.progressBar = QProgressBar(objectName="tokenLossProgress")
@@ -190,7 +206,7 @@ class TokenLossPanel(QWidget):
         split.addWidget(side)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
-        split.setSizes([620, 420])
+        split.setSizes([560, 480])
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
         lay.addWidget(self.summaryLabel)
@@ -230,8 +246,9 @@ class TokenLossPanel(QWidget):
         keep = self.againstCombo.currentData()
         self.againstCombo.clear()
         self.againstCombo.addItem("nothing (the losses)", None)
-        if self.previous is not None:
-            self.againstCombo.addItem(f"the previous scoring: {self.previous.label}", PREVIOUS)
+        for label in reversed(self.earlier):
+            if self.loaded is None or label != self.loaded.label:
+                self.againstCombo.addItem(f"an earlier scoring: {label}", EARLIER + label)
         for name, path in runs:
             self.againstCombo.addItem(name, path)
         i = self.againstCombo.findData(keep)
@@ -263,7 +280,7 @@ class TokenLossPanel(QWidget):
         if self.busy or loaded is None or not self._scorable():
             return False
         choice = self.againstCombo.currentData()
-        against = self.previous if choice == PREVIOUS else choice
+        against = self.earlier[choice[len(EARLIER):]] if choice and choice.startswith(EARLIER) else choice
         self.progressBar.setValue(0)
         self._call = call_in_thread(score_validation, loaded, against, with_progress=True, owner=self,
                                     on_result=self._show, on_error=self._failed, on_progress=self._progress,
@@ -301,11 +318,15 @@ class TokenLossPanel(QWidget):
         uniform = math.log(len(r.train_counts)) if r.train_counts is not None else float("nan")
         text = (f"<b>{r.n_tokens:,} validation tokens</b> of {r.label}: mean loss <b>{r.mean:.4f}</b> nats per token "
                 f"({r.mean / math.log(2):.3f} bits); a uniform guess costs ln N_V = {uniform:.2f}.")
+        text += f"<br>{how_scored(r.task, self.loaded.model.config.l_max if self.loaded is not None else 0)}"
         if d is not None:
-            text += (f" Against {d.against.label}: {d.against.mean:.4f}, so Δ = <b>{d.delta_mean:+.4f}</b> nats per "
+            text += (f"<br>Against {d.against.label}: {d.against.mean:.4f}, so Δ = <b>{d.delta_mean:+.4f}</b> nats per "
                      f"token (blue: better now, orange: worse).")
         self._say(text)
-        self.previous = r
+        self.earlier.pop(r.label, None)
+        self.earlier[r.label] = r
+        while len(self.earlier) > KEPT_SCORINGS:
+            self.earlier.pop(next(iter(self.earlier)))
         self._set_runs(self._runs)
 
     # ---- the views --------------------------------------------------------------------------------------
@@ -344,24 +365,42 @@ class TokenLossPanel(QWidget):
             value = _number(w.value, delta)
             value.setData(Qt.ItemDataRole.UserRole + 1, w.position)
             t.setItem(row, 0, value)
-            t.setItem(row, 1, QTableWidgetItem(shown(w.token)))
+            t.setItem(row, 1, QTableWidgetItem(shown(w.token).replace(" ", "␣")))
             context = QTableWidgetItem(shown(w.context))
             context.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             t.setItem(row, 2, context)
 
     def _fill_classes(self, rows: list[ClassRow], delta: bool) -> None:
         t = self.classTable
+        t.clearSpans()
         t.setColumnCount(4 if delta else 3)
         t.setHorizontalHeaderLabels(["class", "tokens", "mean loss", *(["mean Δ"] if delta else [])])
-        t.setRowCount(len(rows))
-        for row, c in enumerate(rows):
-            t.setItem(row, 0, QTableWidgetItem(f"{c.family}: {c.name}"))
-            n = QTableWidgetItem(f"{c.count:,}")
-            n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            t.setItem(row, 1, n)
-            t.setItem(row, 2, _number(c.mean_loss))
-            if delta and c.delta is not None:
-                t.setItem(row, 3, _number(c.delta, True))
+        t.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        t.horizontalHeader().setStretchLastSection(False)
+        families = list(dict.fromkeys(c.family for c in rows))
+        t.setRowCount(len(rows) + len(families))
+        row = 0
+        for family in families:
+            heading = QTableWidgetItem(FAMILY_TITLES.get(family, family))
+            font = heading.font()
+            font.setBold(True)
+            heading.setFont(font)
+            t.setItem(row, 0, heading)
+            t.setSpan(row, 0, 1, t.columnCount())
+            row += 1
+            for c in (c for c in rows if c.family == family):
+                self._class_row(row, c, delta)
+                row += 1
+
+    def _class_row(self, row: int, c: ClassRow, delta: bool) -> None:
+        t = self.classTable
+        t.setItem(row, 0, QTableWidgetItem(c.name))
+        n = QTableWidgetItem(f"{c.count:,}")
+        n.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        t.setItem(row, 1, n)
+        t.setItem(row, 2, _number(c.mean_loss))
+        if delta and c.delta is not None:
+            t.setItem(row, 3, _number(c.delta, True))
 
     def worst_position(self, row: int) -> int:
         item = self.worstTable.item(row, 0)

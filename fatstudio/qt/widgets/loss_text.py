@@ -12,8 +12,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from PySide6.QtCore import QPoint, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QFontDatabase, QImage, QPainter, QPen, QPixmap
+from PySide6.QtCore import QPoint, QPointF, QRect, Qt, Signal
+from PySide6.QtGui import QColor, QFontDatabase, QFontMetricsF, QImage, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QAbstractScrollArea, QToolTip
 
 CACHED_LINES = 600  # pictures of lines kept: several screens' worth
@@ -87,17 +87,22 @@ class LossText(QAbstractScrollArea):
         """Bring token ``index`` to the middle of the view and outline it."""
         line = self.line_of(index)
         self.verticalScrollBar().setValue(max(0, line - self.visible_lines() // 2))
-        x = int(self._cols[index]) * self._cw if len(self._cols) else 0
+        x = self._x(int(self._cols[index])) if len(self._cols) else 0
         h = self.horizontalScrollBar()
-        if not h.value() <= x <= h.value() + self.viewport().width() - 4 * self._cw:
+        if not h.value() <= x <= h.value() + self.viewport().width() - self._x(4):
             h.setValue(max(0, x - self.viewport().width() // 2))
         self._marked = index
         self.viewport().update()
 
     # ---- geometry ----------------------------------------------------------------------------------------
+    def _x(self, col: int) -> int:
+        """The pixel where column ``col`` begins."""
+        return round(col * self._cw)
+
     def _measure(self) -> None:
-        fm = self.fontMetrics()
-        self._cw, self._lh, self._ascent = fm.horizontalAdvance("M"), fm.height() + 3, fm.ascent() + 1
+        fm = QFontMetricsF(self.font())
+        self._cw = fm.horizontalAdvance("M" * 100) / 100  # a column in pixels, fractional as the font's advance
+        self._lh, self._ascent = round(fm.height()) + 3, fm.ascent() + 1
         self._width = 0
 
     def changeEvent(self, event) -> None:
@@ -115,9 +120,9 @@ class LossText(QAbstractScrollArea):
         v.setRange(0, max(0, self.n_lines - self.visible_lines()))
         v.setPageStep(self.visible_lines())
         v.setSingleStep(1)
-        h.setRange(0, max(0, (self._width + 1) * self._cw - self.viewport().width()))
+        h.setRange(0, max(0, self._x(self._width + 1) - self.viewport().width()))
         h.setPageStep(self.viewport().width())
-        h.setSingleStep(self._cw * 4)
+        h.setSingleStep(self._x(4))
 
     def scrollContentsBy(self, dx: int, dy: int) -> None:
         self.viewport().update()
@@ -127,7 +132,7 @@ class LossText(QAbstractScrollArea):
         line = self.first_visible_line() + pos.y() // self._lh
         if not 0 <= line < self.n_lines:
             return None
-        col = (pos.x() + self.horizontalScrollBar().value()) // self._cw
+        col = int((pos.x() + self.horizontalScrollBar().value()) / self._cw)
         a, b = int(self._starts[line]), int(self._starts[line + 1])
         i = a + int(np.searchsorted(self._cols[a:b], col, side="right")) - 1
         return i if a <= i < b and col < self._cols[i] + max(1, len(self._tokens[i])) else None
@@ -140,8 +145,10 @@ class LossText(QAbstractScrollArea):
             return pix
         a, b = int(self._starts[line]), int(self._starts[line + 1])
         cols = np.repeat(self._colors[a:b], self._lengths[a:b], axis=0)  # (columns, 3): each character its token's colour
-        rgb = np.full((self._lh, max(1, len(cols)) * self._cw, 3), 255, np.uint8)
-        rgb[1:-1, :len(cols) * self._cw] = np.repeat(cols, self._cw, axis=0)[None]  # one pass for the whole line
+        width = max(1, self._x(len(cols)))
+        rgb = np.full((self._lh, width, 3), 255, np.uint8)
+        column = np.minimum(len(cols) - 1, (np.arange(width) / self._cw).astype(np.int64))  # of each pixel
+        rgb[1:-1] = cols[column][None]  # one pass for the whole line
         image = QImage(rgb.data, rgb.shape[1], rgb.shape[0], rgb.strides[0], QImage.Format.Format_RGB888)
         pix = QPixmap.fromImage(image)  # a copy: ``rgb`` may go
         p = QPainter(pix)
@@ -149,7 +156,7 @@ class LossText(QAbstractScrollArea):
         p.setPen(QColor(20, 20, 20))
         text = "".join(self._tokens[a:b])
         for col, run in _runs(text):  # a glyph outside ASCII may be wider in the fallback font: one column each
-            p.drawText(col * self._cw, self._ascent, run)
+            p.drawText(QPointF(col * self._cw, self._ascent), run)
         p.end()
         self._cache[line] = pix
         if len(self._cache) > CACHED_LINES:
@@ -167,7 +174,8 @@ class LossText(QAbstractScrollArea):
             i = self._marked
             y = (self.line_of(i) - first) * self._lh
             p.setPen(QPen(QColor(20, 20, 20), 2))
-            p.drawRect(QRect(int(self._cols[i]) * self._cw - dx - 1, y, max(1, len(self._tokens[i])) * self._cw + 2,
+            x = int(self._cols[i])
+            p.drawRect(QRect(self._x(x) - dx - 1, y, self._x(x + len(self._tokens[i])) - self._x(x) + 2,
                              self._lh - 1))
         p.end()
 
