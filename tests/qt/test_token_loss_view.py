@@ -160,3 +160,36 @@ def test_the_window_has_the_tab(window):
     view = window.findChild(QWidget, "tokenLossView")
     assert view is not None and window.viewTabs.indexOf(view) >= 0
     assert not view.findChild(QWidget, "tokenLossScoreButton").isEnabled()  # no model yet
+
+
+def test_a_masked_lm_scores_every_token_masked_once(qtbot, panel, make):
+    loaded = make()
+    bert = build_model(ModelConfig(arch="bert", vocab_size=loaded.tokenizer.vocab_size, l_max=16, L=1, H=2, d_e=16,
+                                   d_mlp=32)).eval()
+    loaded = LoadedModel(bert, loaded.tokenizer, loaded.config.with_overrides(["data.task=masked_lm"]), label="bert")
+    panel.set_model(loaded)
+    s = score_and_wait(qtbot, panel)
+    assert s.result.n_tokens == len(TEXT) - int(len(TEXT) * 0.8) and s.result.task == "masked_lm"
+    assert np.allclose(s.result.loss, token_losses(loaded).loss, atol=1e-6)
+    assert "masked once" in panel.summaryLabel.text()
+
+
+def test_against_another_run_on_the_same_corpus(qtbot, make, tmp_path):
+    from fatstudio.core.runs.folder import Run
+    from fatstudio.qt.panels.token_loss import other_runs, score_validation
+
+    loaded = make(0)
+    run = Run.create(loaded.config, root=tmp_path / "runs", name="other")
+    other = make(1)
+    run.save_tokenizer(other.tokenizer)
+    import torch
+
+    run.save_checkpoint(other.model, torch.optim.SGD(other.model.parameters(), lr=0.1), 5, {})
+    run.write_meta(status="finished")
+    assert other_runs(loaded.config.data.corpus, "next_token", None, tmp_path / "runs") == [("other", str(run.path))]
+    assert other_runs("python-stdlib", "next_token", None, tmp_path / "runs") == []
+    scored = score_validation(loaded, str(run.path))
+    d = scored.compared
+    assert d is not None and d.against.label == "other · step 5"
+    assert np.allclose(d.against.loss, token_losses(other).loss, atol=1e-6)
+    assert math.isclose(math.fsum(d.delta), d.this.n_tokens * d.delta_mean, abs_tol=1e-6)
