@@ -60,12 +60,6 @@ class LossText(QAbstractScrollArea):
         self.verticalScrollBar().setValue(0)
         self.viewport().update()
 
-    def set_colors(self, colors: np.ndarray) -> None:
-        """New backgrounds for the same tokens (e.g. the diff's instead of the losses)."""
-        self._colors = np.asarray(colors, np.uint8)
-        self._cache.clear()
-        self.viewport().update()
-
     @property
     def n_lines(self) -> int:
         return len(self._starts) - 1
