@@ -100,8 +100,8 @@ def _intervention_parsers(sub) -> None:
     le.add_argument("--step", type=int, metavar="N", help=step)
     le.add_argument("--out", required=True, help="FILE.json")
 
-    tl = sub.add_parser("token-loss", help="the loss of every validation token (gpt, gopher), or its change against "
-                        "another run")
+    tl = sub.add_parser("token-loss", help="the loss of every validation token (gpt, gopher, bert, edt), or its change "
+                        "against another run")
     tl.add_argument("run_dir")
     tl.add_argument("--step", type=int, metavar="N", help=step)
     against = tl.add_mutually_exclusive_group()
@@ -468,23 +468,24 @@ def cmd_lens(args) -> int:
 
 
 def cmd_token_loss(args) -> int:
-    from .core.inspect.token_loss import diff, token_losses, validation_stream
+    from .core.inspect.token_classes import report
+    from .core.inspect.token_loss import diff, token_losses, validation_split
     from .core.runs.folder import Run
 
     out = _out_file(args.out, (".json", ".csv"))
     loaded = _loaded(args.run_dir, args.step)
-    stream = validation_stream(loaded)
-    result = token_losses(loaded, stream)
+    split = validation_split(loaded)
+    result = token_losses(loaded, split)
     print(f"{result.n_tokens} validation tokens at step {loaded.step}: mean loss {result.mean:.4f}")
     if args.against is None and args.against_step is None:
-        _write(out, result.to_dict(), result.csv)
+        _write(out, report(result), result.csv)
         print(f"wrote them to {out}")
         return 0
     other = Run.open(args.against).load_model() if args.against else _loaded(args.run_dir, args.against_step)
     if args.against:
-        stream = validation_stream(other)
-    compared = diff(result, token_losses(other, stream))
-    _write(out, compared.to_dict(), compared.csv)
+        split = validation_split(other)
+    compared = diff(result, token_losses(other, split))
+    _write(out, report(compared), compared.csv)
     print(f"against {other.label}: mean loss {compared.against.mean:.4f}, difference "
           f"{compared.this.mean - compared.against.mean:+.4f}; wrote both and the change per token to {out}")
     return 0

@@ -128,6 +128,10 @@ def test_token_loss_and_its_diffs(runs, tmp_path):
     d = json.loads(out.read_text())
     assert d["n_tokens"] == len(d["tokens"]) == len(d["loss"]) > 100
     assert d["mean"] == pytest.approx(sum(d["loss"]) / d["n_tokens"])
+    kinds = [c for c in d["classes"] if c["family"] == "kind"]  # an extra key: the loss by class of token
+    assert sum(c["count"] for c in kinds) == d["n_tokens"]
+    assert main(["token-loss", str(runs["edt"]), "--out", str(out)]) == 0  # seq2seq: each target token and eos
+    assert json.loads(out.read_text())["tokens"].count("<eos>") > 0
     assert main(["token-loss", str(runs["gpt"]), "--against-step", "10", "--out", str(out)]) == 0
     assert set(json.loads(out.read_text())["delta_loss"]) == {0.0}
     assert main(["token-loss", str(runs["gpt"]), "--against", str(runs["gpt2"]), "--out", str(out)]) == 0
@@ -147,8 +151,7 @@ def test_token_loss_and_its_diffs(runs, tmp_path):
     (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hellw", "--position", "5", "--out", "{tmp}/x.json"],
      "--position 5"),
     (["lens", "{edt}", "--prompt", "abc", "--out", "{tmp}/x.json"], "--source"),
-    (["token-loss", "{edt}", "--out", "{tmp}/x.json"], "next-token runs"),
-    (["token-loss", "{gpt}", "--against", "{edt}", "--out", "{tmp}/x.json"], "next-token runs"),
+    (["token-loss", "{gpt}", "--against", "{edt}", "--out", "{tmp}/x.json"], "different tokens"),
 ])
 def test_errors_are_a_line_without_traceback(args, words, runs, tmp_path, capsys):
     args = [a.format(gpt=runs["gpt"], edt=runs["edt"], tmp=tmp_path) for a in args]

@@ -36,6 +36,7 @@ from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.runs_list import RunsList
+from fatstudio.qt.panels.token_loss import TokenLossPanel
 from fatstudio.qt.panels.train import TrainPanel, TrainView
 from fatstudio.qt.probe_feed import ProbeFeed
 from fatstudio.qt.runs_control import RunsControl
@@ -144,6 +145,7 @@ class MainWindow(QMainWindow):
         self.runs_list = RunsList()
         self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
         self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
+        self.token_loss_panel = TokenLossPanel(workspace=self.workspace, runs_root=lambda: self.runs.root())
         self._prompt_panel: PromptPanel | None = None
         self._attention_panel: AttentionPanel | None = None
         self._prompt_host = QWidget(objectName="promptHost")
@@ -181,6 +183,7 @@ class MainWindow(QMainWindow):
         self.viewTabs.addTab(self._prompt_host, "Prompt")
         self.viewTabs.addTab(self._attention_host, "Attention")
         self.viewTabs.addTab(self.paper_panel, "Paper")
+        self.viewTabs.addTab(self.token_loss_panel, "Token loss")  # where is it wrong? the validation text
 
         split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplitter")
         split.addWidget(left)

@@ -173,7 +173,12 @@ class ExampleDataset(Dataset):
     def batch(self, split, batch_size, generator):
         n = len(self._examples.get(split, ()))
         self._check_split(split, n)
-        idx = self._offset[split] + torch.randint(n, (batch_size,), generator=generator).numpy()
+        return self.rows(split, torch.randint(n, (batch_size,), generator=generator).numpy())
+
+    def rows(self, split: str, indices: np.ndarray) -> dict[str, torch.Tensor]:
+        """The examples ``indices`` (0-based within ``split``) as `batch` gives them, in that order."""
+        self._check_split(split)
+        idx = self._offset[split] + np.asarray(indices, np.int64)
         bos, eos, L = [self.tokenizer.bos_id], [self.tokenizer.eos_id], self.l_max
         flat, off = self._a
         # classification's x, seq2seq's z: [bos] + the text (cut to fit l_max) + [eos]
@@ -186,3 +191,12 @@ class ExampleDataset(Dataset):
         x, x_pad_mask = _pad([np.concatenate((bos, t))[:L] for t in b], self.tokenizer.pad_id)
         y, _ = _pad([np.concatenate((t, eos))[:L] for t in b], IGNORE)
         return {"z": z, "z_pad_mask": z_pad_mask, "x": x, "x_pad_mask": x_pad_mask, "y": y}
+
+    def target_counts(self, split: str) -> np.ndarray:
+        """(N_V,) how often each token is a seq2seq target in ``split``: the targets' tokens and one eos each."""
+        self._check_split(split)
+        flat, off = self._b
+        n, start = len(self._examples[split]), self._offset[split]
+        counts = np.bincount(flat[off[start]:off[start + n]], minlength=self.tokenizer.vocab_size)
+        counts[self.tokenizer.eos_id] += n
+        return counts

@@ -91,6 +91,13 @@ def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: i
 
 
 # ----------------------------------------------------------------------------------------------- losses
+def task_logits(model, rows: dict[str, torch.Tensor], task: str) -> torch.Tensor:
+    """The (N, T, N_V) logits of a next_token, masked_lm or seq2seq batch's rows (`training.task_loss`'s)."""
+    if task == "seq2seq":
+        return model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
+    return model(rows["x"], mask=rows.get("x_pad_mask"))
+
+
 def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: the summed cross-entropy of its counted targets (float64) and their number (`training.task_loss`
     per row)."""
@@ -98,10 +105,7 @@ def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.T
         logits = model.classify(rows["x"], mask=rows["x_pad_mask"])
         ce = F.cross_entropy(at_least_fp32(logits), rows["label"], reduction="none")
         return ce.double(), torch.ones_like(ce, dtype=torch.long)
-    if task == "seq2seq":
-        logits = model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
-    else:
-        logits = model(rows["x"], mask=rows.get("x_pad_mask"))
+    logits = task_logits(model, rows, task)
     y = rows["y"]
     ce = F.cross_entropy(at_least_fp32(logits).flatten(0, 1), y.flatten(), ignore_index=IGNORE, reduction="none")
     return ce.view(y.shape).double().sum(1), (y != IGNORE).sum(1)
@@ -231,4 +235,4 @@ def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[
 
 
 __all__ = ["KINDS", "Ablator", "check_kind", "KnockoutRow", "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table",
-           "row_losses", "validation_batch", "validation_dataset"]
+           "row_losses", "task_logits", "validation_batch", "validation_dataset"]

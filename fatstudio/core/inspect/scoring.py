@@ -224,7 +224,7 @@ class _Picker:
                      for t, (i, s) in enumerate(zip(ids, texts)))
 
 
-def _window_starts(n: int, l_max: int) -> list[int]:
+def window_starts(n: int, l_max: int) -> list[int]:
     """Starts of the windows x = ids[s:s + l_max] that score tokens 1 … n-1: a stride of l_max + 1 - ⌈l_max/2⌉,
     the last window ending at the text's end."""
     last = max(0, n - 1 - l_max)
@@ -237,7 +237,7 @@ def _next_token(model, picker: _Picker, ids: Sequence[int], l_max: int) -> int:
     windows before it did not. Returns the number of windows."""
     n, dev = len(ids), model_device(model)
     T = min(l_max, n - 1)
-    starts = _window_starts(n, l_max)
+    starts = window_starts(n, l_max)
     done = 0  # targets 1 … done are scored
     per = rows_per_pass(T, model.config.vocab_size)
     for c in range(0, len(starts), per):
@@ -306,4 +306,4 @@ def score_text(loaded: LoadedModel, text: str, source: str | None = None, *, alt
 
 
 __all__ = ["ScoreInput", "ScoredToken", "TextScore", "prepare", "rows_per_pass", "score", "score_text", "unscorable_reason",
-           "context_kept", "TASK_OF_MODE", "ALGORITHM"]
+           "context_kept", "window_starts", "TASK_OF_MODE", "ALGORITHM"]

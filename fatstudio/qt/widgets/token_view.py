@@ -12,6 +12,7 @@ import html
 import math
 from collections.abc import Sequence
 
+import numpy as np
 from PySide6.QtCore import QEvent, QPoint, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QSizePolicy, QTextEdit, QToolTip, QWidget
@@ -29,6 +30,22 @@ def probability_color(p: float) -> QColor:
             f = (p - p0) / (p1 - p0)
             return QColor(*(round(a + (b - a) * f) for a, b in zip(c0, c1)))
     return QColor(*_P_ANCHORS[-1][1])
+
+
+def probability_colors(p) -> np.ndarray:
+    """(N, 3) uint8: `probability_color` of every probability in ``p`` at once."""
+    p = np.clip(np.asarray(p, np.float64), 0.0, 1.0)
+    xs = [a for a, _ in _P_ANCHORS]
+    return np.stack([np.interp(p, xs, [c[k] for _, c in _P_ANCHORS]) for k in range(3)], -1).round().astype(np.uint8)
+
+
+def delta_colors(delta, scale: float = 1.0) -> np.ndarray:
+    """(N, 3) uint8 backgrounds of changes in loss: white at 0, the likely blue where the loss fell by ``scale``
+    nats or more, the unlikely orange where it rose by as much (the colours of `probability_color`'s ends)."""
+    d = np.clip(np.asarray(delta, np.float64) / scale, -1.0, 1.0)[:, None]
+    worse, better = np.array(_P_ANCHORS[0][1], np.float64), np.array(_P_ANCHORS[-1][1], np.float64)
+    end = np.where(d > 0, worse, better)
+    return (255 + (end - 255) * np.abs(d)).round().astype(np.uint8)
 
 
 def probability_gradient_css() -> str:
