@@ -16,6 +16,8 @@ norm and the unembedding act on each position alone.
 """
 from __future__ import annotations
 
+import csv
+import io
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -112,6 +114,18 @@ class PatchResult:
                 "corrupted_logit_diff": self.corrupted_logit_diff,
                 "residual": [{"layer": l, "restored": row} for l, row in enumerate(self.residual)],
                 "heads": self.heads}
+
+    def csv(self) -> str:
+        """One row per patch: ``resid/l`` (the residual stream after layer l, 0: the embedding) at each position
+        with its corrupted token, then each head ``self/l/h`` (patched at every position, so no position)."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(("patched", "position", "token", "restored"))
+        for l, row in enumerate(self.residual):
+            w.writerows((f"resid/{l}", t, self.corrupt_tokens[t], repr(r)) for t, r in enumerate(row))
+        for name, row in self.heads.items():
+            w.writerows((f"{name}/{h}", "", "", repr(r)) for h, r in enumerate(row))
+        return out.getvalue()
 
 
 def _single_token(tokenizer: TokenizerLike, text: str) -> int:
