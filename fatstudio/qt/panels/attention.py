@@ -56,7 +56,10 @@ from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from . import attention_export, attention_probes, attention_scores
+from . import attention_export, attention_head_ablation, attention_probes, attention_scores
+from .attention_ablation import AblationView
+from .attention_head_ablation import HeadAblationView
+from .attention_patching import PatchingView
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
@@ -83,9 +86,11 @@ class AttentionPanel(QWidget):
         self._scores_for: object = None  # the maps the call in flight measures
         self.probe_step: int | None = None  # the step whose probe maps were shown last
         self._probe_maps: AttentionMaps | None = None
+        self.workspace = workspace
         self._build()
         if workspace is not None:  # the head scores are the workspace's model's; none: nothing shown
             workspace.model_changed.connect(self._model_changed)
+            workspace.run_changed.connect(self._refresh_sources)
             if workspace.loaded is not None:
                 self.set_model(workspace.loaded)
 
@@ -116,6 +121,13 @@ class AttentionPanel(QWidget):
         self.probeTimeline = ProbeTimeline()
         pl.addWidget(self.probeTimeline)
         self.browser = MapBrowser()
+        self.ablationView, self.patchingView = AblationView(), PatchingView()  # the experiments beside the grid
+        self.headAblationView = HeadAblationView()
+        for view, title in ((self.ablationView, "Knock-out table"), (self.patchingView, "Patching"),
+                            (self.headAblationView, "Head knocked out")):
+            self.browser.viewTabs.addTab(view, title)
+        self.ablationTable = self.ablationView.table
+        self.browser.cellMenuRequested.connect(lambda r, c, at: attention_head_ablation.show_head_menu(self, r, c, at))
 
         self.strips = QueryStrips()
 
@@ -319,8 +331,16 @@ class AttentionPanel(QWidget):
         """The LoadedModel (model, tokenizer) whose head scores are measured beside the maps shown: prev, diag
         and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
         self.loaded = loaded
+        self.patchingView.set_model(loaded)
+        self._refresh_sources()
         if self.maps is not None:
             attention_scores.request_scores(self)
+
+    def _refresh_sources(self, *_args) -> None:
+        """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
+        ws = self.workspace
+        self.ablationView.set_sources(self.loaded, getattr(ws, "loaded_dir", None), getattr(ws, "run_dir", None),
+                                      self.probe_steps())
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
@@ -371,6 +391,7 @@ class AttentionPanel(QWidget):
             return
         maps, kind = self._shown()
         heads = maps.n_heads(map_name(kind, layers[row]))
+        self.browser.viewTabs.setCurrentIndex(0)  # the head large
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
         self.headClicked.emit(kind, self.layer, self.head)
 

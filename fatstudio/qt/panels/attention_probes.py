@@ -50,6 +50,7 @@ def sync_probe_slider(panel: AttentionPanel, probe_paths: dict[int, Path]) -> No
     panel._move_score_marker()
     steps = panel.probe_steps()
     panel.scoreHistory.steps_changed(steps[-1] if steps else None)
+    panel._refresh_sources()  # the knock-out table lists the probe steps
 
 
 def on_probe_slider(panel: AttentionPanel, i: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +51,7 @@ class MapBrowser(QSplitter):
     mean); ``queryClicked(query)``: a row of the large map was clicked."""
 
     cellClicked = Signal(int, int)
+    cellMenuRequested = Signal(int, int, QPoint)  # a right click on a thumbnail: row, column, screen point
     queryClicked = Signal(int)
     TABLE_COLUMNS = ("layer", "head", "H (nats)", *SCORES)  # the entropy table's columns
 
@@ -79,7 +81,7 @@ class MapBrowser(QSplitter):
         self.hoverLabel.setTextFormat(Qt.TextFormat.RichText)
         self.hoverLabel.setWordWrap(True)  # a long line must not widen the window
         self.hoverLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        right = QWidget()
+        right = QWidget()  # the first of ``viewTabs``; the panel adds its experiments beside it
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.attentionView, 1)
@@ -104,15 +106,20 @@ class MapBrowser(QSplitter):
         lv.addWidget(self.gridScroll, 3)
         lv.addWidget(self.entropyCaption)
         lv.addWidget(self.entropyTable, 1)
+        self.viewTabs = QTabWidget()
+        self.viewTabs.setObjectName("attentionViewTabs")
+        self.viewTabs.setDocumentMode(True)
+        self.viewTabs.addTab(right, "Head shown large")
         self.gridScroll.setMinimumHeight(120)
         self.entropyTable.setMinimumHeight(60)
 
         self.addWidget(left)
-        self.addWidget(right)
+        self.addWidget(self.viewTabs)
         self.setStretchFactor(0, 2)
         self.setStretchFactor(1, 3)
         self.setChildrenCollapsible(False)
         self.headGrid.headClicked.connect(self.cellClicked)
+        self.headGrid.headMenuRequested.connect(self.cellMenuRequested)
         self.entropyTable.cellClicked.connect(self._on_table_clicked)
         self.attentionView.hovered.connect(self._on_hover)
         self.attentionView.queryClicked.connect(self.queryClicked)
