@@ -37,10 +37,34 @@ from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
     from ...core.inspect.ablation import KnockoutRow, KnockoutTable
+    from .attention import AttentionPanel
 
 KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
 DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
 COLUMNS = ("component", "loss", "Δ loss")
+
+
+def add_experiments(panel: AttentionPanel) -> None:
+    """The panel's experiments as tabs beside the head shown large: ``ablationView`` (its ``ablationTable``),
+    ``patchingView`` and ``headAblationView`` (a right click on a head in the grid)."""
+    from . import attention_head_ablation
+    from .attention_patching import PatchingView
+
+    panel.ablationView, panel.patchingView = AblationView(), PatchingView()
+    panel.headAblationView = attention_head_ablation.HeadAblationView()
+    for view, title in ((panel.ablationView, "Knock-out table"), (panel.patchingView, "Patching"),
+                        (panel.headAblationView, "Head knocked out")):
+        panel.browser.viewTabs.addTab(view, title)
+    panel.ablationTable = panel.ablationView.table
+    panel.browser.cellMenuRequested.connect(
+        lambda r, c, at: attention_head_ablation.show_head_menu(panel, r, c, at))
+
+
+def refresh_sources(panel: AttentionPanel) -> None:
+    """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
+    ws = panel.workspace
+    panel.ablationView.set_sources(panel.loaded, getattr(ws, "loaded_dir", None), getattr(ws, "run_dir", None),
+                                   panel.probe_steps())
 
 
 def measure(loaded, run_dir: str | None, kind: str, stop: threading.Event, sink: list, progress) -> KnockoutTable:

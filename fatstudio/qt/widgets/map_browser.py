@@ -1,7 +1,9 @@
 """The Attention tab's map browser: a grid of layers × heads thumbnails (plus the mean over heads) titled
 with each head's entropy in nats and its highest head score where ≥ 0.5, the sortable ``entropyTable`` (one
 row per head: entropy and head scores) below it, and one head large (``attentionView``) with the tokens on
-both axes and the weight under the cursor below it (``attentionHoverLabel``)."""
+both axes and the weight under the cursor below it (``attentionHoverLabel``), the first of the tabs
+``viewTabs`` (the panel adds its experiments); a right click on a thumbnail asks for its menu
+(``cellMenuRequested``)."""
 from __future__ import annotations
 
 import html
