@@ -139,7 +139,8 @@ def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_
     view.runButton.click()
     qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
     r = view.result
-    assert view.map.matrix.shape == (3, 12) and view.map.matrix[2, 11] == pytest.approx(1.0, abs=1e-5)
+    assert view.map.query_tokens == ["embedding", "1", "2"] and view.map.matrix.shape == (3, 12)
+    assert view.map.matrix[2, 11] == pytest.approx(1.0, abs=1e-5)  # the last stream at the last position: all
     assert view.heads.rowCount() == 2 and view.heads.columnCount() == 2
     assert view.heads.item(1, 1).text() == f"{r.heads['self/1'][1]:.2f}"
     assert "clean" in view.message.text() and "corrupted" in view.message.text()

@@ -106,7 +106,7 @@ class HeadAblationView(QWidget):
         top.addWidget(self.csvButton, 0, Qt.AlignmentFlag.AlignTop)
         self.text = TokenView()
         self.text.setObjectName("headAblationText")
-        self.text.setMaximumHeight(110)
+        self.text.setMaximumHeight(80)
         self.table = QTableWidget(0, len(COLUMNS), objectName="headAblationTable")
         self.table.setHorizontalHeaderLabels(list(COLUMNS))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)

@@ -80,9 +80,9 @@ class PatchingView(QWidget):
         self.map = HeatmapView()
         self.map.setObjectName("patchingMap")
         self.map.plot.setLabel("bottom", "position (corrupted token)")
-        self.map.plot.setLabel("left", "residual stream after")
+        self.map.plot.setLabel("left", "residual stream after layer")
         if self.map.colorbar is not None:
-            self.map.colorbar.axis.setLabel("restored")
+            self.map.colorbar.getAxis("left").setLabel("restored")
         self.heads = QTableWidget(0, 0, objectName="patchingHeads")
         self.heads.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.heads.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -171,7 +171,7 @@ class PatchingView(QWidget):
     def _on_result(self, r: PatchResult) -> None:
         self._call, self.result = None, r
         self.check()
-        rows = ["embedding", *(f"layer {l}" for l in range(1, len(r.residual)))]
+        rows = ["embedding", *(str(l) for l in range(1, len(r.residual)))]
         self.map.set_matrix(np.asarray(r.residual, dtype=np.float64), rows, r.corrupt_tokens,
                             title=html.escape(f"fraction of logit({display_token(r.target)}) − "
                                               f"logit({display_token(r.foil)}) restored"))
@@ -190,6 +190,11 @@ class PatchingView(QWidget):
                 item.setBackground(signed_tint(v, 1.0))
                 item.setToolTip(f"{n}/{h}: restores {v:.4f}")
                 t.setItem(i, h, item)
+        t.resizeColumnsToContents()
+        want = t.verticalHeader().sizeHint().width() + sum(t.columnWidth(c) for c in range(H)) + 2 * t.frameWidth() + 4
+        total = sum(self.results.sizes())
+        if total > 2 * want:  # the whole table in view, the rest to the map
+            self.results.setSizes([total - want, want])
         best = max(((n, h) for n in layers for h in range(len(r.heads[n]))), key=lambda nh: r.heads[nh[0]][nh[1]],
                    default=None)
         most = "" if best is None else (f" Of the heads, layer {int(best[0].split('/')[1]) + 1} head {best[1] + 1} "
