@@ -143,7 +143,7 @@ def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_
     assert view.map.matrix[2, 11] == pytest.approx(1.0, abs=1e-5)  # the last stream at the last position: all
     assert view.heads.rowCount() == 2 and view.heads.columnCount() == 2
     assert view.heads.item(1, 1).text() == f"{r.heads['self/1'][1]:.2f}"
-    assert "clean" in view.message.text() and "corrupted" in view.message.text()
+    assert "clean" in view.message.text() and "corrupted" in view.message.text() and "logit(" in view.message.text()
     lines = view.export_csv(tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + 3 * 12 + 4
     assert view.export_png(tmp_path / "p.png").stat().st_size > 0

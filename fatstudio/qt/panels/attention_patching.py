@@ -12,11 +12,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
-    QFormLayout,
-    QHBoxLayout,
+    QGridLayout,
     QHeaderView,
     QLabel,
     QLineEdit,
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 
 HINT = "Write a clean and a corrupted prompt of the same number of tokens."
 DECODERS = ("gpt", "gopher")  # `patching.check_decoder`: what patching reads is a next-token prediction
+MAX_HINT_WIDTH = 600  # px: the head shown large's width hint (`HeatmapView`)
 
 
 def run_patch(loaded, clean: str, corrupt: str, target: str | None) -> PatchResult:
@@ -65,24 +65,30 @@ class PatchingView(QWidget):
         self.runButton = QPushButton("Run", objectName="patchingRunButton")
         self.csvButton = QPushButton("Export CSV…", objectName="patchingCsvButton")
         self.pngButton = QPushButton("Export PNG…", objectName="patchingPngButton")
-        form = QFormLayout()
+        self.targetEdit.setMaximumWidth(160)
+        form = QGridLayout()  # two rows: the map below gets the height
         form.setContentsMargins(0, 0, 0, 0)
-        form.addRow("clean", self.cleanEdit)
-        form.addRow("corrupted", self.corruptEdit)
-        row = QHBoxLayout()
-        row.addWidget(self.targetEdit, 1)
-        for b in (self.runButton, self.csvButton, self.pngButton):
-            row.addWidget(b)
-        form.addRow("target", row)
+        form.addWidget(QLabel("clean"), 0, 0)
+        form.addWidget(self.cleanEdit, 0, 1)
+        form.addWidget(QLabel("target"), 0, 2, Qt.AlignmentFlag.AlignRight)
+        form.addWidget(self.targetEdit, 0, 3, 1, 2)
+        form.addWidget(QLabel("corrupted"), 1, 0)
+        form.addWidget(self.corruptEdit, 1, 1)
+        for c, b in enumerate((self.runButton, self.csvButton, self.pngButton), 2):
+            form.addWidget(b, 1, c)
+        form.setColumnStretch(1, 1)
         self.message = QLabel(objectName="patchingMessage")
         self.message.setWordWrap(True)
         self.message.setTextFormat(Qt.TextFormat.RichText)
         self.map = HeatmapView()
         self.map.setObjectName("patchingMap")
+        self.map.setToolTip("Each cell: the fraction of the clean − corrupted logit difference at the last position "
+                            "that patching the residual stream after that layer (row) at that position (column) "
+                            "restores: 0 none, 1 all; the colours clip at 0 and 1. Hover a cell for its number.")
         self.map.plot.setLabel("bottom", "position (corrupted token)")
         self.map.plot.setLabel("left", "residual stream after layer")
-        if self.map.colorbar is not None:
-            self.map.colorbar.getAxis("left").setLabel("restored")
+        if self.map.colorbar is not None:  # the title says what the colours are: the room goes to the map
+            self.map.colorbar.getAxis("left").showLabel(False)
         self.heads = QTableWidget(0, 0, objectName="patchingHeads")
         self.heads.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.heads.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
@@ -94,7 +100,7 @@ class PatchingView(QWidget):
         heads = QWidget()
         hl = QVBoxLayout(heads)
         hl.setContentsMargins(0, 0, 0, 0)
-        hl.addWidget(QLabel("each head's output patched"))
+        hl.addWidget(QLabel("each head patched\n(rows: layers)"))
         hl.addWidget(self.heads, 1)
         self.results.addWidget(heads)
         self.results.setStretchFactor(0, 3)
@@ -114,6 +120,11 @@ class PatchingView(QWidget):
         self.pngButton.clicked.connect(lambda: self._export("PNG image (*.png)", ".png", self.export_png))
         self.map.hovered.connect(self._on_hover)
         self.check()
+
+    def sizeHint(self) -> QSize:
+        """No wider than the head shown large beside whose tab it sits: the grid keeps its share of the width."""
+        hint = super().sizeHint()
+        return QSize(min(hint.width(), MAX_HINT_WIDTH), hint.height())
 
     def set_model(self, loaded) -> None:
         self.loaded = loaded
@@ -182,7 +193,7 @@ class PatchingView(QWidget):
         t.setRowCount(len(layers))
         t.setColumnCount(H)
         t.setHorizontalHeaderLabels([f"h{h + 1}" for h in range(H)])
-        t.setVerticalHeaderLabels([f"layer {int(n.split('/')[1]) + 1}" for n in layers])
+        t.setVerticalHeaderLabels([str(int(n.split('/')[1]) + 1) for n in layers])  # the layer, from 1
         for i, n in enumerate(layers):
             for h, v in enumerate(r.heads[n]):
                 item = QTableWidgetItem(f"{v:.2f}")
@@ -191,7 +202,8 @@ class PatchingView(QWidget):
                 item.setToolTip(f"{n}/{h}: restores {v:.4f}")
                 t.setItem(i, h, item)
         t.resizeColumnsToContents()
-        want = t.verticalHeader().sizeHint().width() + sum(t.columnWidth(c) for c in range(H)) + 2 * t.frameWidth() + 4
+        want = (t.verticalHeader().sizeHint().width() + sum(t.columnWidth(c) for c in range(H)) + 2 * t.frameWidth()
+                + t.verticalScrollBar().sizeHint().width() + 4)  # room for a scroll bar: a short pane needs one
         total = sum(self.results.sizes())
         if total > 2 * want:  # the whole table in view, the rest to the map
             self.results.setSizes([total - want, want])
@@ -200,9 +212,8 @@ class PatchingView(QWidget):
         most = "" if best is None else (f" Of the heads, layer {int(best[0].split('/')[1]) + 1} head {best[1] + 1} "
                                         f"restores the most ({r.heads[best[0]][best[1]]:.0%}).")
         show_message(self.message, html.escape(
-            f"Logit difference of {display_token(r.target)!r} over {display_token(r.foil)!r} at the last position: "
-            f"{r.clean_logit_diff:.3f} clean, {r.corrupted_logit_diff:.3f} corrupted. Each cell: the fraction of that "
-            f"difference a patch restores (0: none, 1: all; the colours clip at 0 and 1).{most}"))
+            f"logit({display_token(r.target)}) − logit({display_token(r.foil)}) at the last position: "
+            f"{r.clean_logit_diff:.3f} clean, {r.corrupted_logit_diff:.3f} corrupted.{most}"))
 
     def _on_hover(self, q: int, k: int) -> None:
         r = self.result
