@@ -149,3 +149,27 @@ def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_
     assert view.export_png(tmp_path / "p.png").stat().st_size > 0
     view.set_model(types.SimpleNamespace(model=types.SimpleNamespace(config=types.SimpleNamespace(arch="bert"))))
     assert "decoder-only" in view.message.text() and not view.runButton.isEnabled()
+
+
+def test_rows_measured_in_the_worker_reach_the_table_at_each_drain(panel):
+    from fatstudio.core.inspect.ablation import KnockoutRow
+
+    view = panel.ablationView
+    view._sink.extend([KnockoutRow("self/0/0", 2.0, 0.5), KnockoutRow("mlp/0", 1.4, -0.1)])
+    view._drain()  # what the timer does every DRAIN_MS while the worker runs
+    assert view.baseline == pytest.approx(1.5) and panel.ablationTable.rowCount() == 2
+    assert panel.ablationTable.item(1, 2).text() == "-0.1000"  # sorted by Δ
+    assert panel.ablationTable.item(1, 2).background().color().blue() > 150  # a fall: blue
+
+
+def test_a_right_click_on_a_thumbnail_asks_for_its_menu(qtbot, panel):
+    grid = panel.headGrid
+    vb = grid.views[1][0]
+    where = vb.sceneBoundingRect().center()
+    event = types.SimpleNamespace(button=lambda: Qt.MouseButton.RightButton, scenePos=lambda: where,
+                                  screenPos=lambda: where)
+    with qtbot.waitSignal(grid.headMenuRequested, timeout=1000) as got:
+        grid._on_clicked(event)
+    assert got.args[:2] == [1, 0]
+    with qtbot.assertNotEmitted(grid.headClicked):  # a right click does not show the head large
+        grid._on_clicked(event)
