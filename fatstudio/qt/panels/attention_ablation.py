@@ -240,7 +240,7 @@ class AblationView(QWidget):
 
     def _on_progress(self, fraction: float, message: str) -> None:
         if self.running and not self._stop.is_set():
-            self._say(f"{fraction:.0%} · {message}" if fraction else message.capitalize())
+            self._say(f"{fraction:.0%} · measured {component_label(message)}" if fraction else message.capitalize())
 
     def _drain(self) -> None:
         """Add the rows measured since the last drain to the table (one redraw for them all)."""

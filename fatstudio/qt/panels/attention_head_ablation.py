@@ -96,6 +96,7 @@ class HeadAblationView(QWidget):
         self.setObjectName("headAblationView")
         self.result: TextAblation | None = None
         self._call = None
+        self._step = 0  # the step of the weights ablated
         self.summary = QLabel(objectName="headAblationSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -128,6 +129,7 @@ class HeadAblationView(QWidget):
     def start(self, loaded, name: str, text: str, kind: str, source: str | None) -> None:
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it
+        self._step = loaded.step
         label = head_label(name.rsplit("/", 1)[0], int(name.rsplit("/", 1)[1]))
         self.say(f"Scoring the text with {label} knocked out ({kind})…")
         self._call = call_in_thread(ablate_on_text, loaded, name, text, kind, source, owner=self,
@@ -152,8 +154,9 @@ class HeadAblationView(QWidget):
         name, h = result.component.rsplit("/", 1)
         worst = max(range(len(deltas)), key=lambda i: abs(deltas[i] or 0.0))
         mean = sum(scored) / len(scored) if scored else 0.0
-        self.say(f"<b>{head_label(name, int(h))}</b> knocked out ({result.kind}): the text's {len(scored)} scored "
-                 f"tokens change by Δp = {mean:+.4f} on average; most at position {worst + 1} "
+        self.say(f"<b>{head_label(name, int(h))}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
+                 f"the text's {len(scored)} scored tokens change by Δp = {mean:+.4f} on average; most at position "
+                 f"{worst + 1} "
                  f"(<code>{display_token(result.tokens[worst])}</code>, {_p(result.before[worst])} → "
                  f"{_p(result.after[worst])}). Red: p rose, blue: p fell.")
 
