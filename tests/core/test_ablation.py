@@ -161,3 +161,43 @@ def test_only_the_saved_weights_step_loads(tmp_path, monkeypatch):
         load_at_step(FakeRun(), 20)
 
 
+
+
+def _next_token_probs(model, ids):
+    """p(ids[t] | ids[:t]) for t = 1 … n-1, from one forward pass of the whole text."""
+    with torch.no_grad():
+        p = model(torch.tensor([ids[:-1]])).double().softmax(-1)[0]
+    return [float(p[t - 1, ids[t]]) for t in range(1, len(ids))]
+
+
+def test_a_component_knocked_out_on_a_text_changes_each_token_s_probability_as_computed_by_hand(char_data):
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.inspect.ablation import text_ablation
+    from fatstudio.core.inspect.loaded import LoadedModel
+
+    corpus, tok = char_data
+    model = tiny("gpt", vocab_size=tok.vocab_size)
+    loaded = LoadedModel(model, tok, RunConfig())
+    text = "the lazy fox"
+    ids = tok.encode(text)
+    got = text_ablation(loaded, "self/1/0", text)
+    assert got.tokens == tok.token_strings(ids) and got.before[0] is None and got.after[0] is None
+    assert got.before[1:] == pytest.approx(_next_token_probs(model, ids), abs=1e-9)
+    assert got.after[1:] == pytest.approx(_next_token_probs(_zeroed_copy(model, "self/1/0"), ids), abs=1e-9)
+    assert max(abs(d) for d in got.delta[1:]) > 1e-3 and got.delta[0] is None
+    assert got.csv().splitlines()[0] == "position,token,p_before,p_after,delta_p"
+    assert got.csv().splitlines()[2].startswith("1,h,")
+
+    data = build_dataset(corpus, tok, "next_token", 12, 0.2, 0.15, 0)
+    ablator = Ablator(model, validation_batch(data, "next_token", 4, 2, 0, tok.pad_id))
+    c = component(model, "mlp/0")
+    ablator.baseline(record=True)
+    mean = ablator._outputs["mlp/0"].mean(0)  # (T, d_e): no padding in next-token rows
+    with replaced({c: lambda a: mean[:a.shape[1]].expand_as(a)}):
+        by_hand = _next_token_probs(model, ids)
+    got = text_ablation(loaded, "mlp/0", text, "mean", ablator=ablator)
+    assert got.after[1:] == pytest.approx(by_hand, abs=1e-9) and got.kind == "mean"
+    with pytest.raises(ValueError, match="zero, mean"):
+        text_ablation(loaded, "mlp/0", text, "resample")
+    with pytest.raises(ValueError, match="no component"):
+        text_ablation(loaded, "self/5/0", text)

@@ -72,6 +72,10 @@ def test_patch_reports_fractions_of_the_logit_difference():
     assert r.clean_logit_diff != r.corrupted_logit_diff
     d = r.to_dict()
     assert [row["layer"] for row in d["residual"]] == [0, 1, 2] and d["target"] == r.target
+    lines = r.csv().splitlines()
+    assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + (L + 1) * T + 2 * 2
+    assert lines[4].startswith("resid/0,3,x,") and float(lines[(L + 1) * T].split(",")[-1]) == r.residual[L][T - 1]
+    assert lines[-1] == f"self/1/1,,,{r.heads['self/1'][1]!r}"
     forced = patch(model, tok, "abcabcabcab", "abcxyzabcab", target="z")
     assert forced.target == "z"
     with pytest.raises(ValueError, match="same number of tokens"):

@@ -12,6 +12,8 @@ same weights. The loss is their mean, batch by batch, as ``evaluate`` averages i
 """
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -21,9 +23,9 @@ import torch.nn.functional as F
 
 from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..device import at_least_fp32, model_device
-from .components import Component, Replace, components, recorded, replaced
+from .components import Component, Replace, component, components, recorded, replaced
 from .inference import eval_mode
-from .scoring import rows_per_pass
+from .scoring import rows_per_pass, score_text
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -201,9 +203,10 @@ class Ablator:
         return self.loss(lambda rows: {c: fn(rows) for c, fn in fns})
 
     def table(self, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
-              cancelled: Callable[[], bool] | None = None) -> KnockoutTable:
-        """Every head and MLP knocked out alone. ``progress(done, total, name)`` after each; ``cancelled()``
-        asked before each: True stops, returning the rows so far with ``complete`` False."""
+              cancelled: Callable[[], bool] | None = None,
+              on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
+        """Every head and MLP knocked out alone. ``on_row(row)`` and ``progress(done, total, name)`` after each;
+        ``cancelled()`` asked before each: True stops, returning the rows so far with ``complete`` False."""
         check_kind(kind)
         comps = components(self.model)
         out = KnockoutTable(kind, self.baseline(record=kind != "zero"))
@@ -213,6 +216,8 @@ class Ablator:
                 break
             loss = self.ablated([c], kind)
             out.rows.append(KnockoutRow(c.name, loss, loss - out.baseline_loss))
+            if on_row is not None:
+                on_row(out.rows[-1])
             if progress is not None:
                 progress(i + 1, len(comps), c.name)
         return out
@@ -228,11 +233,61 @@ def ablator_for(loaded: LoadedModel) -> Ablator:
 
 
 def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
-                   cancelled: Callable[[], bool] | None = None) -> KnockoutTable:
+                   cancelled: Callable[[], bool] | None = None,
+                   on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
     """`Ablator.table` for a loaded run's model on its validation batch."""
     check_kind(kind)
-    return ablator_for(loaded).table(kind, progress, cancelled)
+    return ablator_for(loaded).table(kind, progress, cancelled, on_row)
 
 
-__all__ = ["KINDS", "Ablator", "check_kind", "KnockoutRow", "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table",
-           "row_losses", "task_logits", "validation_batch", "validation_dataset"]
+# ------------------------------------------------------------------------------- one component, one text
+TEXT_KINDS = ("zero", "mean")  # resample needs another row of a batch: not for one text
+
+
+@dataclass
+class TextAblation:
+    """Each token of a text with its probability given what the model reads (`scoring.score_text`), ``before``
+    as the model is and ``after`` with ``component`` knocked out by ``kind``; None for a token that is context
+    only (a next-token text's first)."""
+
+    component: str
+    kind: str
+    tokens: list[str]
+    before: list[float | None]
+    after: list[float | None]
+
+    @property
+    def delta(self) -> list[float | None]:
+        """p after − p before, per token."""
+        return [None if b is None or a is None else a - b for b, a in zip(self.before, self.after)]
+
+    def csv(self) -> str:
+        """One row per token: position, token (quoted as CSV quotes), p before and after, Δp (empty: not scored)."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(("position", "token", "p_before", "p_after", "delta_p"))
+        cell = lambda v: "" if v is None else repr(v)
+        for i, (t, b, a, d) in enumerate(zip(self.tokens, self.before, self.after, self.delta)):
+            w.writerow((i, t, cell(b), cell(a), cell(d)))
+        return out.getvalue()
+
+
+def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero", source: str | None = None,
+                  ablator: Ablator | None = None) -> TextAblation:
+    """Score ``text`` (an edt: the target, given ``source``) with the model as it is and with component ``name``
+    knocked out by ``kind``: "zero", or "mean" (its mean over the validation batch, position by position, from
+    ``ablator``, by default `ablator_for` ``loaded``)."""
+    if kind not in TEXT_KINDS:
+        raise ValueError(f"{kind!r} cannot knock a component out on one text; use one of {', '.join(TEXT_KINDS)}.")
+    c = component(loaded.model, name)
+    fn = torch.zeros_like if kind == "zero" else (ablator or ablator_for(loaded)).replacement(c, "mean")(slice(None))
+    before = score_text(loaded, text, source, alternatives=0)
+    with replaced({c: fn}):
+        after = score_text(loaded, text, source, alternatives=0)
+    return TextAblation(name, kind, [t.text for t in before.tokens], [t.prob for t in before.tokens],
+                        [t.prob for t in after.tokens])
+
+
+__all__ = ["KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
+           "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "task_logits", "validation_batch",
+           "validation_dataset"]

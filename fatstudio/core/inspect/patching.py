@@ -26,6 +26,8 @@ gives the clean logits there exactly, since what follows the last layer acts on 
 """
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -164,6 +166,20 @@ class PatchResult:
         if self.decoder_residual is not None:
             out |= {"prefix_tokens": self.prefix_tokens, "decoder_residual": rows(self.decoder_residual)}
         return out
+
+    def csv(self) -> str:
+        """One row per patch: ``resid/l`` (the residual stream after layer l, 0: the embedding) at each position
+        with its corrupted token, then each head ``self/l/h`` (patched at every position, so no position)."""
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow(("patched", "position", "token", "restored"))
+        for l, row in enumerate(self.residual):
+            w.writerows((f"resid/{l}", t, self.corrupt_tokens[t], repr(r)) for t, r in enumerate(row))
+        for l, row in enumerate(self.decoder_residual or []):
+            w.writerows((f"dec-resid/{l}", t, (self.prefix_tokens or [])[t], repr(r)) for t, r in enumerate(row))
+        for name, row in self.heads.items():
+            w.writerows((f"{name}/{h}", "", "", repr(r)) for h, r in enumerate(row))
+        return out.getvalue()
 
 
 def _single_token(tokenizer: TokenizerLike, text: str) -> int:

@@ -25,6 +25,10 @@
   run: a head forming) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
   slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
   it folds to a one-line note;
+- experiments beside the grid, as tabs next to the head shown large (``viewTabs``): the knock-out table
+  (``ablationTable``, `attention_ablation`), activation patching (``patchingView``, `attention_patching`), and a
+  head knocked out on the text shown (right-click a head in the grid: ``headAblationView``,
+  `attention_head_ablation`);
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -37,6 +41,7 @@ from __future__ import annotations
 import html
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from PySide6.QtCore import Qt, Signal
@@ -56,7 +61,14 @@ from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from . import attention_export, attention_probes, attention_scores
+from . import attention_ablation, attention_export, attention_probes, attention_scores
+
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QTableWidget
+
+    from .attention_ablation import AblationView
+    from .attention_head_ablation import HeadAblationView
+    from .attention_patching import PatchingView
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
@@ -68,6 +80,10 @@ class AttentionPanel(QWidget):
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
+    ablationView: AblationView  # the experiments beside the grid (`attention_ablation.add_experiments`)
+    ablationTable: QTableWidget
+    patchingView: PatchingView
+    headAblationView: HeadAblationView
 
     def __init__(self, parent=None, workspace=None):
         super().__init__(parent)
@@ -83,9 +99,11 @@ class AttentionPanel(QWidget):
         self._scores_for: object = None  # the maps the call in flight measures
         self.probe_step: int | None = None  # the step whose probe maps were shown last
         self._probe_maps: AttentionMaps | None = None
+        self.workspace = workspace
         self._build()
         if workspace is not None:  # the head scores are the workspace's model's; none: nothing shown
             workspace.model_changed.connect(self._model_changed)
+            workspace.run_changed.connect(self._refresh_sources)
             if workspace.loaded is not None:
                 self.set_model(workspace.loaded)
 
@@ -116,6 +134,7 @@ class AttentionPanel(QWidget):
         self.probeTimeline = ProbeTimeline()
         pl.addWidget(self.probeTimeline)
         self.browser = MapBrowser()
+        attention_ablation.add_experiments(self)  # ablationView, patchingView, headAblationView beside the grid
 
         self.strips = QueryStrips()
 
@@ -319,8 +338,13 @@ class AttentionPanel(QWidget):
         """The LoadedModel (model, tokenizer) whose head scores are measured beside the maps shown: prev, diag
         and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
         self.loaded = loaded
+        self.patchingView.set_model(loaded)
+        self._refresh_sources()
         if self.maps is not None:
             attention_scores.request_scores(self)
+
+    def _refresh_sources(self, *_args) -> None:
+        attention_ablation.refresh_sources(self)
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
@@ -371,6 +395,7 @@ class AttentionPanel(QWidget):
             return
         maps, kind = self._shown()
         heads = maps.n_heads(map_name(kind, layers[row]))
+        self.browser.viewTabs.setCurrentIndex(0)  # the head large
         self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
         self.headClicked.emit(kind, self.layer, self.head)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
 from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, map_name
 
@@ -58,9 +58,14 @@ def export_csv_dialog(panel: AttentionPanel) -> None:
 
 
 def export_dialog(panel: AttentionPanel, filt: str, suffix: str, fn) -> None:
-    if panel.maps is None:
-        return
-    path, _ = QFileDialog.getSaveFileName(panel, "Export", default_name(panel) + suffix, filt)
+    if panel.maps is not None:
+        save_with_dialog(panel, default_name(panel), filt, suffix, fn, panel.messageLabel)
+
+
+def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, message: QLabel) -> None:
+    """Ask where to save (``name`` + ``suffix`` proposed), write with ``fn(path)`` and say in ``message`` what
+    came of it: the path saved, or why not (red)."""
+    path, _ = QFileDialog.getSaveFileName(parent, "Export", name + suffix, filt)
     if not path:
         return
     if not path.lower().endswith(suffix):
@@ -68,10 +73,13 @@ def export_dialog(panel: AttentionPanel, filt: str, suffix: str, fn) -> None:
     try:
         fn(path)
     except (OSError, ValueError) as e:
-        panel.messageLabel.setText(f"Export failed: {e}")
-        panel.messageLabel.setStyleSheet("color: #c0392b;")
-        panel.messageLabel.setVisible(True)
+        show_message(message, f"Export failed: {e}", error=True)
     else:
-        panel.messageLabel.setText(f"Saved {path}.")
-        panel.messageLabel.setStyleSheet("")
-        panel.messageLabel.setVisible(True)
+        show_message(message, f"Saved {path}.")
+
+
+def show_message(label: QLabel, text: str, error: bool = False) -> None:
+    """Show ``text`` in ``label``: red for an error."""
+    label.setText(text)
+    label.setStyleSheet("color: #c0392b;" if error else "")
+    label.setVisible(True)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.inspect.probes import load_probe_file, score_history
+from .attention_export import show_message
 
 if TYPE_CHECKING:
     from .attention import AttentionPanel
@@ -50,6 +51,7 @@ def sync_probe_slider(panel: AttentionPanel, probe_paths: dict[int, Path]) -> No
     panel._move_score_marker()
     steps = panel.probe_steps()
     panel.scoreHistory.steps_changed(steps[-1] if steps else None)
+    panel._refresh_sources()  # the knock-out table lists the probe steps
 
 
 def on_probe_slider(panel: AttentionPanel, i: int) -> None:
@@ -59,9 +61,7 @@ def on_probe_slider(panel: AttentionPanel, i: int) -> None:
     try:  # a small file (L·H·T² float16 numbers): read on the GUI thread in about a millisecond
         maps = load_probe_file(panel.probeTimeline.probe_paths[steps[i]])
     except ValueError as e:
-        panel.messageLabel.setText(f"Cannot show the probe maps of step {steps[i]}: {e}")
-        panel.messageLabel.setStyleSheet("color: #c0392b;")
-        panel.messageLabel.setVisible(True)
+        show_message(panel.messageLabel, f"Cannot show the probe maps of step {steps[i]}: {e}", error=True)
         return
     panel._probe_maps, panel.probe_step = maps, steps[i]
     panel._show(maps)

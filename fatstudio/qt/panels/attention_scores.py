@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ...core.inspect.attention_maps import AttentionMaps
 from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
 from ..workers import call_in_thread
+from .attention_export import show_message
 
 if TYPE_CHECKING:
     from .attention import AttentionPanel
@@ -50,6 +51,4 @@ def on_scores(panel: AttentionPanel, maps, scores: HeadScores) -> None:
 
 def on_scores_failed(panel: AttentionPanel, message: str) -> None:
     panel._scores_call = None
-    panel.messageLabel.setText(f"Could not measure the head scores: {message}")
-    panel.messageLabel.setStyleSheet("color: #c0392b;")
-    panel.messageLabel.setVisible(True)
+    show_message(panel.messageLabel, f"Could not measure the head scores: {message}", error=True)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontInfo, QFontMetricsF, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QWidget
 
@@ -338,6 +338,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     side is drawn max-pooled to that size (each drawn cell = the largest weight of its block)."""
 
     headClicked = Signal(int, int)
+    headMenuRequested = Signal(int, int, QPoint)  # a right click on thumbnail (row, column), at this screen point
     THUMB_CELLS = 64
 
     def __init__(self, parent=None):
@@ -474,10 +475,13 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 frame.setVisible(r == row and c == col)
 
     def _on_clicked(self, ev) -> None:
-        if ev.button() != Qt.MouseButton.LeftButton:
+        if ev.button() not in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
             return
         for r, vrow in enumerate(self.views):
             for c, vb in enumerate(vrow):
                 if vb.sceneBoundingRect().contains(ev.scenePos()):
-                    self.headClicked.emit(r, c)
+                    if ev.button() == Qt.MouseButton.LeftButton:
+                        self.headClicked.emit(r, c)
+                    else:
+                        self.headMenuRequested.emit(r, c, ev.screenPos().toPoint())
                     return

@@ -1,13 +1,15 @@
 """The Attention tab's map browser: a grid of layers × heads thumbnails (plus the mean over heads) titled
 with each head's entropy in nats and its highest head score where ≥ 0.5, the sortable ``entropyTable`` (one
 row per head: entropy and head scores) below it, and one head large (``attentionView``) with the tokens on
-both axes and the weight under the cursor below it (``attentionHoverLabel``)."""
+both axes and the weight under the cursor below it (``attentionHoverLabel``), the first of the tabs
+``viewTabs`` (the panel adds its experiments); a right click on a thumbnail asks for its menu
+(``cellMenuRequested``)."""
 from __future__ import annotations
 
 import html
 
 import numpy as np
-from PySide6.QtCore import QEvent, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -17,6 +19,7 @@ from PySide6.QtWidgets import (
     QSplitter,
     QTableWidget,
     QTableWidgetItem,
+    QTabWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -50,6 +53,7 @@ class MapBrowser(QSplitter):
     mean); ``queryClicked(query)``: a row of the large map was clicked."""
 
     cellClicked = Signal(int, int)
+    cellMenuRequested = Signal(int, int, QPoint)  # a right click on a thumbnail: row, column, screen point
     queryClicked = Signal(int)
     TABLE_COLUMNS = ("layer", "head", "H (nats)", *SCORES)  # the entropy table's columns
 
@@ -79,7 +83,7 @@ class MapBrowser(QSplitter):
         self.hoverLabel.setTextFormat(Qt.TextFormat.RichText)
         self.hoverLabel.setWordWrap(True)  # a long line must not widen the window
         self.hoverLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        right = QWidget()
+        right = QWidget()  # the first of ``viewTabs``; the panel adds its experiments beside it
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.addWidget(self.attentionView, 1)
@@ -104,15 +108,20 @@ class MapBrowser(QSplitter):
         lv.addWidget(self.gridScroll, 3)
         lv.addWidget(self.entropyCaption)
         lv.addWidget(self.entropyTable, 1)
+        self.viewTabs = QTabWidget()
+        self.viewTabs.setObjectName("attentionViewTabs")
+        self.viewTabs.setDocumentMode(True)
+        self.viewTabs.addTab(right, "Head shown large")
         self.gridScroll.setMinimumHeight(120)
         self.entropyTable.setMinimumHeight(60)
 
         self.addWidget(left)
-        self.addWidget(right)
+        self.addWidget(self.viewTabs)
         self.setStretchFactor(0, 2)
         self.setStretchFactor(1, 3)
         self.setChildrenCollapsible(False)
         self.headGrid.headClicked.connect(self.cellClicked)
+        self.headGrid.headMenuRequested.connect(self.cellMenuRequested)
         self.entropyTable.cellClicked.connect(self._on_table_clicked)
         self.attentionView.hovered.connect(self._on_hover)
         self.attentionView.queryClicked.connect(self.queryClicked)

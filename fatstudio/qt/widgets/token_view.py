@@ -61,6 +61,14 @@ def weight_tint(w: float, base: QColor | None = None) -> QColor:
     return c
 
 
+def signed_tint(v: float, scale: float) -> QColor:
+    """A background for a change ``v`` (a Δ loss, a Δp, a restored fraction) against the largest |change|
+    ``scale``: red for a rise, blue for a fall, transparent at 0, strongest at ±``scale``."""
+    c = QColor(214, 96, 77) if v > 0 else QColor(67, 147, 195)
+    c.setAlphaF(min(abs(float(v)) / scale, 1.0) * 0.75 if scale > 0 else 0.0)
+    return c
+
+
 def _shown(text: str) -> str:
     """What a token's text looks like in the view: a newline gets a visible ↵ mark in front of it."""
     return text.replace("\n", "↵\n")

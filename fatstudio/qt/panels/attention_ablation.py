@@ -1,0 +1,363 @@
+"""The Attention panel's knock-out table (``ablationTable``): every head and MLP of the model knocked out alone
+(zero, mean or resample: `core.inspect.ablation`) with the validation loss and its change Δ, measured in a worker
+thread on a copy of the weights, the rows appearing as they are measured (drained every `DRAIN_MS`), cancellable;
+sorted by Δ and coloured by it; exported as the CLI's CSV (`KnockoutTable.csv`) and as a bar chart (PNG).
+
+The weights: the model loaded (a run's or a snapshot of a training run), or the saved checkpoint of the run shown
+when that is another. A run folder keeps one set of weights (each checkpoint replaces the last); its probe steps
+keep attention maps only, so they are listed but cannot be chosen."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QImage, QPainter
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core.inspect.components import component_label
+from ..widgets.token_view import signed_tint
+from ..workers import call_in_thread
+from .attention_export import save_with_dialog, show_message
+
+if TYPE_CHECKING:
+    from ...core.inspect.ablation import KnockoutRow, KnockoutTable
+    from .attention import AttentionPanel
+
+KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
+DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
+COLUMNS = ("component", "loss", "Δ loss")
+
+
+def add_experiments(panel: AttentionPanel) -> None:
+    """The panel's experiments as tabs beside the head shown large: ``ablationView`` (its ``ablationTable``),
+    ``patchingView`` and ``headAblationView`` (a right click on a head in the grid)."""
+    from . import attention_head_ablation
+    from .attention_patching import PatchingView
+
+    panel.ablationView, panel.patchingView = AblationView(), PatchingView()
+    panel.headAblationView = attention_head_ablation.HeadAblationView()
+    for view, title in ((panel.ablationView, "Knock-out table"), (panel.patchingView, "Patching"),
+                        (panel.headAblationView, "Head knocked out")):
+        panel.browser.viewTabs.addTab(view, title)
+    panel.ablationTable = panel.ablationView.table
+    panel.browser.cellMenuRequested.connect(
+        lambda r, c, at: attention_head_ablation.show_head_menu(panel, r, c, at))
+
+
+def refresh_sources(panel: AttentionPanel) -> None:
+    """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
+    ws = panel.workspace
+    panel.ablationView.set_sources(panel.loaded, getattr(ws, "loaded_dir", None), getattr(ws, "run_dir", None),
+                                   panel.probe_steps())
+
+
+def measure(loaded, run_dir: str | None, kind: str, stop: threading.Event, sink: list, progress) -> KnockoutTable:
+    """In a worker: the knock-out table of ``run_dir``'s saved checkpoint (None: of a copy of ``loaded``, so the
+    hooks touch no model the app prompts), each row appended to ``sink`` as it is measured; stops when ``stop``
+    is set."""
+    from ...core.inspect.ablation import ablator_for
+
+    if run_dir is not None:
+        from ...core.runs.folder import Run, load_at_step
+
+        progress(0.0, "loading the saved checkpoint…")
+        loaded = load_at_step(Run.open(run_dir), None)
+    else:
+        loaded = dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
+    progress(0.0, "measuring the validation loss with nothing knocked out…")
+    return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name),
+                                     cancelled=stop.is_set, on_row=sink.append)
+
+
+class _Number(QTableWidgetItem):
+    """A cell shown as text and sorted by a number."""
+
+    def __init__(self, text: str, value: float):
+        super().__init__(text)
+        self.value = float(value)
+
+    def __lt__(self, other) -> bool:
+        return self.value < getattr(other, "value", 0.0)
+
+
+class AblationView(QWidget):
+    """Kind and weights choosers, Run and Cancel, a status line and the ``ablationTable``; `set_sources` says
+    what can be measured."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.loaded = None
+        self.rows: list[KnockoutRow] = []  # measured so far, in the order measured
+        self.baseline: float | None = None
+        self.kind = "zero"
+        self.step: int | None = None  # the step of the weights measured
+        self.complete = False
+        self._call = None
+        self._stop = threading.Event()
+        self._sink: list = []
+        self._started = 0.0
+        self.seconds: float | None = None  # how long the last whole table took
+        self._build()
+
+    def _build(self) -> None:
+        self.kindCombo = QComboBox(objectName="ablationKindCombo")
+        for k, words in KINDS.items():
+            self.kindCombo.addItem(words, k)
+        self.kindCombo.setToolTip("How a component is knocked out: its output replaced by zeros (a head: its slice "
+                                  "of W_o's input), by its mean over the validation batch at each position, or by "
+                                  "its output on another row of the batch.")
+        self.stepCombo = QComboBox(objectName="ablationStepCombo")
+        self.stepCombo.setToolTip("Whose weights: the model loaded, or the run's saved checkpoint. A run keeps one "
+                                  "checkpoint; its probe steps keep attention maps, not weights.")
+        self.runButton = QPushButton("Run", objectName="ablationRunButton")
+        self.runButton.setToolTip("Knock each head and MLP out in turn and measure the validation loss (the "
+                                  "trainer's validation batches), in the background.")
+        self.cancelButton = QPushButton("Cancel", objectName="ablationCancelButton")
+        self.cancelButton.setEnabled(False)
+        self.csvButton = QPushButton("Export CSV…", objectName="ablationCsvButton")
+        self.pngButton = QPushButton("Export PNG…", objectName="ablationPngButton")
+        for combo in (self.kindCombo, self.stepCombo):  # a narrow pane shortens their text, not the panel
+            combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+            combo.setMinimumContentsLength(8)
+        choose, act = QHBoxLayout(), QHBoxLayout()
+        for w in (QLabel("knock out by"), self.kindCombo, QLabel("weights"), self.stepCombo):
+            choose.addWidget(w, 1 if isinstance(w, QComboBox) else 0)
+        for w in (self.runButton, self.cancelButton):
+            act.addWidget(w)
+        act.addStretch(1)
+        for w in (self.csvButton, self.pngButton):
+            act.addWidget(w)
+        self.status = QLabel(objectName="ablationStatus")
+        self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.RichText)
+        self.table = QTableWidget(0, len(COLUMNS), objectName="ablationTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setToolTip("Each head and MLP knocked out alone: the validation loss and Δ = its change from the "
+                              "loss with nothing knocked out (red: the loss rose, the component was needed). Click a "
+                              "header to sort.")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(choose)
+        lay.addLayout(act)
+        lay.addWidget(self.status)
+        lay.addWidget(self.table, 1)
+        self._timer = QTimer(self, interval=DRAIN_MS)
+        self._timer.timeout.connect(self._drain)
+        self.runButton.clicked.connect(self.start)
+        self.cancelButton.clicked.connect(self.cancel)
+        self.csvButton.clicked.connect(lambda: self._export("CSV table (*.csv)", ".csv", self.export_csv))
+        self.pngButton.clicked.connect(lambda: self._export("PNG image (*.png)", ".png", self.export_png))
+        self._say("Run knocks each head and MLP out in turn and measures the validation loss.")
+
+    # ---- what can be measured -------------------------------------------------------------------------------
+    def set_sources(self, loaded, loaded_dir: str | None = None, run_dir: str | None = None,
+                    probe_steps: list[int] | None = None) -> None:
+        """The model loaded (from ``loaded_dir``; None: a snapshot), the run shown (``run_dir``) whose saved
+        checkpoint may be another, and its probe steps (listed, not loadable)."""
+        self.loaded = loaded
+        combo = self.stepCombo
+        chosen = combo.currentData()
+        combo.clear()
+        if loaded is not None:
+            combo.addItem(f"model loaded · step {loaded.step:,}", None)
+        if run_dir and run_dir != loaded_dir:
+            try:
+                from ...core.runs.folder import Run
+
+                run = Run.open(run_dir)
+                if run.has_checkpoint:
+                    combo.addItem(f"{run.name} · saved checkpoint, step {run.info.checkpoint_step:,}", run_dir)
+            except (OSError, ValueError):
+                pass  # a run being written or gone: only the model loaded
+        if probe_steps:
+            combo.addItem(f"probe steps {probe_steps[0]:,}…{probe_steps[-1]:,}: attention maps only, no weights", "")
+            item = combo.model().item(combo.count() - 1)  # type: ignore[attr-defined]
+            item.setEnabled(False)
+        if (i := combo.findData(chosen)) > 0:
+            combo.setCurrentIndex(i)  # the choice stays while a training run adds probe steps
+        combo.setEnabled(combo.count() > 0)
+        self.runButton.setEnabled(self._call is None and self._choice() is not False)
+
+    def _choice(self) -> str | None | bool:
+        """The chosen weights: None the model loaded, a run folder its checkpoint, False nothing to measure."""
+        data = self.stepCombo.currentData()
+        if data is None:
+            return None if self.loaded is not None and self.stepCombo.count() else False
+        return data or False
+
+    # ---- measuring --------------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._call is not None
+
+    def start(self) -> None:
+        """Measure the table in a worker; the rows appear as they come."""
+        source = self._choice()
+        if self.running or source is False:
+            if source is False:
+                self._say("Load a model first (open a trained run, or take a snapshot while training).", error=True)
+            return
+        self.kind = self.kindCombo.currentData()
+        self.rows, self.baseline, self.complete, self.seconds = [], None, False, None
+        self.step = self.loaded.step if source is None and self.loaded is not None else None
+        self.table.setRowCount(0)
+        self._stop, self._sink = threading.Event(), []
+        self._started = time.monotonic()
+        self._call = call_in_thread(measure, self.loaded, source, self.kind, self._stop, self._sink,
+                                    with_progress=True, owner=self, on_progress=self._on_progress,
+                                    on_result=self._on_result, on_error=self._on_error)
+        self.runButton.setEnabled(False)
+        self.cancelButton.setEnabled(True)
+        self._timer.start()
+        self._say("Preparing the validation batch…")
+
+    def cancel(self) -> None:
+        """Stop after the component being measured; the rows so far stay."""
+        if self.running:
+            self._stop.set()
+            self._say("Cancelling after the component being measured…")
+
+    def _on_progress(self, fraction: float, message: str) -> None:
+        if self.running and not self._stop.is_set():
+            self._say(f"{fraction:.0%} · measured {component_label(message)}" if fraction else message.capitalize())
+
+    def _drain(self) -> None:
+        """Add the rows measured since the last drain to the table (one redraw for them all)."""
+        n = len(self._sink)
+        if n <= len(self.rows):
+            return
+        new = self._sink[len(self.rows):n]
+        self.rows.extend(new)
+        if self.baseline is None:
+            self.baseline = new[0].loss - new[0].delta_loss
+        self._fill()
+
+    def _on_result(self, table: KnockoutTable) -> None:
+        self._finish()
+        self.rows, self.baseline, self.complete = list(table.rows), table.baseline_loss, table.complete
+        self.seconds = time.monotonic() - self._started
+        self._fill()
+        if not self.rows:
+            self._say("Cancelled before any component was measured.")
+            return
+        worst = max(self.rows, key=lambda r: r.delta_loss)
+        where = f"step {self.step:,}" if self.step is not None else "the saved checkpoint"
+        done = (f"{len(self.rows)} components in {self.seconds:.1f} s" if table.complete else
+                f"<b>cancelled</b> after {len(self.rows)} components")
+        self._say(f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
+                  f"{where}; {done}). Knocking out <b>{component_label(worst.component)}</b> changes it most "
+                  f"({worst.delta_loss:+.4f}).")
+
+    def _on_error(self, message: str) -> None:
+        self._finish()
+        self._say(f"Could not measure the knock-out table: {message}", error=True)
+
+    def _finish(self) -> None:
+        self._call = None
+        self._timer.stop()
+        self.cancelButton.setEnabled(False)
+        self.runButton.setEnabled(self._choice() is not False)
+
+    def _fill(self) -> None:
+        """The rows measured, sorted by Δ (largest rise first), Δ coloured on the largest |Δ|."""
+        t = self.table
+        t.setSortingEnabled(False)
+        t.setRowCount(len(self.rows))
+        scale = max((abs(r.delta_loss) for r in self.rows), default=0.0)
+        for i, r in enumerate(self.rows):
+            name = _Number(component_label(r.component), i)
+            name.setToolTip(f"{r.component} (as the CLI's files name it)")
+            name.setData(Qt.ItemDataRole.UserRole, r.component)
+            delta = _Number(f"{r.delta_loss:+.4f}", r.delta_loss)
+            delta.setBackground(signed_tint(r.delta_loss, scale))
+            for c, item in enumerate((name, _Number(f"{r.loss:.4f}", r.loss), delta)):
+                t.setItem(i, c, item)
+        t.setSortingEnabled(True)
+        t.sortItems(2, Qt.SortOrder.DescendingOrder)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        show_message(self.status, text, error)
+
+    # ---- export -------------------------------------------------------------------------------------------
+    def knockout_table(self) -> KnockoutTable:
+        """The rows measured so far as the core's `KnockoutTable` (what the CLI writes)."""
+        if not self.rows or self.baseline is None:
+            raise ValueError("there is no knock-out table yet; press Run.")
+        from ...core.inspect.ablation import KnockoutTable
+
+        return KnockoutTable(self.kind, self.baseline, list(self.rows), self.complete)
+
+    def export_csv(self, path) -> Path:
+        """The CLI's CSV (`KnockoutTable.csv`): component, loss, delta_loss, in the order measured."""
+        from ...core.files import atomic_write
+
+        atomic_write(Path(path), self.knockout_table().csv())
+        return Path(path)
+
+    def export_png(self, path) -> Path:
+        """A bar per component, its Δ loss, largest rise first (`knockout_image`)."""
+        path = Path(path)
+        if not knockout_image(self.knockout_table(), self.font()).save(str(path), "PNG"):
+            raise OSError(f"could not write {path}.")
+        return path
+
+    def _export(self, filt: str, suffix: str, fn) -> None:
+        if not self.rows:
+            self._say("There is no knock-out table to export yet; press Run.", error=True)
+            return
+        save_with_dialog(self, f"knockout-{self.kind}", filt, suffix, fn, self.status)
+
+
+def knockout_image(table: KnockoutTable, font: QFont, width: int = 720) -> QImage:
+    """The table as a bar chart: one row per component (largest rise first), its label, a bar of its Δ loss
+    from a zero line (red a rise, blue a fall) and the number; a title with the baseline."""
+    rows = sorted(table.rows, key=lambda r: r.delta_loss, reverse=True)
+    line, label_w, number_w = 22, 230, 90
+    image = QImage(width, line * (len(rows) + 2), QImage.Format.Format_ARGB32)
+    image.fill(QColor("white"))
+    p = QPainter(image)
+    p.setFont(font)
+    p.setPen(QColor("black"))
+    p.drawText(8, 0, width - 16, line, int(Qt.AlignmentFlag.AlignVCenter),
+               f"Δ validation loss, {table.kind} ablation (baseline {table.baseline_loss:.4f})"
+               + ("" if table.complete else " · cancelled"))
+    scale = max((abs(r.delta_loss) for r in rows), default=0.0) or 1.0
+    lo = min(0.0, min(r.delta_loss for r in rows)) / scale
+    span = width - label_w - number_w - 16
+    zero = label_w + span * (-lo / (1.0 - lo))
+    unit = span / (1.0 - lo)
+    for i, r in enumerate(rows, 1):
+        y = line * i + 4
+        p.setPen(QColor("black"))
+        p.drawText(8, y, label_w - 12, line - 6, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight),
+                   component_label(r.component))
+        bar = QColor(214, 96, 77) if r.delta_loss > 0 else QColor(67, 147, 195)
+        w = unit * r.delta_loss / scale
+        p.fillRect(int(min(zero, zero + w)), y + 3, max(1, int(abs(w))), line - 12, bar)
+        p.drawText(width - number_w - 4, y, number_w, line - 6, int(Qt.AlignmentFlag.AlignVCenter),
+                   f"{r.delta_loss:+.4f}")
+    p.setPen(QColor(120, 120, 120))
+    p.drawLine(int(zero), line, int(zero), line * (len(rows) + 1) + 4)
+    p.end()
+    return image

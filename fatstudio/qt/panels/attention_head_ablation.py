@@ -1,0 +1,192 @@
+"""Right-click a head in the Attention panel's grid: "Ablate this head (zero)" or "(mean)" knocks it out of the
+model loaded and scores the text shown with and without it (`core.inspect.ablation.text_ablation`, in a worker
+thread on a copy of the weights). ``headAblationView`` shows each token's probability before and after and the
+change Δp: the text coloured by Δp (red a rise, blue a fall) and a table, position by position; CSV export."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ...core.data.tokenization import SPECIALS
+from ...core.inspect.attention_maps import AttentionMaps, head_label, map_name
+from ...core.inspect.prompting import display_token
+from ..widgets.token_view import TokenView, signed_tint
+from ..workers import call_in_thread
+from .attention_export import save_with_dialog, show_message
+
+if TYPE_CHECKING:
+    from ...core.inspect.ablation import TextAblation
+    from .attention import AttentionPanel
+
+MENU_KINDS = (("zero", "Ablate this head (zero)"), ("mean", "Ablate this head (mean over the validation batch)"))
+COLUMNS = ("position", "token", "p before", "p after", "Δp")
+
+
+def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
+    """The text the maps were made of, without the special tokens: (the text, and an edt's source; else None)."""
+    plain = lambda tokens: "".join(t for t in tokens if t not in SPECIALS)
+    return plain(maps.tokens), plain(maps.context_tokens) if maps.context_tokens else None
+
+
+def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None) -> TextAblation:
+    """In a worker: `text_ablation` with a copy of the model (the hooks touch no model the app prompts)."""
+    from ...core.inspect.ablation import text_ablation
+
+    return text_ablation(dataclasses.replace(loaded, model=copy.deepcopy(loaded.model)), name, text, kind, source)
+
+
+def head_menu(panel: AttentionPanel, row: int, col: int) -> QMenu | None:
+    """The grid's context menu for thumbnail (row, column): the head's ablations (None: the mean's column, or
+    no maps shown)."""
+    if panel.maps is None or panel.kind is None or not 0 <= row < len(panel.layers()):
+        return None
+    layer = panel.layers()[row]
+    if col >= panel.maps.n_heads(map_name(panel.kind, layer)):
+        return None
+    menu = QMenu(panel)
+    menu.setObjectName("headMenu")
+    name = f"{panel.kind}/{layer}/{col}"
+    for kind, words in MENU_KINDS:
+        action = menu.addAction(words)
+        action.setEnabled(panel.loaded is not None)
+        action.setToolTip("" if panel.loaded is not None else "Load a model first.")
+        action.triggered.connect(lambda _checked=False, k=kind: ablate_head(panel, name, k))
+    return menu
+
+
+def show_head_menu(panel: AttentionPanel, row: int, col: int, where: QPoint) -> None:
+    menu = head_menu(panel, row, col)
+    if menu is not None:
+        menu.popup(where)
+
+
+def ablate_head(panel: AttentionPanel, name: str, kind: str) -> None:
+    """Knock head ``name`` ("self/0/1") out by ``kind`` and score the text shown, in a worker thread."""
+    view: HeadAblationView = panel.headAblationView
+    panel.browser.viewTabs.setCurrentWidget(view)
+    if panel.loaded is None or panel.maps is None:
+        view.say("Load a model and show a text's attention first.", error=True)
+        return
+    text, source = text_of(panel.maps)
+    view.start(panel.loaded, name, text, kind, source)
+
+
+class HeadAblationView(QWidget):
+    """A summary line, the text coloured by Δp (``headAblationText``) and the per-position table
+    (``headAblationTable``)."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("headAblationView")
+        self.result: TextAblation | None = None
+        self._call = None
+        self._step = 0  # the step of the weights ablated
+        self.summary = QLabel(objectName="headAblationSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.csvButton = QPushButton("Export CSV…", objectName="headAblationCsvButton")
+        self.csvButton.clicked.connect(self._export)
+        top = QHBoxLayout()
+        top.addWidget(self.summary, 1)
+        top.addWidget(self.csvButton, 0, Qt.AlignmentFlag.AlignTop)
+        self.text = TokenView()
+        self.text.setObjectName("headAblationText")
+        self.text.setMaximumHeight(80)
+        self.table = QTableWidget(0, len(COLUMNS), objectName="headAblationTable")
+        self.table.setHorizontalHeaderLabels(list(COLUMNS))
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.text)
+        lay.addWidget(self.table, 1)
+        self.say("Right-click a head in the grid and choose “Ablate this head” to see how the text's token "
+                 "probabilities change without it.")
+
+    @property
+    def running(self) -> bool:
+        return self._call is not None
+
+    def start(self, loaded, name: str, text: str, kind: str, source: str | None) -> None:
+        if self._call is not None:
+            self._call.cancel()  # a newer ablation supersedes it
+        self._step = loaded.step
+        label = head_label(name.rsplit("/", 1)[0], int(name.rsplit("/", 1)[1]))
+        self.say(f"Scoring the text with {label} knocked out ({kind})…")
+        self._call = call_in_thread(ablate_on_text, loaded, name, text, kind, source, owner=self,
+                                    on_result=self._on_result, on_error=self._on_error)
+
+    def _on_result(self, result: TextAblation) -> None:
+        self._call, self.result = None, result
+        deltas = result.delta
+        scored = [d for d in deltas if d is not None]
+        scale = max((abs(d) for d in scored), default=0.0)
+        self.text.set_tokens(result.tokens, [None if d is None else signed_tint(d, scale) for d in deltas],
+                             [self._tip(i) for i in range(len(result.tokens))])
+        t = self.table
+        t.setRowCount(len(result.tokens))
+        for i, (tok, b, a, d) in enumerate(zip(result.tokens, result.before, result.after, deltas)):
+            cells = (f"{i + 1}", display_token(tok), _p(b), _p(a), "" if d is None else f"{d:+.4f}")
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if c == 4 and d is not None:
+                    item.setBackground(signed_tint(d, scale))
+                t.setItem(i, c, item)
+        name, h = result.component.rsplit("/", 1)
+        worst = max(range(len(deltas)), key=lambda i: abs(deltas[i] or 0.0))
+        mean = sum(scored) / len(scored) if scored else 0.0
+        self.say(f"<b>{head_label(name, int(h))}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
+                 f"the text's {len(scored)} scored tokens change by Δp = {mean:+.4f} on average; most at position "
+                 f"{worst + 1} "
+                 f"(<code>{display_token(result.tokens[worst])}</code>, {_p(result.before[worst])} → "
+                 f"{_p(result.after[worst])}). Red: p rose, blue: p fell.")
+
+    def _tip(self, i: int) -> str:
+        r = self.result
+        if r is None or r.before[i] is None:
+            return "context only: not scored"
+        return f"p before {r.before[i]:.4f} · after {r.after[i]:.4f} · Δp {r.delta[i]:+.4f}"
+
+    def _on_error(self, message: str) -> None:
+        self._call = None
+        self.say(f"Could not ablate the head: {message}", error=True)
+
+    def say(self, text: str, error: bool = False) -> None:
+        show_message(self.summary, text, error)
+
+    def export_csv(self, path) -> Path:
+        """The per-position table (`TextAblation.csv`)."""
+        if self.result is None:
+            raise ValueError("no head has been ablated yet.")
+        from ...core.files import atomic_write
+
+        atomic_write(Path(path), self.result.csv())
+        return Path(path)
+
+    def _export(self) -> None:
+        if self.result is not None:
+            save_with_dialog(self, f"ablate-{self.result.component.replace('/', '-')}", "CSV table (*.csv)", ".csv",
+                             self.export_csv, self.summary)
+
+
+def _p(v: float | None) -> str:
+    return "" if v is None else f"{v:.4f}"

@@ -1,0 +1,175 @@
+"""The Attention panel's experiments on a tiny trained run: the knock-out table (every head and MLP, off the GUI
+thread, cancellable, the weights chosen, CSV and PNG), a head ablated from the grid's context menu (the text's
+token probabilities before and after), and activation patching (the map, the heads, bad input said inline)."""
+import csv
+import types
+
+import pytest
+from conftest import LONG
+from PySide6.QtCore import Qt
+
+from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from fatstudio.core.inspect import inference
+from fatstudio.core.inspect.ablation import knockout_table, text_ablation
+from fatstudio.core.runs.folder import Run
+from fatstudio.qt.panels import attention_head_ablation
+from fatstudio.qt.panels.attention import AttentionPanel
+
+NAMES = ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A tiny gpt trained 30 steps, evaluated (probe maps saved) at 10, 20 and 30."""
+    from fatstudio.core.training import train
+
+    tmp = tmp_path_factory.mktemp("run")
+    corpus = tmp / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 100, encoding="utf-8")
+    cfg = RunConfig(ModelConfig(l_max=16, L=2, H=2, d_e=16, d_mlp=32), DataConfig(corpus=str(corpus)),
+                    TrainConfig(steps=30, batch_size=4, eval_interval=10, eval_iters=2, sample_tokens=0,
+                                lr=1e-2, device="cpu"))
+    for _ in train(cfg, run_dir=tmp / "run"):
+        pass
+    return tmp / "run"
+
+
+@pytest.fixture
+def panel(qtbot, run_dir):
+    p = AttentionPanel()
+    qtbot.addWidget(p)
+    p.resize(1300, 800)
+    loaded = Run.open(run_dir).load_model()
+    p.set_model(loaded)
+    p.show_maps(inference.attention_maps_for_ids(loaded.model, loaded.tokenizer,
+                                                 loaded.tokenizer.encode("the lazy fox")))
+    p.show()
+    return p
+
+
+def test_the_knockout_table_fills_with_every_component_sorted_by_delta_and_exports(qtbot, panel, tmp_path):
+    view = panel.ablationView
+    assert panel.ablationTable.objectName() == "ablationTable" and panel.findChild(object, "ablationTable")
+    assert view.stepCombo.currentText().startswith("model loaded · step 30")
+    view.kindCombo.setCurrentIndex(view.kindCombo.findData("mean"))
+    view.runButton.click()
+    assert view.running and not view.runButton.isEnabled() and view.cancelButton.isEnabled()
+    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+    expected = knockout_table(panel.loaded, "mean")
+    assert sorted(r.component for r in view.rows) == sorted(NAMES) and view.complete
+    assert view.baseline == pytest.approx(expected.baseline_loss)
+    by_name = {r.component: r for r in expected.rows}
+    t = panel.ablationTable
+    assert t.rowCount() == len(NAMES)
+    deltas = [float(t.item(i, 2).text()) for i in range(t.rowCount())]
+    assert deltas == sorted(deltas, reverse=True)  # the largest rise first
+    for i in range(t.rowCount()):
+        name = t.item(i, 0).data(Qt.ItemDataRole.UserRole)
+        assert float(t.item(i, 2).text()) == pytest.approx(by_name[name].delta_loss, abs=1e-4)
+    top = t.item(0, 2).background().color()
+    assert top.alphaF() > 0.5 and (top.red() > top.blue()) == (deltas[0] > 0)  # coloured by Δ
+    assert "Validation loss" in view.status.text() and "6 components" in view.status.text()
+    rows = list(csv.DictReader(view.export_csv(tmp_path / "k.csv").open(encoding="utf-8")))
+    assert [r["component"] for r in rows] == NAMES
+    assert [float(r["delta_loss"]) for r in rows] == pytest.approx([by_name[n].delta_loss for n in NAMES])
+    png = view.export_png(tmp_path / "k.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cancel_stops_the_table_and_keeps_what_was_measured(qtbot, panel):
+    view = panel.ablationView
+    view.start()
+    view.cancelButton.click()  # before the first component: the baseline is still being measured
+    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+    assert not view.complete and len(view.rows) < len(NAMES)
+    assert "ancel" in view.status.text() and view.runButton.isEnabled() and not view.cancelButton.isEnabled()
+    with pytest.raises(ValueError, match="no knock-out table"):
+        view.export_csv("never.csv")
+
+
+def test_the_weights_offer_the_saved_checkpoint_and_name_the_probe_steps(qtbot, panel, run_dir):
+    view = panel.ablationView
+    view.set_sources(panel.loaded, None, str(run_dir), [10, 20, 30])  # a snapshot loaded; the run shown
+    combo = view.stepCombo
+    texts = [combo.itemText(i) for i in range(combo.count())]
+    assert texts[0].startswith("model loaded") and "saved checkpoint, step 30" in texts[1]
+    assert "probe steps 10…30" in texts[2] and not combo.model().item(2).isEnabled()
+    combo.setCurrentIndex(1)
+    view.start()
+    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+    assert len(view.rows) == len(NAMES) and "the saved checkpoint" in view.status.text()
+    view.set_sources(None)
+    assert combo.count() == 0 and not view.runButton.isEnabled()
+
+
+def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_probabilities(qtbot, panel, tmp_path):
+    assert attention_head_ablation.head_menu(panel, 0, 2) is None  # the mean's column
+    menu = attention_head_ablation.head_menu(panel, 1, 0)
+    actions = menu.actions()
+    assert [a.text() for a in actions][0] == "Ablate this head (zero)" and "mean" in actions[1].text()
+    actions[0].trigger()
+    view = panel.headAblationView
+    assert panel.browser.viewTabs.currentWidget() is view
+    qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
+    expected = text_ablation(panel.loaded, "self/1/0", "the lazy fox")
+    assert view.result.after == pytest.approx(expected.after) and view.result.before == pytest.approx(expected.before)
+    assert view.table.rowCount() == len(expected.tokens) == view.text.token_count()
+    assert view.table.item(1, 4).text() == f"{expected.delta[1]:+.4f}" and view.table.item(0, 4).text() == ""
+    assert "layer 2 · head 1" in view.summary.text() and "Δp" in view.summary.text()
+    lines = view.export_csv(tmp_path / "a.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "position,token,p_before,p_after,delta_p" and len(lines) == len(expected.tokens) + 1
+    panel._on_grid_clicked(0, 0)  # a left click shows the head large again
+    assert panel.browser.viewTabs.currentIndex() == 0
+
+
+def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_path):
+    view = panel.patchingView
+    assert panel.findChild(object, "patchingView") is view
+    view.cleanEdit.setText("the lazy dog")
+    view.corruptEdit.setText("the lazy do")
+    assert "12 tokens" in view.message.text() and "same length" in view.message.text()
+    assert not view.runButton.isEnabled()
+    view.corruptEdit.setText("the lazy d#g")
+    assert "#" in view.message.text() and not view.runButton.isEnabled()  # the tokenizer's words, no traceback
+    view.corruptEdit.setText("the lazy dog")  # clean into clean: nothing to restore, said inline
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view._call is None, timeout=LONG)
+    assert "same logit difference" in view.message.text() and view.result is None
+    view.corruptEdit.setText("the fazy dog")
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
+    r = view.result
+    assert view.map.query_tokens == ["embedding", "1", "2"] and view.map.matrix.shape == (3, 12)
+    assert view.map.matrix[2, 11] == pytest.approx(1.0, abs=1e-5)  # the last stream at the last position: all
+    assert view.heads.rowCount() == 2 and view.heads.columnCount() == 2
+    assert view.heads.item(1, 1).text() == f"{r.heads['self/1'][1]:.2f}"
+    assert "clean" in view.message.text() and "corrupted" in view.message.text() and "logit(" in view.message.text()
+    lines = view.export_csv(tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + 3 * 12 + 4
+    assert view.export_png(tmp_path / "p.png").stat().st_size > 0
+    view.set_model(types.SimpleNamespace(model=types.SimpleNamespace(config=types.SimpleNamespace(arch="bert"))))
+    assert "decoder-only" in view.message.text() and not view.runButton.isEnabled()
+
+
+def test_rows_measured_in_the_worker_reach_the_table_at_each_drain(panel):
+    from fatstudio.core.inspect.ablation import KnockoutRow
+
+    view = panel.ablationView
+    view._sink.extend([KnockoutRow("self/0/0", 2.0, 0.5), KnockoutRow("mlp/0", 1.4, -0.1)])
+    view._drain()  # what the timer does every DRAIN_MS while the worker runs
+    assert view.baseline == pytest.approx(1.5) and panel.ablationTable.rowCount() == 2
+    assert panel.ablationTable.item(1, 2).text() == "-0.1000"  # sorted by Δ
+    assert panel.ablationTable.item(1, 2).background().color().blue() > 150  # a fall: blue
+
+
+def test_a_right_click_on_a_thumbnail_asks_for_its_menu(qtbot, panel):
+    grid = panel.headGrid
+    vb = grid.views[1][0]
+    where = vb.sceneBoundingRect().center()
+    event = types.SimpleNamespace(button=lambda: Qt.MouseButton.RightButton, scenePos=lambda: where,
+                                  screenPos=lambda: where)
+    with qtbot.waitSignal(grid.headMenuRequested, timeout=1000) as got:
+        grid._on_clicked(event)
+    assert got.args[:2] == [1, 0]
+    with qtbot.assertNotEmitted(grid.headClicked):  # a right click does not show the head large
+        grid._on_clicked(event)
