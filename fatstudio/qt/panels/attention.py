@@ -25,6 +25,8 @@
   run: a head forming) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
   slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
   it folds to a one-line note;
+- under the maps, the logit lens of the text shown (``lensView``, `attention_lens`): the probe step's, saved
+  with its maps (so the slider scrubs it over training), or the user's text's, measured in a worker;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -57,6 +59,7 @@ from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
 from . import attention_export, attention_probes, attention_scores
+from .attention_lens import LensView
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
@@ -120,13 +123,15 @@ class AttentionPanel(QWidget):
         self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
+        self.lensView = LensView()  # the logit lens, under the probe slider (`attention_lens`)
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
         vsplit.addWidget(self.browser)
         vsplit.addWidget(self.strips)
-        for i, stretch in enumerate((0, 1, 0)):  # spare height goes to the maps, not the score plot or the strips
+        vsplit.addWidget(self.lensView)
+        for i, stretch in enumerate((0, 1, 0, 0)):  # spare height goes to the maps, not the score plot or the strips
             vsplit.setStretchFactor(i, stretch)
-        vsplit.setSizes([100, 800, 80])  # the maps first; the others at about their least
+        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (the lens asks)
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -148,6 +153,7 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
         self.scoreHistory.heightWanted.connect(self._give_score_height)
+        self.lensView.heightWanted.connect(self._give_lens_height)
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -235,6 +241,7 @@ class AttentionPanel(QWidget):
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
         attention_scores.request_scores(self)
+        self._show_lens()
 
     def clear(self) -> None:
         """Forget the user's text's maps and show none (the probe slider stays)."""
@@ -247,6 +254,7 @@ class AttentionPanel(QWidget):
         self.kind = None
         self.query = None
         self.attentionView.clear_matrix()
+        self.lensView.clear()
         self.stack.setCurrentIndex(0)
         self.scoreHistory.set_view(None, None, self.head)
         self._update_source()
@@ -314,13 +322,23 @@ class AttentionPanel(QWidget):
     def _draw_grid(self) -> None:
         self.browser.show_grid(*self._shown(), self.scores, self.current_name())
 
+    def _show_lens(self) -> None:
+        """The lens of the maps shown: saved with the probe step's maps, or measured for the user's text."""
+        step = self.probe_step
+        if self.showing_probe and step is not None and step in self.probeTimeline.probe_paths:
+            self.lensView.show_probe(self.probeTimeline.probe_paths[step], step)
+        else:
+            self.lensView.show_text(self.maps)
+
     # ---- head scores (measured in a worker) ------------------------------------------------------------
     def set_model(self, loaded) -> None:
         """The LoadedModel (model, tokenizer) whose head scores are measured beside the maps shown: prev, diag
         and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
         self.loaded = loaded
+        self.lensView.set_model(loaded)
         if self.maps is not None:
             attention_scores.request_scores(self)
+            self._show_lens()
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
@@ -427,7 +445,13 @@ class AttentionPanel(QWidget):
         """The score plot folded or unfolded: the height it gives or takes goes to the maps."""
         sizes = self._vsplit.sizes()
         if sum(sizes):
-            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, sizes[2]])
+            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, *sizes[2:]])
+
+    def _give_lens_height(self, want: int) -> None:
+        """The lens folded or unfolded: the maps give or take the height."""
+        sizes = self._vsplit.sizes()
+        if sum(sizes):
+            self._vsplit.setSizes([sizes[0], sizes[1] + sizes[3] - want, sizes[2], want])
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:
