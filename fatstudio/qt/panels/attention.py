@@ -58,7 +58,7 @@ from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from . import attention_export, attention_probes, attention_scores
+from . import attention_export, attention_lens, attention_probes, attention_scores
 from .attention_lens import LensView
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
@@ -153,7 +153,7 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
         self.scoreHistory.heightWanted.connect(self._give_score_height)
-        self.lensView.heightWanted.connect(self._give_lens_height)
+        self.lensView.heightWanted.connect(lambda want: attention_lens.give_height(self._vsplit, want))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -241,7 +241,7 @@ class AttentionPanel(QWidget):
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
         attention_scores.request_scores(self)
-        self._show_lens()
+        attention_lens.follow(self)
 
     def clear(self) -> None:
         """Forget the user's text's maps and show none (the probe slider stays)."""
@@ -322,14 +322,6 @@ class AttentionPanel(QWidget):
     def _draw_grid(self) -> None:
         self.browser.show_grid(*self._shown(), self.scores, self.current_name())
 
-    def _show_lens(self) -> None:
-        """The lens of the maps shown: saved with the probe step's maps, or measured for the user's text."""
-        step = self.probe_step
-        if self.showing_probe and step is not None and step in self.probeTimeline.probe_paths:
-            self.lensView.show_probe(self.probeTimeline.probe_paths[step], step)
-        else:
-            self.lensView.show_text(self.maps)
-
     # ---- head scores (measured in a worker) ------------------------------------------------------------
     def set_model(self, loaded) -> None:
         """The LoadedModel (model, tokenizer) whose head scores are measured beside the maps shown: prev, diag
@@ -338,7 +330,7 @@ class AttentionPanel(QWidget):
         self.lensView.set_model(loaded)
         if self.maps is not None:
             attention_scores.request_scores(self)
-            self._show_lens()
+            attention_lens.follow(self)
 
     def scores_pending(self) -> bool:
         return self._scores_call is not None and self._scores_call.running
@@ -446,12 +438,6 @@ class AttentionPanel(QWidget):
         sizes = self._vsplit.sizes()
         if sum(sizes):
             self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, *sizes[2:]])
-
-    def _give_lens_height(self, want: int) -> None:
-        """The lens folded or unfolded: the maps give or take the height."""
-        sizes = self._vsplit.sizes()
-        if sum(sizes):
-            self._vsplit.setSizes([sizes[0], sizes[1] + sizes[3] - want, sizes[2], want])
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QScrollArea,
+    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -33,6 +35,9 @@ from ...core.inspect.saved_lens import SavedLens
 from ..widgets.attribution_bars import AttributionBars
 from ..widgets.lens_grid import LensGrid, RowLabels
 from ..workers import call_in_thread, describe_error
+
+if TYPE_CHECKING:
+    from .attention import AttentionPanel
 
 NO_LENS = ("No lens saved for this run: its probe files were written before the logit lens was saved with them "
            "(or the model is a classifier, whose output is its classes). Train it again to watch the lens form.")
@@ -47,6 +52,22 @@ def _measure(key: object, model, tokenizer, ids: list[int], context_ids: list[in
     from fatstudio.core.inspect.probe_lens import measure
 
     return key, measure(copy.deepcopy(model), tokenizer, ids, context_ids, attributed=None)
+
+
+def follow(panel: AttentionPanel) -> None:
+    """Show the lens of the Attention panel's maps: saved with the probe step's, or measured for the user's text."""
+    step, view = panel.probe_step, panel.lensView
+    if panel.showing_probe and step is not None and step in panel.probeTimeline.probe_paths:
+        view.show_probe(panel.probeTimeline.probe_paths[step], step)
+    else:
+        view.show_text(panel.maps)
+
+
+def give_height(splitter: QSplitter, want: int) -> None:
+    """The lens (the splitter's last part) folded or unfolded: the maps (its second) give or take the height."""
+    sizes = splitter.sizes()
+    if sum(sizes):
+        splitter.setSizes([sizes[0], sizes[1] + sizes[-1] - want, *sizes[2:-1], want])
 
 
 class LensView(QWidget):
