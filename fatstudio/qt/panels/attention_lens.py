@@ -197,11 +197,15 @@ class LensView(QWidget):
         T = len(lens.tokens)
         if self.position is None or self.position >= T:
             self.position = T - 1  # the last position: its attribution is always saved
-        reads = "column t guesses token t+1" if lens.predicts_next else "column t guesses the (masked) token at t"
-        src = f", given the source ({len(lens.source_tokens)} tokens)" if lens.source_tokens else ""
-        self.captionLabel.setText(
-            f"<b>Logit lens</b> · {what}{src}: the top token after each layer, read through the final norm and W_u "
-            f"({reads}; colour: its probability; bold: right). Click a column for its attribution.")
+        guess = "the next token" if lens.predicts_next else "the (masked) token there"
+        src = " (given its source)" if lens.source_tokens else ""
+        self.captionLabel.setText(f"<b>Logit lens</b> · {what}{src}: each layer's top guess for {guess} (colour: its "
+                                  "probability; bold: right). Click a column for its attribution.")
+        self.captionLabel.setToolTip(
+            "The residual stream after each layer read through what follows the last layer (the final norm and W_u): "
+            "row 0 the embedding, the last row the model's own output. "
+            + ("Column t guesses token t+1." if lens.predicts_next else "Column t guesses the token at t.")
+            + (f" The encoder read {len(lens.source_tokens)} source tokens." if lens.source_tokens else ""))
         self._say("")
         self.grid.set_lens(lens, self.position)
         self._fold(False)

@@ -65,10 +65,14 @@ class AttributionBars(QWidget):
         return QRectF(self.PAD + 34, self.TITLE_H, self.width() - 2 * self.PAD - 34,
                       self.height() - self.TITLE_H - self.LABEL_H - 4)
 
-    def bar_rect(self, i: int) -> QRectF:
+    def top(self) -> float:
+        """The largest |part|: the chart's half height."""
+        return max((abs(v) for v in self.values), default=1.0) or 1.0
+
+    def bar_rect(self, i: int, top: float | None = None) -> QRectF:
         area, n = self._plot_rect(), max(1, len(self.values))
         w = area.width() / n
-        top = max((abs(v) for v in self.values), default=1.0) or 1.0
+        top = top or self.top()
         zero = area.top() + area.height() / 2
         h = self.values[i] / top * (area.height() / 2)
         return QRectF(area.left() + i * w + w * 0.15, min(zero, zero - h), w * 0.7, max(1.0, abs(h)))
@@ -106,7 +110,7 @@ class AttributionBars(QWidget):
             p.end()
             return
         area = self._plot_rect()
-        top = max(abs(v) for v in self.values) or 1.0
+        top = self.top()
         zero = area.top() + area.height() / 2
         small = QFont(self.font())
         small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
@@ -120,7 +124,7 @@ class AttributionBars(QWidget):
         upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar
         p.setPen(fg)
         for i, v in enumerate(self.values):
-            p.fillRect(self.bar_rect(i), UP if v >= 0 else DOWN)
+            p.fillRect(self.bar_rect(i, top), UP if v >= 0 else DOWN)
             if upright:
                 p.drawText(QRectF(area.left() + i * w, area.bottom() + 2, w, self.LABEL_H),
                            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, labels[i])

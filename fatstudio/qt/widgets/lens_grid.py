@@ -97,36 +97,39 @@ class LensGrid(QWidget):
         if cell is not None and e.button() == Qt.MouseButton.LeftButton:
             self.columnClicked.emit(cell[1])
 
-    def paintEvent(self, _e) -> None:
+    def paintEvent(self, e) -> None:
         lens = self.lens
         if lens is None:
             return
         p = QPainter(self)
-        p.setRenderHint(QPainter.RenderHint.Antialiasing, False)
         base = QFont(self.font())
         bold = QFont(base)
         bold.setBold(True)
-        fm = QFontMetricsF(base)
         w = self.cell_width()
-        chars = max(1, int((w - 4) // max(1.0, fm.horizontalAdvance("M"))))
-        rgb = colormap(np.asarray(lens.top_probs))
-        palette_text = self.palette().color(self.foregroundRole())
-        p.setPen(palette_text)
-        for t, tok in enumerate(lens.tokens):  # the text's tokens above the columns
-            r = QRectF(self.LABEL_W + t * w, 0, w, self.HEADER_H)
-            p.drawText(r, Qt.AlignmentFlag.AlignCenter, display_token(tok, chars))
+        chars = max(1, int((w - 4) // max(1.0, QFontMetricsF(base).horizontalAdvance("M"))))
+        T = len(lens.tokens)
+        shown = e.rect()  # only the columns exposed (the scroll area shows a part of a long text)
+        first = max(0, int((shown.left() - self.LABEL_W) // w))
+        last = min(T, int((shown.right() - self.LABEL_W) // w) + 1)
+        rgb = colormap(np.asarray(lens.top_probs[:, first:last]))
+        dark, light = QColor("black"), QColor("white")
+        p.setPen(self.palette().color(self.foregroundRole()))
+        for t in range(first, last):  # the text's tokens above the columns
+            p.drawText(QRectF(self.LABEL_W + t * w, 0, w, self.HEADER_H), Qt.AlignmentFlag.AlignCenter,
+                       display_token(lens.tokens[t], chars))
         for row in range(lens.n_rows):
-            for t in range(len(lens.tokens)):
-                r = self.cell_rect(row, t)
-                c = rgb[row, t]
+            y, texts, probs = self.HEADER_H + row * self.ROW_H, lens.top_tokens[row], lens.top_probs[row]
+            for t in range(first, last):
+                r = QRectF(self.LABEL_W + t * w, y, w, self.ROW_H)
+                c = rgb[row, t - first]
                 p.fillRect(r, QColor(int(c[0]), int(c[1]), int(c[2])))
-                p.setPen(QColor("black") if lens.top_probs[row, t] > 0.55 else QColor("white"))
+                p.setPen(dark if probs[t] > 0.55 else light)
                 p.setFont(bold if self.is_right(row, t) else base)
-                p.drawText(r, Qt.AlignmentFlag.AlignCenter, display_token(lens.top_tokens[row][t], chars))
+                p.drawText(r, Qt.AlignmentFlag.AlignCenter, display_token(texts[t], chars))
         y_out = self.HEADER_H + (lens.n_rows - 1) * self.ROW_H  # the output row, set apart
-        p.setPen(QPen(QColor("white"), 2))
-        p.drawLine(self.LABEL_W, y_out, int(self.LABEL_W + w * len(lens.tokens)), y_out)
-        if self.selected is not None and 0 <= self.selected < len(lens.tokens):
+        p.setPen(QPen(light, 2))
+        p.drawLine(self.LABEL_W, y_out, int(self.LABEL_W + w * T), y_out)
+        if self.selected is not None and 0 <= self.selected < T:
             p.setPen(QPen(QColor("#e74c3c"), 2))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(QRectF(self.LABEL_W + self.selected * w + 1, 1, w - 2,
