@@ -3,6 +3,7 @@ attribution recomputed on that step's weights, for every architecture; older pro
 import numpy as np
 import pytest
 import torch
+from interventions_helpers import ARCHS, inputs, tiny
 from test_probes import TINY, config, text_file  # noqa: F401 (a fixture)
 
 from fatstudio.core.inspect import probes
@@ -80,3 +81,29 @@ def test_measuring_every_position_of_a_text():
     assert full.attribution is not None and full.attribution.positions.tolist() == list(range(11))
     rows = full.csv_rows()
     assert rows[0] == ["row", *"hello world"] and [r[0] for r in rows[1:]] == ["embedding", "after layer 1", "output"]
+
+
+@pytest.mark.parametrize("name", [*ARCHS, "gpt-swiglu-gqa-rope"])
+def test_measure_reads_every_architecture(name):
+    """The last row is the model's own top token; the attribution sums to the logit, or is refused in words."""
+    over = dict(activation="swiglu", H_kv=1, positions="rope") if name == "gpt-swiglu-gqa-rope" else {}
+    model = tiny("gpt" if over else name, **over)
+    x, kw = inputs(model, B=1, T=6)
+    ctx = kw["context"][0].tolist() if "context" in kw else None
+    saved = measure(model, _Strings(), x[0].tolist(), ctx, attributed=3)
+    out = model(x, **kw)[0]
+    np.testing.assert_array_equal(saved.top_ids[-1], out.argmax(-1).numpy())
+    if saved.attribution is None:
+        assert saved.refused and name in ("bert", "edt", "gpt-post-swiglu-gqa-rope")
+        return
+    a = saved.attribution
+    assert a.positions.tolist() == [3, 4, 5] and a.targets[:2].tolist() == x[0, 4:].tolist()
+    np.testing.assert_allclose(a.parts.sum(1), a.logits, atol=1e-4)
+    np.testing.assert_allclose(a.logits[-1], out[5, a.targets[-1]].item(), atol=1e-9)
+
+
+class _Strings:
+    """A tokenizer's token_strings, for ids without a tokenizer."""
+
+    def token_strings(self, ids):
+        return [f"t{i}" for i in ids]
