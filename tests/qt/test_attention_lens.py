@@ -16,7 +16,7 @@ from fatstudio.core.inspect import inference
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
 from fatstudio.core.inspect.probes import list_probes, load_probe_lens
 from fatstudio.qt.panels.attention import AttentionPanel
-from fatstudio.qt.panels.attention_lens import NO_LENS
+from fatstudio.qt.panels.attention_lens import NO_LENS, TEXT_ATTRIBUTED
 from fatstudio.qt.widgets.attribution_bars import part_label
 
 LONG = 60_000  # ms: a worker on a slow, shared machine
@@ -68,7 +68,7 @@ def test_the_lens_fills_from_the_probe_files_and_the_slider_scrubs_it(qtbot, pan
     assert [part_label(n) for n in view.bars.names] == [part_label(n) for n in first.attribution.names]
     assert {"emb", "bias", "1.1", "2.2", "MLP 2"} <= {part_label(n) for n in view.bars.names}
     view.select_position(0)  # not saved in a probe file: said so
-    assert view.bars.message.startswith("No attribution saved at position 1") and f"last {ATTRIBUTED}" in view.bars.message
+    assert view.bars.message.startswith("No attribution at position 1") and f"last {ATTRIBUTED}" in view.bars.message
     assert "p = " in view.grid.tooltip(2, 0) and "output" in view.grid.tooltip(2, 0)
     # the CSV: a header, a row per layer, then the chosen position's parts
     view.select_position(T - 1)
@@ -105,12 +105,12 @@ def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
     panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, ids, ctx))
     view = panel.lensView
     qtbot.waitUntil(lambda: view.lens is not None, timeout=LONG)
-    want = measure(loaded.model, tok, ids, ctx, attributed=None)
+    want = measure(loaded.model, tok, ids, ctx, attributed=TEXT_ATTRIBUTED)
     assert view.lens.top_tokens == want.top_tokens and "your text" in view.captionLabel.text()
     assert view.lens.n_rows == 3 and (view.lens.source_tokens is not None) == (arch == "edt")
     if arch == "gpt":
         assert view.bars.values == pytest.approx(want.attribution.parts[-1].tolist())
-        view.select_position(0)  # every position of the user's text is attributed
+        view.select_position(0)  # every position of a short text of the user's is attributed
         assert view.bars.values == pytest.approx(want.attribution.parts[0].tolist())
     else:  # refused, in words, inline
         assert view.bars.message.startswith("No direct logit attribution") and f"'{arch}' model" in view.bars.message

@@ -6,8 +6,8 @@ each MLP and the biases (`widgets.attribution_bars`, `lens.attribute`).
 - a training probe's step: the lens and attribution saved in that step's probe file (`probes.load_probe_lens`,
   read on the GUI thread like the maps: a few kilobytes), so the slider scrubs the lens over training; a run
   whose files have none says so;
-- "Your text": measured from the loaded model in a worker (`probe_lens.measure`, every position attributed),
-  once per text;
+- "Your text": measured from the loaded model in a worker (`probe_lens.measure`, its last `TEXT_ATTRIBUTED`
+  positions attributed), once per text;
 - a model whose output cannot be split (`lens.check_attributable`) shows why instead of the bars;
 - Export PNG (the lens and the bars as shown) and CSV (`export_csv`: the grid, then the chosen position's parts).
 """
@@ -43,15 +43,18 @@ NO_LENS = ("No lens saved for this run: its probe files were written before the 
            "(or the model is a classifier, whose output is its classes). Train it again to watch the lens form.")
 
 
+TEXT_ATTRIBUTED = 64  # the user's text's attributed positions, the last ones (one forward pass each, in a worker)
+
+
 def _measure(key: object, model, tokenizer, ids: list[int], context_ids: list[int] | None) -> tuple[object, SavedLens]:
-    """In a worker: the lens of a text with every position attributed (`probe_lens.measure`), on a copy of the
+    """In a worker: the lens of a text, its last `TEXT_ATTRIBUTED` positions attributed (`probe_lens.measure`), on a copy of the
     model: its hooks then see only its own forward passes, not those other workers run on the model meanwhile
     (head scores, generation)."""
     import copy
 
     from fatstudio.core.inspect.probe_lens import measure
 
-    return key, measure(copy.deepcopy(model), tokenizer, ids, context_ids, attributed=None)
+    return key, measure(copy.deepcopy(model), tokenizer, ids, context_ids, attributed=TEXT_ATTRIBUTED)
 
 
 def follow(panel: AttentionPanel) -> None:
@@ -259,8 +262,8 @@ class LensView(QWidget):
         i = a.row(t)
         if i is None:
             first = int(a.positions[0]) + 1
-            self.bars.set_message(f"No attribution saved at position {t + 1}: a probe file keeps the attribution of "
-                                  f"its last {len(a.positions)} positions ({first}-{len(lens.tokens)}); click one.")
+            self.bars.set_message(f"No attribution at position {t + 1}: only the last {len(a.positions)} positions "
+                                  f"({first}-{len(lens.tokens)}) are attributed (one forward pass each); click one.")
             return
         whose = "the next token" if a.observed[i] else "the model's top token"
         self.bars.set_parts(f"Position {t + 1} “{display_token(lens.tokens[t])}”: logit of “"
