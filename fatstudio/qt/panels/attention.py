@@ -123,7 +123,7 @@ class AttentionPanel(QWidget):
         self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
-        self.lensView = LensView()  # the logit lens, under the probe slider (`attention_lens`)
+        self.lensView = LensView()  # the logit lens of the text shown, under the maps (`attention_lens`)
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
         vsplit.addWidget(self.browser)
