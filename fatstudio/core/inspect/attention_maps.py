@@ -132,12 +132,15 @@ class AttentionMaps:
 
     ``maps[name]`` is (H, T_query, T_key), named ``kind/l`` (see the module). ``tokens`` label the queries
     (the decoder side for edt); ``context_tokens`` label the encoder side of an edt (enc keys and queries,
-    cross keys), else None.
+    cross keys), else None. ``ids`` and ``context_ids``: the token ids the model read, where known (a forward
+    pass's maps; not a probe file's).
     """
 
     tokens: list[str]
     context_tokens: list[str] | None
     maps: dict[str, np.ndarray] = field(default_factory=dict)
+    ids: list[int] | None = None
+    context_ids: list[int] | None = None
 
     # ---- what there is ----
     def kinds(self) -> list[str]:

@@ -250,7 +250,8 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
     is widened to float32 for numpy)."""
     maps = {k: at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
     ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
-    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps)
+    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps, list(ids),
+                         None if context_ids is None else list(context_ids))
 
 
 @dataclass
@@ -324,7 +325,8 @@ l_max allows.
         """The attention maps of one forward pass over `attention_input` (the last token sampled is read too),
         with `attention_caption`."""
         maps = attention_maps_for_ids(self._model, self._tokenizer, *self.attention_input())
-        return TextAttention(maps.tokens, maps.context_tokens, maps.maps, self.attention_caption())
+        return TextAttention(maps.tokens, maps.context_tokens, maps.maps, maps.ids, maps.context_ids,
+                             self.attention_caption())
 
 
 # -------------------------------------------------------------------------------- Algorithm 14: generate

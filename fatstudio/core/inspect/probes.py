@@ -15,7 +15,9 @@ repeated twice, see `head_scores`), and `save_probe` writes both to ``probes/ste
 one float16 tensor (H, T_query, T_key) per map, named as the model names it ("self/0", "cross/1", …); in
 the file's metadata (strings) the tokens, the probe input and, under ``"scores"``, the head scores as JSON
 (`HeadScores.to_dict`: {"maps": {"self/0": {"prev": [H numbers], …, "induction": [H numbers]}, …}, "n",
-"seed"}); written under a temporary name and renamed into place like every run file. safetensors files hold
+"seed"}); and, when the trainer measured it (`probe_lens.measure`), the step's logit lens and attribution as
+``lens:…`` tensors and JSON under ``"lens"`` (`saved_lens`; `load_probe_lens`, None for an older file); written
+under a temporary name and renamed into place like every run file. safetensors files hold
 only tensors and strings, so reading one never executes code. `Run.probe_steps` and `Run.load_probe` read
 them back; so do `list_probes` and `load_probe_file` for a folder; `probe_scores` a file's head scores
 (a file written before scores were saved: what its maps give, no induction) and `score_history` a run's
@@ -38,6 +40,9 @@ from ..files import atomic_write
 from .attention_maps import AttentionMaps
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
+from .saved_lens import META_KEY as LENS_KEY
+from .saved_lens import PREFIX as LENS_PREFIX
+from .saved_lens import SavedLens
 
 if TYPE_CHECKING:
     from ..data.corpora import Dataset
@@ -174,9 +179,10 @@ def probe_path(run_dir: str | Path, step: int) -> Path:
 
 
 def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: ProbeInput | None = None,
-               scores: HeadScores | None = None) -> Path:
+               scores: HeadScores | None = None, lens: SavedLens | None = None) -> Path:
     """Write ``maps`` as ``probes/step-NNNNNNNN.safetensors`` (float16 tensors named as the maps; the tokens,
-    the probe input and the step's head ``scores`` in the metadata), atomically. Returns the path."""
+    the probe input and the step's head ``scores`` in the metadata; the step's logit ``lens``, `saved_lens`),
+    atomically. Returns the path."""
     from safetensors.numpy import save
 
 
@@ -188,6 +194,9 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
                 "probe": json.dumps(probe.to_dict() if probe else None)}
     if scores is not None:
         metadata["scores"] = json.dumps(scores.to_dict())
+    if lens is not None:
+        tensors.update(lens.tensors())
+        metadata[LENS_KEY] = lens.metadata()
     atomic_write(path, save(tensors, metadata=metadata))
     return path
 
@@ -200,7 +209,8 @@ def _read(path: str | Path, with_maps: bool = True) -> tuple[dict[str, str], dic
     try:
         with safe_open(str(path), framework="np") as f:
             meta = f.metadata() or {}
-            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()} if with_maps else {}  # noqa: SIM118
+            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()  # noqa: SIM118
+                    if not name.startswith(LENS_PREFIX)} if with_maps else {}
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
     except Exception as e:  # safetensors raises its own error types for bad headers
@@ -217,6 +227,22 @@ def load_probe_file(path: str | Path) -> AttentionMaps:
     except (KeyError, ValueError) as e:
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     return AttentionMaps(tokens, context, maps)
+
+
+def load_probe_lens(path: str | Path) -> SavedLens | None:
+    """The logit lens saved in a probe file (`saved_lens`); None for a file written before it was saved.
+    ValueError if the file or its lens cannot be read."""
+    from safetensors import safe_open
+
+    meta = _read(path, with_maps=False)[0]
+    if LENS_KEY not in meta:
+        return None
+    with safe_open(str(path), framework="np") as f:
+        tensors = {name: f.get_tensor(name) for name in f.keys() if name.startswith(LENS_PREFIX)}  # noqa: SIM118
+    try:
+        return SavedLens.from_file(meta, tensors)
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
 
 
 def saved_scores(path: str | Path) -> HeadScores | None:
@@ -290,5 +316,5 @@ def remove_after(run_dir: str | Path, step: int) -> None:
 
 
 __all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "measure_scores", "save_probe",
-           "load_probe_file", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
+           "load_probe_file", "load_probe_lens", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
            "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]

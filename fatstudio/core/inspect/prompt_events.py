@@ -169,7 +169,7 @@ def score_events(loaded: LoadedModel, inp: ScoreInput, *, alternatives: int = 5)
 
     def maps() -> inference.TextAttention:
         m = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, *inp.attention_input(loaded.tokenizer.bos_id))
-        return inference.TextAttention(m.tokens, m.context_tokens, m.maps, inp.attention_caption())
+        return inference.TextAttention(m.tokens, m.context_tokens, m.maps, m.ids, m.context_ids, inp.attention_caption())
 
     yield _attention(maps)
     yield Finished("finished")

@@ -29,7 +29,7 @@ from ..device import (
     set_rng_state,
 )
 from ..distributed import World
-from ..inspect import probes
+from ..inspect import probe_lens, probes
 from ..inspect.diagnostics import head_findings
 from ..inspect.loaded import LoadedModel
 from ..inspect.probes import ProbeInput
@@ -437,13 +437,15 @@ class Trainer:
         self.folder.write_meta(**{probes.META_KEY: probe.to_dict()})
 
     def _probe(self, step: int) -> Probe:
-        """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk) and
-        the step's head scores (`probes.measure_scores`: one more small forward pass for induction)."""
+        """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk), the
+        step's head scores (`probes.measure_scores`: one more small forward pass for induction) and, but for a
+        classifier, its logit lens and attribution (`probe_lens.measure`: one pass, one per attributed position)."""
         assert self.probe_ids is not None
         ids, context = self.probe_ids
         maps = probes.probe_maps(self.model, self.tokenizer, ids, context)
         scores = probes.measure_scores(self.model, self.tokenizer, maps)
-        path = probes.save_probe(self.folder.path, step, maps, self.probe, scores)
+        lens = None if self.task == "classification" else probe_lens.measure(self.model, self.tokenizer, ids, context)
+        path = probes.save_probe(self.folder.path, step, maps, self.probe, scores, lens)
         return Probe(step, str(path), scores.to_dict(), tuple(head_findings(maps, step)))
 
     def _sample(self, step: int) -> Sample:

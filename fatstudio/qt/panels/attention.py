@@ -29,6 +29,8 @@
   (``ablationTable``, `attention_ablation`), activation patching (``patchingView``, `attention_patching`), and a
   head knocked out on the text shown (right-click a head in the grid: ``headAblationView``,
   `attention_head_ablation`);
+- under the maps, the logit lens of the text shown (``lensView``, `attention_lens`): the probe step's, saved
+  with its maps (so the slider scrubs it over training), or the user's text's, measured in a worker;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
   `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
@@ -61,7 +63,8 @@ from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from . import attention_ablation, attention_export, attention_probes, attention_scores
+from . import attention_ablation, attention_export, attention_lens, attention_probes, attention_scores
+from .attention_lens import LensView
 
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QTableWidget
@@ -139,13 +142,15 @@ class AttentionPanel(QWidget):
         self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
+        self.lensView = LensView()  # the logit lens of the text shown, under the maps (`attention_lens`)
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
         vsplit.addWidget(self.browser)
         vsplit.addWidget(self.strips)
-        for i, stretch in enumerate((0, 1, 0)):  # spare height goes to the maps, not the score plot or the strips
+        vsplit.addWidget(self.lensView)
+        for i, stretch in enumerate((0, 1, 0, 0)):  # spare height goes to the maps, not the score plot or the strips
             vsplit.setStretchFactor(i, stretch)
-        vsplit.setSizes([100, 800, 80])  # the maps first; the others at about their least
+        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (the lens asks)
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -167,6 +172,7 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
         self.scoreHistory.heightWanted.connect(self._give_score_height)
+        self.lensView.heightWanted.connect(lambda want: attention_lens.give_height(self._vsplit, want))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -254,6 +260,7 @@ class AttentionPanel(QWidget):
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
         attention_scores.request_scores(self)
+        attention_lens.follow(self)
 
     def clear(self) -> None:
         """Forget the user's text's maps and show none (the probe slider stays)."""
@@ -266,6 +273,7 @@ class AttentionPanel(QWidget):
         self.kind = None
         self.query = None
         self.attentionView.clear_matrix()
+        self.lensView.clear()
         self.stack.setCurrentIndex(0)
         self.scoreHistory.set_view(None, None, self.head)
         self._update_source()
@@ -339,9 +347,11 @@ class AttentionPanel(QWidget):
         and sink on the maps' text, induction on random tokens repeated twice. None: no scores."""
         self.loaded = loaded
         self.patchingView.set_model(loaded)
+        self.lensView.set_model(loaded)
         self._refresh_sources()
         if self.maps is not None:
             attention_scores.request_scores(self)
+            attention_lens.follow(self)
 
     def _refresh_sources(self, *_args) -> None:
         attention_ablation.refresh_sources(self)
@@ -452,7 +462,7 @@ class AttentionPanel(QWidget):
         """The score plot folded or unfolded: the height it gives or takes goes to the maps."""
         sizes = self._vsplit.sizes()
         if sum(sizes):
-            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, sizes[2]])
+            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, *sizes[2:]])
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:

@@ -1,0 +1,114 @@
+"""The Attention panel's logit lens (``lensView``): filled from the probe files of a tiny training run, scrubbed by
+the probe slider, a column's attribution in bars, measured for the user's text in a worker, the refusal of a
+model whose output cannot be split, an older run's files, and the CSV export."""
+import csv
+import html
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtWidgets import QWidget
+from test_attention import make_loaded
+
+from fatstudio import ModelConfig, RunConfig
+from fatstudio.core.config import DataConfig, TrainConfig
+from fatstudio.core.inspect import inference
+from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
+from fatstudio.core.inspect.probes import list_probes, load_probe_lens
+from fatstudio.qt.panels.attention import AttentionPanel
+from fatstudio.qt.panels.attention_lens import NO_LENS, TEXT_ATTRIBUTED
+from fatstudio.qt.widgets.attribution_bars import part_label
+
+LONG = 60_000  # ms: a worker on a slow, shared machine
+
+
+@pytest.fixture(scope="module")
+def lens_run(tmp_path_factory):
+    """A tiny gpt run with evaluations (and so lenses) at steps 10, 20, 30."""
+    from fatstudio.core.training import train
+
+    tmp = tmp_path_factory.mktemp("lens")
+    corpus = tmp / "c.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 100, encoding="utf-8")
+    cfg = RunConfig(ModelConfig(l_max=16, L=2, H=2, d_e=16, d_mlp=32), DataConfig(corpus=str(corpus)),
+                    TrainConfig(steps=30, batch_size=4, eval_interval=10, eval_iters=1, sample_tokens=0, lr=1e-2,
+                                device="cpu"))
+    list(train(cfg, run_dir=tmp / "run"))
+    return tmp / "run"
+
+
+@pytest.fixture
+def panel(qtbot):
+    p = AttentionPanel()
+    qtbot.addWidget(p)
+    p.resize(1100, 900)
+    p.show()
+    qtbot.waitExposed(p)
+    return p
+
+
+def test_the_lens_fills_from_the_probe_files_and_the_slider_scrubs_it(qtbot, panel, lens_run, tmp_path):
+    paths = list_probes(lens_run)
+    panel.set_probes(paths)
+    view = panel.findChild(QWidget, "lensView")
+    assert view is panel.lensView and view.isVisible() and view.body.isVisible()
+    saved = load_probe_lens(paths[30])
+    assert view.lens is not None and view.lens.top_tokens == saved.top_tokens and "step 30" in view.captionLabel.text()
+    assert view.grid.height() >= view.grid.HEADER_H + 3 * view.grid.ROW_H  # L + 1 = 3 rows
+    panel.probeSlider.setValue(0)  # back to the first evaluation
+    first = load_probe_lens(paths[10])
+    np.testing.assert_array_equal(view.lens.top_probs, first.top_probs)
+    assert "step 10" in view.captionLabel.text() and not np.allclose(first.top_probs, saved.top_probs)
+    # the last column's attribution is drawn; a click on another attributed column shows its parts
+    T = len(first.tokens)
+    assert view.position == T - 1 and view.bars.values == pytest.approx(first.attribution.parts[-1].tolist())
+    r = view.grid.cell_rect(1, T - 2)
+    qtbot.mouseClick(view.grid, Qt.MouseButton.LeftButton, pos=QPoint(int(r.center().x()), int(r.center().y())))
+    assert view.position == T - 2 and view.bars.values == pytest.approx(first.attribution.parts[-2].tolist())
+    assert [part_label(n) for n in view.bars.names] == [part_label(n) for n in first.attribution.names]
+    assert {"emb", "bias", "1.1", "2.2", "MLP 2"} <= {part_label(n) for n in view.bars.names}
+    view.select_position(0)  # not saved in a probe file: said so
+    assert view.bars.message.startswith("No attribution at position 1") and f"last {ATTRIBUTED}" in view.bars.message
+    assert "p = " in view.grid.tooltip(2, 0) and "output" in view.grid.tooltip(2, 0)
+    # the CSV: a header, a row per layer, then the chosen position's parts
+    view.select_position(T - 1)
+    out = view.export_csv(tmp_path / "lens.csv")
+    rows = list(csv.reader(out.open(encoding="utf-8")))
+    assert rows[0] == ["row", *first.tokens] and [r[0] for r in rows[1:4]] == ["embedding", "after layer 1", "output"]
+    assert rows[1][1] == f"{first.top_tokens[0][0]} ({float(np.float32(first.top_probs[0, 0]))!r})"
+    assert rows[4] == [] and rows[5][:2] == ["position", str(T)] and rows[6] == ["part", "contribution"]
+    parts = {r[0]: float(r[1]) for r in rows[7:]}
+    assert set(parts) == set(first.attribution.names) and len(parts) == 2 + 2 * 2 + 2
+    assert view.export_png(tmp_path / "lens.png").stat().st_size > 1000
+
+
+def test_a_run_without_a_saved_lens_says_so(qtbot, panel, tmp_path):
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inspect.probes import save_probe
+
+    A = np.tile(np.eye(5, dtype=np.float32), (2, 1, 1))
+    save_probe(tmp_path, 10, AttentionMaps(list("abcde"), None, {"self/0": A}))
+    panel.set_probes(list_probes(tmp_path))
+    assert panel.lensView.lens is None and panel.lensView.captionLabel.text().endswith(html.escape(NO_LENS))
+    assert not panel.lensView.exportCsvButton.isEnabled()
+
+
+@pytest.mark.parametrize("arch", ["gpt", "bert", "edt"])
+def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
+    loaded = make_loaded(arch)
+    tok = loaded.tokenizer
+    if arch == "edt":
+        ids, ctx = [tok.bos_id, *tok.encode("dog")], [tok.bos_id, *tok.encode("hello"), tok.eos_id]
+    else:
+        ids, ctx = ([tok.bos_id, *tok.encode("the fox"), tok.eos_id] if arch == "bert" else tok.encode("the fox")), None
+    panel.set_model(loaded)
+    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, ids, ctx))
+    view = panel.lensView
+    qtbot.waitUntil(lambda: view.lens is not None, timeout=LONG)
+    want = measure(loaded.model, tok, ids, ctx, attributed=TEXT_ATTRIBUTED)
+    assert view.lens.top_tokens == want.top_tokens and "your text" in view.captionLabel.text()
+    assert view.lens.n_rows == 3 and (view.lens.source_tokens is not None) == (arch == "edt")
+    # every architecture is attributed (BERT through its frozen norms, an edt given its source)
+    assert view.bars.values == pytest.approx(want.attribution.parts[-1].tolist())
+    view.select_position(0)  # every position of a short text of the user's is attributed
+    assert view.bars.values == pytest.approx(want.attribution.parts[0].tolist())
