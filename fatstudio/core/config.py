@@ -15,6 +15,8 @@ from typing import Any, ClassVar, TypeVar
 
 import tomllib
 
+from .files import NotAFile, read_bytes, regular_file
+
 ARCHS = ("edt", "bert", "gpt", "gopher")
 NORMS = ("layer", "rms")
 NORM_POSITIONS = ("pre", "post")
@@ -405,8 +407,6 @@ MAX_CONFIG_BYTES = 1 << 20  # a config file is a few hundred bytes; anything pas
 
 def _read(path: Path) -> str:
     """The text of config file ``path`` (UTF-8, a BOM allowed): never a device, FIFO or socket, nor a huge file."""
-    from .files import NotAFile, read_bytes, regular_file
-
     try:
         size = regular_file(path).st_size
         if size > MAX_CONFIG_BYTES:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from .files import read_bytes
+
 
 class MetricsRow(TypedDict, total=False):
     """One step of ``metrics.jsonl``. Every row has ``step``, ``train_loss``, ``lr`` and ``grad_norm`` (None, with
@@ -83,18 +85,24 @@ def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
+    """Rows of a JSON-lines file (a regular file, `files.read_bytes`): a torn last line (a crash mid-write, perhaps
+    inside a character) and any line that is not a JSON object with a whole-number ``step`` (where it has one)
+    are skipped."""
     if not path.exists():
         return []
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_bytes(path).splitlines():
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):  # not JSON, not UTF-8 (JSONDecodeError and UnicodeDecodeError)
             continue
-        if isinstance(row, dict):
+        if isinstance(row, dict) and _whole_step(row.get(STEP, 0)):
             rows.append(row)
     return rows
+
+
+def _whole_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
 def _number(value: Any) -> float | None:

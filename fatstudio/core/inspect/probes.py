@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..files import atomic_write
+from ..files import NotAFile, atomic_write, regular_file
 from .attention_maps import AttentionMaps
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
@@ -198,11 +198,14 @@ def _read(path: str | Path, with_maps: bool = True) -> tuple[dict[str, str], dic
     from safetensors import safe_open
 
     try:
+        regular_file(path)  # a FIFO or a device is refused unread
         with safe_open(str(path), framework="np") as f:
             meta = f.metadata() or {}
             maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()} if with_maps else {}  # noqa: SIM118
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
+    except NotAFile:
+        raise
     except Exception as e:  # safetensors raises its own error types for bad headers
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     return meta, maps

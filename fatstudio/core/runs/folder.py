@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from ..config import RunConfig
-from ..files import atomic_write, naming, os_error_in
+from ..files import NotAFile, atomic_write, naming, os_error_in, read_text, regular_file
 from ..inspect.loaded import LoadedModel
 from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
 
@@ -53,6 +53,7 @@ METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each t
 ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
+RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."
 
 
@@ -141,11 +142,14 @@ class Run:
     @classmethod
     def open(cls, path: str | Path) -> Run:
         """The run at ``path`` (no lock: reading is never blocked). ValueError, naming the file, for a folder
-        that is not a run, a missing, unreadable or truncated config.json or meta.json, and a run written by a
-        newer fatstudio (a newer ``format_version``)."""
+        that is not a run, a missing, unreadable or truncated config.json or meta.json, a run file that is not a
+        regular file (`files.NotAFile`), and a run written by a newer fatstudio (a newer ``format_version``)."""
         path = Path(path)
         if not path.is_dir():
             raise ValueError(f"{path} is not a fatstudio run: no such folder.")
+        for name in RUN_FILES:  # a FIFO, a device or a socket in their place is refused here, never read
+            if (path / name).exists():
+                regular_file(path / name)
         meta = _read_json(path, META)
         version = meta.get("format_version", 1)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -255,6 +259,8 @@ class Run:
     def _append(self, name: str, rows: list[dict]) -> None:
         if rows:
             try:
+                if (self.path / name).exists():
+                    regular_file(self.path / name)  # never append to a FIFO (it blocks) or a device
                 with open(self.path / name, "a", encoding="utf-8") as f:
                     f.write(jsonl(rows))
                     f.flush()
@@ -294,9 +300,11 @@ class Run:
     def load_tokenizer(self):
         from ..data.tokenization import Tokenizer
         try:
-            return Tokenizer.from_json((self.path / TOKENIZER).read_text(encoding="utf-8"))
+            return Tokenizer.from_json(read_text(self.path / TOKENIZER))
         except FileNotFoundError:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
+        except NotAFile:
+            raise
         except Exception as e:  # the tokenizers library raises its own exception types
             raise ValueError(f"{self.path}/tokenizer.json is corrupt or foreign: {e}") from None
 
@@ -371,6 +379,7 @@ class Run:
         path = self.path / WEIGHTS
         if not path.exists():
             raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
+        regular_file(path)
         try:
             with safe_open(str(path), framework="pt") as f:
                 metadata = f.metadata() or {}
@@ -396,6 +405,8 @@ class Run:
     def load_training_state(self) -> dict | None:
         """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
         import torch
+        if (self.path / OPTIMIZER).exists():
+            regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
         try:
             return torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
         except Exception:  # a torn or foreign file: resume with fresh optimizer state
@@ -491,7 +502,7 @@ def _read_json(path: Path, name: str) -> dict:
     not an object."""
     f = path / name
     try:
-        d = json.loads(f.read_text(encoding="utf-8"))
+        d = json.loads(read_text(f))
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:
