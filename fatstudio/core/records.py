@@ -88,10 +88,13 @@ def read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON-lines file (a regular file, `files.read_bytes`): a torn last line (a crash mid-write, perhaps
     inside a character) and any line that is not a JSON object with a whole-number ``step`` (where it has one)
     are skipped."""
-    if not path.exists():
-        return []
+    return parse_jsonl(read_bytes(path)) if path.exists() else []
+
+
+def parse_jsonl(data: bytes) -> list[dict]:
+    """The rows of JSON-lines bytes, as `read_jsonl` reads them."""
     rows = []
-    for line in read_bytes(path).splitlines():
+    for line in data.splitlines():
         try:
             row = json.loads(line.decode("utf-8"))
         except (ValueError, RecursionError):  # not JSON, not UTF-8 (JSONDecodeError and UnicodeDecodeError)

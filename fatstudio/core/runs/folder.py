@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from ..config import RunConfig
-from ..files import NotAFile, atomic_write, naming, os_error_in, read_text, regular_file
+from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file
 from ..inspect.loaded import LoadedModel
-from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
+from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, parse_jsonl, read_jsonl, row_step
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -86,6 +86,9 @@ class Run:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ValueError(f"{path} is a file, not a folder; choose another --out.")
+        inside = run_folder_above(path)
+        if inside:
+            raise ValueError(f"{path} is inside the run {inside}; a run folder holds one run: choose another --out.")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():
                 raise ValueError(f"cannot create the run folder {path}: {parent} is a file, not a folder.")
@@ -181,17 +184,29 @@ class Run:
 
         if self._lock is not None:
             return
-        lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise ValueError(f"{self.path} is being trained by another process; wait for it to end or stop it.") from None
-        except OSError as e:
-            raise ValueError(f"cannot write the run folder {self.path}: {_why(e, self.path)}.") from None
-        self._lock = lock
+        busy = f"{self.path} is being trained by another process; wait for it to end or stop it."
+        for _ in range(3):  # the file we locked may have been removed by the holder releasing it (`unlock`)
+            lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                raise ValueError(busy) from None
+            except OSError as e:
+                raise ValueError(f"cannot write the run folder {self.path}: {_why(e, self.path)}.") from None
+            if _holds_the_file(lock, self.path / LOCK):
+                self._lock = lock
+                return
+            with contextlib.suppress(OSError):
+                lock.release(force=True)
+        raise ValueError(busy)
 
     def unlock(self) -> None:
+        """Release the lock; its file goes too (removed while still held, so no one locks it meanwhile) if it is
+        empty, as the lock leaves it."""
         if self._lock is not None:
+            with contextlib.suppress(OSError):
+                if (self.path / LOCK).stat().st_size == 0:
+                    (self.path / LOCK).unlink()
             with contextlib.suppress(OSError):
                 self._lock.release(force=True)
             self._lock = None
@@ -269,11 +284,17 @@ class Run:
 
     def truncate_after(self, step: int) -> None:
         """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
-        outran)."""
+        outran), and the lines of the append-only files that are not rows (a torn last line: a crash mid-write),
+        so the rows appended next start on a line of their own: one parseable row per step."""
         for name in (METRICS, SAMPLES):
-            rows = read_jsonl(self.path / name)
-            if any(row_step(r) > step for r in rows):
-                atomic_write(self.path / name, jsonl(r for r in rows if row_step(r) <= step))
+            path = self.path / name
+            if not path.exists():
+                continue
+            data = read_bytes(path)
+            kept = list({row_step(r): r for r in parse_jsonl(data) if row_step(r) <= step}.values())  # one a step
+            lines = sum(1 for line in data.splitlines() if line.strip())
+            if len(kept) != lines or (data and not data.endswith(b"\n")):
+                atomic_write(path, jsonl(kept))
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
@@ -470,6 +491,29 @@ def _shape_mismatch(shapes: dict[str, tuple[int, ...]], model) -> str | None:
 
     more = f" ({len(differ)} tensors differ)" if len(differ) > 1 else ""
     return f"{k} is {shape(shapes[k])} in the weights, {shape(expected[k])} for the config{more}"
+
+
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a run's folder (it has a config.json and a meta.json)."""
+    return (path / CONFIG).exists() and (path / META).exists()
+
+
+def run_folder_above(path: str | Path) -> Path | None:
+    """The run folder that ``path`` (links resolved) lies inside, or None: where writing would change a run."""
+    for p in Path(path).resolve().parents:
+        if is_run_folder(p):
+            return p
+    return None
+
+
+def _holds_the_file(lock: BaseFileLock, path: Path) -> bool:
+    """Whether ``lock`` holds the file now at ``path`` (not one its holder removed on release, `Run.unlock`)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    identity = getattr(getattr(lock, "_context", None), "lock_file_fd_identity", None)  # (st_dev, st_ino)
+    return identity is None or tuple(identity) == (now.st_dev, now.st_ino)
 
 
 def _mark_window_ends(rows: list[dict]) -> None:
