@@ -271,6 +271,8 @@ class DataConfig(_Config):
         if not isinstance(self.corpus, str):
             raise ValueError(f"data.corpus = {_shown(self.corpus)} is not allowed; it must be a string: a file, a "
                              "folder or the name of a built-in corpus.")
+        if "\0" in self.corpus:
+            raise ValueError("data.corpus holds a NUL character; give a file, a folder or a built-in corpus's name.")
         if not self.corpus.strip():
             raise ValueError("data.corpus is empty; give a file, a folder or the name of a built-in corpus.")
         check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)

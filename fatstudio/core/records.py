@@ -108,6 +108,14 @@ def _whole_step(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
 
 
+def mark_window_ends(rows: list[dict]) -> None:
+    """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
+    throughput onto all of the window's rows, so a window ends where the next row's value differs."""
+    for row, after in zip(rows, [*rows[1:], {}]):
+        if row.get(TOKENS_PER_S) is not None and row[TOKENS_PER_S] != after.get(TOKENS_PER_S):
+            row[WINDOW_END] = True
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 

@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..config import RunConfig
 from ..files import NotAFile, atomic_write, regular_file
-from .attention_maps import AttentionMaps
+from .attention_maps import AttentionMaps, parse_map_name
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
 
@@ -219,7 +220,32 @@ def load_probe_file(path: str | Path) -> AttentionMaps:
         context = json.loads(meta.get("context_tokens", "null"))
     except (KeyError, ValueError) as e:
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
-    return AttentionMaps(tokens, context, maps)
+    if not isinstance(tokens, list) or not (context is None or isinstance(context, list)):
+        raise ValueError(f"{path} is not a probe file of fatstudio: its tokens are not a list.")
+    probe = AttentionMaps(tokens, context, maps)
+    try:
+        mismatch = probe_mismatch(probe)
+    except ValueError as e:  # a map name that is not kind/layer
+        mismatch = str(e)
+    if mismatch:
+        raise ValueError(f"{path}: its tokens and its maps disagree ({mismatch}); the probe file is damaged.")
+    return probe
+
+
+def probe_mismatch(maps: AttentionMaps, config: RunConfig | None = None) -> str | None:
+    """How a probe file's maps differ from its tokens (each map is H × queries × keys), or, with ``config``, from
+    the model's heads and layers."""
+    m = config.model.resolved() if config is not None else None
+    layers = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
+    for name, A in maps.maps.items():
+        want = (len(maps.query_tokens(name)), len(maps.key_tokens(name)))
+        if A.ndim != 3 or A.shape[1:] != want:
+            return f"map {name} is {'×'.join(map(str, A.shape))}, its tokens make it H×{want[0]}×{want[1]}"
+        if m and A.shape[0] != m.H:
+            return f"map {name} has {A.shape[0]} heads, config.json's model H = {m.H}"
+        if m and parse_map_name(name).layer >= layers.get(parse_map_name(name).kind, m.L):
+            return f"map {name} is of a layer that config.json's model does not have"
+    return None
 
 
 def saved_scores(path: str | Path) -> HeadScores | None:

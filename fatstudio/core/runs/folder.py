@@ -29,6 +29,7 @@ import platform
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +39,8 @@ import platformdirs
 from ..config import RunConfig
 from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file
 from ..inspect.loaded import LoadedModel
-from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, parse_jsonl, read_jsonl, row_step
+from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
+from . import agreement
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -130,7 +132,8 @@ class Run:
             now = time.time()
             run.write_meta(status="created", step=0, total_steps=config.train.steps, created=now,
                            arch=config.model.arch, corpus=config.data.corpus, task=config.data.task,
-                           versions=_versions(), format_version=FORMAT_VERSION, **{METRICS_WINDOWS: True})
+                           versions=_versions(), format_version=FORMAT_VERSION, run_id=uuid.uuid4().hex,
+                           **{METRICS_WINDOWS: True})
         except OSError as e:  # leave nothing half-made behind (the folder is ours: new, or empty and locked)
             run.unlock()
             for f in (CONFIG, META, *((LOCK,) if made else ())):
@@ -163,6 +166,8 @@ class Run:
         d = _read_json(path, CONFIG)
         try:
             config = RunConfig.from_dict(d)
+            config.model.validate()
+            config.data.validate()  # training checks its own table when resuming
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"{path / CONFIG} is not a valid run config: {e}") from None
         return cls(path, config, meta)
@@ -309,25 +314,42 @@ class Run:
         that fatstudio wrote before it marked them)."""
         rows = read_jsonl(self.path / METRICS)
         if not self.meta.get(METRICS_WINDOWS):
-            _mark_window_ends(rows)
+            mark_window_ends(rows)
         return rows
 
     def samples(self) -> list[dict]:
         return read_jsonl(self.path / SAMPLES)
 
     def save_tokenizer(self, tokenizer) -> None:
-        atomic_write(self.path / TOKENIZER, tokenizer.to_json())
+        """Write tokenizer.json; meta.json records its digest (a tokenizer put in its place is refused)."""
+        text = tokenizer.to_json()
+        atomic_write(self.path / TOKENIZER, text)
+        self.write_meta(tokenizer_sha256=agreement.digest(text))
 
     def load_tokenizer(self):
         from ..data.tokenization import Tokenizer
         try:
-            return Tokenizer.from_json(read_text(self.path / TOKENIZER))
+            text = read_text(self.path / TOKENIZER)
+            tokenizer = Tokenizer.from_json(text)
         except FileNotFoundError:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
         except NotAFile:
             raise
         except Exception as e:  # the tokenizers library raises its own exception types
             raise ValueError(f"{self.path}/tokenizer.json is corrupt or foreign: {e}") from None
+        other = agreement.tokenizer_mismatch(self.meta, self.config, text, tokenizer.vocab_size)
+        if other:
+            raise _disagree(self.path / TOKENIZER, self.path / (CONFIG if "config.json" in other else META), other)
+        return tokenizer
+
+    def check_agreement(self):
+        """The run's tokenizer, once its files are found to agree (`agreement`), else a ValueError naming the two
+        that disagree: the tokenizer and config.json or meta.json, the weights' run id and step and meta.json
+        (their shapes, then meta.json's model, are checked as they load, `load_weights`)."""
+        tokenizer = self.load_tokenizer()
+        if self.has_checkpoint:
+            self._weights_header()
+        return tokenizer
 
     # -- probes (attention over training time) -------------------------------------------------------------
     def probe_input(self) -> ProbeInput | None:
@@ -346,9 +368,13 @@ class Run:
     def load_probe(self, step: int) -> AttentionMaps:
         """The `AttentionMaps` of the probe saved at ``step`` (float16 widened to float32);
         `probes.MissingProbe` (a ValueError listing the saved steps) if there are none."""
-        from ..inspect.probes import load_probe
+        from ..inspect.probes import load_probe, probe_mismatch, probe_path
 
-        return load_probe(self.path, step)
+        maps = load_probe(self.path, step)
+        other = probe_mismatch(maps, self.config)
+        if other:
+            raise _disagree(probe_path(self.path, step), self.path / CONFIG, other)
+        return maps
 
     @property
     def has_checkpoint(self) -> bool:
@@ -364,8 +390,10 @@ class Run:
         from safetensors.torch import save_model
 
         metadata = {"step": str(step), "format": "fatstudio"}
-        if _model_config(model):
-            metadata["model"] = json.dumps(_model_config(model))
+        if agreement.model_config(model):
+            metadata["model"] = json.dumps(agreement.model_config(model))
+        if self.meta.get("run_id"):
+            metadata["run_id"] = str(self.meta["run_id"])  # whose weights these are (`agreement.run_id_mismatch`)
         tmp = tmp_opt = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
@@ -392,10 +420,36 @@ class Run:
 
     def load_weights(self, model) -> int:
         """Load model.safetensors into ``model``; return its step. ValueError if missing, corrupt or foreign."""
-        from safetensors import safe_open
         from safetensors.torch import load_model
 
         from ..device import is_out_of_memory
+
+        path = self.path / WEIGHTS
+        metadata, step, shapes = self._weights_header()
+        saved = agreement.saved_model_config(metadata)
+        mismatch = agreement.arch_mismatch(saved, model) or agreement.shape_mismatch(shapes, model)
+        if mismatch:
+            raise ValueError(f"{path} does not match the run's config.json: {mismatch}"
+                             f"{agreement.fields_differ(saved, model)}.")
+        try:
+            missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
+        except Exception as e:  # safetensors raises its own error types for bad headers and shapes
+            if is_out_of_memory(e):
+                raise  # the file is fine; the device is full
+            raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
+        if missing or unexpected:
+            raise ValueError(f"{path} does not match the run's config.json: other tensors (missing "
+                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
+                             f"{agreement.fields_differ(saved, model)}.")
+        other = agreement.meta_mismatch(self.meta, self.config) or agreement.parameters_mismatch(self.meta, model)
+        if other:
+            raise _disagree(self.path / META, self.path / CONFIG, other)
+        return step
+
+    def _weights_header(self) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
+        """model.safetensors' metadata, step and tensor shapes (its header alone is read), checked against
+        meta.json (`agreement.run_id_mismatch`, `agreement.step_mismatch`)."""
+        from safetensors import safe_open
 
         path = self.path / WEIGHTS
         if not path.exists():
@@ -408,20 +462,10 @@ class Run:
                 shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
         except Exception as e:  # safetensors raises its own error types for bad headers
             raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
-        saved = _saved_model_config(metadata)
-        mismatch = _arch_mismatch(saved, model) or _shape_mismatch(shapes, model)
-        if mismatch:
-            raise ValueError(f"{path} does not match the run's config.json: {mismatch}{_fields_differ(saved, model)}.")
-        try:
-            missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
-        except Exception as e:  # safetensors raises its own error types for bad headers and shapes
-            if is_out_of_memory(e):
-                raise  # the file is fine; the device is full
-            raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
-        if missing or unexpected:
-            raise ValueError(f"{path} does not match the run's config.json: other tensors (missing "
-                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}){_fields_differ(saved, model)}.")
-        return step
+        other = agreement.run_id_mismatch(self.meta, metadata) or agreement.step_mismatch(self.meta, step)
+        if other:
+            raise _disagree(path, self.path / META, other)
+        return metadata, step, shapes
 
     def load_training_state(self) -> dict | None:
         """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
@@ -437,7 +481,7 @@ class Run:
         """The trained model for prompting (eval mode), with its tokenizer."""
         from ..model import build_model
 
-        tokenizer = self.load_tokenizer()
+        tokenizer = self.check_agreement()
         model = build_model(self.config.model).to(device)
         step = self.load_weights(model)
         model.eval()
@@ -445,52 +489,10 @@ class Run:
                            f"{self.name} · step {step}", step)
 
 
-def _model_config(model) -> dict:
-    to_dict = getattr(getattr(model, "config", None), "to_dict", None)
-    return to_dict() if callable(to_dict) else {}
-
-
-def _saved_model_config(metadata: dict) -> dict:
-    """The model config saved in the weights' metadata (`Run.save_checkpoint`); {} in older weights."""
-    try:
-        saved = json.loads(metadata.get("model") or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return saved if isinstance(saved, dict) else {}
-
-
-def _arch_mismatch(saved: dict, model) -> str | None:
-    arch = _model_config(model).get("arch")
-    if saved.get("arch", arch) != arch:
-        return f"the weights are of a {saved['arch']} model, the config's model.arch is {arch!r}"
-    return None
-
-
-def _fields_differ(saved: dict, model) -> str:
-    """The model fields whose values the weights were saved with differ from the config's, in words (after
-    a mismatch: what was changed); "" where unknown."""
-    now = _model_config(model)
-    differ = [k for k in now if k in saved and saved[k] != now[k] and k != "arch"]
-    if not differ:
-        return ""
-    shown = ", ".join(f"{k} = {saved[k]!r} (config: {now[k]!r})" for k in differ[:3])
-    return f"; the weights were saved with {shown}{' and more' if len(differ) > 3 else ''}"
-
-
-def _shape_mismatch(shapes: dict[str, tuple[int, ...]], model) -> str | None:
-    """The first tensor whose shape in the file differs from ``model``'s, in words (weights saved without
-    their config); None if every tensor both have agrees."""
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    differ = [k for k in shapes if k in expected and shapes[k] != expected[k]]
-    if not differ:
-        return None
-    k = differ[0]
-
-    def shape(s: tuple[int, ...]) -> str:
-        return "×".join(map(str, s)) or "a scalar"
-
-    more = f" ({len(differ)} tensors differ)" if len(differ) > 1 else ""
-    return f"{k} is {shape(shapes[k])} in the weights, {shape(expected[k])} for the config{more}"
+def _disagree(a: Path, b: Path, why: str) -> ValueError:
+    """The error for two files of a run that disagree: both named, and why."""
+    return ValueError(f"{a} and {b} disagree: {why}. One of them is another run's (or was edited); the run cannot "
+                      "be used as it is.")
 
 
 def is_run_folder(path: Path) -> bool:
@@ -514,14 +516,6 @@ def _holds_the_file(lock: BaseFileLock, path: Path) -> bool:
         return False
     identity = getattr(getattr(lock, "_context", None), "lock_file_fd_identity", None)  # (st_dev, st_ino)
     return identity is None or tuple(identity) == (now.st_dev, now.st_ino)
-
-
-def _mark_window_ends(rows: list[dict]) -> None:
-    """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
-    throughput onto all of the window's rows, so a window ends where the next row's value differs."""
-    for row, after in zip(rows, [*rows[1:], {}]):
-        if row.get(TOKENS_PER_S) is not None and row[TOKENS_PER_S] != after.get(TOKENS_PER_S):
-            row[WINDOW_END] = True
 
 
 def _empty(path: Path) -> bool:
