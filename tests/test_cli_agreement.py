@@ -159,3 +159,21 @@ def test_a_probe_of_another_model_is_refused_naming_it_and_the_config(run, runs,
         Run.open(run).load_probe(10)
     assert main(["attention", str(run), "--step", "10", "--out", str(tmp_path / "m.json")]) == 2
     assert "config.json disagree" in capsys.readouterr().err
+
+
+def test_a_probe_of_another_input_is_refused_naming_it_and_the_meta(run, tmp_path):
+    meta = json.loads((run / "meta.json").read_text())
+    meta["probe"] = {"text": "another probe text"}
+    (run / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"step-00000010.safetensors and .*run/meta.json disagree: the probe is of "
+                                         r"another input"):
+        Run.open(run).load_probe(10)
+
+
+def test_optimizer_state_of_another_run_is_refused_on_resume(run, runs, tmp_path, capsys):
+    shutil.copy(runs["c"] / "optimizer.pt", run / "optimizer.pt")  # same shapes and step, another run
+    before = files(run)
+    assert main(["train", "--resume", str(run), "--set", "train.steps=20", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "run/optimizer.pt and" in err and "meta.json disagree" in err, err
+    assert files(run) == before

@@ -117,7 +117,9 @@ def mark_window_ends(rows: list[dict]) -> None:
 
 
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.copysign(math.inf, value)
 
 
 def _count(value: Any, default: int = 0) -> int:

@@ -147,6 +147,7 @@ def test_the_cli_says_it_in_a_line_and_exits_non_zero(tmp_path, capsys):
 KEYS = [(table, f.name) for table, cls in (("model", ModelConfig), ("data", DataConfig), ("train", TrainConfig))
         for f in dataclasses.fields(cls)]
 SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(min_value=2**62, max_value=2**80)
+           | st.sampled_from([10**400, -(10**400), 2**63, -(2**63) - 1])
            | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
            | st.sampled_from(["gpt", "bert", "cpu", "char", "rope", "3e-4", "", "1", "true"]))
 VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3)
@@ -207,3 +208,31 @@ def test_fuzz_any_tables_load_or_are_a_config_error(tmp_path, tables):
     loads_or_config_error(write(tmp_path, json.dumps(tables), ".json"))
     lines = [f"{json.dumps(k)} = {toml_value(v)}" for k, v in tables.items() if toml_value(v) is not None]
     loads_or_config_error(write(tmp_path, "\n".join(lines) + "\n"))
+
+
+@FUZZ
+@given(key=st.sampled_from(KEYS), value=VALUES, meta_key=st.sampled_from(
+    ["format_version", "created", "status", "step", "run_id", "tokenizer_sha256", "arch", "probe", "n_parameters"]),
+    meta_value=VALUES)
+def test_fuzz_a_run_folder_config_and_meta_open_or_are_one_value_error(tmp_path, key, value, meta_key, meta_value):
+    """A run's config.json and meta.json are config files too: any value opens or is a ValueError naming the
+    file; the runs list reads what opens without failing."""
+    from fatstudio.core.runs.folder import Run, list_runs
+
+    run = tmp_path / "runs" / "run"
+    run.mkdir(parents=True, exist_ok=True)
+    config = RunConfig().to_dict()
+    config[key[0]][key[1]] = value
+    (run / "config.json").write_text(json.dumps(config))
+    (run / "meta.json").write_text(json.dumps({meta_key: meta_value}))
+    try:
+        opened = Run.open(run)
+    except ValueError as e:
+        assert "run/config.json" in str(e) or "run/meta.json" in str(e) or str(run) in str(e), str(e)
+        return
+    info = opened.info
+    for reader in ("status", "step", "checkpoint_step", "unigram_entropy", "best_val_loss", "val_loss", "created",
+                   "chars_per_token", "diverged"):
+        getattr(info, reader)
+    info.total_steps(10)
+    assert [r.name for r in list_runs(run.parent)] == ["run"]

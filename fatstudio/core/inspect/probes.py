@@ -248,6 +248,16 @@ def probe_mismatch(maps: AttentionMaps, config: RunConfig | None = None) -> str 
     return None
 
 
+def saved_input(path: str | Path) -> dict | None:
+    """The probe input a probe file was saved for (`ProbeInput.to_dict`; its header only is read), or None
+    (a file without one). ValueError if the file cannot be read."""
+    try:
+        d = json.loads(_read(path, with_maps=False)[0].get("probe") or "null")
+    except ValueError:  # not JSON: none to compare
+        return None
+    return d if isinstance(d, dict) else None
+
+
 def saved_scores(path: str | Path) -> HeadScores | None:
     """The head scores saved in a probe file (its header only is read); None for a file written before
     scores were saved. ValueError if the file or its scores cannot be read."""
@@ -319,5 +329,5 @@ def remove_after(run_dir: str | Path, step: int) -> None:
 
 
 __all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "measure_scores", "save_probe",
-           "load_probe_file", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
+           "load_probe_file", "saved_input", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
            "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]

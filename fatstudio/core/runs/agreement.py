@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig
@@ -112,3 +113,9 @@ def tokenizer_mismatch(meta: dict, config: RunConfig, text: str, vocab_size: int
     if said and said != digest(text):
         return "it is not the tokenizer meta.json records (another digest)"
     return None
+
+
+def disagree(a: Path, b: Path, why: str) -> ValueError:
+    """The error for two files of a run that disagree: both named, and why."""
+    return ValueError(f"{a} and {b} disagree: {why}. One of them is another run's (or was edited); the run cannot "
+                      "be used as it is.")

@@ -339,7 +339,7 @@ class Run:
             raise ValueError(f"{self.path}/tokenizer.json is corrupt or foreign: {e}") from None
         other = agreement.tokenizer_mismatch(self.meta, self.config, text, tokenizer.vocab_size)
         if other:
-            raise _disagree(self.path / TOKENIZER, self.path / (CONFIG if "config.json" in other else META), other)
+            raise agreement.disagree(self.path / TOKENIZER, self.path / (CONFIG if "config.json" in other else META), other)
         return tokenizer
 
     def check_agreement(self):
@@ -368,12 +368,15 @@ class Run:
     def load_probe(self, step: int) -> AttentionMaps:
         """The `AttentionMaps` of the probe saved at ``step`` (float16 widened to float32);
         `probes.MissingProbe` (a ValueError listing the saved steps) if there are none."""
-        from ..inspect.probes import load_probe, probe_mismatch, probe_path
+        from ..inspect.probes import load_probe, probe_mismatch, probe_path, saved_input
 
         maps = load_probe(self.path, step)
         other = probe_mismatch(maps, self.config)
         if other:
-            raise _disagree(probe_path(self.path, step), self.path / CONFIG, other)
+            raise agreement.disagree(probe_path(self.path, step), self.path / CONFIG, other)
+        mine, saved = self.probe_input(), saved_input(probe_path(self.path, step))
+        if mine and saved and saved != mine.to_dict():
+            raise agreement.disagree(probe_path(self.path, step), self.path / META, "the probe is of another input")
         return maps
 
     @property
@@ -401,7 +404,8 @@ class Run:
             save_model(model, tmp, metadata=metadata)
             fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
             with os.fdopen(fd, "wb") as f:
-                torch.save({"step": step, "optimizer": optimizer.state_dict(), **state}, f)
+                torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
+                            **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
             os.replace(tmp_opt, self.path / OPTIMIZER)
             os.replace(tmp, self.path / WEIGHTS)
         except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
@@ -443,7 +447,7 @@ class Run:
                              f"{agreement.fields_differ(saved, model)}.")
         other = agreement.meta_mismatch(self.meta, self.config) or agreement.parameters_mismatch(self.meta, model)
         if other:
-            raise _disagree(self.path / META, self.path / CONFIG, other)
+            raise agreement.disagree(self.path / META, self.path / CONFIG, other)
         return step
 
     def _weights_header(self) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
@@ -464,7 +468,7 @@ class Run:
             raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
         other = agreement.run_id_mismatch(self.meta, metadata) or agreement.step_mismatch(self.meta, step)
         if other:
-            raise _disagree(path, self.path / META, other)
+            raise agreement.disagree(path, self.path / META, other)
         return metadata, step, shapes
 
     def load_training_state(self) -> dict | None:
@@ -473,9 +477,13 @@ class Run:
         if (self.path / OPTIMIZER).exists():
             regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
         try:
-            return torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
+            state = torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
         except Exception:  # a torn or foreign file: resume with fresh optimizer state
             return None
+        other = agreement.run_id_mismatch(self.meta, state if isinstance(state, dict) else {})
+        if other:
+            raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
+        return state
 
     def load_model(self, device: str = "cpu") -> LoadedModel:
         """The trained model for prompting (eval mode), with its tokenizer."""
@@ -487,12 +495,6 @@ class Run:
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
                            f"{self.name} · step {step}", step)
-
-
-def _disagree(a: Path, b: Path, why: str) -> ValueError:
-    """The error for two files of a run that disagree: both named, and why."""
-    return ValueError(f"{a} and {b} disagree: {why}. One of them is another run's (or was edited); the run cannot "
-                      "be used as it is.")
 
 
 def is_run_folder(path: Path) -> bool:
@@ -564,12 +566,7 @@ def list_runs(root: Path | None = None) -> list[Run]:
                     runs.append(Run.open(p))
                 except ValueError:
                     continue
-    return sorted(runs, key=lambda r: _created(r.meta), reverse=True)
-
-
-def _created(meta: dict) -> float:
-    created = meta.get("created", 0)
-    return float(created) if isinstance(created, (int, float)) else 0.0
+    return sorted(runs, key=lambda r: r.info.created or 0.0, reverse=True)
 
 
 def _versions() -> dict[str, str]:
