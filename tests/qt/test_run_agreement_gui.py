@@ -50,3 +50,24 @@ def test_a_run_file_that_is_a_fifo_leaves_the_run_out_and_the_others_listed(qtbo
     (bad / "metrics.jsonl").unlink()
     os.mkfifo(bad / "metrics.jsonl")
     assert listed(qtbot, w) == [good.name]  # never read (it would block the reading worker)
+
+
+def test_the_curves_are_exported_beside_the_run_never_into_it(qtbot, window, runs_root):
+    from fatstudio.core.runs.folder import Run
+    from fatstudio.qt.widgets import plot_export
+
+    w = window
+    run = Path(headless_run(runs_root))
+    w.open_run(Run.open(run))
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    plots = w.plots
+    assert Path(plots.export_stem).parent == run.parent  # the dialog proposes a file beside the run
+    before = sorted(p.name for p in run.iterdir())
+    said = []
+    plots.exported.connect(said.append)
+    plots.ask_save_path = lambda kind: str(run / "metrics.csv")
+    plot_export.export_clicked(plots, "csv")
+    assert "inside the run folder" in said[-1] and sorted(p.name for p in run.iterdir()) == before
+    plots.ask_save_path = lambda kind: f"{plots.export_stem}.csv"
+    plot_export.export_clicked(plots, "csv")
+    assert Path(f"{plots.export_stem}.csv").exists() and "saved" in said[-1]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog
 
 from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, map_name
+from ...core.runs.targets import check_output
 
 if TYPE_CHECKING:
     from .attention import AttentionPanel
@@ -66,6 +67,7 @@ def export_dialog(panel: AttentionPanel, filt: str, suffix: str, fn) -> None:
     if not path.lower().endswith(suffix):
         path += suffix
     try:
+        check_output(path, "the file")  # never into a run folder, a folder or a FIFO
         fn(path)
     except (OSError, ValueError) as e:
         panel.messageLabel.setText(f"Export failed: {e}")
