@@ -166,6 +166,9 @@ def _load_config(args):
     if args.preset:
         base = preset(args.preset).config
     elif args.config:
+        if Path(args.config).is_dir() and (Path(args.config) / "meta.json").exists():
+            raise ValueError(f"{args.config} is a run folder, not a config file; continue it with --resume "
+                             f"{args.config} (and --out NEW to continue a copy).")
         base = RunConfig.load(args.config)
     else:
         raise ValueError("give a config file (fatstudio train CONFIG.toml), --preset NAME, or --resume RUN_DIR.")

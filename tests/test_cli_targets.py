@@ -190,3 +190,10 @@ def test_under_torchrun_only_rank_0_prints_an_error(tmp_path, capsys, monkeypatc
         monkeypatch.setenv("RANK", rank)
         assert main(["train", str(bad)]) == 2
         assert bool(capsys.readouterr().err) == printed
+
+
+def test_a_run_folder_given_as_the_config_says_to_resume_it(run, capsys):
+    before = files(run)
+    assert main(["train", str(run)]) == 2
+    assert "is a run folder, not a config file; continue it with --resume" in capsys.readouterr().err
+    assert files(run) == before
