@@ -179,7 +179,7 @@ def loads_or_config_error(path) -> None:
         assert str(path) in str(e) and "\n" not in str(e)
 
 
-FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @FUZZ
