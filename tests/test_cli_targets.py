@@ -197,3 +197,16 @@ def test_a_run_folder_given_as_the_config_says_to_resume_it(run, capsys):
     assert main(["train", str(run)]) == 2
     assert "is a run folder, not a config file; continue it with --resume" in capsys.readouterr().err
     assert files(run) == before
+
+
+def test_resume_into_another_folder_is_refused_while_another_process_trains_the_run(run, tmp_path, capsys):
+    trainer = Run.open(run)
+    trainer.lock()  # as a training process holds it
+    try:
+        before = files(run)
+        assert main(["train", "--resume", str(run), "--out", str(tmp_path / "new"), "--quiet"]) == 2
+        assert "being trained by another process" in capsys.readouterr().err
+        assert files(run) == before and not (tmp_path / "new").exists()
+        assert not list(tmp_path.glob(".new.*"))  # no half-made copy
+    finally:
+        trainer.unlock()
