@@ -56,6 +56,12 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 60 else f"{text[:50]}… ({len(text):,} characters)"
 
 
+def _names(keys: list[str]) -> str:
+    """Keys as a message lists them: a plain name as it is, anything else quoted (a newline shows as \\n)."""
+    shown = [k if k.isidentifier() else _shown(k) for k in keys[:8]]
+    return ", ".join(shown) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+
 def _whole(name: str, value: Any, lo: int, what: str) -> None:
     """ValueError unless ``value`` is a whole number in [lo, INT64_MAX] (a boolean or a string is not one)."""
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= INT64_MAX:
@@ -100,7 +106,7 @@ class _Config:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}; "
+            raise ValueError(f"unknown {cls.__name__} field(s): {_names(unknown)}; "
                              f"known fields are {', '.join(sorted(known))}.")
         return cls(**d)
 
@@ -342,7 +348,7 @@ class RunConfig(_Config):
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         unknown = sorted(set(d) - {"model", "data", "train"})
         if unknown:
-            raise ValueError(f"unknown config table(s): {', '.join(unknown)}; the tables are [model], [data], [train].")
+            raise ValueError(f"unknown config table(s): {_names(unknown)}; the tables are [model], [data], [train].")
         for table, value in d.items():
             if not isinstance(value, dict):
                 raise ValueError(f"{table} is {_json_type(value)}; it must be a table ([{table}] with key = value "
