@@ -199,12 +199,12 @@ def cmd_train(args) -> int:
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
         Finished: bar.finish}
     run_dir = None
-    if args.resume and args.out and world.is_main:  # continue a copy: the run asked for is never changed
-        from .core.runs.folder import Run
-        from .core.runs.targets import copy_run
-
-        args.resume = str(copy_run(Run.open(args.resume), args.out).path)
     try:
+        if args.resume and args.out and world.is_main:  # continue a copy: the run asked for is never changed
+            from .core.runs.folder import Run
+            from .core.runs.targets import copy_run
+
+            args.resume = str(copy_run(Run.open(args.resume), args.out).path)
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
                         probe=_probe(args, config)):
             handler = show.get(type(ev))
