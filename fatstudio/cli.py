@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import signal
 import sys
@@ -31,8 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("config", nargs="?", help="CONFIG.toml with [model], [data], [train] tables")
     t.add_argument("--preset", help="start from a built-in preset instead of a file (e.g. gpt-char)")
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key, e.g. model.L=6")
-    t.add_argument("--out", help="the run folder to create (default: a new folder in the runs directory)")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint")
+    t.add_argument("--out", help="the run folder to create (default: a new folder in the runs directory); with "
+                   "--resume, a copy of RUN_DIR is made there and continued, and RUN_DIR is left as it is")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint (in place, or in "
+                   "a copy at --out)")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--probe", metavar="TEXT", help="the input whose attention maps are saved at every evaluation "
                    "(text with [MASK] for BERT's masked LM; an encoder-decoder's target, with --probe-source); "
@@ -133,11 +136,26 @@ def main(argv: list[str] | None = None) -> int:
             f"{getattr(cause, 'filename', '') or ''}: {cause.strerror or cause}".lstrip(": ")
         if cause is not e and str(e):  # a library's error around the OSError: its words too (--debug: the traceback)
             msg += f" ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
-        print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
+        if _main_process():
+            print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print(f"fatstudio {args.command}: interrupted", file=sys.stderr)
+        if _main_process():
+            print(f"fatstudio {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _main_process() -> bool:
+    """Whether this process speaks for the command: always, but under torchrun rank 0 alone (every process
+    meets the same error; one says it)."""
+    if "RANK" not in os.environ:
+        return True
+    from .core.distributed import World
+
+    try:
+        return World.from_env().is_main
+    except ValueError:  # RANK that is not a number: not torchrun's
+        return True
 
 
 # ---- train -------------------------------------------------------------------------------------------
@@ -155,6 +173,9 @@ def _load_config(args):
     if args.preset:
         base = preset(args.preset).config
     elif args.config:
+        if Path(args.config).is_dir() and (Path(args.config) / "meta.json").exists():
+            raise ValueError(f"{args.config} is a run folder, not a config file; continue it with --resume "
+                             f"{args.config} (and --out NEW to continue a copy).")
         base = RunConfig.load(args.config)
     else:
         raise ValueError("give a config file (fatstudio train CONFIG.toml), --preset NAME, or --resume RUN_DIR.")
@@ -186,6 +207,11 @@ def cmd_train(args) -> int:
         Finished: bar.finish}
     run_dir = None
     try:
+        if args.resume and args.out and world.is_main:  # continue a copy: the run asked for is never changed
+            from .core.runs.folder import Run
+            from .core.runs.targets import copy_run
+
+            args.resume = str(copy_run(Run.open(args.resume), args.out).path)
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
                         probe=_probe(args, config)):
             handler = show.get(type(ev))
@@ -370,9 +396,7 @@ def cmd_attention(args) -> int:
     from .core.inspect.probes import MissingProbe, probe_path, probe_scores
     from .core.runs.folder import Run
 
-    out = Path(args.out)
-    if out.suffix.lower() not in (*SAVE_SUFFIXES, ".png"):
-        raise ValueError(f"--out {out}: the file must end in .json, .npz, .png or .csv.")
+    out = _out_file(args.out, (*SAVE_SUFFIXES, ".png"))
     if args.step is not None:
         if args.prompt is not None or args.source is not None:
             raise ValueError("--step writes the maps saved for the run's probe input; give no --prompt or --source.")
@@ -402,10 +426,13 @@ def cmd_attention(args) -> int:
 
 # ---- ablate / patch / lens / token-loss ------------------------------------------------------------------
 def _out_file(path: str, suffixes: tuple[str, ...]) -> Path:
+    """--out, if it ends in one of ``suffixes`` and may be written (`targets.check_output`: never into a run)."""
+    from .core.runs.targets import check_output
+
     out = Path(path)
     if out.suffix.lower() not in suffixes:
         raise ValueError(f"--out {out}: the file must end in {' or '.join(suffixes)}.")
-    return out
+    return check_output(out)
 
 
 def _write(out: Path, data: dict, csv: Callable[[], str] | None = None) -> None:

@@ -8,11 +8,14 @@ import dataclasses
 import importlib.util
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 import tomllib
+
+from .files import NotAFile, read_bytes, regular_file
 
 ARCHS = ("edt", "bert", "gpt", "gopher")
 NORMS = ("layer", "rms")
@@ -39,22 +42,52 @@ CAUSAL_ARCHS = ("gpt", "gopher")
 
 
 def check_choice(name: str, value: Any, allowed: tuple) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name} = {value!r} is not allowed; choose one of {', '.join(map(repr, allowed))}.")
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} = {_shown(value)} is not allowed; choose one of {', '.join(map(repr, allowed))}.")
+
+
+INT64_MAX = 2**63 - 1  # the largest whole number a config holds (torch's and numpy's int64)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as a message shows it (true, false and null as a config file writes them): at most 60
+    characters (a huge number or text is cut)."""
+    text = json.dumps(value) if isinstance(value, bool) or value is None else repr(value)
+    return text if len(text) <= 60 else f"{text[:50]}… ({len(text):,} characters)"
+
+
+def _names(keys: list[str]) -> str:
+    """Keys as a message lists them: a plain name as it is, anything else quoted (a newline shows as \\n)."""
+    shown = [k if k.isidentifier() else _shown(k) for k in keys[:8]]
+    return ", ".join(shown) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
+
+
+def _whole(name: str, value: Any, lo: int, what: str) -> None:
+    """ValueError unless ``value`` is a whole number in [lo, INT64_MAX] (a boolean or a string is not one)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= INT64_MAX:
+        hint = " (written in quotes: leave them out)" if isinstance(value, str) else ""
+        big = " up to 2⁶³ - 1" if isinstance(value, int) and value > INT64_MAX else ""
+        raise ValueError(f"{name} = {_shown(value)}{hint} is not allowed; it must be a whole number {what}{big}.")
 
 
 def _check_positive_int(name: str, value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name} = {value!r} is not allowed; it must be a whole number greater than 0.")
+    _whole(name, value, 1, "greater than 0")
+
+
+def _check_bool(name: str, value: Any) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} = {_shown(value)} is not allowed; it must be true or false (no quotes).")
 
 
 def _check_number(name: str, value: Any, lo: float, hi: float, hi_open: bool = True, lo_open: bool = False) -> None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) <= INT64_MAX \
+        and math.isfinite(value)
     if ok:
         ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
         rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        raise ValueError(f"{name} = {value!r} is not allowed; it must be a number in {rng}.")
+        hint = " (written in quotes: leave them out)" if isinstance(value, str) else ""
+        raise ValueError(f"{name} = {_shown(value)}{hint} is not allowed; it must be a number in {rng}.")
 
 
 _C = TypeVar("_C", bound="_Config")
@@ -73,7 +106,7 @@ class _Config:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}; "
+            raise ValueError(f"unknown {cls.__name__} field(s): {_names(unknown)}; "
                              f"known fields are {', '.join(sorted(known))}.")
         return cls(**d)
 
@@ -153,14 +186,12 @@ class ModelConfig(_Config):
             if getattr(self, name) is not None:
                 check_choice(name, getattr(self, name), allowed)
         for name in ("tie_embeddings", "bias"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} = {getattr(self, name)!r} is not allowed; it must be true or false.")
+            _check_bool(name, getattr(self, name))
         _check_number("dropout", self.dropout, 0.0, 1.0)
         if self.position_base is not None:
             _check_number("position_base", self.position_base, 0.0, math.inf, lo_open=True)
         _check_number("norm_eps", self.norm_eps, 0.0, 1.0)
-        if not isinstance(self.n_classes, int) or isinstance(self.n_classes, bool) or self.n_classes < 0:
-            raise ValueError(f"n_classes = {self.n_classes!r} is not allowed; it must be a whole number ≥ 0 (0 = no class head).")
+        _whole("n_classes", self.n_classes, 0, "≥ 0 (0 = no class head)")
         r = self.resolved()
         if self.d_e // self.H < 1 and (self.d_attn is None or self.d_mid is None):
             raise ValueError(f"H = {self.H} is not allowed with d_e = {self.d_e}: d_e // H would be 0; "
@@ -243,12 +274,16 @@ class DataConfig(_Config):
     p_mask: float = 0.15  # masked_lm (Algorithm 12)
 
     def validate(self) -> DataConfig:
-        if not isinstance(self.corpus, str) or not self.corpus.strip():
+        if not isinstance(self.corpus, str):
+            raise ValueError(f"data.corpus = {_shown(self.corpus)} is not allowed; it must be a string: a file, a "
+                             "folder or the name of a built-in corpus.")
+        if "\0" in self.corpus:
+            raise ValueError("data.corpus holds a NUL character; give a file, a folder or a built-in corpus's name.")
+        if not self.corpus.strip():
             raise ValueError("data.corpus is empty; give a file, a folder or the name of a built-in corpus.")
         check_choice("data.tokenizer", self.tokenizer, TOKENIZERS)
         check_choice("data.task", self.task, TASKS)
-        if not isinstance(self.vocab_size, int) or isinstance(self.vocab_size, bool) or self.vocab_size < 8:
-            raise ValueError(f"data.vocab_size = {self.vocab_size!r} is not allowed; it must be a whole number ≥ 8.")
+        _whole("data.vocab_size", self.vocab_size, 8, "≥ 8")
         _check_number("data.val_fraction", self.val_fraction, 0.0, 1.0)
         _check_number("data.p_mask", self.p_mask, 0.0, 1.0, lo_open=True)
         return self
@@ -283,9 +318,7 @@ class TrainConfig(_Config):
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
             _check_positive_int(f"train.{name}", getattr(self, name))
         for name in ("warmup", "sample_tokens", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-                raise ValueError(f"train.{name} = {v!r} is not allowed; it must be a whole number ≥ 0.")
+            _whole(f"train.{name}", getattr(self, name), 0, "≥ 0")
         check_choice("train.optimizer", self.optimizer, ("adamw", "sgd"))
         check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
         check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
@@ -297,8 +330,7 @@ class TrainConfig(_Config):
         _check_number("train.beta2", self.beta2, 0.0, 1.0)
         _check_number("train.grad_clip", self.grad_clip, 0.0, math.inf)
         for name in ("compile", "tensorboard"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"train.{name} = {getattr(self, name)!r} is not allowed; it must be true or false.")
+            _check_bool(f"train.{name}", getattr(self, name))
         if self.tensorboard and importlib.util.find_spec("tensorboard") is None:  # looks, imports nothing
             raise ValueError(TENSORBOARD_MISSING)
         return self
@@ -316,7 +348,11 @@ class RunConfig(_Config):
     def from_dict(cls, d: dict[str, Any]) -> RunConfig:
         unknown = sorted(set(d) - {"model", "data", "train"})
         if unknown:
-            raise ValueError(f"unknown config table(s): {', '.join(unknown)}; the tables are [model], [data], [train].")
+            raise ValueError(f"unknown config table(s): {_names(unknown)}; the tables are [model], [data], [train].")
+        for table, value in d.items():
+            if not isinstance(value, dict):
+                raise ValueError(f"{table} is {_json_type(value)}; it must be a table ([{table}] with key = value "
+                                 "lines), not a value or an array of tables.")
         return cls(model=ModelConfig.from_dict(d.get("model", {})), data=DataConfig.from_dict(d.get("data", {})),
                    train=TrainConfig.from_dict(d.get("train", {})))
 
@@ -332,20 +368,28 @@ class RunConfig(_Config):
 
     @classmethod
     def load(cls, path: str | Path) -> RunConfig:
-        """Read a TOML (or JSON) config file; a preset's file too (its `PRESET_KEYS`, ``name``, ``description``
-        and the like, are for people, not training, and are left out)."""
+        """Read and validate a TOML (or ``.json``) config file; a preset's file too (its `PRESET_KEYS`,
+        ``name``, ``description`` and the like, are for people, not training, and are left out). Whatever the
+        file holds, a `ConfigError` naming the file, the key and what is allowed, or the config."""
         path = Path(path)
+        kind = "JSON" if path.suffix.lower() == ".json" else "TOML"
+        d = _parse(path, kind, _read(path))
         try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ValueError(f"cannot read config file {path}: {e.strerror or e}.") from None
-        try:
-            d = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"config file {path} is not valid {'JSON' if path.suffix == '.json' else 'TOML'}: {e}.") from None
-        for key in PRESET_KEYS:
-            d.pop(key, None)
-        return cls.from_dict(d)
+            if not isinstance(d, dict):
+                raise ValueError(f"it holds {_json_type(d)}, not a {kind} object with [model], [data] and [train] "
+                                 "tables.")
+            for key in PRESET_KEYS:
+                d.pop(key, None)
+            config = cls.from_dict(d)
+            config.data.validate()
+            config.train.validate()
+            try:
+                config.model.validate()
+            except ValueError as e:
+                raise ValueError(f"[model] {e}") from None
+            return config.validate()
+        except ValueError as e:
+            raise ConfigError(f"{path}: {e}") from None
 
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """Apply ``table.key=value`` assignments (the CLI's ``--set``); values parse as TOML, else as text."""
@@ -359,6 +403,70 @@ class RunConfig(_Config):
                 raise ValueError(f"--set {a!r}: {table} has no key {name!r}; known keys: {', '.join(sorted(d[table]))}.")
             d[table][name] = parse_value(raw.strip())
         return RunConfig.from_dict(d)
+
+
+class ConfigError(ValueError):
+    """A config file that cannot be read or holds a value that is not allowed: the message names the file,
+    the key and what is allowed (`RunConfig.load`)."""
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few hundred bytes; anything past a megabyte is not one
+
+
+def _read(path: Path) -> str:
+    """The text of config file ``path`` (UTF-8, a BOM allowed): never a device, FIFO or socket, nor a huge file."""
+    try:
+        size = regular_file(path).st_size
+        if size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config file {path} is {size:,} bytes; a config file is at most "
+                              f"{MAX_CONFIG_BYTES:,}: is it the right file?")
+        return read_bytes(path).decode("utf-8-sig")
+    except NotAFile as e:
+        raise ConfigError(f"config file {e}") from None
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}.") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {e.start}).") from None
+
+
+def _parse(path: Path, kind: str, text: str) -> Any:
+    """The value in ``text``: JSON (duplicate keys refused, naming the key) or TOML."""
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        d: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in d:
+                raise ConfigError(f"config file {path} is not valid JSON: the key {k!r} appears twice in one object.")
+            d[k] = v
+        return d
+
+    try:
+        return json.loads(text, object_pairs_hook=unique) if kind == "JSON" else tomllib.loads(text)
+    except ConfigError:
+        raise
+    except RecursionError:
+        raise ConfigError(f"config file {path} is nested too deeply to be a config.") from None
+    except ValueError as e:  # JSONDecodeError, TOMLDecodeError, an integer of more than 4300 digits
+        why = str(e)
+        if "digits" in why and not isinstance(e, (json.JSONDecodeError, tomllib.TOMLDecodeError)):
+            why = "a number has thousands of digits"
+        at = re.search(r"at line (\d+)", why)
+        lines = text.splitlines()
+        if at and 0 < int(at.group(1)) <= len(lines):  # the line itself: it names the key (a duplicate key)
+            why += f": {_shown(lines[int(at.group(1)) - 1].strip())}"
+        raise ConfigError(f"config file {path} is not valid {kind}: {why}.") from None
+
+
+def _json_type(value: Any) -> str:
+    """What ``value`` is, in a config file's words."""
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    if isinstance(value, list):
+        return "an array"
+    return "nothing (null)" if value is None else f"a {type(value).__name__}"
 
 
 def parse_value(raw: str) -> Any:

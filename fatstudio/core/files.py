@@ -1,12 +1,15 @@
-"""Files written whole or not at all, and the OSError behind an error: what the run folder, the probe files and
-the reference curves share."""
+"""Files written whole or not at all, files read only when they are regular files (`read_bytes`: never a device,
+a FIFO or a socket), and the OSError behind an error: what the run folder, the probe files, the configs, the
+corpora and the reference curves share."""
 from __future__ import annotations
 
 import contextlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:
@@ -52,3 +55,65 @@ def naming(e: OSError, path: Path) -> OSError:
     """``e`` with ``path`` as its file name (a write error says which file, not its temporary's), of the same
     OSError subclass (OSError picks it from the errno)."""
     return OSError(e.errno, e.strerror or str(e), str(path))
+
+
+class NotAFile(ValueError):
+    """A path that is not a regular file (a device, a FIFO, a socket, a folder, or a link to one), or one whose
+    size cannot be known before reading it: refused without reading it."""
+
+
+def _kind(mode: int) -> str:
+    for test, words in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                        (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a regular file"
+
+
+def regular_file(path: str | Path) -> os.stat_result:
+    """``os.stat(path)`` (links followed) if ``path`` is a regular file; else `NotAFile` naming what it is.
+    Nothing is opened, so a FIFO cannot block and a device is not read. A missing or unreadable path is the
+    OSError of ``os.stat``."""
+    st = os.stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
+        raise NotAFile(f"{path}{link} is {_kind(st.st_mode)}, not a regular file; give a file.")
+    return st
+
+
+def open_regular(path: str | Path) -> tuple[BinaryIO, int]:
+    """``path`` opened for reading in binary, and its size, if it is a regular file (`regular_file`), checked
+    again on the opened file (a path swapped for a FIFO in between cannot block: it is opened non-blocking).
+    A file that says it is empty but is not (``/proc`` and ``/sys`` files) has no size known in advance and is
+    `NotAFile` too."""
+    regular_file(path)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    f = os.fdopen(fd, "rb")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotAFile(f"{path} is {_kind(st.st_mode)}, not a regular file; give a file.")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        if st.st_size == 0 and f.read(1):
+            raise NotAFile(f"{path} says it is empty but is not (a /proc or /sys file?): its size cannot be "
+                           "known in advance; copy it to a regular file first.")
+        f.seek(0)
+    except BaseException:
+        f.close()
+        raise
+    return f, st.st_size
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The bytes of regular file ``path`` (`open_regular`), at most its size when opened (a file growing
+    meanwhile is read as it was)."""
+    f, size = open_regular(path)
+    with f:
+        return f.read(size)
+
+
+def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+    """`read_bytes` decoded (a UnicodeDecodeError if it is not ``encoding``)."""
+    return read_bytes(path).decode(encoding)

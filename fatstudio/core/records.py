@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from .files import read_bytes
+
 
 class MetricsRow(TypedDict, total=False):
     """One step of ``metrics.jsonl``. Every row has ``step``, ``train_loss``, ``lr`` and ``grad_norm`` (None, with
@@ -83,22 +85,41 @@ def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file; a torn last line (a crash mid-write) is skipped."""
-    if not path.exists():
-        return []
+    """Rows of a JSON-lines file (a regular file, `files.read_bytes`): a torn last line (a crash mid-write, perhaps
+    inside a character) and any line that is not a JSON object with a whole-number ``step`` (where it has one)
+    are skipped."""
+    return parse_jsonl(read_bytes(path)) if path.exists() else []
+
+
+def parse_jsonl(data: bytes) -> list[dict]:
+    """The rows of JSON-lines bytes, as `read_jsonl` reads them."""
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in data.splitlines():
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
+            row = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError):  # not JSON, not UTF-8 (JSONDecodeError and UnicodeDecodeError)
             continue
-        if isinstance(row, dict):
+        if isinstance(row, dict) and _whole_step(row.get(STEP, 0)):
             rows.append(row)
     return rows
 
 
+def _whole_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def mark_window_ends(rows: list[dict]) -> None:
+    """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
+    throughput onto all of the window's rows, so a window ends where the next row's value differs."""
+    for row, after in zip(rows, [*rows[1:], {}]):
+        if row.get(TOKENS_PER_S) is not None and row[TOKENS_PER_S] != after.get(TOKENS_PER_S):
+            row[WINDOW_END] = True
+
+
 def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.copysign(math.inf, value)
 
 
 def _count(value: Any, default: int = 0) -> int:

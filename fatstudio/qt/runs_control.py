@@ -123,7 +123,7 @@ class RunsControl(QObject):
         self.plots.load_metrics(rows)
         self.plots.set_run(run.config, run.info.chars_per_token)
         self.workspace.show_run(str(run.path), rows, run.config.train.to_dict(), run.meta)
-        self.plots.export_stem = str(run.path / "curves")
+        self.plots.export_stem = f"{run.path}-curves"  # beside the run: a run folder is the run's alone
         self.view.set_samples(run.samples())
         m = run.meta
         step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)

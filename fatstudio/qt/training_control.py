@@ -130,7 +130,7 @@ class TrainingControl(QObject):
     def _on_started(self, ev) -> None:
         self.view.show_progress(ev.start_step, ev.total_steps)
         self.view.start_live_lr(float(ev.config.train.lr))
-        self.plots.export_stem = str(Path(ev.run_dir) / "curves")
+        self.plots.export_stem = f"{ev.run_dir}-curves"  # beside the run: a run folder is the run's alone
         self.plots.set_run(ev.config, ev.chars_per_token)
         self.view.show_status(
             f"Training {Path(ev.run_dir).name} on {ev.device} in {ev.precision}: {ev.n_parameters:,} parameters, "

@@ -21,6 +21,7 @@ LAZY = {
     ("runs.folder", "runs.tensorboard_log"), ("runs.folder", "inspect.probes"), ("runs.folder", "device"),
     ("runs.folder", "model"), ("runs.folder", "data.tokenization"),
     ("runs.export_hf", "model.positions"), ("runs.export_hf", "data.tokenization"), ("runs.export_hf", "runs.folder"),
+    ("runs.export_hf", "runs.targets"),
     ("runs.tokenizer_lab", "data.corpora"), ("runs.tokenizer_lab", "runs.folder"),
     ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
     ("training.estimate", "training.trainer"),

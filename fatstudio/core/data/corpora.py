@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import TASKS, check_choice
+from ..files import NotAFile, read_bytes, regular_file
 from . import streaming
 from .builtin import BUILTIN_TASKS, BUILTINS, N_EXAMPLES, N_REPEAT, SYNTHETIC, repeat_sequences, stdlib_text, unique_examples
 from .datasets import IGNORE as IGNORE  # the loss and the interventions read it here
@@ -113,7 +114,7 @@ class Corpus:
 def _decode(path: Path, notes: list[str]) -> str | None:
     """The text of ``path`` (UTF-8 with or without BOM, UTF-16 with BOM, else cp1252, else latin-1),
     newlines made ``\\n``; None for a binary file."""
-    data = path.read_bytes()
+    data = read_bytes(path)
     for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
                           (codecs.BOM_UTF16_BE, "utf-16")):
         if data.startswith(bom):
@@ -185,6 +186,10 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
         if not files:
             raise ValueError(f"folder {path} has no {what} files (looked for {', '.join(sorted(suffixes))}).")
     else:
+        try:
+            regular_file(path)
+        except NotAFile as e:
+            raise ValueError(f"corpus {e}") from None
         files = [path]
         if not text_task and path.suffix.lower() not in EXAMPLE_SUFFIXES:
             a, b = _FIELDS[task]

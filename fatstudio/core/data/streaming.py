@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..files import open_regular
 from .tokenization import BATCH_PIECES, CHUNK_CHARS, Progress, Tokenizer, split_text, token_dtype
 
 STREAM_BYTES = 256 << 20  # a text corpus larger than this (in bytes, all files) is streamed
@@ -60,8 +61,9 @@ class TextFile:
 def sniff(path: Path) -> tuple[str, str] | None:
     """(encoding, errors) that `data._decode` would use for ``path``, found by reading it in chunks;
     None for a binary file."""
-    with open(path, "rb") as fh:
-        head = fh.read(8192)
+    fh, size = open_regular(path)  # never a FIFO or a device; a size 0 that is not (/proc) is refused
+    with fh:
+        head = fh.read(min(size, 8192))
     for bom, encoding in ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"),
                           (codecs.BOM_UTF16_BE, "utf-16")):
         if head.startswith(bom):
@@ -79,12 +81,15 @@ def sniff(path: Path) -> tuple[str, str] | None:
 
 
 def _decoded(path: Path, encoding: str, errors: str) -> Iterator[str]:
-    """The text of ``path`` in chunks, newlines made ``\\n`` (a ``\\r`` at a chunk's end waits for the next)."""
+    """The text of ``path`` in chunks, newlines made ``\\n`` (a ``\\r`` at a chunk's end waits for the next): as
+    many bytes as its size when opened, never more (a file that grows meanwhile is read as it was)."""
     decoder = codecs.getincrementaldecoder(encoding)(errors)
     cr = ""
-    with open(path, "rb") as fh:
+    fh, left = open_regular(path)
+    with fh:
         while True:
-            data = fh.read(READ_BYTES)
+            data = fh.read(min(READ_BYTES, left))
+            left -= len(data)
             text = cr + decoder.decode(data, final=not data)
             cr = ""
             if data and text.endswith("\r"):

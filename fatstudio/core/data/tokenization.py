@@ -37,6 +37,7 @@ from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
 from ..config import TOKENIZERS, check_choice
+from ..files import read_text
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -223,7 +224,7 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = read_text(path)
         except (OSError, UnicodeDecodeError) as e:
             raise ValueError(f"cannot read tokenizer file {path}: {getattr(e, 'strerror', None) or e}.") from None
         return cls.from_json(text)

@@ -22,6 +22,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 
+from ..files import regular_file
 from .prompting import display_token
 
 # -------------------------------------------------------------------------------------------------- names
@@ -277,8 +278,9 @@ class AttentionMaps:
 
     @classmethod
     def load(cls, path: str | Path) -> AttentionMaps:
-        """Read a .json or .npz file written by `save`."""
+        """Read a .json or .npz file written by `save` (a regular file: `files.regular_file`)."""
         path = Path(path)
+        regular_file(path)
         if path.suffix.lower() == ".json":
             return cls.from_json_dict(json.loads(path.read_text(encoding="utf-8")))
         with np.load(path, allow_pickle=False) as d:

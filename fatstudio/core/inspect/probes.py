@@ -36,8 +36,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..files import atomic_write
-from .attention_maps import AttentionMaps
+from ..config import RunConfig
+from ..files import NotAFile, atomic_write, regular_file
+from .attention_maps import AttentionMaps, parse_map_name
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
 from .saved_lens import META_KEY as LENS_KEY
@@ -207,12 +208,15 @@ def _read(path: str | Path, with_maps: bool = True) -> tuple[dict[str, str], dic
     from safetensors import safe_open
 
     try:
+        regular_file(path)  # a FIFO or a device is refused unread
         with safe_open(str(path), framework="np") as f:
             meta = f.metadata() or {}
             maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()  # noqa: SIM118
                     if not name.startswith(LENS_PREFIX)} if with_maps else {}
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
+    except NotAFile:
+        raise
     except Exception as e:  # safetensors raises its own error types for bad headers
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     return meta, maps
@@ -226,7 +230,42 @@ def load_probe_file(path: str | Path) -> AttentionMaps:
         context = json.loads(meta.get("context_tokens", "null"))
     except (KeyError, ValueError) as e:
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
-    return AttentionMaps(tokens, context, maps)
+    if not isinstance(tokens, list) or not (context is None or isinstance(context, list)):
+        raise ValueError(f"{path} is not a probe file of fatstudio: its tokens are not a list.")
+    probe = AttentionMaps(tokens, context, maps)
+    try:
+        mismatch = probe_mismatch(probe)
+    except ValueError as e:  # a map name that is not kind/layer
+        mismatch = str(e)
+    if mismatch:
+        raise ValueError(f"{path}: its tokens and its maps disagree ({mismatch}); the probe file is damaged.")
+    return probe
+
+
+def probe_mismatch(maps: AttentionMaps, config: RunConfig | None = None) -> str | None:
+    """How a probe file's maps differ from its tokens (each map is H × queries × keys), or, with ``config``, from
+    the model's heads and layers."""
+    m = config.model.resolved() if config is not None else None
+    layers = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
+    for name, A in maps.maps.items():
+        want = (len(maps.query_tokens(name)), len(maps.key_tokens(name)))
+        if A.ndim != 3 or A.shape[1:] != want:
+            return f"map {name} is {'×'.join(map(str, A.shape))}, its tokens make it H×{want[0]}×{want[1]}"
+        if m and A.shape[0] != m.H:
+            return f"map {name} has {A.shape[0]} heads, config.json's model H = {m.H}"
+        if m and parse_map_name(name).layer >= layers.get(parse_map_name(name).kind, m.L):
+            return f"map {name} is of a layer that config.json's model does not have"
+    return None
+
+
+def saved_input(path: str | Path) -> dict | None:
+    """The probe input a probe file was saved for (`ProbeInput.to_dict`; its header only is read), or None
+    (a file without one). ValueError if the file cannot be read."""
+    try:
+        d = json.loads(_read(path, with_maps=False)[0].get("probe") or "null")
+    except ValueError:  # not JSON: none to compare
+        return None
+    return d if isinstance(d, dict) else None
 
 
 def load_probe_lens(path: str | Path) -> SavedLens | None:
@@ -316,5 +355,6 @@ def remove_after(run_dir: str | Path, step: int) -> None:
 
 
 __all__ = ["ProbeInput", "MissingProbe", "default_probe", "probe_maps", "measure_scores", "save_probe",
-           "load_probe_file", "load_probe_lens", "saved_scores", "probe_scores", "score_history", "score_series", "load_probe",
+           "load_probe_file", "load_probe_lens", "saved_input", "saved_scores", "probe_scores", "score_history",
+           "score_series", "load_probe",
            "list_probes", "probe_path", "remove_after", "PROBES", "META_KEY", "MAX_TOKENS"]

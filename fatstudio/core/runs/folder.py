@@ -29,6 +29,7 @@ import platform
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,9 +37,10 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from ..config import RunConfig
-from ..files import atomic_write, naming, os_error_in
+from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file
 from ..inspect.loaded import LoadedModel
-from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
+from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
+from . import agreement
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -53,6 +55,7 @@ METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each t
 ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
+RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."
 
 
@@ -85,6 +88,9 @@ class Run:
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ValueError(f"{path} is a file, not a folder; choose another --out.")
+        inside = run_folder_above(path)
+        if inside:
+            raise ValueError(f"{path} is inside the run {inside}; a run folder holds one run: choose another --out.")
         for parent in path.parents:
             if parent.exists() and not parent.is_dir():
                 raise ValueError(f"cannot create the run folder {path}: {parent} is a file, not a folder.")
@@ -126,7 +132,8 @@ class Run:
             now = time.time()
             run.write_meta(status="created", step=0, total_steps=config.train.steps, created=now,
                            arch=config.model.arch, corpus=config.data.corpus, task=config.data.task,
-                           versions=_versions(), format_version=FORMAT_VERSION, **{METRICS_WINDOWS: True})
+                           versions=_versions(), format_version=FORMAT_VERSION, run_id=uuid.uuid4().hex,
+                           **{METRICS_WINDOWS: True})
         except OSError as e:  # leave nothing half-made behind (the folder is ours: new, or empty and locked)
             run.unlock()
             for f in (CONFIG, META, *((LOCK,) if made else ())):
@@ -141,11 +148,14 @@ class Run:
     @classmethod
     def open(cls, path: str | Path) -> Run:
         """The run at ``path`` (no lock: reading is never blocked). ValueError, naming the file, for a folder
-        that is not a run, a missing, unreadable or truncated config.json or meta.json, and a run written by a
-        newer fatstudio (a newer ``format_version``)."""
+        that is not a run, a missing, unreadable or truncated config.json or meta.json, a run file that is not a
+        regular file (`files.NotAFile`), and a run written by a newer fatstudio (a newer ``format_version``)."""
         path = Path(path)
         if not path.is_dir():
             raise ValueError(f"{path} is not a fatstudio run: no such folder.")
+        for name in RUN_FILES:  # a FIFO, a device or a socket in their place is refused here, never read
+            if (path / name).exists():
+                regular_file(path / name)
         meta = _read_json(path, META)
         version = meta.get("format_version", 1)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -156,6 +166,8 @@ class Run:
         d = _read_json(path, CONFIG)
         try:
             config = RunConfig.from_dict(d)
+            config.model.validate()
+            config.data.validate()  # training checks its own table when resuming
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"{path / CONFIG} is not a valid run config: {e}") from None
         return cls(path, config, meta)
@@ -177,17 +189,29 @@ class Run:
 
         if self._lock is not None:
             return
-        lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise ValueError(f"{self.path} is being trained by another process; wait for it to end or stop it.") from None
-        except OSError as e:
-            raise ValueError(f"cannot write the run folder {self.path}: {_why(e, self.path)}.") from None
-        self._lock = lock
+        busy = f"{self.path} is being trained by another process; wait for it to end or stop it."
+        for _ in range(3):  # the file we locked may have been removed by the holder releasing it (`unlock`)
+            lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
+            try:
+                lock.acquire(timeout=0)
+            except Timeout:
+                raise ValueError(busy) from None
+            except OSError as e:
+                raise ValueError(f"cannot write the run folder {self.path}: {_why(e, self.path)}.") from None
+            if _holds_the_file(lock, self.path / LOCK):
+                self._lock = lock
+                return
+            with contextlib.suppress(OSError):
+                lock.release(force=True)
+        raise ValueError(busy)
 
     def unlock(self) -> None:
+        """Release the lock; its file goes too (removed while still held, so no one locks it meanwhile) if it is
+        empty, as the lock leaves it."""
         if self._lock is not None:
+            with contextlib.suppress(OSError):
+                if (self.path / LOCK).stat().st_size == 0:
+                    (self.path / LOCK).unlink()
             with contextlib.suppress(OSError):
                 self._lock.release(force=True)
             self._lock = None
@@ -255,6 +279,8 @@ class Run:
     def _append(self, name: str, rows: list[dict]) -> None:
         if rows:
             try:
+                if (self.path / name).exists():
+                    regular_file(self.path / name)  # never append to a FIFO (it blocks) or a device
                 with open(self.path / name, "a", encoding="utf-8") as f:
                     f.write(jsonl(rows))
                     f.flush()
@@ -263,11 +289,17 @@ class Run:
 
     def truncate_after(self, step: int) -> None:
         """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
-        outran)."""
+        outran), and the lines of the append-only files that are not rows (a torn last line: a crash mid-write),
+        so the rows appended next start on a line of their own: one parseable row per step."""
         for name in (METRICS, SAMPLES):
-            rows = read_jsonl(self.path / name)
-            if any(row_step(r) > step for r in rows):
-                atomic_write(self.path / name, jsonl(r for r in rows if row_step(r) <= step))
+            path = self.path / name
+            if not path.exists():
+                continue
+            data = read_bytes(path)
+            kept = list({row_step(r): r for r in parse_jsonl(data) if row_step(r) <= step}.values())  # one a step
+            lines = sum(1 for line in data.splitlines() if line.strip())
+            if len(kept) != lines or (data and not data.endswith(b"\n")):
+                atomic_write(path, jsonl(kept))
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
@@ -282,23 +314,42 @@ class Run:
         that fatstudio wrote before it marked them)."""
         rows = read_jsonl(self.path / METRICS)
         if not self.meta.get(METRICS_WINDOWS):
-            _mark_window_ends(rows)
+            mark_window_ends(rows)
         return rows
 
     def samples(self) -> list[dict]:
         return read_jsonl(self.path / SAMPLES)
 
     def save_tokenizer(self, tokenizer) -> None:
-        atomic_write(self.path / TOKENIZER, tokenizer.to_json())
+        """Write tokenizer.json; meta.json records its digest (a tokenizer put in its place is refused)."""
+        text = tokenizer.to_json()
+        atomic_write(self.path / TOKENIZER, text)
+        self.write_meta(tokenizer_sha256=agreement.digest(text))
 
     def load_tokenizer(self):
         from ..data.tokenization import Tokenizer
         try:
-            return Tokenizer.from_json((self.path / TOKENIZER).read_text(encoding="utf-8"))
+            text = read_text(self.path / TOKENIZER)
+            tokenizer = Tokenizer.from_json(text)
         except FileNotFoundError:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
+        except NotAFile:
+            raise
         except Exception as e:  # the tokenizers library raises its own exception types
             raise ValueError(f"{self.path}/tokenizer.json is corrupt or foreign: {e}") from None
+        other = agreement.tokenizer_mismatch(self.meta, self.config, text, tokenizer.vocab_size)
+        if other:
+            raise agreement.disagree(self.path / TOKENIZER, self.path / (CONFIG if "config.json" in other else META), other)
+        return tokenizer
+
+    def check_agreement(self):
+        """The run's tokenizer, once its files are found to agree (`agreement`), else a ValueError naming the two
+        that disagree: the tokenizer and config.json or meta.json, the weights' run id and step and meta.json
+        (their shapes, then meta.json's model, are checked as they load, `load_weights`)."""
+        tokenizer = self.load_tokenizer()
+        if self.has_checkpoint:
+            self._weights_header()
+        return tokenizer
 
     # -- probes (attention over training time) -------------------------------------------------------------
     def probe_input(self) -> ProbeInput | None:
@@ -317,9 +368,16 @@ class Run:
     def load_probe(self, step: int) -> AttentionMaps:
         """The `AttentionMaps` of the probe saved at ``step`` (float16 widened to float32);
         `probes.MissingProbe` (a ValueError listing the saved steps) if there are none."""
-        from ..inspect.probes import load_probe
+        from ..inspect.probes import load_probe, probe_mismatch, probe_path, saved_input
 
-        return load_probe(self.path, step)
+        maps = load_probe(self.path, step)
+        other = probe_mismatch(maps, self.config)
+        if other:
+            raise agreement.disagree(probe_path(self.path, step), self.path / CONFIG, other)
+        mine, saved = self.probe_input(), saved_input(probe_path(self.path, step))
+        if mine and saved and saved != mine.to_dict():
+            raise agreement.disagree(probe_path(self.path, step), self.path / META, "the probe is of another input")
+        return maps
 
     @property
     def has_checkpoint(self) -> bool:
@@ -335,8 +393,10 @@ class Run:
         from safetensors.torch import save_model
 
         metadata = {"step": str(step), "format": "fatstudio"}
-        if _model_config(model):
-            metadata["model"] = json.dumps(_model_config(model))
+        if agreement.model_config(model):
+            metadata["model"] = json.dumps(agreement.model_config(model))
+        if self.meta.get("run_id"):
+            metadata["run_id"] = str(self.meta["run_id"])  # whose weights these are (`agreement.run_id_mismatch`)
         tmp = tmp_opt = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
@@ -344,7 +404,8 @@ class Run:
             save_model(model, tmp, metadata=metadata)
             fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
             with os.fdopen(fd, "wb") as f:
-                torch.save({"step": step, "optimizer": optimizer.state_dict(), **state}, f)
+                torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
+                            **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
             os.replace(tmp_opt, self.path / OPTIMIZER)
             os.replace(tmp, self.path / WEIGHTS)
         except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
@@ -363,25 +424,17 @@ class Run:
 
     def load_weights(self, model) -> int:
         """Load model.safetensors into ``model``; return its step. ValueError if missing, corrupt or foreign."""
-        from safetensors import safe_open
         from safetensors.torch import load_model
 
         from ..device import is_out_of_memory
 
         path = self.path / WEIGHTS
-        if not path.exists():
-            raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                metadata = f.metadata() or {}
-                step = int(metadata.get("step", 0))
-                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
-        except Exception as e:  # safetensors raises its own error types for bad headers
-            raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
-        saved = _saved_model_config(metadata)
-        mismatch = _arch_mismatch(saved, model) or _shape_mismatch(shapes, model)
+        metadata, step, shapes = self._weights_header()
+        saved = agreement.saved_model_config(metadata)
+        mismatch = agreement.arch_mismatch(saved, model) or agreement.shape_mismatch(shapes, model)
         if mismatch:
-            raise ValueError(f"{path} does not match the run's config.json: {mismatch}{_fields_differ(saved, model)}.")
+            raise ValueError(f"{path} does not match the run's config.json: {mismatch}"
+                             f"{agreement.fields_differ(saved, model)}.")
         try:
             missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
         except Exception as e:  # safetensors raises its own error types for bad headers and shapes
@@ -390,22 +443,53 @@ class Run:
             raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
         if missing or unexpected:
             raise ValueError(f"{path} does not match the run's config.json: other tensors (missing "
-                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}){_fields_differ(saved, model)}.")
+                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
+                             f"{agreement.fields_differ(saved, model)}.")
+        other = agreement.meta_mismatch(self.meta, self.config) or agreement.parameters_mismatch(self.meta, model)
+        if other:
+            raise agreement.disagree(self.path / META, self.path / CONFIG, other)
         return step
+
+    def _weights_header(self) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
+        """model.safetensors' metadata, step and tensor shapes (its header alone is read), checked against
+        meta.json (`agreement.run_id_mismatch`, `agreement.step_mismatch`)."""
+        from safetensors import safe_open
+
+        path = self.path / WEIGHTS
+        if not path.exists():
+            raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
+        regular_file(path)
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                metadata = f.metadata() or {}
+                step = int(metadata.get("step", 0))
+                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
+        except Exception as e:  # safetensors raises its own error types for bad headers
+            raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
+        other = agreement.run_id_mismatch(self.meta, metadata) or agreement.step_mismatch(self.meta, step)
+        if other:
+            raise agreement.disagree(path, self.path / META, other)
+        return metadata, step, shapes
 
     def load_training_state(self) -> dict | None:
         """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
         import torch
+        if (self.path / OPTIMIZER).exists():
+            regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
         try:
-            return torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
+            state = torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
         except Exception:  # a torn or foreign file: resume with fresh optimizer state
             return None
+        other = agreement.run_id_mismatch(self.meta, state if isinstance(state, dict) else {})
+        if other:
+            raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
+        return state
 
     def load_model(self, device: str = "cpu") -> LoadedModel:
         """The trained model for prompting (eval mode), with its tokenizer."""
         from ..model import build_model
 
-        tokenizer = self.load_tokenizer()
+        tokenizer = self.check_agreement()
         model = build_model(self.config.model).to(device)
         step = self.load_weights(model)
         model.eval()
@@ -413,60 +497,27 @@ class Run:
                            f"{self.name} · step {step}", step)
 
 
-def _model_config(model) -> dict:
-    to_dict = getattr(getattr(model, "config", None), "to_dict", None)
-    return to_dict() if callable(to_dict) else {}
+def is_run_folder(path: Path) -> bool:
+    """Whether ``path`` is a run's folder (it has a config.json and a meta.json)."""
+    return (path / CONFIG).exists() and (path / META).exists()
 
 
-def _saved_model_config(metadata: dict) -> dict:
-    """The model config saved in the weights' metadata (`Run.save_checkpoint`); {} in older weights."""
-    try:
-        saved = json.loads(metadata.get("model") or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return saved if isinstance(saved, dict) else {}
-
-
-def _arch_mismatch(saved: dict, model) -> str | None:
-    arch = _model_config(model).get("arch")
-    if saved.get("arch", arch) != arch:
-        return f"the weights are of a {saved['arch']} model, the config's model.arch is {arch!r}"
+def run_folder_above(path: str | Path) -> Path | None:
+    """The run folder that ``path`` (links resolved) lies inside, or None: where writing would change a run."""
+    for p in Path(path).resolve().parents:
+        if is_run_folder(p):
+            return p
     return None
 
 
-def _fields_differ(saved: dict, model) -> str:
-    """The model fields whose values the weights were saved with differ from the config's, in words (after
-    a mismatch: what was changed); "" where unknown."""
-    now = _model_config(model)
-    differ = [k for k in now if k in saved and saved[k] != now[k] and k != "arch"]
-    if not differ:
-        return ""
-    shown = ", ".join(f"{k} = {saved[k]!r} (config: {now[k]!r})" for k in differ[:3])
-    return f"; the weights were saved with {shown}{' and more' if len(differ) > 3 else ''}"
-
-
-def _shape_mismatch(shapes: dict[str, tuple[int, ...]], model) -> str | None:
-    """The first tensor whose shape in the file differs from ``model``'s, in words (weights saved without
-    their config); None if every tensor both have agrees."""
-    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
-    differ = [k for k in shapes if k in expected and shapes[k] != expected[k]]
-    if not differ:
-        return None
-    k = differ[0]
-
-    def shape(s: tuple[int, ...]) -> str:
-        return "×".join(map(str, s)) or "a scalar"
-
-    more = f" ({len(differ)} tensors differ)" if len(differ) > 1 else ""
-    return f"{k} is {shape(shapes[k])} in the weights, {shape(expected[k])} for the config{more}"
-
-
-def _mark_window_ends(rows: list[dict]) -> None:
-    """Mark the window ends of metrics rows written before the trainer marked them: it wrote each window's
-    throughput onto all of the window's rows, so a window ends where the next row's value differs."""
-    for row, after in zip(rows, [*rows[1:], {}]):
-        if row.get(TOKENS_PER_S) is not None and row[TOKENS_PER_S] != after.get(TOKENS_PER_S):
-            row[WINDOW_END] = True
+def _holds_the_file(lock: BaseFileLock, path: Path) -> bool:
+    """Whether ``lock`` holds the file now at ``path`` (not one its holder removed on release, `Run.unlock`)."""
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    identity = getattr(getattr(lock, "_context", None), "lock_file_fd_identity", None)  # (st_dev, st_ino)
+    return identity is None or tuple(identity) == (now.st_dev, now.st_ino)
 
 
 def _empty(path: Path) -> bool:
@@ -491,7 +542,7 @@ def _read_json(path: Path, name: str) -> dict:
     not an object."""
     f = path / name
     try:
-        d = json.loads(f.read_text(encoding="utf-8"))
+        d = json.loads(read_text(f))
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:
@@ -515,12 +566,7 @@ def list_runs(root: Path | None = None) -> list[Run]:
                     runs.append(Run.open(p))
                 except ValueError:
                     continue
-    return sorted(runs, key=lambda r: _created(r.meta), reverse=True)
-
-
-def _created(meta: dict) -> float:
-    created = meta.get("created", 0)
-    return float(created) if isinstance(created, (int, float)) else 0.0
+    return sorted(runs, key=lambda r: r.info.created or 0.0, reverse=True)
 
 
 def _versions() -> dict[str, str]:

@@ -114,6 +114,7 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
         locked.append(run)
         if not run.has_checkpoint:
             raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
+        run.check_agreement()  # files of another run are refused before the corpus is read
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
     tokenizer, dataset, config, chars = yield from prepare(config, run, prepared, world)

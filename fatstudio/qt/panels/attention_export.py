@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
 from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, map_name
+from ...core.runs.targets import check_output
 
 if TYPE_CHECKING:
     from .attention import AttentionPanel
@@ -71,6 +72,7 @@ def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, mes
     if not path.lower().endswith(suffix):
         path += suffix
     try:
+        check_output(path, "the file")  # never into a run folder, a folder or a FIFO
         fn(path)
     except (OSError, ValueError) as e:
         show_message(message, f"Export failed: {e}", error=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtGui import QColor, QPainter, QPixmap
 
+from ...core.runs.targets import check_output
 from .curves import scaled_values
 
 if TYPE_CHECKING:
@@ -67,7 +68,11 @@ def export_clicked(plots: TrainingPlots, kind: str) -> None:
     if not path:
         return
     try:
+        check_output(path, "the file")  # never into a run folder, a folder or a FIFO
         written = plots.export_csv(path) if kind == "csv" else plots.export_png(path)
+    except ValueError as e:
+        plots.exported.emit(f"Could not export the curves: {e}")
+        return
     except OSError as e:
         plots.exported.emit(f"Could not export the curves: {e.strerror or e}")
         return
