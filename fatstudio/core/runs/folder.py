@@ -334,9 +334,7 @@ class Run:
         import torch
         from safetensors.torch import save_model
 
-        metadata = {"step": str(step), "format": "fatstudio"}
-        if _model_config(model):
-            metadata["model"] = json.dumps(_model_config(model))
+        metadata = _weights_metadata(model, step)
         tmp = tmp_opt = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
@@ -359,6 +357,20 @@ class Run:
                 if t:
                     with contextlib.suppress(OSError):
                         Path(t).unlink(missing_ok=True)
+        self.write_meta(checkpoint_step=step)
+
+    def save_weights(self, model, step: int) -> None:
+        """The weights alone (an imported model's: no optimizer state), written whole or not at all."""
+        from safetensors.torch import save_model
+
+        fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
+        os.close(fd)
+        try:
+            save_model(model, tmp, metadata=_weights_metadata(model, step))
+            os.replace(tmp, self.path / WEIGHTS)
+        finally:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink(missing_ok=True)
         self.write_meta(checkpoint_step=step)
 
     def load_weights(self, model) -> int:
@@ -411,6 +423,14 @@ class Run:
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
                            f"{self.name} · step {step}", step)
+
+
+def _weights_metadata(model, step: int) -> dict[str, str]:
+    """The metadata of model.safetensors: the step, and the model's config (checked when it is loaded)."""
+    metadata = {"step": str(step), "format": "fatstudio"}
+    if _model_config(model):
+        metadata["model"] = json.dumps(_model_config(model))
+    return metadata
 
 
 def _model_config(model) -> dict:
