@@ -1,8 +1,14 @@
 """Tiny transformers checkpoints for the import tests, made with transformers itself: random weights from small
 configs of each class (a large initializer_range, so attention is far from uniform), saved with save_pretrained,
-with a tokenizer trained by ``tokenizers``. No network."""
+with a tokenizer trained by ``tokenizers``. No network.
+
+Run as a script in a child process (transformers imported into the suite's process left a later Qt test's
+tokenizer threads hanging, see test_export_hf): ``make ROOT`` writes each checkpoint of `KINDS` to ROOT/KIND with
+``expected.json``, what transformers computes on it; ``logits JSON`` prints the logits of causal LMs ({folder: ids})."""
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import torch
@@ -40,6 +46,14 @@ def wordpiece(vocab_size: int = 120) -> Tokenizer:
     return tok
 
 
+KINDS = {"gpt2": ("gpt2", {}), "llama": ("llama", {}),  # Llama: grouped-query (H_kv = 2), untied W_u
+         "llama-tied-bias": ("llama", dict(tie_word_embeddings=True, attention_bias=True, mlp_bias=True,
+                                           num_key_value_heads=1)),
+         "bert": ("bert", {})}
+MASKED = "the cat [MASK] on the mat"
+NEW_TOKENS = 12
+
+
 def save(folder: Path, kind: str, init: float = 0.5, **overrides) -> tuple[Path, object]:
     """A ``kind`` checkpoint ("gpt2", "llama", "bert") in ``folder``; returns it and the transformers model."""
     import transformers as tf
@@ -55,9 +69,9 @@ def save(folder: Path, kind: str, init: float = 0.5, **overrides) -> tuple[Path,
     elif kind == "llama":
         tok = byte_level_bpe(LLAMA_SPECIALS)
         cfg = tf.LlamaConfig(vocab_size=tok.get_vocab_size(), max_position_embeddings=48, hidden_size=32,
-                             intermediate_size=48, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                             intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
                              initializer_range=init, bos_token_id=1, eos_token_id=2, pad_token_id=None,
-                             rope_theta=500.0, **overrides)
+                             rope_theta=500.0, **{"num_key_value_heads": 2, **overrides})
         model = tf.LlamaForCausalLM(cfg)
         fast = tf.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
     else:
@@ -72,6 +86,52 @@ def save(folder: Path, kind: str, init: float = 0.5, **overrides) -> tuple[Path,
         for p in model.parameters():
             if p.dim() == 1:
                 p.add_(torch.randn_like(p) * 0.3)
+    model.config._attn_implementation = "eager"  # output_attentions: the weights themselves
     model.save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder, model
+
+
+def expected(folder: Path, kind: str, model, tok) -> dict:
+    """What transformers computes: the prompt's ids, the logits and every attention map on [bos] + ids (BERT:
+    [CLS] + ids + [SEP]), greedy generation (causal) or the top token at a mask (BERT)."""
+    ids = tok(PROMPT, add_special_tokens=False)["input_ids"]
+    x = tok(PROMPT)["input_ids"] if kind == "bert" else [model.config.bos_token_id, *ids]
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.tensor([x]), output_attentions=True)
+        got = dict(ids=ids, x=x, logits=out.logits[0].tolist(), attentions=[a[0].tolist() for a in out.attentions])
+        if kind == "bert":
+            m = tok(MASKED)["input_ids"]
+            logits = model(torch.tensor([m])).logits[0, m.index(tok.mask_token_id)]
+            got["fill_mask"] = tok.convert_ids_to_tokens(int(logits.argmax()))
+        else:
+            gen = model.generate(torch.tensor([x]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                                 pad_token_id=model.config.eos_token_id)
+            got["greedy"] = gen[0, len(x):].tolist()
+    return got
+
+
+def logits(jobs: dict[str, list[int]]) -> dict[str, list]:
+    """{folder: ids} -> {folder: the causal LM's logits on ids}."""
+    import transformers as tf
+
+    out = {}
+    for folder, ids in jobs.items():
+        model = tf.AutoModelForCausalLM.from_pretrained(folder).eval()
+        with torch.no_grad():
+            out[folder] = model(torch.tensor([ids])).logits[0].tolist()
+    return out
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        import transformers as tf
+
+        root = Path(sys.argv[2])
+        for name, (kind, overrides) in KINDS.items():
+            folder, model = save(root / name, kind, **overrides)
+            want = expected(folder, kind, model, tf.AutoTokenizer.from_pretrained(folder))
+            (folder / "expected.json").write_text(json.dumps(want))
+    else:
+        print(json.dumps(logits(json.loads(sys.argv[2]))))
