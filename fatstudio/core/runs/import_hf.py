@@ -383,5 +383,4 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    say(1.0, "done")
     return HFImport(out, cls, cfg.vocab_size, sum(p.numel() for p in model.parameters()))
