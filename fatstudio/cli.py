@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a key, e.g. model.L=6")
     t.add_argument("--out", help="the run folder to create (default: a new folder in the runs directory)")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint")
+    t.add_argument("--init-from", metavar="RUN_DIR", help="a new run starting from RUN_DIR's weights and tokenizer "
+                   "(an imported or earlier run), with its model settings; CONFIG gives the corpus and training")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--probe", metavar="TEXT", help="the input whose attention maps are saved at every evaluation "
                    "(text with [MASK] for BERT's masked LM; an encoder-decoder's target, with --probe-source); "
@@ -187,7 +189,7 @@ def cmd_train(args) -> int:
     run_dir = None
     try:
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
-                        probe=_probe(args, config)):
+                        probe=_probe(args, config), init_from=args.init_from):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)

@@ -90,3 +90,60 @@ def test_a_hub_id_without_huggingface_hub_says_what_to_install(tmp_path, capsys,
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails
     assert main(["import", "gpt2", "--out", str(tmp_path / "r")]) == EXIT_ERROR
     assert "fatstudio[hub]" in capsys.readouterr().err
+
+
+FINE_TUNE = """
+[data]
+corpus = "{corpus}"
+[train]
+steps = {steps}
+batch_size = 8
+lr = {lr}
+warmup = 2
+eval_interval = 10
+eval_iters = 2
+checkpoint_interval = 10
+sample_tokens = 5
+device = "cpu"
+{extra}
+"""
+
+
+def fine_tune_file(tmp_path, steps=40, lr=3e-3, extra=""):
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text("the fox runs to the dog. the dog runs to the fox.\n" * 60, encoding="utf-8")
+    path = tmp_path / f"fine-{steps}.toml"
+    path.write_text(FINE_TUNE.format(corpus=corpus, steps=steps, lr=lr, extra=extra), encoding="utf-8")
+    return path
+
+
+def test_fine_tuning_an_imported_model_starts_from_its_weights_and_lowers_the_loss(hf_folder, tmp_path):
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "imported")]) == 0
+    source = Run.open(tmp_path / "imported")
+    assert main(["train", str(fine_tune_file(tmp_path)), "--init-from", str(source.path), "--out",
+                 str(tmp_path / "tuned"), "--quiet"]) == 0
+    tuned = Run.open(tmp_path / "tuned")
+    assert tuned.config.model == source.config.model  # the model settings are the source's
+    assert (tuned.path / "tokenizer.json").read_text() == (source.path / "tokenizer.json").read_text()
+    assert tuned.meta["init_from"] == str(source.path)
+    losses = [r["train_loss"] for r in tuned.metrics()]
+    assert sum(losses[-5:]) / 5 < 0.7 * sum(losses[:5]) / 5
+
+
+def test_fine_tuning_starts_at_the_source_weights(hf_folder, tmp_path):
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "imported")]) == 0
+    assert main(["train", str(fine_tune_file(tmp_path, steps=1, lr=1e-9)), "--init-from", str(tmp_path / "imported"),
+                 "--out", str(tmp_path / "tuned"), "--quiet"]) == 0
+    a, b = Run.open(tmp_path / "imported").load_model(), Run.open(tmp_path / "tuned").load_model()
+    for (name, p), q in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.allclose(p, q, atol=1e-6), name
+
+
+def test_a_model_setting_that_conflicts_with_the_source_is_refused_by_name(hf_folder, tmp_path, capsys):
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "imported")]) == 0
+    capsys.readouterr()
+    toml = fine_tune_file(tmp_path, extra="[model]\nL = 6\ndropout = 0.1\n")
+    assert main(["train", str(toml), "--init-from", str(tmp_path / "imported"), "--out", str(tmp_path / "t")]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "model.L = 6" in err[0] and "dropout" not in err[0]
+    assert not (tmp_path / "t").exists()
