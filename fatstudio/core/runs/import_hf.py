@@ -368,7 +368,8 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
         model.tie_unembedding()
     model.to(DTYPES[dtype])
     task = "masked_lm" if cfg.arch == "bert" else "next_token"
-    config = RunConfig(cfg, DataConfig(corpus=str(source), tokenizer="bpe", task=task), TrainConfig())
+    # the built-in corpus (python-stdlib) is what ablate and token-loss read of an imported run; --init-from trains on yours
+    config = RunConfig(cfg, DataConfig(tokenizer="bpe", task=task), TrainConfig())
     say(0.8, "writing the run")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # the whole run renamed into place
