@@ -61,6 +61,8 @@ def test_imported_run_computes_what_transformers_does(checkpoints, imported, kin
     assert loaded.tokenizer.encode(PROMPT) == want["ids"]  # the checkpoint's own tokenizer, its own ids
     x = want["x"]
     assert x[0] == loaded.tokenizer.bos_id
+    tied = loaded.model.config.tie_embeddings  # W_u = W_eᵀ, the same tensor, as the model was loaded
+    assert (loaded.model.unembed.W_u.weight is loaded.model.embed.W_e.weight) == tied
     with torch.no_grad():
         logits, attn = loaded.model(torch.tensor([x]), return_attention=True)
     assert torch.allclose(logits[0], torch.tensor(want["logits"]), atol=1e-4, rtol=0)
@@ -118,14 +120,16 @@ def test_imported_run_is_an_ordinary_run(checkpoints, imported, tmp_path):
         import_hf(checkpoints["llama"][0], run.path)
 
 
-def test_bf16_weights_take_half_the_file(checkpoints, tmp_path):
-    folder = checkpoints["gpt2"][0]
+def test_bf16_import_takes_half_the_file_and_loads_in_bf16(checkpoints, tmp_path):
+    folder, want = checkpoints["gpt2"]
     full, half = import_hf(folder, tmp_path / "f32").run_dir, import_hf(folder, tmp_path / "bf16", dtype="bfloat16").run_dir
     assert (half / "model.safetensors").stat().st_size < 0.6 * (full / "model.safetensors").stat().st_size
     loaded = Run.open(half).load_model()
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.bfloat16}  # half the memory too
     with torch.no_grad():
-        logits = loaded.model(torch.tensor([checkpoints["gpt2"][1]["x"]]))[0]
-    assert torch.allclose(logits, torch.tensor(checkpoints["gpt2"][1]["logits"]), atol=0.5)  # bf16 rounding only
+        logits = loaded.model(torch.tensor([want["x"]]))[0].float()
+    assert torch.allclose(logits, torch.tensor(want["logits"]), atol=0.5)  # bf16 rounding only
+    assert [c.id for c in generate(loaded.model, loaded.tokenizer, PROMPT, tokens=4, temperature=0, add_bos=True)]
 
 
 @pytest.mark.parametrize("edit,field", [

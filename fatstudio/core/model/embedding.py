@@ -7,7 +7,7 @@ from torch import nn
 
 from ..config import ResolvedModelConfig
 from .norm import Norm
-from .positions import FixedTables, sinusoids
+from .positions import CPU, FixedTables, sinusoids
 
 
 class Embedding(FixedTables):
@@ -26,7 +26,7 @@ class Embedding(FixedTables):
         if cfg.positions == "learned":
             self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
         elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
-            self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base))
+            self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1, device=CPU), cfg.d_e, cfg.position_base))
         self.norm = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 

@@ -414,11 +414,21 @@ class Run:
             return None
 
     def load_model(self, device: str = "cpu") -> LoadedModel:
-        """The trained model for prompting (eval mode), with its tokenizer."""
+        """The trained model for prompting (eval mode), with its tokenizer. Built without memory (on the meta
+        device: no random initialisation, which takes seconds for GPT-2 small) and then filled from the weights,
+        every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's ``--dtype
+        bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
+        import torch
+
         from ..model import build_model
 
         tokenizer = self.load_tokenizer()
-        model = build_model(self.config.model).to(device)
+        with torch.device("meta"):
+            model = build_model(self.config.model)
+        model = model.to_empty(device=device)
+        if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
+            model.tie_unembedding()
+        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
         step = self.load_weights(model)
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),

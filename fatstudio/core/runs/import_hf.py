@@ -362,7 +362,8 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     say(0.5, "mapping them onto the paper's model")
     ours = {k: v.to(torch.float32).clone() for k, v in state_dict(cls, tensors, cfg).items()}  # own storage each
     del tensors
-    model = build_model(cfg)
+    with torch.device("meta"):  # no memory and no random initialisation: every parameter is assigned next
+        model = build_model(cfg)
     model.load_state_dict(ours, strict=True, assign=True)  # assign: the tensors themselves, no second copy
     if cfg.tie_embeddings:  # assign gave W_u a Parameter of its own: tie it again
         model.tie_unembedding()
@@ -377,7 +378,7 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
         run = Run.create(config, tmp.parent, tmp.name)
         run.save_tokenizer(tokenizer)
         run.save_weights(model, 0)
-        run.write_meta(status="finished", imported_from=str(source), hf_class=cls, finished=time.time())
+        run.write_meta(status="finished", imported_from=str(source), hf_class=cls, finished=time.time(), dtype=dtype)
         if out.exists():
             out.rmdir()  # empty (Run.check_new)
         os.replace(tmp, out)
