@@ -113,14 +113,16 @@ def expected(folder: Path, kind: str, model, tok) -> dict:
 
 
 def logits(jobs: dict[str, list[int]]) -> dict[str, list]:
-    """{folder: ids} -> {folder: the causal LM's logits on ids}."""
+    """{folder: ids} -> {folder: the causal LM's logits on ids, its tokenizer's size and ids of PROMPT}."""
     import transformers as tf
 
     out = {}
     for folder, ids in jobs.items():
         model = tf.AutoModelForCausalLM.from_pretrained(folder).eval()
+        tok = tf.AutoTokenizer.from_pretrained(folder)
         with torch.no_grad():
-            out[folder] = model(torch.tensor([ids])).logits[0].tolist()
+            out[folder] = dict(logits=model(torch.tensor([ids])).logits[0].tolist(), n_tokens=len(tok),
+                               ids=tok(PROMPT, add_special_tokens=False)["input_ids"])
     return out
 
 

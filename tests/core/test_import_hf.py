@@ -99,7 +99,10 @@ def test_export_of_an_imported_run_gives_the_original_logits(checkpoints, tmp_pa
         jobs[str(tmp_path / f"{kind}-hf")], want[str(tmp_path / f"{kind}-hf")] = expected["x"], expected["logits"]
     got = json.loads(child("logits", json.dumps(jobs)).strip().splitlines()[-1])
     for folder, logits in want.items():
-        np.testing.assert_allclose(got[folder], logits, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(got[folder]["logits"], logits, atol=1e-4, rtol=0)
+        kind = Path(folder).name.removesuffix("-hf")
+        assert got[folder]["ids"] == checkpoints[kind][1]["ids"]  # the same tokenizer, no token added to it
+        assert got[folder]["n_tokens"] == len(logits[0])
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
