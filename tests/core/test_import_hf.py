@@ -173,3 +173,10 @@ def test_a_refused_checkpoint_writes_nothing(checkpoints, tmp_path):
     with pytest.raises(ValueError, match="rope_scaling"):
         import_hf(folder, tmp_path / "run")
     assert not (tmp_path / "run").exists() and [p.name for p in tmp_path.iterdir()] == ["scaled"]
+
+
+def test_an_older_config_without_architectures_is_read_by_its_model_type():
+    hf = dict(model_type="gpt2", vocab_size=50, n_embd=16, n_head=2, n_layer=1, n_positions=16)
+    assert model_config(hf).arch == "gpt" and model_config(hf).positions == "learned"
+    with pytest.raises(ValueError, match="^config.json: architectures = "):
+        model_config({**hf, "model_type": "t5"})

@@ -71,8 +71,9 @@ def _refuse(field: str, value: Any, why: str) -> ValueError:
 
 
 def model_class(hf: dict) -> str:
-    """The class of a transformers ``config.json`` (its ``architectures``), if fatstudio imports it."""
-    names = hf.get("architectures") or []
+    """The class of a transformers ``config.json`` (its ``architectures``; an older file without them, GPT-2's
+    and Llama's ``model_type``), if fatstudio imports it."""
+    names = hf.get("architectures") or [{"gpt2": GPT2, "llama": LLAMA}.get(hf.get("model_type", ""), "")]
     found = next((n for n in names if n in CLASSES), None)
     if found is None:
         raise _refuse("architectures", names, f"fatstudio imports {', '.join(CLASSES)} (the paper's GPT-2, a "
@@ -118,10 +119,10 @@ def model_config(hf: dict) -> ModelConfig:
                            norm_eps=hf.get("layer_norm_eps", 1e-12))
     # Llama-style
     want("hidden_act", lambda v: v == "silu", "a Llama-style MLP is SwiGLU (Swish = silu gate)", "silu")
-    want("rope_scaling", lambda v: not v, "fatstudio's rotary positions are unscaled", None)
-    rope = hf.get("rope_parameters") or {}  # transformers 5
-    want("rope_parameters", lambda v: not v or v.get("rope_type", "default") == "default",
-         "fatstudio's rotary positions are unscaled", None)
+    for field in ("rope_scaling", "rope_parameters"):  # transformers 4's, transformers 5's
+        want(field, lambda v: not v or v.get("rope_type", v.get("type", "default")) == "default",
+             "fatstudio's rotary positions are unscaled", None)
+    rope = hf.get("rope_parameters") or {}
     want("sliding_window", lambda v: not v, "attention in fatstudio sees the whole context", None)
     bias = want("attention_bias", lambda v: v == hf.get("mlp_bias", False), "fatstudio puts biases on every projection "
                 "or on none; mlp_bias differs", False)
