@@ -63,7 +63,8 @@ _NOT_FROM_SOURCE = ("vocab_size", "n_classes", "dropout")
 def init_config(config: RunConfig, source: Run) -> RunConfig:
     """``config`` for a new run that starts from ``source``'s weights (``--init-from``): the model settings are the
     source's; a ``[model]`` field that ``config`` sets to another value than the source's (any value but the
-    default) is a ValueError naming it. ``data.task`` left at its default follows the source's architecture."""
+    default) is a ValueError naming it. ``data.task`` left at its default follows the source's architecture; the
+    tokenizer is the source's, and ``data.tokenizer`` says so."""
     ours, theirs, default = config.model, source.config.model, ModelConfig()
     clashes = [f"model.{f.name} = {getattr(ours, f.name)!r} (the source run has {getattr(theirs, f.name)!r})"
                for f in dataclasses.fields(ModelConfig) if f.name not in _NOT_FROM_SOURCE
@@ -72,7 +73,7 @@ def init_config(config: RunConfig, source: Run) -> RunConfig:
         raise ValueError(f"--init-from {source.path} takes the model settings of that run, and the config sets "
                          f"{'; '.join(clashes)}; remove them from [model].")
     model = theirs.replace(dropout=ours.dropout)
-    data = config.data
+    data = config.data.replace(tokenizer=source.config.data.tokenizer, vocab_size=source.config.data.vocab_size)
     if data.task == DataConfig().task and model.arch not in TASK_ARCHS[data.task]:
         data = data.replace(task=source.config.data.task)
     return RunConfig(model, data, config.train)
