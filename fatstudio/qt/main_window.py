@@ -212,7 +212,7 @@ class MainWindow(QMainWindow):
         tv.estimateRequested.connect(self.estimate_time)
         self.runs_list.resumeRequested.connect(self.resume_run)
         self.runs_list.fineTuneRequested.connect(self.runs.fine_tune)
-        self.runs.fineTuneReady.connect(self.fine_tune_run)
+        self.runs.fineTuneReady.connect(self.start_new_run)
         self.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
         for control in (self.training, self.runs):
             control.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
@@ -317,17 +317,14 @@ class MainWindow(QMainWindow):
         if self.revalidate() is not None:
             self.statusBar().showMessage(self.validation_error or "", 8000)
             return False
-        self.plots.clear()
-        self.train_view.clear_run()
-        self.workspace.show_rows([], {})
-        return self._start_job(self.current_config(), run_dir=None, resume=False)
+        return self.start_new_run(self.current_config())
 
-    def fine_tune_run(self, cfg: RunConfig, source: str) -> bool:
-        """A new run from the run ``source``'s weights and tokenizer (`RunsControl.fine_tune` made ``cfg``)."""
+    def start_new_run(self, cfg: RunConfig, init_from: str | None = None) -> bool:
+        """A new run of ``cfg``; ``init_from``: from that run's weights and tokenizer (`RunsControl.fine_tune`)."""
         self.plots.clear()
         self.train_view.clear_run()
         self.workspace.show_rows([], {})
-        return self._start_job(cfg, run_dir=None, resume=False, init_from=source)
+        return self._start_job(cfg, run_dir=None, resume=False, init_from=init_from)
 
     def resume_run(self, run, total_steps: int) -> bool:
         """Continue ``run`` from its last checkpoint up to ``total_steps``."""
