@@ -1,4 +1,4 @@
-"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``, and the
+"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``, ``import``, and the
 experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                    "--resume, a copy of RUN_DIR is made there and continued, and RUN_DIR is left as it is")
     t.add_argument("--resume", metavar="RUN_DIR", help="continue RUN_DIR from its last checkpoint (in place, or in "
                    "a copy at --out)")
+    t.add_argument("--init-from", metavar="RUN_DIR", help="a new run starting from RUN_DIR's weights and tokenizer "
+                   "(an imported or earlier run), with its model settings; CONFIG gives the corpus and training")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.add_argument("--probe", metavar="TEXT", help="the input whose attention maps are saved at every evaluation "
                    "(text with [MASK] for BERT's masked LM; an encoder-decoder's target, with --probe-source); "
@@ -68,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--format", required=True, choices=["hf"], help="hf: config.json, model.safetensors and the "
                    "tokenizer files that AutoModelForCausalLM and AutoTokenizer load")
     e.add_argument("--out", required=True, metavar="DIR", help="the folder to create (new or empty)")
+
+    i = sub.add_parser("import", help="open a Hugging Face transformers checkpoint (GPT-2, Llama-style, BERT) as a run")
+    i.add_argument("source", help="a folder that transformers wrote, or a Hub id (e.g. gpt2) when huggingface_hub is "
+                   "installed (HF_HUB_OFFLINE=1: from its cache only)")
+    i.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
+    i.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' type in the "
+                   "run's file (bfloat16: half the file; the model is float32 in memory either way)")
     return p
 
 
@@ -124,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         return app_main([])
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
-                "export": cmd_export, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
+                "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
                 "token-loss": cmd_token_loss}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
@@ -213,7 +222,7 @@ def cmd_train(args) -> int:
 
             args.resume = str(copy_run(Run.open(args.resume), args.out).path)
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
-                        probe=_probe(args, config)):
+                        probe=_probe(args, config), init_from=args.init_from):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)
@@ -523,4 +532,15 @@ def cmd_export(args) -> int:
     from .core.runs.export_hf import export_hf
 
     print(export_hf(args.run_dir, args.out).summary())
+    return 0
+
+
+def cmd_import(args) -> int:
+    from .core.runs.import_hf import import_hf
+
+    done = import_hf(args.source, args.out, args.dtype, progress=lambda fraction, message: print(
+        f"{message}…", file=sys.stderr))
+    print(done.summary())
+    print(f"next: fatstudio generate {shlex.quote(str(done.run_dir))} --prompt TEXT"
+          + (" (with [MASK])" if done.model_class == "BertForMaskedLM" else ""))
     return 0

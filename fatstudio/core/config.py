@@ -144,6 +144,8 @@ class ModelConfig(_Config):
     position_base: float | None = None
     tie_embeddings: bool = False  # W_u = W_eᵀ
     bias: bool = True  # b_q, b_k, b_v, b_o, b_mlp (norms keep β)
+    embed_norm: bool = False  # a norm of the initial embedding e_t, before the first layer (BERT's, Devlin et al.)
+    unembed_bias: bool = False  # logits W_u e + b_u (BERT's MLM head)
     H_kv: int | None = None  # key/value heads (default H; 1 = multi-query, else grouped-query)
     dropout: float = 0.0
     norm_eps: float = 1e-5  # ε under the root of layer_norm / RMSnorm
@@ -185,7 +187,7 @@ class ModelConfig(_Config):
                               ("activation", ACTIVATIONS), ("positions", POSITIONS)):
             if getattr(self, name) is not None:
                 check_choice(name, getattr(self, name), allowed)
-        for name in ("tie_embeddings", "bias"):
+        for name in ("tie_embeddings", "bias", "embed_norm", "unembed_bias"):
             _check_bool(name, getattr(self, name))
         _check_number("dropout", self.dropout, 0.0, 1.0)
         if self.position_base is not None:
@@ -241,6 +243,8 @@ class ResolvedModelConfig:
     position_base: float
     tie_embeddings: bool
     bias: bool
+    embed_norm: bool
+    unembed_bias: bool
     H_kv: int
     dropout: float
     norm_eps: float

@@ -35,7 +35,8 @@ def parameter_counts(cfg: ModelConfig) -> dict[str, int]:
         if c.arch == "bert":
             counts["norms"] += c.d_f * per_width
             counts["head"] = _linear(c.d_e, c.d_f, True) + (_linear(c.d_f, c.n_classes, True) if c.n_classes else 0)
-    counts["unembedding"] = 0 if c.tie_embeddings else c.vocab_size * d_out
+    counts["norms"] += norm if c.embed_norm else 0
+    counts["unembedding"] = (0 if c.tie_embeddings else c.vocab_size * d_out) + (c.vocab_size if c.unembed_bias else 0)
     return counts
 
 

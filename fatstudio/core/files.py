@@ -4,6 +4,7 @@ corpora and the reference curves share."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import stat
@@ -60,6 +61,18 @@ def naming(e: OSError, path: Path) -> OSError:
 class NotAFile(ValueError):
     """A path that is not a regular file (a device, a FIFO, a socket, a folder, or a link to one), or one whose
     size cannot be known before reading it: refused without reading it."""
+
+
+def why_not_written(e: OSError, path: Path) -> str:
+    """Why ``path`` could not be made or written, in words: a file where a folder was meant, else the system's."""
+    for p in (path, *path.parents):
+        if p.exists() or p.is_symlink():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder"
+            break
+    if e.errno == errno.ENOSPC:
+        return "the disk is full"
+    return e.strerror.lower() if e.strerror else str(e)
 
 
 def _kind(mode: int) -> str:

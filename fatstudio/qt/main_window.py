@@ -199,6 +199,7 @@ class MainWindow(QMainWindow):
         file_menu.addAction(QAction("Open corpus &file…", self, triggered=self.corpus_panel.open_file_dialog,
                                     shortcut=QKeySequence.StandardKey.Open))
         file_menu.addAction(QAction("Open corpus f&older…", self, triggered=self.corpus_panel.open_folder_dialog))
+        file_menu.addAction(QAction("&Import model…", self, triggered=self.runs.import_model, objectName="importModelAction"))
         file_menu.addSeparator()
         file_menu.addAction(QAction("&Quit", self, triggered=self.close, shortcut=QKeySequence.StandardKey.Quit))
         run_menu = self.menuBar().addMenu("&Run")
@@ -213,6 +214,8 @@ class MainWindow(QMainWindow):
         tv.trainRequested.connect(self.start_training)
         tv.estimateRequested.connect(self.estimate_time)
         self.runs_list.resumeRequested.connect(self.resume_run)
+        self.runs_list.fineTuneRequested.connect(self.runs.fine_tune)
+        self.runs.fineTuneReady.connect(self.start_new_run)
         self.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
         for control in (self.training, self.runs):
             control.message.connect(lambda text, ms: self.statusBar().showMessage(text, ms))
@@ -317,10 +320,14 @@ class MainWindow(QMainWindow):
         if self.revalidate() is not None:
             self.statusBar().showMessage(self.validation_error or "", 8000)
             return False
+        return self.start_new_run(self.current_config())
+
+    def start_new_run(self, cfg: RunConfig, init_from: str | None = None) -> bool:
+        """A new run of ``cfg``; ``init_from``: from that run's weights and tokenizer (`RunsControl.fine_tune`)."""
         self.plots.clear()
         self.train_view.clear_run()
         self.workspace.show_rows([], {})
-        return self._start_job(self.current_config(), run_dir=None, resume=False)
+        return self._start_job(cfg, run_dir=None, resume=False, init_from=init_from)
 
     def resume_run(self, run, total_steps: int) -> bool:
         """Continue ``run`` from its last checkpoint up to ``total_steps``."""
@@ -341,7 +348,7 @@ class MainWindow(QMainWindow):
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])
         return self._start_job(cfg, run_dir=str(run.path), resume=True)
 
-    def _start_job(self, cfg: RunConfig, run_dir, resume: bool) -> bool:
+    def _start_job(self, cfg: RunConfig, run_dir, resume: bool, init_from: str | None = None) -> bool:
         try:
             probe = None if resume else self.train_panel.probe()  # a resumed run keeps its own
         except ValueError as e:
@@ -349,7 +356,7 @@ class MainWindow(QMainWindow):
             return False
         self.show_error(None)
         self._sync_corpus()
-        return self.training.start(cfg, run_dir, resume, probe)
+        return self.training.start(cfg, run_dir, resume, probe, init_from)
 
     def toggle_pause(self) -> None:
         self.training.toggle_pause()

@@ -1,12 +1,14 @@
 """The runs folder in the window: ``RunsControl`` reads it in a worker thread into the runs list, and opens,
-overlays, deletes and exports runs (`core.runs`, `core.export_hf`); the model of the run opened is loaded in a
-worker and set on the `Workspace`, which the Prompt, Attention and Paper tabs follow."""
+overlays, deletes, exports and fine-tunes runs (`core.runs`, `core.export_hf`) and imports Hugging Face models as
+runs (`core.import_hf`); the model of the run opened is loaded in a worker and set on the `Workspace`, which the
+Prompt, Attention and Paper tabs follow."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog
 
 from fatstudio.core.workspace import Workspace
 from fatstudio.qt import state
@@ -18,6 +20,12 @@ def _export_hf(run_dir: str, out_dir: str):
     from fatstudio.core.runs.export_hf import export_hf  # in the worker: it imports torch and safetensors
 
     return export_hf(run_dir, out_dir)
+
+
+def _import_hf(source: str, out: str, progress):
+    from fatstudio.core.runs.import_hf import import_hf  # in the worker: it imports torch and tokenizers
+
+    return import_hf(source, out, progress=progress)
 
 
 def _load_model(path: str):
@@ -35,9 +43,11 @@ class RunsControl(QObject):
     """The runs list of ``view`` and what its buttons ask, on ``workspace``. ``dialogs`` asks the user
     (``confirm_delete(run)``, ``ask_export_folder(run)``). ``message(text, ms)`` is for the status bar,
     ``error(text, dialog)`` for the user; ``latestRun(name or None)`` names the finished run to offer while no
-    model is loaded; ``runClosed(message)`` says the run open in the Prompt tab was deleted."""
+    model is loaded; ``runClosed(message)`` says the run open in the Prompt tab was deleted; ``fineTuneReady(config,
+    source run folder)`` asks for a new run from that run's weights."""
 
     message = Signal(str, int)
+    fineTuneReady = Signal(object, str)
     error = Signal(object, bool)  # str or None (clear), whether in a dialog too
     latestRun = Signal(object)
     runClosed = Signal(str)
@@ -230,3 +240,48 @@ class RunsControl(QObject):
                            f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}",
                            30000),
                        on_error=lambda message: self.error.emit(f"Cannot export {run.name}: {message}", True))
+
+    # -- Hugging Face models in, runs fine-tuned ---------------------------------------------------------------
+    def ask_import_folder(self) -> str:
+        """The transformers folder to import, or "" (cancelled); tests replace this."""
+        return QFileDialog.getExistingDirectory(None, "Import a Hugging Face model: choose the folder with its "
+                                                "config.json", str(Path.home()))
+
+    def import_model(self) -> None:
+        """Import a transformers folder as a new run in the runs folder (named after it), in a worker thread with
+        its progress in the status bar; then list and open it. A model fatstudio cannot express shows why."""
+        source = self.ask_import_folder()
+        if not source:
+            return
+        name = Path(source).name or "imported"
+        out, i = self.root() / name, 1
+        while out.exists():
+            i += 1
+            out = self.root() / f"{name}-{i}"
+        self.error.emit(None, False)
+        self.message.emit(f"Importing {source}…", 0)
+        call_in_thread(_import_hf, source, str(out), with_progress=True, owner=self,
+                       on_progress=lambda fraction, text: self.message.emit(f"Importing {name}: {text} ({fraction:.0%})", 0),
+                       on_result=self._imported,
+                       on_error=lambda text: self.error.emit(f"Cannot import {source}: {text}", True))
+
+    def _imported(self, done) -> None:
+        from fatstudio.core.runs.folder import Run
+
+        self.message.emit(done.summary(), 15000)
+        self.refresh(select=str(done.run_dir))
+        self.open_run(Run.open(done.run_dir))
+
+    def fine_tune(self, run) -> None:
+        """Ask for a new run from ``run``'s weights and tokenizer on the current Corpus and Train settings; the model
+        settings are ``run``'s (its dropout the Model panel's)."""
+        from fatstudio.core.config import RunConfig
+
+        if self.workspace.busy:
+            return
+        if not run.has_checkpoint:
+            self.error.emit(f"{run.name} has no weights to start from; train it first.", True)
+            return
+        cfg = self.dialogs.current_config()
+        self.fineTuneReady.emit(RunConfig(run.config.model.replace(dropout=cfg.model.dropout), cfg.data, cfg.train),
+                                str(run.path))

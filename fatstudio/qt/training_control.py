@@ -48,10 +48,11 @@ class TrainingControl(QObject):
         view.snapshotRequested.connect(self.prompt_with_snapshot)
 
     # ---- commands --------------------------------------------------------------------------------------
-    def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None) -> bool:
-        """Start a run (``resume``: continue ``run_dir``) in a worker thread."""
+    def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None, init_from: str | None = None) -> bool:
+        """Start a run (``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights) in a
+        worker thread."""
         job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.workspace.prepared, probe=probe,
-                          parent=self)
+                          parent=self, init_from=init_from)
         if not self.workspace.start(job, run_dir):
             job.deleteLater()
             return False

@@ -74,14 +74,14 @@ class ControlReady:
         self.control = control
 
 
-def _training_generator(config, run_dir, resume, prepared, probe):
+def _training_generator(config, run_dir, resume, prepared, probe, init_from):
     try:
         from fatstudio.core import training
 
         control = training.Control()
         yield ControlReady(control)
         yield from training.train(config, run_dir=run_dir, resume=resume, control=control, prepared=prepared,
-                                   probe=probe)
+                                   probe=probe, init_from=init_from)
     except GeneratorExit:
         raise
     except BaseException as e:
@@ -101,12 +101,13 @@ class TrainingJob(QObject):
     failed = Signal(str)
     done = Signal()
 
-    def __init__(self, config, run_dir=None, resume: bool = False, prepared=None, probe=None, parent=None):
+    def __init__(self, config, run_dir=None, resume: bool = False, prepared=None, probe=None, parent=None,
+                 init_from=None):
         super().__init__(parent)
         self.control = None
         self._pending: list[tuple[str, tuple]] = []  # requests (method, arguments) made before the Control arrived
         self._running = False
-        self._worker = GeneratorWorker(_training_generator, config, run_dir, resume, prepared, probe)
+        self._worker = GeneratorWorker(_training_generator, config, run_dir, resume, prepared, probe, init_from)
         self._worker.yielded.connect(self._on_yielded)
         self._worker.errored.connect(self._on_error)
         self._worker.finished.connect(self._on_finished)

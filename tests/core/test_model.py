@@ -59,6 +59,7 @@ def variants():
                    dict(norm_position="pre" if arch in ("bert", "edt") else "post")]:
             yield arch, kw
     yield "bert", dict(n_classes=3, d_f=10)
+    yield "bert", dict(embed_norm=True, unembed_bias=True)  # BERT as imported (import_hf)
 
 
 @pytest.mark.parametrize("arch,kw", list(variants()))

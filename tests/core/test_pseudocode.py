@@ -18,6 +18,8 @@ CASES = [
     ("gpt", dict(positions="sinusoidal", tie_embeddings=True)), ("gpt", dict(positions="rope", H_kv=2)),
     ("gopher", dict(positions="alibi", norm="layer")), ("edt", dict(norm_position="pre", norm="rms")),
     ("edt", dict(positions="relative", activation="gelu_tanh", dropout=0.1)),
+    ("bert", dict(embed_norm=True, unembed_bias=True, tie_embeddings=True)),
+    ("edt", dict(embed_norm=True, unembed_bias=True)),
 ]
 IDS = [f"{a}-{'-'.join(f'{k}={v}' for k, v in kw.items()) or 'paper'}" for a, kw in CASES]
 FIELDS = {f.name for f in dataclasses.fields(ModelConfig)}
@@ -104,14 +106,15 @@ def test_trace_captures_what_the_model_computes(arch, kw):
     kwz = {"context": torch.tensor([z])} if z else {}
     with torch.no_grad():
         logits, attn = model(xt, return_attention=True, **kwz)
-        ret = next(line for line in code.lines if line.text == "return P = softmax(W_u X)")
+        ret = next(line for line in code.lines if line.text.startswith("return P = softmax(W_u X"))
         np.testing.assert_allclose(tr.tensors[ret.tap], logits[0].double().softmax(-1).numpy(), atol=1e-6)
         for name, a in attn.items():
             np.testing.assert_allclose(tr.attention[name], a[0].double().numpy(), atol=1e-6)
         emb = model.embed(xt)[0] if arch != "edt" else model.embed(torch.tensor([z]))[0]
-        np.testing.assert_allclose(tr.tensors[Tap("embed")], emb.double().numpy(), atol=1e-6)
+        embed = "embed.norm" if cfg.embed_norm else "embed"  # the normed e_t (BERT's embedding norm), else e_t
+        np.testing.assert_allclose(tr.tensors[Tap(embed)], emb.double().numpy(), atol=1e-6)
         if arch == "edt":  # the decoder's embedding is the second call
-            np.testing.assert_allclose(tr.tensors[Tap("embed", call=1)], model.embed(xt)[0].double().numpy(), atol=1e-6)
+            np.testing.assert_allclose(tr.tensors[Tap(embed, call=1)], model.embed(xt)[0].double().numpy(), atol=1e-6)
         if cfg.n_classes:
             cls = next(line for line in code.lines if line.tap == Tap("class_head", softmax=True))
             np.testing.assert_allclose(tr.tensors[cls.tap], model.classify(xt)[0].double().softmax(-1).numpy(), atol=1e-6)

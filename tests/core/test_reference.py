@@ -26,6 +26,7 @@ VARIATIONS = {
     "mqa": dict(H=4, H_kv=1), "gqa": dict(H=4, H_kv=2),
     "dropout_eval": dict(dropout=0.3),
     "bert_d_f": dict(d_f=6),
+    "embed_norm_unembed_bias": dict(embed_norm=True, unembed_bias=True),  # BERT's, as imported (import_hf)
 }
 ARCHS = ["gpt", "gopher", "bert", "edt"]
 

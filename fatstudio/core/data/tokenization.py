@@ -18,6 +18,11 @@ Three kinds (``TOKENIZERS`` in config):
 The four special tokens take the last ids, as the paper puts mask_token, bos_token, eos_token at
 N_V-2..N_V: ``pad = N_V-4, mask = N_V-3, bos = N_V-2, eos = N_V-1`` (padding is ours; the paper has
 none). The special strings written in a text (``"<mask>"`` in a fill-mask prompt) encode to their ids.
+
+A fourth kind, ``imported``, is a checkpoint's own tokenizer (`Tokenizer.imported`, `runs.import_hf`), used as is:
+any ``tokenizers`` model, its specials wherever they are. Which id plays pad, mask, bos and eos is written into its
+``tokenizer.json`` as entries ``fatstudio:pad`` … of a ``TemplateProcessing`` post-processor (`ROLES`), which adds
+nothing to an encoding (fatstudio encodes without the post-processor anyway).
 A tokenizer is stored as one ``tokenizer.json`` in the ``tokenizers`` format; the kind is read back from
 the model type and pre-tokenizer, and loading only parses JSON.
 
@@ -41,6 +46,9 @@ from ..files import read_text
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
+ROLES = ("pad", "mask", "bos", "eos")  # the special ids' roles, in the order of SPECIALS
+ROLE_KEY = "fatstudio:{}"  # an imported tokenizer's post-processor entry for a role
+IMPORTED = "imported"
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s"
 CHUNK_CHARS = 1 << 13  # characters per piece handed to the Rust tokenizer (cut at safe points, see split_text)
 BATCH_PIECES = 32  # pieces per encode_batch call (~256 kB of text, encoded in parallel)
@@ -86,6 +94,13 @@ def _byte_of_char() -> dict[str, int]:
 _BYTE_OF_CHAR = _byte_of_char()
 
 
+def _byte_level(backend: _HFTokenizer) -> bool:
+    """Whether the tokenizer's pieces are written in the byte-level alphabet (GPT-2's): its decoder says so."""
+    decoder = json.loads(backend.to_str()).get("decoder") or {}
+    parts = decoder.get("decoders", [decoder]) if decoder.get("type") == "Sequence" else [decoder]
+    return any(part.get("type") == "ByteLevel" for part in parts)
+
+
 def _shorten(symbols: Sequence[str], n: int = 5) -> str:
     shown = ", ".join(repr(s) for s in symbols[:n])
     return shown + (f" and {len(symbols) - n} more" if len(symbols) > n else "")
@@ -126,23 +141,45 @@ def _token(backend: _HFTokenizer, i: int) -> str:
 class Tokenizer:
     """A char, word or BPE tokenizer with N_V = ``vocab_size`` tokens, the four specials last."""
 
-    def __init__(self, backend: _HFTokenizer, kind: str) -> None:
+    def __init__(self, backend: _HFTokenizer, kind: str, roles: dict[str, int] | None = None) -> None:
+        """``roles``: the ids of pad, mask, bos, eos for an ``imported`` tokenizer (else the last four ids)."""
         self.backend, self.kind = backend, kind
         self.vocab_size = n = backend.get_vocab_size(with_added_tokens=True)
-        ids = list(range(n - 4, n))
-        if [backend.token_to_id(s) for s in SPECIALS] != ids:
+        ids = [roles[r] for r in ROLES] if roles else list(range(n - 4, n))
+        if not roles and [backend.token_to_id(s) for s in SPECIALS] != ids:
             raise ValueError(f"this tokenizer does not hold {', '.join(SPECIALS)} as its last four ids, "
                              "so fatstudio cannot use it; train a new one.")
+        if any(not 0 <= i < n for i in ids):
+            raise ValueError(f"a special token id of {ids} is outside this tokenizer's {n} tokens.")
         self.pad_id, self.mask_id, self.bos_id, self.eos_id = ids
         self.unk_id = backend.token_to_id(UNK) if kind == "word" else None
         pieces = [_token(backend, i) for i in range(n)]
         self._known = frozenset(pieces)
         specials = SPECIALS + ((UNK,) if kind == "word" else ())
         self._special_re = re.compile("|".join(map(re.escape, specials)))
-        if kind == "bpe":
-            pieces = [p if p in SPECIALS else bytes(_BYTE_OF_CHAR[c] for c in p).decode("utf-8", "backslashreplace")
-                      for p in pieces]
+        if kind == "bpe" or (kind == IMPORTED and _byte_level(backend)):
+            added = {t.content for t in backend.get_added_tokens_decoder().values()}
+            pieces = [p if p in SPECIALS or p in added else
+                      bytes(_BYTE_OF_CHAR.get(c, 63) for c in p).decode("utf-8", "backslashreplace") for p in pieces]
+        elif kind == IMPORTED:  # SentencePiece's word boundary ▁ is a space
+            pieces = [p.replace("\u2581", " ") for p in pieces]
         self._strings = pieces
+
+    @classmethod
+    def imported(cls, backend: _HFTokenizer, roles: dict[str, int]) -> Tokenizer:
+        """A checkpoint's own tokenizer, its ids unchanged, with ``roles`` (pad, mask, bos, eos -> id) written
+        into its post-processor, so that ``to_json``/``from_json`` keep them."""
+        d = json.loads(backend.to_str())
+        entries = {ROLE_KEY.format(r): {"id": ROLE_KEY.format(r), "ids": [roles[r]],
+                                        "tokens": [_token(backend, roles[r])]} for r in ROLES}
+        post = d.get("post_processor")
+        if not post or post.get("type") != "TemplateProcessing":  # GPT-2's ByteLevel one only trims offsets
+            seq = [{"Sequence": {"id": "A", "type_id": 0}}]
+            post = {"type": "TemplateProcessing", "single": seq,
+                    "pair": [*seq, {"Sequence": {"id": "B", "type_id": 1}}], "special_tokens": {}}
+        post["special_tokens"].update(entries)
+        d["post_processor"] = post
+        return cls(_HFTokenizer.from_str(json.dumps(d)), IMPORTED, roles)
 
     def __repr__(self) -> str:
         return f"Tokenizer(kind={self.kind!r}, vocab_size={self.vocab_size})"
@@ -153,7 +190,7 @@ class Tokenizer:
 
         char: characters (``encode`` refuses them); word: pieces that encode to ``<unk>``; bpe: none.
         """
-        if self.kind == "bpe":
+        if self.kind in ("bpe", IMPORTED):
             return []
         segments = self._special_re.split(text)
         if self.kind == "char":
@@ -212,6 +249,9 @@ class Tokenizer:
             backend = _HFTokenizer.from_str(s)
         except Exception as e:  # json, key or tokenizers errors all mean "not a tokenizer file"
             raise ValueError(f"this is not a valid tokenizer.json ({e}).") from None
+        entries = (d.get("post_processor") or {}).get("special_tokens") or {}
+        if ROLE_KEY.format("bos") in entries:
+            return cls(backend, IMPORTED, {r: entries[ROLE_KEY.format(r)]["ids"][0] for r in ROLES})
         kinds = {("BPE", "ByteLevel"): "bpe", ("BPE", None): "char", ("WordLevel", "Split"): "word"}
         if (model, pre) not in kinds:
             raise ValueError(f"a {model} tokenizer with a {pre} pre-tokenizer is not one fatstudio makes "

@@ -143,8 +143,9 @@ def sample_next(logits_row, *, temperature: float = 1.0, top_k: int = 0, top_p: 
 
 # ------------------------------------------------------------------------------------------- helpers
 def _never_sampled(tokenizer: TokenizerLike) -> tuple[int, ...]:
-    """pad, mask and bos: generated text never continues with them (eos may end it)."""
-    return tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id
+    """pad, mask and bos: generated text never continues with them (eos may end it, also where an imported
+    tokenizer gives eos one of those roles too: GPT-2's <|endoftext|> is bos, eos and pad)."""
+    return tuple(i for i in (tokenizer.pad_id, tokenizer.mask_id, tokenizer.bos_id) if i != tokenizer.eos_id)
 
 
 @contextlib.contextmanager

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ResolvedModelConfig
-from .positions import FixedTables, alibi_slopes, apply_rope, rope_angles, scale, sinusoids
+from .positions import CPU, FixedTables, alibi_slopes, apply_rope, rope_angles, scale, sinusoids
 
 
 def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, p_drop: float,
@@ -99,7 +99,7 @@ class MHAttention(FixedTables):
             self.W_r = nn.Linear(cfg.d_e, cfg.H * cfg.d_attn, bias=False)
             self.u = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
             self.v = nn.Parameter(torch.zeros(cfg.H, cfg.d_attn))
-            self.register_table("r", sinusoids(torch.arange(1 - cfg.l_max, cfg.l_max), cfg.d_e, cfg.position_base))
+            self.register_table("r", sinusoids(torch.arange(1 - cfg.l_max, cfg.l_max, device=CPU), cfg.d_e, cfg.position_base))
         elif self.positions == "alibi":
             self.register_table("slopes", alibi_slopes(cfg.H))
         elif self.positions == "rope":  # the rotary angles of positions 0..ℓ_max-1

@@ -6,13 +6,15 @@ import torch
 from torch import nn
 
 from ..config import ResolvedModelConfig
-from .positions import FixedTables, sinusoids
+from .norm import Norm
+from .positions import CPU, FixedTables, sinusoids
 
 
 class Embedding(FixedTables):
     """e_t = W_e[:, x[t]] + W_p[:, t]. ``W_e.weight`` is W_eᵀ (N_V × d_e); learned ``W_p.weight`` is W_pᵀ.
 
     Sinusoidal W_p is a fixed buffer; rotary, ALiBi and relative positions act inside attention instead.
+    With ``embed_norm`` e_t is normed (``norm``), as BERT's embedding layer does.
     """
 
     W_p_table: torch.Tensor  # the sinusoidal W_pᵀ (ℓ_max × d_e), a fixed table
@@ -24,7 +26,8 @@ class Embedding(FixedTables):
         if cfg.positions == "learned":
             self.W_p = nn.Embedding(cfg.l_max, cfg.d_e)
         elif cfg.positions == "sinusoidal":  # paper positions t = 1..ℓ_max
-            self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1), cfg.d_e, cfg.position_base))
+            self.register_table("W_p_table", sinusoids(torch.arange(1, cfg.l_max + 1, device=CPU), cfg.d_e, cfg.position_base))
+        self.norm = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
@@ -38,15 +41,19 @@ class Embedding(FixedTables):
             e = e + self.W_p.weight[offset:offset + T]
         elif self.positions == "sinusoidal":
             e = e + self.W_p_table[offset:offset + T]
+        if self.norm is not None:
+            e = self.norm(e)
         return self.drop(e) if self.drop is not None else e
 
 
 class Unembedding(nn.Module):
-    """Algorithm 7: logits W_u e (softmax is applied by the loss or the sampler). W_u: N_V × d."""
+    """Algorithm 7: logits W_u e (softmax is applied by the loss or the sampler). W_u: N_V × d. With ``bias``,
+    W_u e + b_u (BERT's MLM head has one)."""
 
-    def __init__(self, d: int, vocab_size: int) -> None:
+    def __init__(self, d: int, vocab_size: int, bias: bool = False) -> None:
         super().__init__()
         self.W_u = nn.Linear(d, vocab_size, bias=False)
+        self.b_u = nn.Parameter(torch.zeros(vocab_size)) if bias else None
 
     def forward(self, e: torch.Tensor) -> torch.Tensor:
-        return self.W_u(e)
+        return self.W_u(e) if self.b_u is None else self.W_u(e) + self.b_u

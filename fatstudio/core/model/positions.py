@@ -1,7 +1,8 @@
 """Positional information (Algorithm 2 and the variations): sinusoidal tables, rotary positions (RoPE),
 ALiBi slopes and the sinusoids of Transformer-XL relative distances (Gopher).
 
-The tables are computed once, in float64 on the CPU, and kept as buffers in the model's dtype and device
+The tables are computed once, in float64 on the CPU (even inside ``with torch.device("meta")``, where a model is
+built without memory to be loaded from a file), and kept as buffers in the model's dtype and device
 (`FixedTables`), so a forward pass never computes them again nor touches float64 (Apple MPS has none)."""
 from __future__ import annotations
 
@@ -11,21 +12,23 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+CPU = torch.device("cpu")  # where the tables are computed, also while a model is built on the meta device
+
 
 def sinusoids(t: torch.Tensor, d: int, base: float) -> torch.Tensor:
     """Rows [sin(t/b^{2i/d}), cos(t/b^{2i/d})] interleaved, i = 1..d/2 (Algorithm 2): (len(t), d), float64.
 
     Row ``2i-1`` (1-based) holds the sine and row ``2i`` the cosine, exactly as the paper's W_p[:, t].
     """
-    i = torch.arange(1, d // 2 + 1, dtype=torch.float64)
+    i = torch.arange(1, d // 2 + 1, dtype=torch.float64, device=t.device)
     angle = t.to(torch.float64)[:, None] / base ** (2 * i / d)  # (T, d/2)
     return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # (T, d)
 
 
 def rope_angles(n: int, d: int, base: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of the rotary angles t·b^{-2i/d} of positions t = 0..n-1, i = 0..d/2-1: each (n, d/2)."""
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-    angle = torch.arange(n, dtype=torch.float64)[:, None] * inv_freq
+    inv_freq = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=CPU) / d)
+    angle = torch.arange(n, dtype=torch.float64, device=CPU)[:, None] * inv_freq
     return angle.cos(), angle.sin()
 
 
@@ -38,7 +41,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 def alibi_slopes(H: int) -> torch.Tensor:
     """ALiBi's head slopes m_h = 2^{-8h/H}, h = 1..H (Press et al.), float64."""
-    return torch.tensor([2.0 ** (-8.0 * h / H) for h in range(1, H + 1)], dtype=torch.float64)
+    return torch.tensor([2.0 ** (-8.0 * h / H) for h in range(1, H + 1)], dtype=torch.float64, device=CPU)
 
 
 def scale(d_attn: int) -> float:

@@ -39,10 +39,16 @@ class Transformer(nn.Module):
         return Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if self.pre else nn.Identity()
 
     def _unembedding(self, cfg: ResolvedModelConfig, d: int) -> Unembedding:
-        u = Unembedding(d, cfg.vocab_size)
+        u = Unembedding(d, cfg.vocab_size, cfg.unembed_bias)
         if cfg.tie_embeddings:  # W_u = W_eᵀ
             u.W_u.weight = self.embed.W_e.weight
         return u
+
+    def tie_unembedding(self) -> None:
+        """W_u = W_eᵀ again, after the parameters were replaced (``load_state_dict(..., assign=True)``)."""
+        unembed = self.unembed
+        assert isinstance(unembed, Unembedding)
+        unembed.W_u.weight = self.embed.W_e.weight
 
     @staticmethod
     def _run(layers: nn.ModuleList, X: torch.Tensor, attn: AttentionWeights | None, kind: str,

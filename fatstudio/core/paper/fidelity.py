@@ -53,6 +53,15 @@ def _deviations() -> list[Deviation]:
             "X has d_f rows after W_f, so only these shapes fit; the paper's differ unless d_f = d_e (the default).",
             "model.d_f", ("bert",)),
         Deviation(
+            "BERT's embedding norm and MLM bias (imported models)",
+            "X ← [W_e[:, x[t]] + W_p[:, t]] goes straight into the first layer, and P = softmax(W_u X) has no bias.",
+            f"As the paper by default (embed_norm = {str(m.embed_norm).lower()}, unembed_bias = "
+            f"{str(m.unembed_bias).lower()}); with them on, X ← layer_norm(X | γ_e, β_e) after the embedding and "
+            "P = softmax(W_u X + b_u 1ᵀ), as a BertForMaskedLM checkpoint has (fatstudio import turns both on).",
+            "So that a real BERT computes exactly in the paper's model: Devlin et al.'s BERT normalises its "
+            "embedding and its MLM head has a bias, two details Algorithm 9 leaves out.",
+            "model.embed_norm, model.unembed_bias", ("bert",)),
+        Deviation(
             "Erratum: GPT-2's normalised copy X̃ (Algorithm 10, lines 5-8)",
             "The earlier version writes line 5 as X ← layer_norm(X), overwriting the residual stream.",
             "X̃ ← layer_norm(X | γ¹_l, β¹_l); X ← X + MHAttention(X̃ | …), as the corrected version and GPT-2 do: "

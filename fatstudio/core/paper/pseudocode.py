@@ -185,6 +185,9 @@ class _Builder:
                + ", the token" + (" and positional embedding matrices" if learned else " embedding matrix"),
                fields=("vocab_size", "d_e") + (("l_max", "positions") if learned else ()),
                params=("embed.W_e.weight",) + (("embed.W_p.weight",) if learned else ()))
+        if c.embed_norm:
+            self.w(f"  {self.gb('_e')} ∈ ℝ^{c.d_e}, the embedding's {self.norm} parameters (BERT's)",
+                   fields=("embed_norm", "norm", "d_e"), params=self.norm_params("embed.norm"))
 
     def layer_params(self, stack: str, L: str, kinds: tuple[tuple[str, str, bool], ...], norms: tuple[int, ...],
                      mlp: tuple[int, int]) -> None:
@@ -211,8 +214,12 @@ class _Builder:
 
     def unembedding_params(self, d: int, d_name: str) -> None:
         c = self.c
-        self.w(f"  W_u ∈ {_mat(c.vocab_size, d)}, the unembedding matrix" + (" (= W_eᵀ, tied)" if c.tie_embeddings else ""),
-               fields=("vocab_size", d_name, "tie_embeddings"), params=("unembed.W_u.weight",))
+        self.w(f"  W_u ∈ {_mat(c.vocab_size, d)}, the unembedding matrix" + (" (= W_eᵀ, tied)" if c.tie_embeddings else "")
+               + (f", b_u ∈ ℝ^{c.vocab_size}, its bias" if c.unembed_bias else ""),
+               fields=("vocab_size", d_name, "tie_embeddings", "unembed_bias"), params=self.unembed_params())
+
+    def unembed_params(self) -> tuple[str, ...]:
+        return ("unembed.W_u.weight",) + (("unembed.b_u",) if self.c.unembed_bias else ())
 
     def positions_note(self) -> None:
         c = self.c
@@ -234,12 +241,16 @@ class _Builder:
         pos = " + W_p[:, t]" if learned else ""
         fields = ("vocab_size", "d_e", "positions") + (("position_base",) if c.positions == "sinusoidal" else ())
         params = ("embed.W_e.weight",) + (("embed.W_p.weight",) if c.positions == "learned" else ())
-        tap = Tap("embed", call=call)
+        tap = Tap("embed.norm", "in", call=call) if c.embed_norm else Tap("embed", call=call)
         self.w(f"{n} ← length({seq})", first, fields=("l_max",))
         self.w(f"for t ∈ [{n}]: e_t ← W_e[:, {seq}[t]]{pos}", first + 1, fields=fields, params=params, tap=tap,
                shape=f"e_t ∈ ℝ^{c.d_e}")
         self.w(f"{big} ← [e_1, e_2, …, e_{n}]", first + 2, fields=fields, params=params, tap=tap,
                shape=f"{big} ∈ {_mat(c.d_e, n)}")
+        if c.embed_norm:
+            self.w(f"{big} ← {self.norm}({big} | {self.gb('_e')})", fields=("embed_norm", "norm", "norm_eps"),
+                   params=self.norm_params("embed.norm"), tap=Tap("embed.norm", call=call),
+                   shape=f"{big} ∈ {_mat(c.d_e, n)}")
 
     def sublayers(self, stack: str, big: str, n: str, steps: list[tuple[int, int, str, int, str, str | None]]) -> None:
         """The body of ``for l``: each step (residual line number, norm line number, the call with @ for its
@@ -280,8 +291,9 @@ class _Builder:
 
     def ret(self, number: int, n: str, d_name: str) -> None:
         c = self.c
-        self.w("return P = softmax(W_u X)", number, fields=("vocab_size", d_name, "tie_embeddings"),
-               params=("unembed.W_u.weight",), tap=Tap("unembed", softmax=True), shape=f"P ∈ {_mat(c.vocab_size, n)}")
+        self.w("return P = softmax(W_u X" + (" + b_u 1ᵀ)" if c.unembed_bias else ")"), number,
+               fields=("vocab_size", d_name, "tie_embeddings", "unembed_bias"), params=self.unembed_params(),
+               tap=Tap("unembed", softmax=True), shape=f"P ∈ {_mat(c.vocab_size, n)}")
 
     def mh_attention_note(self) -> None:
         c = self.c

@@ -55,9 +55,9 @@ def softmax(s: Tensor) -> Tensor:
     return e / e.sum()
 
 
-def unembedding(e: Tensor, W_u: Tensor) -> Tensor:
-    """Algorithm 7: p = softmax(W_u e)."""
-    return softmax(W_u @ e)
+def unembedding(e: Tensor, W_u: Tensor, b_u: Tensor | None = None) -> Tensor:
+    """Algorithm 7: p = softmax(W_u e), or softmax(W_u e + b_u) with BERT's bias."""
+    return softmax(W_u @ e if b_u is None else W_u @ e + b_u)
 
 
 # ---- Algorithm 6 and RMSnorm ---------------------------------------------------------------------------
@@ -250,6 +250,8 @@ class ReferenceTransformer:
             e = token_embedding(v, self.W_e)
             if self.W_p is not None:
                 e = e + positional_embedding(t, self.W_p)
+            if self.cfg.embed_norm:  # BERT's norm of the initial embedding
+                e = self._norm("embed.norm", e)
             cols.append(e)
         return torch.stack(cols, 1)
 
@@ -266,7 +268,8 @@ class ReferenceTransformer:
         return self._norm_columns(name, X) if self.cfg.norm_position == "pre" else X
 
     def _probabilities(self, X: Tensor, W_u: Tensor) -> Tensor:
-        return torch.stack([unembedding(X[:, t], W_u) for t in range(X.shape[1])], 1)
+        b_u = self.p.get("unembed.b_u")
+        return torch.stack([unembedding(X[:, t], W_u, b_u) for t in range(X.shape[1])], 1)
 
     def forward(self, x: list[int], z: list[int] | None = None) -> tuple[Tensor, dict[str, list[Tensor]]]:
         c = self.cfg

@@ -119,3 +119,14 @@ def disagree(a: Path, b: Path, why: str) -> ValueError:
     """The error for two files of a run that disagree: both named, and why."""
     return ValueError(f"{a} and {b} disagree: {why}. One of them is another run's (or was edited); the run cannot "
                       "be used as it is.")
+
+
+def weights_metadata(model, step: int, run_id: object = None) -> dict[str, str]:
+    """The metadata of model.safetensors: the step, the model's config and the run's id (checked when loaded:
+    `run_id_mismatch`)."""
+    metadata = {"step": str(step), "format": "fatstudio"}
+    if model_config(model):
+        metadata["model"] = json.dumps(model_config(model))
+    if run_id:
+        metadata["run_id"] = str(run_id)  # whose weights these are (`agreement.run_id_mismatch`)
+    return metadata

@@ -211,11 +211,13 @@ def hf_state_dict(ours: Mapping[str, torch.Tensor], cfg: ResolvedModelConfig) ->
 
 def _tokenizer_files(tokenizer: Tokenizer, l_max: int) -> dict[str, str]:
     """tokenizer.json (the run's own), tokenizer_config.json and special_tokens_map.json for
-    ``PreTrainedTokenizerFast``: the run's specials, no bos/eos added, so it gives the run's ids."""
-    from ..data.tokenization import SPECIALS, UNK
+    ``PreTrainedTokenizerFast``: the run's specials (an imported run's own: GPT-2's <|endoftext|>, …), no bos/eos
+    added, so it gives the run's ids."""
+    from ..data.tokenization import UNK
 
-    pad, mask, bos, eos = SPECIALS
-    specials = dict(bos_token=bos, eos_token=eos, pad_token=pad, mask_token=mask)
+    token = tokenizer.backend.id_to_token
+    specials = dict(bos_token=token(tokenizer.bos_id), eos_token=token(tokenizer.eos_id),
+                    pad_token=token(tokenizer.pad_id), mask_token=token(tokenizer.mask_id))
     if tokenizer.unk_id is not None:
         specials["unk_token"] = UNK
     config = dict(tokenizer_class="PreTrainedTokenizerFast", model_max_length=l_max, clean_up_tokenization_spaces=False,

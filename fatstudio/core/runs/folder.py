@@ -22,7 +22,6 @@ With ``train.tensorboard = true`` the rows and samples also go into TensorBoard 
 from __future__ import annotations
 
 import contextlib
-import errno
 import json
 import os
 import platform
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from ..config import RunConfig
-from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file
+from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file, why_not_written
 from ..inspect.loaded import LoadedModel
 from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
 from . import agreement
@@ -120,7 +119,7 @@ class Run:
                 path.mkdir()
                 made = True
         except OSError as e:
-            raise ValueError(f"cannot create the run folder {path}: {_why(e, path)}.") from None
+            raise ValueError(f"cannot create the run folder {path}: {why_not_written(e, path)}.") from None
         run = cls(path, config, {})
         if lock:
             run.lock()
@@ -142,7 +141,7 @@ class Run:
             if made:
                 with contextlib.suppress(OSError):
                     path.rmdir()
-            raise ValueError(f"cannot write the run folder {path}: {_why(e, path)}.") from None
+            raise ValueError(f"cannot write the run folder {path}: {why_not_written(e, path)}.") from None
         return run
 
     @classmethod
@@ -197,7 +196,7 @@ class Run:
             except Timeout:
                 raise ValueError(busy) from None
             except OSError as e:
-                raise ValueError(f"cannot write the run folder {self.path}: {_why(e, self.path)}.") from None
+                raise ValueError(f"cannot write the run folder {self.path}: {why_not_written(e, self.path)}.") from None
             if _holds_the_file(lock, self.path / LOCK):
                 self._lock = lock
                 return
@@ -386,34 +385,32 @@ class Run:
     # -- checkpoints -----------------------------------------------------------------------------------------
     def save_checkpoint(self, model, optimizer, step: int, state: dict) -> None:
         """Weights (safetensors, with the model's config in their metadata) and optimizer/RNG state (torch
-        tensors and numbers only), each written to a temporary file and renamed into place; both carry
-        ``step`` so a mismatch after a crash between the two renames is detected. A write that fails (a full
-        disk) removes its temporary files and is a ValueError; the previous checkpoint is left as it was."""
+        tensors and numbers only; an ``optimizer`` of None: the weights alone, as an import saves them), each
+        written to a temporary file and renamed into place; both carry ``step`` so a mismatch after a crash
+        between the two renames is detected. A failed write (a full disk) removes its temporary files and is a
+        ValueError; the previous checkpoint is left as it was."""
         import torch
         from safetensors.torch import save_model
 
-        metadata = {"step": str(step), "format": "fatstudio"}
-        if agreement.model_config(model):
-            metadata["model"] = json.dumps(agreement.model_config(model))
-        if self.meta.get("run_id"):
-            metadata["run_id"] = str(self.meta["run_id"])  # whose weights these are (`agreement.run_id_mismatch`)
+        metadata = agreement.weights_metadata(model, step, self.meta.get("run_id"))
         tmp = tmp_opt = None
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
             os.close(fd)
             save_model(model, tmp, metadata=metadata)
-            fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
-            with os.fdopen(fd, "wb") as f:
-                torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
-                            **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
-            os.replace(tmp_opt, self.path / OPTIMIZER)
+            if optimizer is not None:
+                fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
+                with os.fdopen(fd, "wb") as f:
+                    torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
+                                **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
+                os.replace(tmp_opt, self.path / OPTIMIZER)
             os.replace(tmp, self.path / WEIGHTS)
         except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
             cause = os_error_in(e)
             if cause is None:
                 raise
             kept = self.meta.get("checkpoint_step")
-            raise ValueError(f"cannot save the checkpoint of step {step} in {self.path}: {_why(cause, self.path)}; "
+            raise ValueError(f"cannot save the checkpoint of step {step} in {self.path}: {why_not_written(cause, self.path)}; "
                              + (f"the checkpoint of step {kept} is kept." if kept else "no checkpoint was saved.")) from e
         finally:
             for t in (tmp, tmp_opt):
@@ -486,11 +483,21 @@ class Run:
         return state
 
     def load_model(self, device: str = "cpu") -> LoadedModel:
-        """The trained model for prompting (eval mode), with its tokenizer."""
+        """The trained model for prompting (eval mode), with its tokenizer. Built without memory (on the meta
+        device: no random initialisation, which takes seconds for GPT-2 small) and then filled from the weights,
+        every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's ``--dtype
+        bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
+        import torch
+
         from ..model import build_model
 
         tokenizer = self.check_agreement()
-        model = build_model(self.config.model).to(device)
+        with torch.device("meta"):
+            model = build_model(self.config.model)
+        model = model.to_empty(device=device)
+        if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
+            model.tie_unembedding()
+        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
         step = self.load_weights(model)
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
@@ -525,18 +532,6 @@ def _empty(path: Path) -> bool:
     return all(p.name == LOCK for p in path.iterdir())
 
 
-def _why(e: OSError, path: Path) -> str:
-    """Why ``path`` could not be made or written, in words: a file where a folder was meant, else the system's."""
-    for p in (path, *path.parents):
-        if p.exists() or p.is_symlink():
-            if not p.is_dir():
-                return f"{p} is a file, not a folder"
-            break
-    if e.errno == errno.ENOSPC:
-        return "the disk is full"
-    return e.strerror.lower() if e.strerror else str(e)
-
-
 def _read_json(path: Path, name: str) -> dict:
     """The object in ``path/name``; ValueError naming the file if it is missing, unreadable, truncated or
     not an object."""
@@ -546,7 +541,7 @@ def _read_json(path: Path, name: str) -> dict:
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:
-        raise ValueError(f"{f} cannot be read: {_why(e, f)}.") from None
+        raise ValueError(f"{f} cannot be read: {why_not_written(e, f)}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{f} is truncated or not JSON ({e}); the run cannot be opened.") from None
     if not isinstance(d, dict):

@@ -51,7 +51,7 @@ from .events import (
     Steps,
 )
 from .loss import LossFunction, TaskLoss, compile_problem, evaluate, loss_function, next_batch, tokens_in
-from .preparation import prepare
+from .preparation import init_config, prepare
 from .recorder import Recorder
 from .sample import make_sample
 from .schedule import lr_at, make_optimizer
@@ -72,18 +72,27 @@ def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: 
 # ---- the loop -------------------------------------------------------------------------------------------
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
           control: Control | None = None, runs_root: Path | None = None,
-          prepared: Prepared | None = None, probe: ProbeInput | str | None = None) -> Iterator[Event]:
-    """Train per ``config``; yield events. ``probe`` is the input whose attention maps are saved at every
-    evaluation (`probes`; a text alone for gpt/gopher/bert; default: the run's own when resuming, else one
-    from the validation split). ``resume=True`` continues the run at ``run_dir`` from its last
-    checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for the same
-    data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again; one
-    made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory
-    while setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed.
+          prepared: Prepared | None = None, probe: ProbeInput | str | None = None,
+          init_from: str | Path | None = None) -> Iterator[Event]:
+    """Train per ``config``; yield events. ``init_from``: a new run that starts from that run's weights and
+    tokenizer (an imported or an earlier run), its model settings (`init_config`), at step 0. ``probe`` is the input
+    whose attention maps are saved at every evaluation (`probes`; a text alone for gpt/gopher/bert; default: the
+    run's own when resuming, else one from the validation split). ``resume=True`` continues the run at ``run_dir``
+    from its last checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for
+    the same data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again;
+    one made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory while
+    setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed.
 
     Under torchrun (`distributed`) every process calls this; rank 0 alone opens or writes the run and
     yields events past Prepare (the others yield Finished at the end)."""
     control = control or Control()
+    init = Run.open(init_from) if init_from is not None else None
+    if init is not None:
+        if resume:
+            raise ValueError("--init-from starts a new run; --resume continues one. Give one of them.")
+        if not init.has_checkpoint:
+            raise ValueError(f"{init.path} has no weights to start from (model.safetensors).")
+        config = init_config(config, init)
     config.validate()
     t = config.train
     world = World.from_env()
@@ -92,7 +101,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
     try:
         if world.distributed:
             dev = world.start(dev, t.batch_size)
-        yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe, locked)
+        yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe, locked, init)
     finally:
         for run in locked:
             run.unlock()
@@ -101,7 +110,7 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
 
 def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Path | None, resume: bool,
            control: Control, runs_root: Path | None, prepared: Prepared | None, probe: ProbeInput | str | None,
-           locked: list[Run]) -> Iterator[Event]:
+           locked: list[Run], init: Run | None) -> Iterator[Event]:
     t = config.train
     precision = resolve_precision(t.precision, dev)
     torch.manual_seed(t.seed)
@@ -117,14 +126,14 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
         run.check_agreement()  # files of another run are refused before the corpus is read
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
-    tokenizer, dataset, config, chars = yield from prepare(config, run, prepared, world)
+    tokenizer, dataset, config, chars = yield from prepare(config, run or init, prepared, world)
     yield Prepare("building the model", 0.9)
     problem = compile_problem(dev) if t.compile else None
     trainer = None
     try:
         trainer = Trainer(config, tokenizer, dataset, dev, precision, control, world, compiled=t.compile and not problem,
                           probe=ProbeInput(probe) if isinstance(probe, str) else probe, locked=locked)
-        start = trainer.open(run, run_dir, runs_root)
+        start = trainer.open(run, run_dir, runs_root, init)
     except Exception as e:
         if not is_out_of_memory(e):
             raise
@@ -182,14 +191,14 @@ class Trainer:
         self.folder: Run  # the run folder, from `open`
         self.recorder: Recorder
 
-    def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> int:
+    def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None, init: Run | None = None) -> int:
         """Resume ``run`` or create the run folder (at ``run_dir``, else under ``runs_root``); the start step.
         Under torchrun rank 0 does the folder's work and hands the start step and the optimizer and random
         states to the others; the model goes under DistributedDataParallel, which copies rank 0's weights to
-        them. Then the loss function is compiled, if asked."""
+        them. Then the loss function is compiled, if asked. ``init``: a new run starts from that run's weights."""
         start, state = 0, None
         if self.world.is_main:
-            start, state = self._open_run(run, run_dir, runs_root)
+            start, state = self._open_run(run, run_dir, runs_root, init)
         if self.world.distributed:
             start, state = self.world.share((start, state))
             self.eager_loss = self.loss = self.world.wrap(self.eager_loss, self.dev, self.task == "classification")
@@ -201,9 +210,10 @@ class Trainer:
         self.loss = loss_function(self.eager_loss, compiled=self.compiled)
         return start
 
-    def _open_run(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None) -> tuple[int, dict | None]:
+    def _open_run(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None,
+                  init: Run | None) -> tuple[int, dict | None]:
         """Resume (the weights loaded; the start step and the training state saved with them, if it matches)
-        or create the run folder."""
+        or create the run folder (its weights ``init``'s, if given)."""
         t, start, state = self.t, 0, None
         if run:
             start = run.load_weights(self.model)
@@ -219,6 +229,9 @@ class Trainer:
             if self.locked is not None:
                 self.locked.append(run)
             run.save_tokenizer(self.tokenizer)
+            if init is not None:
+                init.load_weights(self.model)
+                run.write_meta(init_from=str(init.path))
         self.folder, self.recorder = run, Recorder(run)
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,

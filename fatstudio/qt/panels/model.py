@@ -73,6 +73,10 @@ _TIPS = {
                      "Transformer-XL, as their papers do. Type 10000 for Vaswani et al.'s sinusoidal table.",
     "tie_embeddings": "Tie the unembedding to the embedding: W_u = W_eᵀ, saving N_V·d_e parameters.",
     "bias": "Biases b_q, b_k, b_v, b_o and b_mlp on the attention and MLP projections (norms keep β).",
+    "embed_norm": "Normalise the initial embedding e_t before the first layer, as BERT checkpoints do (not in the "
+                  "paper's Algorithm 9; an imported BERT has it).",
+    "unembed_bias": "A bias b_u in the unembedding: P = softmax(W_u X + b_u), as BERT's MLM head has (not in the "
+                    "paper's Algorithm 7; an imported BERT has it).",
     "dropout": "Dropout probability applied while training (0 = off).",
     "norm_eps": "ε: the small constant under the square root of layer_norm / RMSnorm.",
 }
@@ -105,6 +109,8 @@ def _form_rows() -> list[tuple[str, str, QWidget]]:
                                           special="paper (ℓ_max; 10000 for RoPE, Transformer-XL)")),
         ("tie_embeddings", "tie", check("W_u = W_eᵀ")),
         ("bias", "biases", check("b_q, b_k, b_v, b_o, b_mlp")),
+        ("embed_norm", "embed norm", check("norm(e_t) (BERT's)")),
+        ("unembed_bias", "b<sub>u</sub>", check("W_u X + b_u (BERT's)")),
         ("dropout", "dropout", float_spin(0.0, 0.95, 0.0, decimals=2, step=0.05)),
         ("norm_eps", "ε", SciSpinBox(minimum=1e-12, maximum=0.5, factor=10.0)),
     ]

@@ -36,6 +36,7 @@ class RunsList(QWidget):
     overlayRequested = Signal(object)
     deleteRequested = Signal(object)
     exportRequested = Signal(object)  # a runs.Run to write as a Hugging Face transformers folder
+    fineTuneRequested = Signal(object)  # a runs.Run whose weights and tokenizer a new run starts from
     refreshRequested = Signal()
 
     def __init__(self, parent=None):
@@ -84,6 +85,9 @@ class RunsList(QWidget):
         self.exportButton = button("Export…", "runsExportButton",
                                    "Write the run as a Hugging Face transformers folder (GPT-2 or Llama) that "
                                    "AutoModelForCausalLM and AutoTokenizer load (asks for a folder).")
+        self.fineTuneButton = button("Fine-tune…", "fineTuneRunButton",
+                                     "Start a new run from this run's weights and tokenizer (an imported model too), "
+                                     "on the Corpus and Train settings; the model settings are this run's.")
         self.refreshButton = button("↻", "refreshRunsButton", "Read the runs folder again.")
         self.refreshButton.setMaximumWidth(32)
         self.resumeSpin = QSpinBox(objectName="resumeStepsSpin")
@@ -94,13 +98,14 @@ class RunsList(QWidget):
         self.overlayButton.clicked.connect(lambda: self._emit(self.overlayRequested))
         self.deleteButton.clicked.connect(lambda: self._emit(self.deleteRequested))
         self.exportButton.clicked.connect(lambda: self._emit(self.exportRequested))
+        self.fineTuneButton.clicked.connect(lambda: self._emit(self.fineTuneRequested))
         self.resumeButton.clicked.connect(self._resume_clicked)
         self.refreshButton.clicked.connect(self.refreshRequested)
         first, second = QHBoxLayout(), QHBoxLayout()  # two rows: the samples beside them get the width
         for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
             first.addWidget(w)
         first.addStretch(1)
-        for w in (self.exportButton, self.deleteButton, self.refreshButton):
+        for w in (self.fineTuneButton, self.exportButton, self.deleteButton, self.refreshButton):
             second.addWidget(w)
         second.addStretch(1)
         buttons = QVBoxLayout()
@@ -179,6 +184,7 @@ class RunsList(QWidget):
         self.resumeButton.setEnabled(has and not self._busy)
         self.resumeSpin.setEnabled(has and not self._busy)
         self.deleteButton.setEnabled(has and not self._busy)
+        self.fineTuneButton.setEnabled(has and not self._busy)
         self.overlayButton.setEnabled(has)
         self.exportButton.setEnabled(has)
         if has:
