@@ -2,7 +2,8 @@
 into place. ``config.json``, ``meta.json``, ``tokenizer.json``, append-only ``metrics.jsonl`` and
 ``samples.jsonl``, weights as ``model.safetensors`` and the optimizer state as ``optimizer.pt`` (read with
 ``weights_only=True``), and ``probes/step-NNNNNNNN.safetensors``: every head's attention map for the run's
-probe input at each evaluation (see `probes`). Loading a run never executes code from it.
+probe input at each evaluation (see `probes`), and ``snapshots/step-NNNNNNNN.safetensors``: the weights at those
+steps (see `snapshots`). Loading a run never executes code from it.
 
 ``metrics.jsonl`` holds one row per step: ``step``, ``train_loss``, ``lr``, ``grad_norm`` (None, with
 ``skipped``, where loss scaling skipped the step), ``tokens_per_s``, and on evaluated steps
@@ -39,6 +40,7 @@ from ..config import RunConfig
 from ..files import atomic_write, naming, os_error_in
 from ..inspect.loaded import LoadedModel
 from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
+from . import snapshots
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -262,8 +264,8 @@ class Run:
                 raise naming(e, self.path / name) from None
 
     def truncate_after(self, step: int) -> None:
-        """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
-        outran)."""
+        """Drop metric and sample rows, probe maps and weight snapshots after ``step`` (resuming from a checkpoint
+        that a crash outran)."""
         for name in (METRICS, SAMPLES):
             rows = read_jsonl(self.path / name)
             if any(row_step(r) > step for r in rows):
@@ -271,6 +273,7 @@ class Run:
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
+        snapshots.remove_after(self.path, step)
 
     @property
     def info(self) -> RunMeta:
@@ -361,14 +364,22 @@ class Run:
                         Path(t).unlink(missing_ok=True)
         self.write_meta(checkpoint_step=step)
 
-    def load_weights(self, model) -> int:
-        """Load model.safetensors into ``model``; return its step. ValueError if missing, corrupt or foreign."""
+    def weight_steps(self) -> list[int]:
+        """The steps whose weights can be loaded (`load_model`), ascending: the snapshots' and the checkpoint's."""
+        steps = set(snapshots.list_snapshots(self.path))
+        if self.has_checkpoint:
+            steps.add(self.info.checkpoint_step)
+        return sorted(steps)
+
+    def load_weights(self, model, path: Path | None = None) -> int:
+        """Load model.safetensors (or the weights file ``path``: a snapshot) into ``model``; return its step.
+        ValueError if missing, corrupt or foreign."""
         from safetensors import safe_open
         from safetensors.torch import load_model
 
         from ..device import is_out_of_memory
 
-        path = self.path / WEIGHTS
+        path = path or self.path / WEIGHTS
         if not path.exists():
             raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
         try:
@@ -401,13 +412,15 @@ class Run:
         except Exception:  # a torn or foreign file: resume with fresh optimizer state
             return None
 
-    def load_model(self, device: str = "cpu") -> LoadedModel:
-        """The trained model for prompting (eval mode), with its tokenizer."""
+    def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
+        """The trained model for prompting (eval mode), with its tokenizer: the last checkpoint's, or with
+        ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's)."""
         from ..model import build_model
 
         tokenizer = self.load_tokenizer()
         model = build_model(self.config.model).to(device)
-        step = self.load_weights(model)
+        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
+        step = self.load_weights(model, path)
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
                            f"{self.name} · step {step}", step)
@@ -533,16 +546,15 @@ def _versions() -> dict[str, str]:
 
 
 def load_at_step(run: Run, step: int | None) -> LoadedModel:
-    """The run's model at ``step`` (None: the saved weights). A run folder keeps one set of weights, the last
-    checkpoint's (probe steps keep attention maps only), so another step is a ValueError naming the one kept."""
-    loaded = run.load_model()
-    if step is not None and step != loaded.step:
-        probes = run.probe_steps()
-        more = (f"; its probe steps ({_steps(probes)}) keep attention maps, not weights" if probes else "")
-        raise ValueError(f"{run.path} keeps the weights of step {loaded.step} only (each checkpoint replaces the "
-                         f"last){more}. Use --step {loaded.step} or leave --step out.")
-    return loaded
+    """The run's model at ``step`` (None: the last checkpoint's): a snapshot (`snapshots`) or the checkpoint. Another
+    step is a ValueError listing the steps whose weights are saved."""
+    if step is not None and step not in run.weight_steps():
+        kept = run.weight_steps()
+        if not kept:
+            raise ValueError(f"{run.path} has no weights yet (model.safetensors); train it first.")
+        raise ValueError(f"{run.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
+    return run.load_model(step=step)
 
 
 def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(map(str, steps)) if len(steps) <= 6 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
+    return ", ".join(map(str, steps)) if len(steps) <= 12 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
