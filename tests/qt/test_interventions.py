@@ -9,9 +9,9 @@ from conftest import LONG
 from PySide6.QtCore import Qt
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from fatstudio.core.inspect import inference
+from fatstudio.core.inspect import inference, probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
-from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.folder import Run, load_at_step
 from fatstudio.qt.panels import attention_head_ablation
 from fatstudio.qt.panels.attention import AttentionPanel
 
@@ -87,19 +87,50 @@ def test_cancel_stops_the_table_and_keeps_what_was_measured(qtbot, panel):
         view.export_csv("never.csv")
 
 
-def test_the_weights_offer_the_saved_checkpoint_and_name_the_probe_steps(qtbot, panel, run_dir):
-    view = panel.ablationView
-    view.set_sources(panel.loaded, None, str(run_dir), [10, 20, 30])  # a snapshot loaded; the run shown
+def test_the_weights_offer_every_saved_step_and_each_measures_its_own_table(qtbot, panel, run_dir):
+    view, run = panel.ablationView, Run.open(run_dir)
+    view.set_sources(panel.loaded, None, str(run_dir), [5, 10, 20, 30])  # a snapshot loaded; the run shown
     combo = view.stepCombo
     texts = [combo.itemText(i) for i in range(combo.count())]
-    assert texts[0].startswith("model loaded") and "saved checkpoint, step 30" in texts[1]
-    assert "probe steps 10…30" in texts[2] and not combo.model().item(2).isEnabled()
-    combo.setCurrentIndex(1)
-    view.start()
-    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
-    assert len(view.rows) == len(NAMES) and "the saved checkpoint" in view.status.text()
+    assert texts == ["model loaded · step 30", "run · step 10", "run · step 20", "run · step 30 · last checkpoint",
+                     "probe steps 5: attention maps only, no weights"]
+    assert not combo.model().item(4).isEnabled()
+    tables = {}
+    for step in (10, 30):
+        combo.setCurrentIndex(combo.findData(step))
+        view.start()
+        qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+        assert len(view.rows) == len(NAMES) and f"step {step}" in view.status.text()
+        tables[step] = {panel.ablationTable.item(i, 0).data(Qt.ItemDataRole.UserRole): panel.ablationTable.item(i, 2).text()
+                        for i in range(len(NAMES))}
+        expected = knockout_table(load_at_step(run, step), "zero")
+        assert view.baseline == pytest.approx(expected.baseline_loss)
+        assert {r.component: f"{r.delta_loss:+.4f}" for r in expected.rows} == tables[step]
+    assert tables[10] != tables[30]
     view.set_sources(None)
     assert combo.count() == 0 and not view.runButton.isEnabled()
+
+
+def test_the_weights_follow_the_probe_slider_and_the_head_ablation_uses_them(qtbot, panel, run_dir):
+    view, run = panel.ablationView, Run.open(run_dir)
+    panel.workspace = types.SimpleNamespace(loaded_dir=str(run_dir), run_dir=str(run_dir))
+    panel.set_probes(probes.list_probes(run_dir))
+    combo = view.stepCombo
+    assert [combo.itemData(i) for i in range(combo.count())] == [None, 10, 20]  # step 30 is the model loaded
+    assert combo.currentIndex() == 0  # the slider at 30
+    panel.probeTimeline.set_index(0)
+    assert combo.currentData() == 10
+    menu = attention_head_ablation.head_menu(panel, 1, 0)
+    assert menu.actions()[0].text() == "Ablate this head (zero) · weights of step 10"
+    menu.actions()[0].trigger()
+    qtbot.waitUntil(lambda: panel.headAblationView.result is not None, timeout=LONG)
+    text = "".join(t for t in panel.maps.tokens if not t.startswith("["))
+    expected = text_ablation(load_at_step(run, 10), "self/1/0", text)
+    assert panel.headAblationView.result.after == pytest.approx(expected.after)
+    assert "weights of step 10" in panel.headAblationView.summary.text()
+    view.followCheck.setChecked(False)
+    panel.probeTimeline.set_index(1)
+    assert combo.currentData() == 10  # not following: the choice stays
 
 
 def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_probabilities(qtbot, panel, tmp_path):
