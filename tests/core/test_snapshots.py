@@ -83,8 +83,28 @@ def test_the_cap_thins_the_snapshots_to_every_2nd_4th_evaluation():
     assert not any(snapshots.due(s, 250, 0) for s in range(250, 2001, 250))
 
 
-def test_a_snapshot_is_four_bytes_a_parameter_shared_weights_once():
+def test_a_snapshot_is_four_bytes_a_parameter_tied_weights_once_and_loads_back(tmp_path):
     from fatstudio import build_model
 
-    model = build_model(ModelConfig(vocab_size=20, **TINY))
-    assert snapshots.snapshot_bytes(model) == 4 * model.num_parameters()
+    for tied in (False, True):
+        model = build_model(ModelConfig(vocab_size=20, tie_embeddings=tied, **TINY))
+        assert snapshots.snapshot_bytes(model) == 4 * model.num_parameters()
+        (tmp_path / str(tied)).mkdir()
+        path = snapshots.save_snapshot(tmp_path / str(tied), model, 7)
+        assert abs(path.stat().st_size - 4 * model.num_parameters()) < 20_000  # tensors, and a header
+        run = Run(tmp_path, RunConfig(ModelConfig(vocab_size=20, tie_embeddings=tied, **TINY)), {})
+        twin = build_model(ModelConfig(vocab_size=20, tie_embeddings=tied, **TINY))
+        assert run.load_weights(twin, path) == 7 and _same(model, twin)
+
+
+def test_a_full_disk_at_a_snapshot_ends_the_run_in_a_line_leaving_no_file(text_file, tmp_path, monkeypatch):
+    import errno
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(snapshots, "atomic_write", full)
+    with pytest.raises(ValueError, match=r"cannot save the weights of step 10 in .*snapshots: the disk is full\.$"):
+        list(train(config(text_file, steps=20), run_dir=tmp_path / "run"))
+    run = Run.open(tmp_path / "run")
+    assert run.meta["status"] == "failed" and snapshots.list_snapshots(run.path) == {}

@@ -11,15 +11,13 @@ for its 8 evaluations.
 """
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
-from ..files import os_error_in
+from ..files import atomic_write
 
 SNAPSHOTS = "snapshots"  # the folder of a run that holds the snapshots
 CAP_MB = 2048.0  # the most all of a run's snapshots may take, in MB (10⁶ bytes)
@@ -60,33 +58,30 @@ def due(step: int, eval_interval: int, every: int) -> bool:
 
 
 def save_snapshot(run_dir: str | Path, model, step: int) -> Path:
-    """Write ``model``'s weights (float32) as ``snapshots/step-NNNNNNNN.safetensors``, to a temporary file renamed
-    into place. A write that fails (a full disk) leaves no file and is a ValueError naming it."""
-    from safetensors.torch import save_model
+    """Write ``model``'s weights (float32; tied tensors once, under their first name) as
+    ``snapshots/step-NNNNNNNN.safetensors``, atomically (`files.atomic_write`). A write that fails (a full disk)
+    leaves no file and is a ValueError naming the folder."""
+    import torch
+    from safetensors.torch import save
 
     path = snapshot_path(run_dir, step)
     metadata = {"step": str(step), "format": "fatstudio"}
     to_dict = getattr(getattr(model, "config", None), "to_dict", None)
     if callable(to_dict):
         metadata["model"] = json.dumps(to_dict())
-    tmp = None
+    tensors, seen = {}, set()
+    for name, v in model.state_dict().items():
+        key = v.untyped_storage().data_ptr()
+        if key not in seen:  # `safetensors.torch.load_model` fills the other names of a shared tensor
+            seen.add(key)
+            v = v.detach().to("cpu", torch.float32 if v.is_floating_point() else v.dtype)
+            tensors[name] = v.contiguous()
     try:
         path.parent.mkdir(exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(fd)
-        save_model(model, tmp, metadata=metadata)
-        os.replace(tmp, path)
-        tmp = None
-    except Exception as e:  # safetensors wraps the OSError of a full disk in its own error
-        cause = os_error_in(e)
-        if cause is None:
-            raise
-        raise ValueError(f"cannot save the weights of step {step} in {path.parent}: "
-                         f"{(cause.strerror or str(cause)).lower()}.") from e
-    finally:
-        if tmp:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink(missing_ok=True)
+        atomic_write(path, save(tensors, metadata=metadata))
+    except OSError as e:
+        why = "the disk is full" if e.errno == errno.ENOSPC else (e.strerror or str(e)).lower()
+        raise ValueError(f"cannot save the weights of step {step} in {path.parent}: {why}.") from e
     return path
 
 
