@@ -417,9 +417,12 @@ class Run:
         ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's)."""
         from ..model import build_model
 
+        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
+        kept = self.weight_steps()
+        if step is not None and path is None and kept and step != self.info.checkpoint_step:
+            raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
         tokenizer = self.load_tokenizer()
         model = build_model(self.config.model).to(device)
-        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
         step = self.load_weights(model, path)
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
@@ -548,11 +551,6 @@ def _versions() -> dict[str, str]:
 def load_at_step(run: Run, step: int | None) -> LoadedModel:
     """The run's model at ``step`` (None: the last checkpoint's): a snapshot (`snapshots`) or the checkpoint. Another
     step is a ValueError listing the steps whose weights are saved."""
-    if step is not None and step not in run.weight_steps():
-        kept = run.weight_steps()
-        if not kept:
-            raise ValueError(f"{run.path} has no weights yet (model.safetensors); train it first.")
-        raise ValueError(f"{run.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
     return run.load_model(step=step)
 
 
