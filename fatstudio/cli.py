@@ -82,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _intervention_parsers(sub) -> None:
     """ablate, patch, lens, token-loss: experiments on a trained run (layers and heads 0-based in the files)."""
-    step = "the weights of step N (a run keeps its last checkpoint's; default: those)"
+    step = ("the weights saved at step N: an evaluation's (train.keep_weights) or the last checkpoint's; default: "
+            "the last checkpoint's")
     ab = sub.add_parser("ablate", help="knock out each head and MLP in turn and write the change in validation loss")
     ab.add_argument("run_dir")
     ab.add_argument("--kind", default="zero", choices=["zero", "mean", "resample"], help="replace the component's "
@@ -102,6 +103,7 @@ def _intervention_parsers(sub) -> None:
                     "(BERT: the first [MASK], else the last text token)")
     pa.add_argument("--prefix", metavar="TEXT", help="an encoder-decoder's target prefix, the same in both runs "
                     "(default: none, the decoder reads [bos])")
+    pa.add_argument("--step", type=int, metavar="N", help=step)
     pa.add_argument("--out", required=True, help="FILE.json")
 
     le = sub.add_parser("lens", help="the logit lens: the top token after every layer at every position")
@@ -478,7 +480,7 @@ def cmd_patch(args) -> int:
     from .core.inspect.patching import patch
 
     out = _out_file(args.out, (".json",))
-    loaded = _loaded(args.run_dir, None)
+    loaded = _loaded(args.run_dir, args.step)
     result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target, position=args.position,
                    prefix=args.prefix)
     _write(out, result.to_dict())

@@ -26,7 +26,7 @@ task = "{task}"
 [train]
 steps = 10
 batch_size = 4
-eval_interval = 10
+eval_interval = 5
 eval_iters = 2
 checkpoint_interval = 10
 sample_tokens = 0
@@ -142,8 +142,25 @@ def test_token_loss_and_its_diffs(runs, tmp_path):
     assert (tmp_path / "t.csv").read_text().splitlines()[0] == "position,token,loss"
 
 
+def test_ablate_at_an_earlier_evaluation_uses_that_step_s_weights(runs, tmp_path, capsys):
+    from fatstudio.core.inspect.ablation import knockout_table
+    from fatstudio.core.runs.folder import load_at_step
+
+    run = Run.open(runs["gpt"])
+    assert run.weight_steps() == [5, 10]
+    tables = {}
+    for step in (5, 10):
+        out = tmp_path / f"a{step}.json"
+        assert main(["ablate", str(run.path), "--step", str(step), "--out", str(out)]) == 0
+        assert f"at step {step} " in capsys.readouterr().out
+        tables[step] = json.loads(out.read_text())
+    assert tables[5]["baseline_loss"] > tables[10]["baseline_loss"]  # the earlier model, less trained
+    want = knockout_table(load_at_step(run, 5), "zero")
+    assert tables[5]["baseline_loss"] == pytest.approx(want.baseline_loss, abs=1e-9)
+
+
 @pytest.mark.parametrize("args,words", [
-    (["ablate", "{gpt}", "--step", "5", "--out", "{tmp}/x.json"], "weights of step 10 only"),
+    (["ablate", "{gpt}", "--step", "7", "--out", "{tmp}/x.json"], "no weights of step 7; saved steps: 5, 10."),
     (["ablate", "{gpt}", "--out", "{tmp}/x.txt"], ".json or .csv"),
     (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hello world", "--out", "{tmp}/x.json"], "same number of tokens"),
     (["patch", "{gpt}", "--clean", "hello", "--corrupt", "hellw", "--prefix", "he", "--out", "{tmp}/x.json"],

@@ -317,6 +317,7 @@ class TrainConfig(_Config):
     precision: str = "auto"  # "auto" (bf16 on GPUs that do it natively, else fp32) | "fp32" | "bf16" | "fp16"
     compile: bool = False
     tensorboard: bool = False  # also write TensorBoard event files into RUN_DIR/tensorboard/ (see `tensorboard_log`)
+    keep_weights: str = "evaluations"  # "evaluations": the weights at every evaluation too (`runs.snapshots`) | "last"
 
     def validate(self) -> TrainConfig:
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
@@ -327,6 +328,7 @@ class TrainConfig(_Config):
         check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
         check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
         check_choice("train.precision", self.precision, PRECISIONS)
+        check_choice("train.keep_weights", self.keep_weights, ("evaluations", "last"))
         _check_number("train.lr", self.lr, 0.0, 10.0, lo_open=True)
         _check_number("train.min_lr", self.min_lr, 0.0, 10.0)
         _check_number("train.weight_decay", self.weight_decay, 0.0, 10.0)

@@ -12,7 +12,6 @@ from fatstudio.core.data.corpora import build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect.ablation import Ablator, validation_batch
 from fatstudio.core.inspect.components import component, components, replaced
-from fatstudio.core.runs.folder import load_at_step
 from fatstudio.core.training import evaluate
 
 
@@ -145,22 +144,6 @@ def test_the_table_lists_every_component_reports_progress_and_stops_when_cancell
     assert not cut.complete and len(cut.rows) == 2
     with pytest.raises(ValueError, match="zero, mean, resample"):
         ablator.table("half")
-
-
-def test_only_the_saved_weights_step_loads(tmp_path, monkeypatch):
-    from fatstudio.core.inspect.loaded import LoadedModel
-
-    class FakeRun:
-        path = tmp_path
-        def load_model(self):
-            return LoadedModel(tiny("gpt"), None, None, step=40)
-        def probe_steps(self):
-            return [10, 20, 30, 40]
-    assert load_at_step(FakeRun(), 40).step == 40 and load_at_step(FakeRun(), None).step == 40
-    with pytest.raises(ValueError, match=r"weights of step 40 only.*probe steps \(10, 20, 30, 40\).*--step 40"):
-        load_at_step(FakeRun(), 20)
-
-
 
 
 def _next_token_probs(model, ids):

@@ -1,19 +1,22 @@
 """The Attention panel's experiments on a tiny trained run: the knock-out table (every head and MLP, off the GUI
 thread, cancellable, the weights chosen, CSV and PNG), a head ablated from the grid's context menu (the text's
-token probabilities before and after), and activation patching (the map, the heads, bad input said inline)."""
+token probabilities before and after), and activation patching for gpt, BERT and the encoder-decoder (the map, the
+decoder's stream, the heads, the position and prefix, bad input said inline)."""
 import csv
 import types
 
+import numpy as np
 import pytest
 from conftest import LONG
 from PySide6.QtCore import Qt
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from fatstudio.core.inspect import inference
+from fatstudio.core.inspect import inference, probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
-from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.folder import Run, load_at_step
 from fatstudio.qt.panels import attention_head_ablation
 from fatstudio.qt.panels.attention import AttentionPanel
+from fatstudio.qt.panels.attention_patching import PatchingView
 
 NAMES = ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"]
 
@@ -87,19 +90,50 @@ def test_cancel_stops_the_table_and_keeps_what_was_measured(qtbot, panel):
         view.export_csv("never.csv")
 
 
-def test_the_weights_offer_the_saved_checkpoint_and_name_the_probe_steps(qtbot, panel, run_dir):
-    view = panel.ablationView
-    view.set_sources(panel.loaded, None, str(run_dir), [10, 20, 30])  # a snapshot loaded; the run shown
+def test_the_weights_offer_every_saved_step_and_each_measures_its_own_table(qtbot, panel, run_dir):
+    view, run = panel.ablationView, Run.open(run_dir)
+    view.set_sources(panel.loaded, None, str(run_dir), [5, 10, 20, 30])  # a snapshot loaded; the run shown
     combo = view.stepCombo
     texts = [combo.itemText(i) for i in range(combo.count())]
-    assert texts[0].startswith("model loaded") and "saved checkpoint, step 30" in texts[1]
-    assert "probe steps 10…30" in texts[2] and not combo.model().item(2).isEnabled()
-    combo.setCurrentIndex(1)
-    view.start()
-    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
-    assert len(view.rows) == len(NAMES) and "the saved checkpoint" in view.status.text()
+    assert texts == ["model loaded · step 30", "run · step 10", "run · step 20", "run · step 30 · last checkpoint",
+                     "probe steps 5: attention maps only, no weights"]
+    assert not combo.model().item(4).isEnabled()
+    tables = {}
+    for step in (10, 30):
+        combo.setCurrentIndex(combo.findData(step))
+        view.start()
+        qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+        assert len(view.rows) == len(NAMES) and f"step {step}" in view.status.text()
+        tables[step] = {panel.ablationTable.item(i, 0).data(Qt.ItemDataRole.UserRole): panel.ablationTable.item(i, 2).text()
+                        for i in range(len(NAMES))}
+        expected = knockout_table(load_at_step(run, step), "zero")
+        assert view.baseline == pytest.approx(expected.baseline_loss)
+        assert {r.component: f"{r.delta_loss:+.4f}" for r in expected.rows} == tables[step]
+    assert tables[10] != tables[30]
     view.set_sources(None)
     assert combo.count() == 0 and not view.runButton.isEnabled()
+
+
+def test_the_weights_follow_the_probe_slider_and_the_head_ablation_uses_them(qtbot, panel, run_dir):
+    view, run = panel.ablationView, Run.open(run_dir)
+    panel.workspace = types.SimpleNamespace(loaded_dir=str(run_dir), run_dir=str(run_dir))
+    panel.set_probes(probes.list_probes(run_dir))
+    combo = view.stepCombo
+    assert [combo.itemData(i) for i in range(combo.count())] == [None, 10, 20]  # step 30 is the model loaded
+    assert combo.currentIndex() == 0  # the slider at 30
+    panel.probeTimeline.set_index(0)
+    assert combo.currentData() == 10
+    menu = attention_head_ablation.head_menu(panel, 1, 0)
+    assert menu.actions()[0].text() == "Ablate this head (zero) · weights of step 10"
+    menu.actions()[0].trigger()
+    qtbot.waitUntil(lambda: panel.headAblationView.result is not None, timeout=LONG)
+    text = "".join(t for t in panel.maps.tokens if not t.startswith("["))
+    expected = text_ablation(load_at_step(run, 10), "self/1/0", text)
+    assert panel.headAblationView.result.after == pytest.approx(expected.after)
+    assert "weights of step 10" in panel.headAblationView.summary.text()
+    view.followCheck.setChecked(False)
+    panel.probeTimeline.set_index(1)
+    assert combo.currentData() == 10  # not following: the choice stays
 
 
 def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_probabilities(qtbot, panel, tmp_path):
@@ -147,8 +181,88 @@ def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_
     lines = view.export_csv(tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + 3 * 12 + 4
     assert view.export_png(tmp_path / "p.png").stat().st_size > 0
-    view.set_model(types.SimpleNamespace(model=types.SimpleNamespace(config=types.SimpleNamespace(arch="bert"))))
-    assert "decoder-only" in view.message.text() and not view.runButton.isEnabled()
+    view.positionEdit.setText("12")
+    assert "position 12 is not one of the 12 positions" in view.message.text() and not view.runButton.isEnabled()
+    view.positionEdit.setText("x")
+    assert "not a whole number" in view.message.text() and not view.runButton.isEnabled()
+    view.positionEdit.setText("5")
+    assert view.runButton.isEnabled() and view.prefixEdit.isHidden() and view.streamCombo.isHidden()
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view._call is None, timeout=LONG)
+    assert view.result.position == 5 if view.result else "same logit difference" in view.message.text()
+
+
+def _trained(tmp, name, arch, task, corpus):
+    from fatstudio.core.training import train
+
+    cfg = RunConfig(ModelConfig(arch=arch, l_max=16, L=2, L_enc=1, L_dec=1, H=2, d_e=16, d_mlp=32),
+                    DataConfig(corpus=str(corpus), task=task),
+                    TrainConfig(steps=10, batch_size=4, eval_interval=10, eval_iters=1, sample_tokens=0, device="cpu"))
+    for _ in train(cfg, run_dir=tmp / name):
+        pass
+    return Run.open(tmp / name).load_model()
+
+
+@pytest.fixture(scope="module")
+def other_models(tmp_path_factory, run_dir):
+    tmp = tmp_path_factory.mktemp("archs")
+    return {"bert": _trained(tmp, "bert", "bert", "masked_lm", run_dir.parent / "c.txt"),
+            "edt": _trained(tmp, "edt", "edt", "seq2seq", "reverse")}
+
+
+def test_patching_a_bert_reads_the_first_mask_or_the_position_given(qtbot, other_models):
+    from fatstudio.core.inspect.patching import patch
+
+    view, loaded = PatchingView(), other_models["bert"]
+    qtbot.addWidget(view)
+    view.set_model(loaded)
+    assert view.prefixEdit.isHidden() and view.streamCombo.isHidden()
+    view.cleanEdit.setText("the [MASK]azy dog")
+    view.corruptEdit.setText("the [MASK]azy do")
+    assert "same length" in view.message.text() and not view.runButton.isEnabled()
+    view.corruptEdit.setText("the [MASK]fzy dog")
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view._call is None, timeout=LONG)
+    want = patch(loaded.model, loaded.tokenizer, "the [MASK]azy dog", "the [MASK]fzy dog")
+    r = view.result
+    assert r is not None and r.position == want.position == 5  # [bos] t h e space [MASK]
+    assert view.map.matrix.shape == (3, len(want.corrupt_tokens))
+    assert view.map.matrix == pytest.approx(np.asarray(want.residual))
+    assert "position 5" in view.message.text()
+    view.positionEdit.setText("-2")
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view._call is None, timeout=LONG)
+    n = len(want.clean_tokens)
+    assert view.result.position == n - 2 if view.result else "same logit difference" in view.message.text()
+
+
+def test_patching_an_encoder_decoder_patches_the_sources_and_shows_the_decoder_s_stream(qtbot, other_models):
+    from fatstudio.core.inspect.patching import patch
+
+    view, loaded = PatchingView(), other_models["edt"]
+    qtbot.addWidget(view)
+    view.set_model(loaded)
+    assert not view.prefixEdit.isHidden() and not view.streamCombo.isHidden()
+    view.cleanEdit.setText("abcd")
+    view.corruptEdit.setText("abce")
+    view.prefixEdit.setText("dc")
+    view.positionEdit.setText("3")
+    assert "position 3 is not one of the 3 positions of [bos] + prefix" in view.message.text()
+    view.positionEdit.setText("")
+    view.runButton.click()
+    qtbot.waitUntil(lambda: view._call is None, timeout=LONG)
+    want = patch(loaded.model, loaded.tokenizer, "abcd", "abce", prefix="dc")
+    r = view.result
+    assert r is not None and r.prefix_tokens == want.prefix_tokens and len(r.prefix_tokens) == 3
+    assert view.map.matrix == pytest.approx(np.asarray(want.residual))  # the encoder's, over the source
+    assert view.map.key_tokens == want.corrupt_tokens
+    view.streamCombo.setCurrentIndex(view.streamCombo.findData("dec"))
+    assert view.map.matrix == pytest.approx(np.asarray(want.decoder_residual))
+    assert view.map.matrix[-1, -1] == pytest.approx(1.0, abs=1e-5)  # the decoder's last stream, where it is read
+    labels = [view.heads.verticalHeaderItem(i).text() for i in range(view.heads.rowCount())]
+    assert labels == ["encoder layer 1", "decoder layer 1", "cross-attention layer 1"]
+    assert view.heads.item(2, 1).text() == f"{want.heads['cross/0'][1]:.2f}"
+    assert "of the decoder" in view.message.text()
 
 
 def test_rows_measured_in_the_worker_reach_the_table_at_each_drain(panel):

@@ -2,7 +2,8 @@
 into place. ``config.json``, ``meta.json``, ``tokenizer.json``, append-only ``metrics.jsonl`` and
 ``samples.jsonl``, weights as ``model.safetensors`` and the optimizer state as ``optimizer.pt`` (read with
 ``weights_only=True``), and ``probes/step-NNNNNNNN.safetensors``: every head's attention map for the run's
-probe input at each evaluation (see `probes`). Loading a run never executes code from it.
+probe input at each evaluation (see `probes`), and ``snapshots/step-NNNNNNNN.safetensors``: the weights at those
+steps (see `snapshots`). Loading a run never executes code from it.
 
 ``metrics.jsonl`` holds one row per step: ``step``, ``train_loss``, ``lr``, ``grad_norm`` (None, with
 ``skipped``, where loss scaling skipped the step), ``tokens_per_s``, and on evaluated steps
@@ -39,7 +40,7 @@ from ..config import RunConfig
 from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file, why_not_written
 from ..inspect.loaded import LoadedModel
 from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
-from . import agreement
+from . import agreement, snapshots
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -287,9 +288,9 @@ class Run:
                 raise naming(e, self.path / name) from None
 
     def truncate_after(self, step: int) -> None:
-        """Drop metric and sample rows and probe maps after ``step`` (resuming from a checkpoint that a crash
-        outran), and the lines of the append-only files that are not rows (a torn last line: a crash mid-write),
-        so the rows appended next start on a line of their own: one parseable row per step."""
+        """Drop metric and sample rows, probe maps and weight snapshots after ``step`` (resuming from a checkpoint
+        that a crash outran), and the lines of the append-only files that are not rows (a torn last line: a crash
+        mid-write), so the rows appended next start on a line of their own: one parseable row per step."""
         for name in (METRICS, SAMPLES):
             path = self.path / name
             if not path.exists():
@@ -302,6 +303,7 @@ class Run:
         from ..inspect.probes import remove_after
 
         remove_after(self.path, step)
+        snapshots.remove_after(self.path, step)
 
     @property
     def info(self) -> RunMeta:
@@ -347,7 +349,7 @@ class Run:
         (their shapes, then meta.json's model, are checked as they load, `load_weights`)."""
         tokenizer = self.load_tokenizer()
         if self.has_checkpoint:
-            self._weights_header()
+            self._weights_header(self.path / WEIGHTS)
         return tokenizer
 
     # -- probes (attention over training time) -------------------------------------------------------------
@@ -419,14 +421,22 @@ class Run:
                         Path(t).unlink(missing_ok=True)
         self.write_meta(checkpoint_step=step)
 
-    def load_weights(self, model) -> int:
-        """Load model.safetensors into ``model``; return its step. ValueError if missing, corrupt or foreign."""
+    def weight_steps(self) -> list[int]:
+        """The steps whose weights can be loaded (`load_model`), ascending: the snapshots' and the checkpoint's."""
+        steps = set(snapshots.list_snapshots(self.path))
+        if self.has_checkpoint:
+            steps.add(self.info.checkpoint_step)
+        return sorted(steps)
+
+    def load_weights(self, model, path: Path | None = None) -> int:
+        """Load model.safetensors (or the weights file ``path``: a snapshot) into ``model``; return its step.
+        ValueError if missing, corrupt or foreign."""
         from safetensors.torch import load_model
 
         from ..device import is_out_of_memory
 
-        path = self.path / WEIGHTS
-        metadata, step, shapes = self._weights_header()
+        path = path or self.path / WEIGHTS
+        metadata, step, shapes = self._weights_header(path)
         saved = agreement.saved_model_config(metadata)
         mismatch = agreement.arch_mismatch(saved, model) or agreement.shape_mismatch(shapes, model)
         if mismatch:
@@ -447,12 +457,11 @@ class Run:
             raise agreement.disagree(self.path / META, self.path / CONFIG, other)
         return step
 
-    def _weights_header(self) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
-        """model.safetensors' metadata, step and tensor shapes (its header alone is read), checked against
-        meta.json (`agreement.run_id_mismatch`, `agreement.step_mismatch`)."""
+    def _weights_header(self, path: Path) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
+        """The metadata, step and tensor shapes of model.safetensors or a snapshot (its header alone is read),
+        checked against meta.json (`agreement.run_id_mismatch`; the checkpoint: `agreement.step_mismatch`)."""
         from safetensors import safe_open
 
-        path = self.path / WEIGHTS
         if not path.exists():
             raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
         regular_file(path)
@@ -463,7 +472,9 @@ class Run:
                 shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
         except Exception as e:  # safetensors raises its own error types for bad headers
             raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
-        other = agreement.run_id_mismatch(self.meta, metadata) or agreement.step_mismatch(self.meta, step)
+        other = agreement.run_id_mismatch(self.meta, metadata)
+        if path == self.path / WEIGHTS:
+            other = other or agreement.step_mismatch(self.meta, step)
         if other:
             raise agreement.disagree(path, self.path / META, other)
         return metadata, step, shapes
@@ -482,15 +493,20 @@ class Run:
             raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
         return state
 
-    def load_model(self, device: str = "cpu") -> LoadedModel:
-        """The trained model for prompting (eval mode), with its tokenizer. Built without memory (on the meta
-        device: no random initialisation, which takes seconds for GPT-2 small) and then filled from the weights,
-        every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's ``--dtype
-        bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
+    def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
+        """The trained model for prompting (eval mode), with its tokenizer: the last checkpoint's, or with
+        ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's). Built without
+        memory (on the meta device: no random initialisation, seconds for GPT-2 small), then filled from the
+        weights, every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's
+        ``--dtype bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
         import torch
 
         from ..model import build_model
 
+        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
+        kept = self.weight_steps()
+        if step is not None and path is None and kept and step != self.info.checkpoint_step:
+            raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
         tokenizer = self.check_agreement()
         with torch.device("meta"):
             model = build_model(self.config.model)
@@ -498,7 +514,7 @@ class Run:
         if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
             model.tie_unembedding()
         model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
-        step = self.load_weights(model)
+        step = self.load_weights(model, path)
         model.eval()
         return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
                            f"{self.name} · step {step}", step)
@@ -574,16 +590,10 @@ def _versions() -> dict[str, str]:
 
 
 def load_at_step(run: Run, step: int | None) -> LoadedModel:
-    """The run's model at ``step`` (None: the saved weights). A run folder keeps one set of weights, the last
-    checkpoint's (probe steps keep attention maps only), so another step is a ValueError naming the one kept."""
-    loaded = run.load_model()
-    if step is not None and step != loaded.step:
-        probes = run.probe_steps()
-        more = (f"; its probe steps ({_steps(probes)}) keep attention maps, not weights" if probes else "")
-        raise ValueError(f"{run.path} keeps the weights of step {loaded.step} only (each checkpoint replaces the "
-                         f"last){more}. Use --step {loaded.step} or leave --step out.")
-    return loaded
+    """The run's model at ``step`` (None: the last checkpoint's): a snapshot (`snapshots`) or the checkpoint. Another
+    step is a ValueError listing the steps whose weights are saved."""
+    return run.load_model(step=step)
 
 
 def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(map(str, steps)) if len(steps) <= 6 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
+    return ", ".join(map(str, steps)) if len(steps) <= 12 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"

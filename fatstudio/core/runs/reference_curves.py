@@ -35,7 +35,7 @@ POINTS = 200  # the most points of a reference's train curve
 # applies whatever they are. (The model's N_V and class count follow from the data.)
 IGNORED = {"model": {"vocab_size", "n_classes"},
            "train": {"steps", "seed", "eval_interval", "eval_iters", "checkpoint_interval", "sample_tokens", "device",
-                     "precision", "compile", "tensorboard"}}
+                     "precision", "compile", "tensorboard", "keep_weights"}}
 
 
 

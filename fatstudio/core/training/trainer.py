@@ -33,6 +33,7 @@ from ..inspect import probe_lens, probes
 from ..inspect.diagnostics import head_findings
 from ..inspect.loaded import LoadedModel
 from ..inspect.probes import ProbeInput
+from ..runs import snapshots
 from ..runs.folder import Run
 from .control import Control
 from .events import (
@@ -189,6 +190,7 @@ class Trainer:
         self.eager_loss: torch.nn.Module = TaskLoss(self.model, self.task)  # under torchrun, its DDP wrapper
         self.loss: LossFunction = self.eager_loss
         self.folder: Run  # the run folder, from `open`
+        self.snapshot_every = 0  # every how many evaluations the weights are saved (`snapshots.stride`; 0 never)
         self.recorder: Recorder
 
     def open(self, run: Run | None, run_dir: str | Path | None, runs_root: Path | None, init: Run | None = None) -> int:
@@ -233,6 +235,8 @@ class Trainer:
                 init.load_weights(self.model)
                 run.write_meta(init_from=str(init.path))
         self.folder, self.recorder = run, Recorder(run)
+        if t.keep_weights == "evaluations":
+            self.snapshot_every = snapshots.stride(snapshots.snapshot_bytes(self.model), t.steps, t.eval_interval)
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
                        data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy(),
@@ -404,6 +408,9 @@ class Trainer:
         evaluating = self._evaluation_due(step)
         evaluation = self._recorded(self._evaluate(step)) if evaluating and self.has_val else None
         self.recorder.flush()  # on disk before the events that announce it
+        if evaluating and snapshots.due(step, self.t.eval_interval, self.snapshot_every):
+            # the weights of the evaluated model
+            snapshots.save_snapshot(self.folder.path, self.model, step, self.folder.meta.get("run_id"))
         if evaluation:
             yield evaluation
         if evaluating and self.probe_ids is not None:

@@ -3,9 +3,10 @@
 thread on a copy of the weights, the rows appearing as they are measured (drained every `DRAIN_MS`), cancellable;
 sorted by Δ and coloured by it; exported as the CLI's CSV (`KnockoutTable.csv`) and as a bar chart (PNG).
 
-The weights: the model loaded (a run's or a snapshot of a training run), or the saved checkpoint of the run shown
-when that is another. A run folder keeps one set of weights (each checkpoint replaces the last); its probe steps
-keep attention maps only, so they are listed but cannot be chosen."""
+The weights: the model loaded (a run's or a snapshot of a training run), or any step whose weights the run shown
+keeps (`core.runs.snapshots`: every evaluation's, and the last checkpoint's), so a head's necessity can be followed
+over training. With "follow the slider" on, the choice follows the probe slider's step (`follow_step`). Probe steps
+without weights (a run from before snapshots, or ``train.keep_weights = "last"``) are listed greyed."""
 from __future__ import annotations
 
 import copy
@@ -13,12 +14,13 @@ import dataclasses
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCheckBox,
     QComboBox,
     QHBoxLayout,
     QHeaderView,
@@ -67,19 +69,25 @@ def refresh_sources(panel: AttentionPanel) -> None:
                                    panel.probe_steps())
 
 
-def measure(loaded, run_dir: str | None, kind: str, stop: threading.Event, sink: list, progress) -> KnockoutTable:
-    """In a worker: the knock-out table of ``run_dir``'s saved checkpoint (None: of a copy of ``loaded``, so the
-    hooks touch no model the app prompts), each row appended to ``sink`` as it is measured; stops when ``stop``
-    is set."""
+def weights_at(loaded, where: tuple[str, int] | None):
+    """In a worker: the weights of ``where`` (a run folder and a step its weights are saved at), else a copy of
+    ``loaded`` (so hooks touch no model the app prompts)."""
+    if where is None:
+        return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
+    from ...core.runs.folder import Run, load_at_step
+
+    return load_at_step(Run.open(where[0]), where[1])
+
+
+def measure(loaded, where: tuple[str, int] | None, kind: str, stop: threading.Event, sink: list,
+            progress) -> KnockoutTable:
+    """In a worker: the knock-out table of the weights `weights_at` ``where``, each row appended to ``sink`` as it
+    is measured; stops when ``stop`` is set."""
     from ...core.inspect.ablation import ablator_for
 
-    if run_dir is not None:
-        from ...core.runs.folder import Run, load_at_step
-
-        progress(0.0, "loading the saved checkpoint…")
-        loaded = load_at_step(Run.open(run_dir), None)
-    else:
-        loaded = dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
+    if where is not None:
+        progress(0.0, f"loading the weights of step {where[1]:,}…")
+    loaded = weights_at(loaded, where)
     progress(0.0, "measuring the validation loss with nothing knocked out…")
     return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name),
                                      cancelled=stop.is_set, on_row=sink.append)
@@ -107,6 +115,7 @@ class AblationView(QWidget):
         self.baseline: float | None = None
         self.kind = "zero"
         self.step: int | None = None  # the step of the weights measured
+        self.folder: str | None = None  # the run whose saved steps the chooser lists
         self.complete = False
         self._call = None
         self._stop = threading.Event()
@@ -123,8 +132,10 @@ class AblationView(QWidget):
                                   "of W_o's input), by its mean over the validation batch at each position, or by "
                                   "its output on another row of the batch.")
         self.stepCombo = QComboBox(objectName="ablationStepCombo")
-        self.stepCombo.setToolTip("Whose weights: the model loaded, or the run's saved checkpoint. A run keeps one "
-                                  "checkpoint; its probe steps keep attention maps, not weights.")
+        self.stepCombo.setToolTip("Whose weights: the model loaded, or the run's weights at one of its evaluations "
+                                  "(saved with the probe maps) or its last checkpoint.")
+        self.followCheck = QCheckBox("follow the slider", objectName="ablationFollowCheck", checked=True)
+        self.followCheck.setToolTip("Choose the weights of the probe slider's step whenever it moves.")
         self.runButton = QPushButton("Run", objectName="ablationRunButton")
         self.runButton.setToolTip("Knock each head and MLP out in turn and measure the validation loss (the "
                                   "trainer's validation batches), in the background.")
@@ -136,7 +147,7 @@ class AblationView(QWidget):
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(8)
         choose, act = QHBoxLayout(), QHBoxLayout()
-        for w in (QLabel("knock out by"), self.kindCombo, QLabel("weights"), self.stepCombo):
+        for w in (QLabel("knock out by"), self.kindCombo, QLabel("weights"), self.stepCombo, self.followCheck):
             choose.addWidget(w, 1 if isinstance(w, QComboBox) else 0)
         for w in (self.runButton, self.cancelButton):
             act.addWidget(w)
@@ -173,38 +184,46 @@ class AblationView(QWidget):
     # ---- what can be measured -------------------------------------------------------------------------------
     def set_sources(self, loaded, loaded_dir: str | None = None, run_dir: str | None = None,
                     probe_steps: list[int] | None = None) -> None:
-        """The model loaded (from ``loaded_dir``; None: a snapshot), the run shown (``run_dir``) whose saved
-        checkpoint may be another, and its probe steps (listed, not loadable)."""
+        """The model loaded (from ``loaded_dir``; None: a snapshot), the steps whose weights the run shown
+        (``run_dir``, else ``loaded_dir``) keeps, and its probe steps that keep none (listed greyed)."""
         self.loaded = loaded
         combo = self.stepCombo
         chosen = combo.currentData()
+        combo.blockSignals(True)
         combo.clear()
         if loaded is not None:
             combo.addItem(f"model loaded · step {loaded.step:,}", None)
-        if run_dir and run_dir != loaded_dir:
-            try:
-                from ...core.runs.folder import Run
-
-                run = Run.open(run_dir)
-                if run.has_checkpoint:
-                    combo.addItem(f"{run.name} · saved checkpoint, step {run.info.checkpoint_step:,}", run_dir)
-            except (OSError, ValueError):
-                pass  # a run being written or gone: only the model loaded
-        if probe_steps:
-            combo.addItem(f"probe steps {probe_steps[0]:,}…{probe_steps[-1]:,}: attention maps only, no weights", "")
+        self.folder = run_dir or loaded_dir
+        steps, last, name = _saved_steps(self.folder)
+        for step in steps:
+            if not (self.folder == loaded_dir and loaded is not None and step == loaded.step):  # that is the one loaded
+                combo.addItem(f"{name} · step {step:,}" + (" · last checkpoint" if step == last else ""), step)
+        without = [s for s in probe_steps or () if s not in steps]
+        if without:
+            combo.addItem(f"probe steps {_span(without)}: attention maps only, no weights", "")
             item = combo.model().item(combo.count() - 1)  # type: ignore[attr-defined]
             item.setEnabled(False)
         if (i := combo.findData(chosen)) > 0:
-            combo.setCurrentIndex(i)  # the choice stays while a training run adds probe steps
+            combo.setCurrentIndex(i)  # the choice stays while a training run adds steps
+        combo.blockSignals(False)
         combo.setEnabled(combo.count() > 0)
-        self.runButton.setEnabled(self._call is None and self._choice() is not False)
+        self.runButton.setEnabled(self._call is None and self.chosen_weights() is not False)
 
-    def _choice(self) -> str | None | bool:
-        """The chosen weights: None the model loaded, a run folder its checkpoint, False nothing to measure."""
+    def follow_step(self, step: int) -> None:
+        """The probe slider is at ``step``: choose its weights, if they are saved and "follow the slider" is on
+        (else the choice stays)."""
+        i = self.stepCombo.findData(step)
+        if i < 0 and self.loaded is not None and self.loaded.step == step:
+            i = self.stepCombo.findData(None)  # the model loaded is that step's
+        if self.followCheck.isChecked() and not self.running and i >= 0:
+            self.stepCombo.setCurrentIndex(i)
+
+    def chosen_weights(self) -> tuple[str, int] | None | Literal[False]:
+        """What `weights_at` loads for the choice: (the run folder, a step), None the model loaded, False nothing."""
         data = self.stepCombo.currentData()
         if data is None:
             return None if self.loaded is not None and self.stepCombo.count() else False
-        return data or False
+        return (self.folder, data) if isinstance(data, int) and self.folder else False
 
     # ---- measuring --------------------------------------------------------------------------------------------
     @property
@@ -213,14 +232,14 @@ class AblationView(QWidget):
 
     def start(self) -> None:
         """Measure the table in a worker; the rows appear as they come."""
-        source = self._choice()
+        source = self.chosen_weights()
         if self.running or source is False:
             if source is False:
                 self._say("Load a model first (open a trained run, or take a snapshot while training).", error=True)
             return
         self.kind = self.kindCombo.currentData()
         self.rows, self.baseline, self.complete, self.seconds = [], None, False, None
-        self.step = self.loaded.step if source is None and self.loaded is not None else None
+        self.step = source[1] if isinstance(source, tuple) else self.loaded.step if self.loaded is not None else None
         self.table.setRowCount(0)
         self._stop, self._sink = threading.Event(), []
         self._started = time.monotonic()
@@ -262,7 +281,7 @@ class AblationView(QWidget):
             self._say("Cancelled before any component was measured.")
             return
         worst = max(self.rows, key=lambda r: r.delta_loss)
-        where = f"step {self.step:,}" if self.step is not None else "the saved checkpoint"
+        where = f"step {self.step:,}"
         done = (f"{len(self.rows)} components in {self.seconds:.1f} s" if table.complete else
                 f"<b>cancelled</b> after {len(self.rows)} components")
         self._say(f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
@@ -277,7 +296,7 @@ class AblationView(QWidget):
         self._call = None
         self._timer.stop()
         self.cancelButton.setEnabled(False)
-        self.runButton.setEnabled(self._choice() is not False)
+        self.runButton.setEnabled(self.chosen_weights() is not False)
 
     def _fill(self) -> None:
         """The rows measured, sorted by Δ (largest rise first), Δ coloured on the largest |Δ|."""
@@ -327,6 +346,24 @@ class AblationView(QWidget):
             self._say("There is no knock-out table to export yet; press Run.", error=True)
             return
         save_with_dialog(self, f"knockout-{self.kind}", filt, suffix, fn, self.status)
+
+
+def _saved_steps(folder: str | None) -> tuple[list[int], int | None, str]:
+    """The steps whose weights the run ``folder`` keeps, its last checkpoint's step and its name ([] for none,
+    a run being written or gone)."""
+    if not folder:
+        return [], None, ""
+    from ...core.runs.folder import Run
+
+    try:
+        run = Run.open(folder)
+        return run.weight_steps(), run.info.checkpoint_step if run.has_checkpoint else None, run.name
+    except (OSError, ValueError):
+        return [], None, ""
+
+
+def _span(steps: list[int]) -> str:
+    return f"{steps[0]:,}" if len(steps) == 1 else f"{steps[0]:,}…{steps[-1]:,}"
 
 
 def knockout_image(table: KnockoutTable, font: QFont, width: int = 720) -> QImage:

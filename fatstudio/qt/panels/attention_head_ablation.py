@@ -1,11 +1,10 @@
 """Right-click a head in the Attention panel's grid: "Ablate this head (zero)" or "(mean)" knocks it out of the
-model loaded and scores the text shown with and without it (`core.inspect.ablation.text_ablation`, in a worker
-thread on a copy of the weights). ``headAblationView`` shows each token's probability before and after and the
+weights chosen in the knock-out table (the model loaded, or a step the run keeps: `AblationView.chosen_weights`)
+and scores the text shown with and without it (`core.inspect.ablation.text_ablation`, in a worker thread on a copy
+of the weights). ``headAblationView`` shows each token's probability before and after and the
 change Δp: the text coloured by Δp (red a rise, blue a fall) and a table, position by position; CSV export."""
 from __future__ import annotations
 
-import copy
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,7 @@ from ...core.inspect.attention_maps import AttentionMaps, head_label, map_name
 from ...core.inspect.prompting import display_token
 from ..widgets.token_view import TokenView, signed_tint
 from ..workers import call_in_thread
+from .attention_ablation import weights_at
 from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
@@ -44,11 +44,13 @@ def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
     return plain(maps.tokens), plain(maps.context_tokens) if maps.context_tokens else None
 
 
-def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None) -> TextAblation:
-    """In a worker: `text_ablation` with a copy of the model (the hooks touch no model the app prompts)."""
+def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None,
+                   where: tuple[str, int] | None = None) -> TextAblation:
+    """In a worker: `text_ablation` with the weights `weights_at` ``where`` (a copy of ``loaded`` for None: the
+    hooks touch no model the app prompts)."""
     from ...core.inspect.ablation import text_ablation
 
-    return text_ablation(dataclasses.replace(loaded, model=copy.deepcopy(loaded.model)), name, text, kind, source)
+    return text_ablation(weights_at(loaded, where), name, text, kind, source)
 
 
 def head_menu(panel: AttentionPanel, row: int, col: int) -> QMenu | None:
@@ -62,10 +64,11 @@ def head_menu(panel: AttentionPanel, row: int, col: int) -> QMenu | None:
     menu = QMenu(panel)
     menu.setObjectName("headMenu")
     name = f"{panel.kind}/{layer}/{col}"
+    where = panel.ablationView.chosen_weights()
     for kind, words in MENU_KINDS:
-        action = menu.addAction(words)
-        action.setEnabled(panel.loaded is not None)
-        action.setToolTip("" if panel.loaded is not None else "Load a model first.")
+        action = menu.addAction(words + (f" · weights of step {where[1]:,}" if isinstance(where, tuple) else ""))
+        action.setEnabled(where is not False)
+        action.setToolTip("" if where is not False else "Load a model first.")
         action.triggered.connect(lambda _checked=False, k=kind: ablate_head(panel, name, k))
     return menu
 
@@ -80,11 +83,12 @@ def ablate_head(panel: AttentionPanel, name: str, kind: str) -> None:
     """Knock head ``name`` ("self/0/1") out by ``kind`` and score the text shown, in a worker thread."""
     view: HeadAblationView = panel.headAblationView
     panel.browser.viewTabs.setCurrentWidget(view)
-    if panel.loaded is None or panel.maps is None:
+    where = panel.ablationView.chosen_weights()
+    if where is False or panel.maps is None:
         view.say("Load a model and show a text's attention first.", error=True)
         return
     text, source = text_of(panel.maps)
-    view.start(panel.loaded, name, text, kind, source)
+    view.start(panel.loaded, name, text, kind, source, where)
 
 
 class HeadAblationView(QWidget):
@@ -126,13 +130,15 @@ class HeadAblationView(QWidget):
     def running(self) -> bool:
         return self._call is not None
 
-    def start(self, loaded, name: str, text: str, kind: str, source: str | None) -> None:
+    def start(self, loaded, name: str, text: str, kind: str, source: str | None,
+              where: tuple[str, int] | None = None) -> None:
+        """Score ``text`` with head ``name`` knocked out, with the weights `weights_at` ``where``, in a worker."""
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it
-        self._step = loaded.step
+        self._step = where[1] if where else loaded.step
         label = head_label(name.rsplit("/", 1)[0], int(name.rsplit("/", 1)[1]))
         self.say(f"Scoring the text with {label} knocked out ({kind})…")
-        self._call = call_in_thread(ablate_on_text, loaded, name, text, kind, source, owner=self,
+        self._call = call_in_thread(ablate_on_text, loaded, name, text, kind, source, where, owner=self,
                                     on_result=self._on_result, on_error=self._on_error)
 
     def _on_result(self, result: TextAblation) -> None:

@@ -66,3 +66,4 @@ def on_probe_slider(panel: AttentionPanel, i: int) -> None:
     panel._probe_maps, panel.probe_step = maps, steps[i]
     panel._show(maps)
     panel._update_probe_label()
+    panel.ablationView.follow_step(steps[i])  # the experiments' weights follow the slider's step

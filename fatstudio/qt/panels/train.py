@@ -87,6 +87,10 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
          "Minibatches averaged for each evaluation."),
         ("checkpoint_interval", "checkpoint every", int_spin(1, 10_000_000, 500, step=50),
          "Save the weights and optimizer state every this many steps (and always at the end)."),
+        ("keep_weights", "keep weights", ValueCombo([("at every evaluation", "evaluations"), ("last only", "last")]),
+         "Also keep the weights of every evaluation (the steps of the attention maps), so experiments can load "
+         "any of them: 4 bytes a parameter each, at most 2 GB a run (beyond, every 2nd, 4th, … evaluation's). "
+         "Or keep only the last checkpoint's."),
         ("sample_tokens", "sample length", int_spin(0, 100_000, 200, step=50),
          "Tokens generated for the sample text at each evaluation (0 = no samples)."),
         ("seed", "seed", int_spin(0, 2_147_483_647, 1337),
