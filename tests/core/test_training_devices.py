@@ -133,6 +133,8 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
 
     for name in ("probe_maps", "measure_scores"):  # the probe's maps, the induction score's forward pass
         monkeypatch.setattr(probes, name, capture(getattr(probes, name)))
+    from fatstudio.core.inspect import probe_lens
+    monkeypatch.setattr(probe_lens, "measure", capture(probe_lens.measure))  # the probe's lens and attribution
     monkeypatch.setattr(inference, "generate", lambda *a, **k: iter(()))  # inference has its own tests
     monkeypatch.setattr(inference, "translate", lambda *a, **k: iter(()))
     monkeypatch.setattr(inference, "classify", lambda *a, **k: [("x", 1.0)])
