@@ -9,29 +9,11 @@ import time
 
 import numpy as np
 import pytest
+from cli_helpers import TOML
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inspect import inference
 from fatstudio.core.inspect.attention_maps import AttentionMaps
-
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = {steps}
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 5
-device = "cpu"
-"""
 
 
 @pytest.fixture

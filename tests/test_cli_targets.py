@@ -8,29 +8,11 @@ import os
 import shutil
 
 import pytest
+from cli_helpers import TOML
 
 from fatstudio.cli import main
 from fatstudio.core.records import read_jsonl
 from fatstudio.core.runs.folder import LOCK, Run, list_runs
-
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = {steps}
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 5
-device = "cpu"
-"""
 
 
 def files(folder):
