@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from cli_helpers import TOML
+from cli_helpers import TOML, train_tiny
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inspect import inference
@@ -66,13 +66,7 @@ def assert_labelled_png(path, maps):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trained")
-    corpus = tmp / "c.txt"
-    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(TOML.format(corpus=corpus.as_posix(), steps=10), encoding="utf-8")
-    assert main(["train", str(cfg), "--out", str(tmp / "run"), "--quiet"]) == 0
-    return tmp / "run"
+    return train_tiny(tmp_path_factory.mktemp("trained"), steps=10)
 
 
 class CountingOut(io.StringIO):
