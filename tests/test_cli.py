@@ -9,29 +9,11 @@ import time
 
 import numpy as np
 import pytest
+from cli_helpers import TOML, train_tiny
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inspect import inference
 from fatstudio.core.inspect.attention_maps import AttentionMaps
-
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = {steps}
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 5
-device = "cpu"
-"""
 
 
 @pytest.fixture
@@ -84,13 +66,7 @@ def assert_labelled_png(path, maps):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("trained")
-    corpus = tmp / "c.txt"
-    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
-    cfg = tmp / "cfg.toml"
-    cfg.write_text(TOML.format(corpus=corpus.as_posix(), steps=10), encoding="utf-8")
-    assert main(["train", str(cfg), "--out", str(tmp / "run"), "--quiet"]) == 0
-    return tmp / "run"
+    return train_tiny(tmp_path_factory.mktemp("trained"), steps=10)
 
 
 class CountingOut(io.StringIO):

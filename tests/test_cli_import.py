@@ -67,6 +67,16 @@ def test_refusals_are_one_line_and_write_nothing(hf_folder, tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
 
 
+def test_weights_of_another_shape_than_config_json_are_refused_in_words(hf_folder, tmp_path, capsys):
+    cfg = json.loads((hf_folder / "config.json").read_text())
+    (hf_folder / "config.json").write_text(json.dumps({**cfg, "intermediate_size": cfg["intermediate_size"] + 8}))
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "r")]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()  # the progress lines, then the error in one line
+    assert "Traceback" not in "".join(err) and err[-1].startswith("fatstudio import: error: ")
+    assert "do not match its config.json: size mismatch for layers.0.mlp" in err[-1], err
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_hub_id_goes_through_huggingface_hub(hf_folder, tmp_path, capsys, monkeypatch):
     asked = []
 

@@ -12,28 +12,10 @@ import time
 
 import pytest
 import safetensors.torch
+from cli_helpers import TOML
 from safetensors import SafetensorError
 
 from fatstudio.cli import main
-
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = {steps}
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 5
-device = "cpu"
-"""
 
 
 def cli(*args, timeout=120):

@@ -1,14 +1,17 @@
 """Files written whole or not at all, files read only when they are regular files (`read_bytes`: never a device,
 a FIFO or a socket), and the OSError behind an error: what the run folder, the probe files, the configs, the
-corpora and the reference curves share."""
+corpora and the reference curves share; the experiments' CSV text and the step-N files of probes and snapshots."""
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
+import io
 import os
 import re
 import stat
 import tempfile
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,6 +36,29 @@ def atomic_write(path: Path, data: bytes | str) -> None:
         if isinstance(e, OSError):
             raise naming(e, path) from None
         raise
+
+
+def csv_text(rows: Iterable[Sequence]) -> str:
+    """``rows`` (a header first, if any) as CSV text, quoted as `csv` quotes, one "\\n" per row: what the
+    experiments' exports write with `atomic_write`."""
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()
+
+
+_STEP_FILE = re.compile(r"^step-(\d+)\.safetensors$")
+
+
+def step_files(folder: Path) -> dict[int, Path]:
+    """The ``step-N.safetensors`` files of ``folder`` (probe maps, weight snapshots) by step N, ascending;
+    {} if ``folder`` is not a folder."""
+    found = {}
+    if folder.is_dir():
+        for p in folder.iterdir():
+            m = _STEP_FILE.match(p.name)
+            if m:
+                found[int(m.group(1))] = p
+    return dict(sorted(found.items()))
 
 
 def os_error_in(e: BaseException) -> OSError | None:

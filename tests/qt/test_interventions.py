@@ -287,3 +287,12 @@ def test_a_right_click_on_a_thumbnail_asks_for_its_menu(qtbot, panel):
     assert got.args[:2] == [1, 0]
     with qtbot.assertNotEmitted(grid.headClicked):  # a right click does not show the head large
         grid._on_clicked(event)
+
+
+def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot):
+    from fatstudio.core.inspect.ablation import TextAblation
+
+    view = attention_head_ablation.HeadAblationView()
+    qtbot.addWidget(view)
+    view._on_result(TextAblation("self/0/1", "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35]))
+    assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag

@@ -142,6 +142,23 @@ def test_export_csv_and_png(qtbot, panel, make, tmp_path):
     assert image.width() >= panel.text.viewport().width() and image.height() > panel.text.viewport().height()
 
 
+def test_export_dialog_keeps_the_summary_and_refuses_a_folder(qtbot, panel, make, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    panel.set_model(make())
+    score_and_wait(qtbot, panel)
+    summary = panel.summaryLabel.text()
+    chosen = [str(tmp_path / "out")]
+    monkeypatch.setattr(QFileDialog, "getSaveFileName", staticmethod(lambda *a, **k: (chosen[0], "")))
+    panel.csvButton.click()
+    assert (tmp_path / "out.csv").read_text(encoding="utf-8").startswith("position,token,loss")
+    assert panel.summaryLabel.text() == f"{summary}<br>Saved {tmp_path / 'out.csv'}."
+    (tmp_path / "dir.csv").mkdir()
+    chosen[0] = str(tmp_path / "dir.csv")
+    panel.csvButton.click()
+    assert panel.summaryLabel.text().startswith("Export failed:") and "is a folder" in panel.summaryLabel.text()
+
+
 def test_cancel_drops_the_scoring_and_a_classifier_has_no_scoring(qtbot, panel, make):
     panel.set_model(make())
     assert panel.score() and panel.busy and panel.cancelButton.isVisible()

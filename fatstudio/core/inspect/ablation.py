@@ -12,8 +12,6 @@ same weights. The loss is their mean, batch by batch, as ``evaluate`` averages i
 """
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -23,6 +21,7 @@ import torch.nn.functional as F
 
 from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..device import at_least_fp32, model_device
+from ..files import csv_text
 from .components import Component, Replace, component, components, recorded, replaced
 from .inference import eval_mode
 from .scoring import rows_per_pass, score_text
@@ -263,13 +262,10 @@ class TextAblation:
 
     def csv(self) -> str:
         """One row per token: position, token (quoted as CSV quotes), p before and after, Δp (empty: not scored)."""
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(("position", "token", "p_before", "p_after", "delta_p"))
         cell = lambda v: "" if v is None else repr(v)
-        for i, (t, b, a, d) in enumerate(zip(self.tokens, self.before, self.after, self.delta)):
-            w.writerow((i, t, cell(b), cell(a), cell(d)))
-        return out.getvalue()
+        rows = enumerate(zip(self.tokens, self.before, self.after, self.delta))
+        return csv_text([("position", "token", "p_before", "p_after", "delta_p"),
+                         *((i, t, cell(b), cell(a), cell(d)) for i, (t, b, a, d) in rows)])
 
 
 def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero", source: str | None = None,

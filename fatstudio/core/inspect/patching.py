@@ -26,8 +26,6 @@ gives the clean logits there exactly, since what follows the last layer acts on 
 """
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ import torch
 from torch import nn
 
 from ..device import model_device
+from ..files import csv_text
 from .components import Component, components, recorded, replaced, stacks
 from .inference import eval_mode
 from .lens import encode
@@ -170,16 +169,14 @@ class PatchResult:
     def csv(self) -> str:
         """One row per patch: ``resid/l`` (the residual stream after layer l, 0: the embedding) at each position
         with its corrupted token, then each head ``self/l/h`` (patched at every position, so no position)."""
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\n")
-        w.writerow(("patched", "position", "token", "restored"))
+        rows: list[tuple] = [("patched", "position", "token", "restored")]
         for l, row in enumerate(self.residual):
-            w.writerows((f"resid/{l}", t, self.corrupt_tokens[t], repr(r)) for t, r in enumerate(row))
+            rows += ((f"resid/{l}", t, self.corrupt_tokens[t], repr(r)) for t, r in enumerate(row))
         for l, row in enumerate(self.decoder_residual or []):
-            w.writerows((f"dec-resid/{l}", t, (self.prefix_tokens or [])[t], repr(r)) for t, r in enumerate(row))
+            rows += ((f"dec-resid/{l}", t, (self.prefix_tokens or [])[t], repr(r)) for t, r in enumerate(row))
         for name, row in self.heads.items():
-            w.writerows((f"{name}/{h}", "", "", repr(r)) for h, r in enumerate(row))
-        return out.getvalue()
+            rows += ((f"{name}/{h}", "", "", repr(r)) for h, r in enumerate(row))
+        return csv_text(rows)
 
 
 def _single_token(tokenizer: TokenizerLike, text: str) -> int:

@@ -28,7 +28,6 @@ Torch-free at import (the GUI reads probe files without torch).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import RunConfig
-from ..files import NotAFile, atomic_write, regular_file
+from ..files import NotAFile, atomic_write, regular_file, step_files
 from .attention_maps import AttentionMaps, parse_map_name
 from .head_scores import HeadScores, head_scores, map_scores
 from .prompting import MASK_MARKER, check_length, encode_prompt
@@ -52,7 +51,6 @@ if TYPE_CHECKING:
 PROBES = "probes"  # the folder of a run that holds the probe maps
 META_KEY = "probe"  # meta.json: the run's ProbeInput as a dict
 MAX_TOKENS = 32  # a default probe's length: enough for patterns, small files (L·H·T² float16 numbers a step)
-_FILE = re.compile(r"^step-(\d+)\.safetensors$")
 
 
 class MissingProbe(ValueError):
@@ -328,14 +326,7 @@ def score_series(history: Mapping[int, HeadScores], name: str, score: str) -> tu
 
 def list_probes(run_dir: str | Path) -> dict[int, Path]:
     """The saved probe files of a run folder, by step, ascending."""
-    folder = Path(run_dir) / PROBES
-    found = {}
-    if folder.is_dir():
-        for p in folder.iterdir():
-            m = _FILE.match(p.name)
-            if m:
-                found[int(m.group(1))] = p
-    return dict(sorted(found.items()))
+    return step_files(Path(run_dir) / PROBES)
 
 
 def load_probe(run_dir: str | Path, step: int) -> AttentionMaps:

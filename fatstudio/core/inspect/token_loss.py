@@ -22,8 +22,6 @@ tokens are in `token_classes`.
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,6 +33,7 @@ import torch.nn.functional as F
 
 from ..data.corpora import IGNORE
 from ..device import at_least_fp32, model_device
+from ..files import csv_text
 from .ablation import task_logits, validation_dataset
 from .inference import eval_mode
 from .scoring import window_starts
@@ -194,11 +193,7 @@ class TokenLossDiff:
 
 
 def _csv(header: list[str], rows: list[list]) -> str:
-    out = io.StringIO()
-    w = csv.writer(out, lineterminator="\n")
-    w.writerow(header)
-    w.writerows(rows)
-    return out.getvalue()
+    return csv_text([header, *rows])
 
 
 @torch.inference_mode()

@@ -361,11 +361,15 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     say(0.1, f"reading the {cls} weights")
     tensors = read_tensors(folder)
     say(0.5, "mapping them onto the paper's model")
-    ours = {k: v.to(torch.float32).clone() for k, v in state_dict(cls, tensors, cfg).items()}  # own storage each
-    del tensors
     with torch.device("meta"):  # no memory and no random initialisation: every parameter is assigned next
         model = build_model(cfg)
-    model.load_state_dict(ours, strict=True, assign=True)  # assign: the tensors themselves, no second copy
+    try:  # a tensor of another shape than config.json says: torch's RuntimeError (a reshape's, or the load's)
+        ours = {k: v.to(torch.float32).clone() for k, v in state_dict(cls, tensors, cfg).items()}  # own storage each
+        del tensors
+        model.load_state_dict(ours, strict=True, assign=True)  # assign: the tensors themselves, no second copy
+    except RuntimeError as e:
+        first = next((line.strip() for line in str(e).splitlines()[1:] if line.strip()), str(e))
+        raise ValueError(f"the weights of {folder} do not match its config.json: {first}") from None
     if cfg.tie_embeddings:  # assign gave W_u a Parameter of its own: tie it again
         model.tie_unembedding()
     model.to(DTYPES[dtype])

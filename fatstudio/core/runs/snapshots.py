@@ -12,15 +12,13 @@ for its 8 evaluations.
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
-from ..files import atomic_write, why_not_written
+from ..files import atomic_write, step_files, why_not_written
 from .agreement import weights_metadata
 
 SNAPSHOTS = "snapshots"  # the folder of a run that holds the snapshots
 CAP_MB = 2048.0  # the most all of a run's snapshots may take, in MB (10⁶ bytes)
-_FILE = re.compile(r"^step-(\d+)\.safetensors$")
 
 
 def snapshot_path(run_dir: str | Path, step: int) -> Path:
@@ -82,14 +80,7 @@ def save_snapshot(run_dir: str | Path, model, step: int, run_id: object = None) 
 
 def list_snapshots(run_dir: str | Path) -> dict[int, Path]:
     """The saved snapshots of a run folder, by step, ascending ({} for a run written before them)."""
-    folder = Path(run_dir) / SNAPSHOTS
-    found = {}
-    if folder.is_dir():
-        for p in folder.iterdir():
-            m = _FILE.match(p.name)
-            if m:
-                found[int(m.group(1))] = p
-    return dict(sorted(found.items()))
+    return step_files(Path(run_dir) / SNAPSHOTS)
 
 
 def remove_after(run_dir: str | Path, step: int) -> None:

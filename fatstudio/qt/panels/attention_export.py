@@ -63,9 +63,10 @@ def export_dialog(panel: AttentionPanel, filt: str, suffix: str, fn) -> None:
         save_with_dialog(panel, default_name(panel), filt, suffix, fn, panel.messageLabel)
 
 
-def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, message: QLabel) -> None:
+def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, message: QLabel,
+                     kept: str = "") -> None:
     """Ask where to save (``name`` + ``suffix`` proposed), write with ``fn(path)`` and say in ``message`` what
-    came of it: the path saved, or why not (red)."""
+    came of it: the path saved (after ``kept``, a summary the label keeps), or why not (red)."""
     path, _ = QFileDialog.getSaveFileName(parent, "Export", name + suffix, filt)
     if not path:
         return
@@ -77,7 +78,7 @@ def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, mes
     except (OSError, ValueError) as e:
         show_message(message, f"Export failed: {e}", error=True)
     else:
-        show_message(message, f"Saved {path}.")
+        show_message(message, f"{kept}Saved {path}.")
 
 
 def show_message(label: QLabel, text: str, error: bool = False) -> None:

@@ -5,6 +5,7 @@ of the weights). ``headAblationView`` shows each token's probability before and 
 change Δp: the text coloured by Δp (red a rise, blue a fall) and a table, position by position; CSV export."""
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,7 +164,7 @@ class HeadAblationView(QWidget):
         self.say(f"<b>{head_label(name, int(h))}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
                  f"the text's {len(scored)} scored tokens change by Δp = {mean:+.4f} on average; most at position "
                  f"{worst + 1} "
-                 f"(<code>{display_token(result.tokens[worst])}</code>, {_p(result.before[worst])} → "
+                 f"(<code>{html.escape(display_token(result.tokens[worst]))}</code>, {_p(result.before[worst])} → "
                  f"{_p(result.after[worst])}). Red: p rose, blue: p fell.")
 
     def _tip(self, i: int) -> str:

@@ -13,9 +13,7 @@ each MLP and the biases (`widgets.attribution_bars`, `lens.attribute`).
 """
 from __future__ import annotations
 
-import csv
 import html
-import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.files import atomic_write
+from ...core.files import atomic_write, csv_text
 from ...core.inspect.prompting import display_token
 from ...core.inspect.saved_lens import SavedLens
 from ..widgets.attribution_bars import AttributionBars
@@ -294,9 +292,7 @@ class LensView(QWidget):
         return rows
 
     def export_csv(self, path) -> Path:
-        out = io.StringIO()
-        csv.writer(out, lineterminator="\n").writerows(self.csv_rows())
-        atomic_write(Path(path), out.getvalue())
+        atomic_write(Path(path), csv_text(self.csv_rows()))
         return Path(path)
 
     def export_png(self, path) -> Path:

@@ -17,7 +17,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QHeaderView,
     QLabel,
@@ -33,6 +32,7 @@ from PySide6.QtWidgets import (
 from ..widgets.loss_text import LossText
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
 from ..workers import call_in_thread
+from .attention_export import save_with_dialog
 
 if TYPE_CHECKING:
     from ...core.inspect.token_classes import ClassRow, WorstToken
@@ -446,18 +446,8 @@ class TokenLossPanel(QWidget):
     def _export_dialog(self, filt: str, suffix: str, fn) -> None:
         if self.scored is None:
             return
-        name = f"token-loss-{self.scored.result.label.split(' ·')[0] or 'model'}{suffix}"
-        path, _ = QFileDialog.getSaveFileName(self, "Export", name, filt)
-        if not path:
-            return
-        if not path.lower().endswith(suffix):
-            path += suffix
-        try:
-            fn(path)
-        except (OSError, ValueError) as e:
-            self._say(f"Export failed: {e}", error=True)
-        else:
-            self._say(f"{self.summaryLabel.text()}<br>Saved {path}.")
+        name = f"token-loss-{self.scored.result.label.split(' ·')[0] or 'model'}"
+        save_with_dialog(self, name, filt, suffix, fn, self.summaryLabel, kept=f"{self.summaryLabel.text()}<br>")
 
 
 __all__ = ["TokenLossPanel", "Scored", "score_validation", "other_runs"]
