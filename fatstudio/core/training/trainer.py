@@ -54,7 +54,7 @@ from .loss import LossFunction, TaskLoss, compile_problem, evaluate, loss_functi
 from .preparation import prepare
 from .recorder import Recorder
 from .sample import make_sample
-from .schedule import lr_at, make_optimizer
+from .schedule import lr_at, make_optimizer, set_lr
 from .window import Numbers, Window
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
@@ -233,8 +233,7 @@ class Trainer:
         override = self.control.lr_override
         t, lr = self.t, lr_at(step, self.t) if override is None else override
         self.lr = lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr, t)
         batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev, self.world)
         with autocast(self.dev, self.precision):
             loss, _, _ = self.loss(batch)
