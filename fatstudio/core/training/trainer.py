@@ -13,6 +13,7 @@ import torch
 
 from .. import model as models  # models.build_model looked up per call (tests substitute it)
 from ..config import RunConfig
+from ..data.chars import val_bytes_per_token
 from ..data.corpora import Dataset, Prepared
 from ..data.tokenization import Tokenizer
 from ..device import (
@@ -135,7 +136,7 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     if not world.is_main:
         yield from trainer.run(start)
         return
-    trainer.folder.write_meta(chars_per_token=chars)
+    trainer.folder.write_meta(chars_per_token=chars, val_bytes_per_token=val_bytes_per_token(tokenizer, trainer.dataset))
     yield Started(str(trainer.folder.path), start, t.steps, trainer.model.num_parameters(), str(dev), precision,
                   deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars)
     yield from trainer.run(start)
