@@ -118,6 +118,7 @@ class Row:
 
     variant: dict[str, Any]
     values: list[float | None] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)  # the seed of each value
     runs: list[str] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)  # seed → why its value is missing
     steps: int | None = None  # the steps a --budget-seconds gave it
@@ -160,7 +161,7 @@ class Sweep:
 
     def to_dict(self) -> dict:
         return {"rows": [{"variant": r.variant, "values": r.values, "mean": r.mean, "sd": r.sd,
-                          "p_value": self.p_value(i), "runs": r.runs,
+                          "p_value": self.p_value(i), "runs": r.runs, "seeds": r.seeds,
                           "errors": {str(s): e for s, e in r.errors.items()},
                           **({"steps": r.steps} if r.steps is not None else {})}
                          for i, r in enumerate(self.rows)]}
@@ -230,6 +231,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
                     cfg.write_text(json.dumps(plan.config_of(row.variant, seed, steps)), encoding="utf-8")
                     value, why = _train_one(cfg, run_dir, stop)
                 row.values.append(value)
+                row.seeds.append(seed)
                 row.runs.append(str(run_dir))
                 if why:
                     row.errors[seed] = why
