@@ -92,3 +92,23 @@ def test_a_run_records_its_bytes_per_token_and_reads_bits_per_byte(tmp_path):
     per_token = info.data["val_bytes_per_token"]
     assert per_token == pytest.approx(len(MULTI.encode()) / len(MULTI), rel=0.05)  # char tokens: bytes per char
     assert info.val_bits_per_byte == pytest.approx(info.val_loss / math.log(2) / per_token)
+
+
+def test_a_seconds_budget_becomes_the_steps_that_fit_and_a_stopped_sweep_runs_nothing(text_file, tmp_path):
+    import threading
+
+    from fatstudio.core.training.sweep import _steps_in, run_sweep
+
+    c = tiny_config(text_file, steps=10_000, sample_tokens=0)
+    plan = Plan(c, [parse_vary(c, "model.d_e=16,0")], seeds=2, budget_seconds=3.0)
+    steps, error = _steps_in(plan, plan.variants()[0], 3.0)
+    assert error is None and 1 <= steps < 10_000  # a tiny model's step takes milliseconds, not 0.3 ms
+    steps, error = _steps_in(plan, plan.variants()[1], 3.0)
+    assert steps is None and "cannot time the variant" in error and "d_e" in error
+    stop = threading.Event()
+    stop.set()
+    seen = []
+    sweep = run_sweep(plan, tmp_path / "runs", name="s", progress=lambda s, done: seen.append(done), stop=stop)
+    assert [r.values for r in sweep.rows] == [[None, None], [None, None]] and len(seen) == 4
+    assert sweep.rows[1].runs == [str(tmp_path / "runs" / "s-v2-s1337"), str(tmp_path / "runs" / "s-v2-s1338")]
+    assert set(sweep.rows[0].errors.values()) == {"the sweep was stopped"} and not (tmp_path / "runs").exists()
