@@ -1,5 +1,5 @@
-"""The command line: ``fatstudio`` (the app), ``train``, ``generate``, ``attention``, ``export``, ``import``, and the
-experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
+"""The command line: ``fatstudio`` (the app), ``train``, ``sweep``, ``generate``, ``attention``, ``export``,
+``import``, and the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
 """
@@ -64,6 +64,19 @@ def _parser() -> argparse.ArgumentParser:
                    "or FILE.csv")
 
     _intervention_parsers(sub)
+
+    sw = sub.add_parser("sweep", help="train every combination of some keys' values for N seeds, each run its own "
+                        "process, and compare each variant's validation bits per byte with the baseline's")
+    sw.add_argument("config", help="CONFIG.toml with [model], [data], [train] tables (train.seed: the first seed)")
+    sw.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2",
+                    help="a key and its values, the first the baseline's (e.g. train.optimizer=adamw,muon); repeatable")
+    sw.add_argument("--seeds", type=int, required=True, metavar="N", help="runs per variant (seeds train.seed, +1, …)")
+    budget = sw.add_mutually_exclusive_group()
+    budget.add_argument("--budget-steps", type=int, metavar="N", help="train.steps of every run")
+    budget.add_argument("--budget-seconds", type=float, metavar="S", help="as many steps as fit in S seconds of "
+                        "training here, timed per variant (its schedule ends there)")
+    sw.add_argument("--runs-dir", metavar="DIR", help="where the run folders go (default: the runs directory)")
+    sw.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
     e = sub.add_parser("export", help="write a run as a Hugging Face transformers folder (GPT-2 or Llama)")
     e.add_argument("run_dir")
@@ -136,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
-                "token-loss": cmd_token_loss}[args.command](args)
+                "token-loss": cmd_token_loss, "sweep": cmd_sweep}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 
@@ -433,6 +446,35 @@ def cmd_attention(args) -> int:
     _save_maps(maps, out)
     print(f"wrote {len(maps.maps)} attention maps ({_maps_in_words(maps)}) to {out}")
     return 0
+
+
+# ---- sweep ------------------------------------------------------------------------------------------------
+def cmd_sweep(args) -> int:
+    from .core.config import RunConfig
+    from .core.training.sweep import Plan, parse_vary, run_sweep, variant_label
+
+    out = _out_file(args.out, (".json", ".csv"))
+    config = RunConfig.load(args.config)
+    plan = Plan(config, [parse_vary(config, v) for v in args.vary], args.seeds, args.budget_steps, args.budget_seconds)
+    n = len(plan.variants()) * args.seeds
+
+    def progress(sweep, done) -> None:
+        got = f"{done.value:.4f} bits/byte" if done.value is not None else f"missing ({done.error})"
+        print(f"[{sum(len(r.values) for r in sweep.rows)}/{n}] variant {done.row + 1}, seed {done.seed}: {got}", flush=True)
+
+    sweep = run_sweep(plan, Path(args.runs_dir) if args.runs_dir else None, progress=progress)
+    _write(out, sweep.to_dict(), sweep.csv)
+    for i, r in enumerate(sweep.rows):
+        mean = "n/a" if r.mean is None else f"{r.mean:.4f}"
+        sd = "" if r.sd is None else f" ± {r.sd:.4f}"
+        p = sweep.p_value(i)
+        print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean}{sd} bits/byte "
+              f"({len(r.present)}/{len(r.values)} runs)" + ("" if p is None else f", p = {p:.3g}"))
+    missing = sweep.missing()
+    for line in missing:
+        print(f"missing: {line}", file=sys.stderr)
+    print(f"wrote {out}")
+    return 1 if missing and not any(r.present for r in sweep.rows) else 0
 
 
 # ---- ablate / patch / lens / token-loss ------------------------------------------------------------------

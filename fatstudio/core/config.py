@@ -262,6 +262,7 @@ TENSORBOARD_MISSING = "train.tensorboard needs the tensorboard package: pip inst
 TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "word", "bpe")
+OPTIMIZERS = ("adamw", "sgd", "muon")
 TASK_ARCHS = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",), "seq2seq": ("edt",),
               "classification": ("bert",)}
 
@@ -299,7 +300,7 @@ class TrainConfig(_Config):
 
     steps: int = 2000
     batch_size: int = 12
-    optimizer: str = "adamw"  # "adamw" | "sgd" (the paper's plain θ ← θ - η∇loss)
+    optimizer: str = "adamw"  # "adamw" | "sgd" (the paper's plain θ ← θ - η∇loss) | "muon" (hidden matrices; AdamW the rest)
     lr: float = 1e-3
     warmup: int = 100
     lr_schedule: str = "cosine"  # "cosine" | "constant"
@@ -307,6 +308,8 @@ class TrainConfig(_Config):
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.99
+    muon_lr: float = 0.02  # optimizer "muon": the hidden matrices' peak learning rate (lr stays AdamW's)
+    muon_weight_decay: float = 0.0  # optimizer "muon": the hidden matrices' decoupled weight decay
     grad_clip: float = 1.0  # 0 = off
     eval_interval: int = 250
     eval_iters: int = 20
@@ -324,7 +327,7 @@ class TrainConfig(_Config):
             _check_positive_int(f"train.{name}", getattr(self, name))
         for name in ("warmup", "sample_tokens", "seed"):
             _whole(f"train.{name}", getattr(self, name), 0, "≥ 0")
-        check_choice("train.optimizer", self.optimizer, ("adamw", "sgd"))
+        check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
         check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
         check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
         check_choice("train.precision", self.precision, PRECISIONS)
@@ -332,6 +335,8 @@ class TrainConfig(_Config):
         _check_number("train.lr", self.lr, 0.0, 10.0, lo_open=True)
         _check_number("train.min_lr", self.min_lr, 0.0, 10.0)
         _check_number("train.weight_decay", self.weight_decay, 0.0, 10.0)
+        _check_number("train.muon_lr", self.muon_lr, 0.0, 10.0, lo_open=True)
+        _check_number("train.muon_weight_decay", self.muon_weight_decay, 0.0, 10.0)
         _check_number("train.beta1", self.beta1, 0.0, 1.0)
         _check_number("train.beta2", self.beta2, 0.0, 1.0)
         _check_number("train.grad_clip", self.grad_clip, 0.0, math.inf)

@@ -63,13 +63,15 @@ def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: str = "ad
     per query and head), except that Transformer-XL relative positions keep their (B, H, T, T) score terms
     and ALiBi its (H, T, T) bias."""
     c = cfg.resolved()
-    n = sum(parameter_counts(cfg).values())
+    counts = parameter_counts(cfg)
+    n = sum(counts.values())
     layers = c.L_enc + 2 * c.L_dec if c.arch == "edt" else c.L
     T, B = c.l_max, batch_size
     scores = {"relative": B * c.H * T * T, "alibi": c.H * T * T}.get(c.positions, B * c.H * T)
     per_layer = B * T * (12 * c.d_e + 3 * c.d_mlp) + scores
     activations = (layers * per_layer + B * T * c.vocab_size * 2) * (2 if precision in ("bf16", "fp16") else 4)
     weights = n * 4
-    state = weights * (2 if optimizer == "adamw" else 0)
+    hidden = counts["attention"] + counts["mlp"]  # Muon keeps one momentum for these (their biases counted too)
+    state = {"adamw": 2 * weights, "muon": 4 * (hidden + 2 * (n - hidden))}.get(optimizer, 0)
     return {"weights": weights, "gradients": weights, "optimizer": state, "activations": activations,
             "total": 2 * weights + state + activations}

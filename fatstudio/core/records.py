@@ -164,6 +164,13 @@ class RunMeta:
         return _number(self.data.get("val_loss"))
 
     @property
+    def val_bits_per_byte(self) -> float | None:
+        """The latest validation loss in bits per UTF-8 byte of the validation text (nats / ln 2 / its bytes
+        per token, `data.chars.val_bytes_per_token`): comparable across tokenizers. None where either is missing."""
+        loss, per_token = self.val_loss, _number(self.data.get("val_bytes_per_token"))
+        return loss / math.log(2) / per_token if loss is not None and per_token else None
+
+    @property
     def created(self) -> float | None:
         """When the run was made (seconds since the epoch)."""
         return _number(self.data.get("created"))

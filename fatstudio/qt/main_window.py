@@ -1,5 +1,5 @@
 """The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
-Attention | Paper). It assembles the window around one `core.workspace.Workspace` (the settings, the corpus,
+Attention | Paper | Experiments). It assembles the window around one `core.workspace.Workspace` (the settings, the corpus,
 the training state, the run shown, the model prompted) and routes the menus. Training runs through
 `training_control.TrainingControl` (a worker thread feeding the workspace), the runs folder through
 `runs_control.RunsControl`; the panels subscribe to the workspace and call it.
@@ -33,6 +33,7 @@ from fatstudio.core.workspace import Settings, TrainingState, Workspace
 from fatstudio.qt import closing, settings_control, state
 from fatstudio.qt.binding import SECTIONS
 from fatstudio.qt.panels.corpus import CorpusPanel
+from fatstudio.qt.panels.experiments import ExperimentsPanel
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 from fatstudio.qt.panels.runs_list import RunsList
@@ -146,6 +147,7 @@ class MainWindow(QMainWindow):
         self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
         self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
         self.token_loss_panel = TokenLossPanel(workspace=self.workspace, runs_root=lambda: self.runs.root())
+        self.experiments_panel = ExperimentsPanel(self.settings, runs_root=lambda: self.runs.root())  # sweeps
         self._prompt_panel: PromptPanel | None = None
         self._attention_panel: AttentionPanel | None = None
         self._prompt_host = QWidget(objectName="promptHost")
@@ -184,6 +186,7 @@ class MainWindow(QMainWindow):
         self.viewTabs.addTab(self._attention_host, "Attention")
         self.viewTabs.addTab(self.paper_panel, "Paper")
         self.viewTabs.addTab(self.token_loss_panel, "Token loss")  # where is it wrong? the validation text
+        self.viewTabs.addTab(self.experiments_panel, "Experiments")
 
         split = QSplitter(Qt.Orientation.Horizontal, objectName="mainSplitter")
         split.addWidget(left)
@@ -241,6 +244,12 @@ class MainWindow(QMainWindow):
             changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
             changed.connect(self.revalidate)
         self.paper_panel.fieldsChosen.connect(self.highlight_model_fields)
+        ex = self.experiments_panel
+        ex.openRequested.connect(self.runs.open_folders)
+        ex.overlayRequested.connect(self.runs.overlay_folders)
+        for shown in (ex.openRequested, ex.overlayRequested):
+            shown.connect(lambda *_: self.viewTabs.setCurrentWidget(self.train_view))
+        ex.sweepFinished.connect(lambda *_: self.refresh_runs())
 
     # ============================================================================ startup, presets, validation
     def _after_start(self) -> None:

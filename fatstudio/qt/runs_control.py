@@ -170,6 +170,26 @@ class RunsControl(QObject):
         self.plots.add_overlay(run.name, run.metrics(), run.info.chars_per_token)
         self.message.emit(f"Overlaid {run.name} (faded) on the loss plot.", 5000)
 
+    def open_folders(self, paths: list[str]) -> None:
+        """Open the first run of ``paths`` and overlay the others (a sweep's row)."""
+        runs = self._read(paths)
+        if runs:
+            self.open_run(runs[0])
+            for run in runs[1:]:
+                self.overlay_run(run)
+
+    def overlay_folders(self, paths: list[str]) -> None:
+        for run in self._read(paths):
+            self.overlay_run(run)
+
+    def _read(self, paths: list[str]) -> list:
+        from fatstudio.core.runs.folder import Run
+        try:
+            return [Run.open(p) for p in paths]
+        except ValueError as e:
+            self.error.emit(str(e), True)
+            return []
+
     def open_in(self, run) -> list[str]:
         """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
         path = str(run.path)

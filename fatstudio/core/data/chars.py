@@ -1,10 +1,14 @@
 """Characters per token of each split of a corpus: what turns a loss in nats per token into bits per character
-(training records it, the tokenizer lab compares runs by it)."""
+(training records it, the tokenizer lab compares runs by it); and UTF-8 bytes per validation token, what turns
+it into bits per byte (sweeps compare runs of different tokenizers by it)."""
 from __future__ import annotations
 
 from itertools import accumulate
 
+import numpy as np
+
 from .corpora import Corpus, Dataset
+from .datasets import StreamDataset
 from .tokenization import Tokenizer, split_text
 
 
@@ -43,3 +47,17 @@ def _tail_chars(text: str, tokenizer: Tokenizer, n: int) -> int:
         n -= len(offsets)
         covered += hi - lo
     return covered
+
+
+CHUNK = 1 << 20  # ids summed at a time
+
+
+def val_bytes_per_token(tokenizer: Tokenizer, dataset: Dataset) -> float | None:
+    """UTF-8 bytes per token of the validation split of a token stream (next_token, masked_lm), from its ids'
+    texts (`Tokenizer.utf8_lengths`): a validation loss of ℓ nats per token is ℓ / ln 2 / this bits per byte,
+    a number that tokenizers share. None without a validation split, or for paired or labelled data."""
+    if not isinstance(dataset, StreamDataset) or not dataset.sizes()["val_tokens"]:
+        return None
+    lengths, val = tokenizer.utf8_lengths(), dataset.stream("val")
+    total = sum(int(lengths[np.asarray(val[i:i + CHUNK], dtype=np.int64)].sum()) for i in range(0, len(val), CHUNK))
+    return total / len(val)

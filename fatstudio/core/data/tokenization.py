@@ -236,6 +236,14 @@ class Tokenizer:
         that is part of a multi-byte character shows its bytes as ``'\\xe6'``), or the special's name."""
         return [self._strings[i] for i in self._ids(ids)]
 
+    def utf8_lengths(self) -> np.ndarray:
+        """The UTF-8 bytes of each id's text (0 for the specials): a byte-level BPE piece's characters stand
+        for one byte each, a char's or word's piece is its text. Summed over a split's ids: its bytes."""
+        pieces = [_token(self.backend, i) for i in range(self.vocab_size)]
+        specials = set(SPECIALS) | {UNK}
+        return np.array([0 if p in specials else len(p) if self.kind == "bpe" else len(p.encode("utf-8"))
+                         for p in pieces], dtype=np.int64)
+
     # --- storage ------------------------------------------------------------------------------------
     def to_json(self) -> str:
         return self.backend.to_str()

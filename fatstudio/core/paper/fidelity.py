@@ -126,10 +126,12 @@ def _deviations() -> list[Deviation]:
             f"{t.weight_decay:g} on matrices only), a linear warm-up of {t.warmup} steps then cosine decay to "
             f"min_lr, gradient clipping at norm {t.grad_clip:g}; the loss is the mean over the counted positions "
             "(the sum only rescales η). Plain SGD is a choice: optimizer 'sgd' with weight decay 0, grad_clip 0, "
-            "warm-up 0, a constant schedule and batch size 1 is the paper's update, up to the mean.",
+            "warm-up 0, a constant schedule and batch size 1 is the paper's update, up to the mean."
+            f" Optimizer 'muon' gives the hidden matrices (W_q, W_k, W_v, W_o, W_mlp…) Muon's update instead "
+            f"(momentum orthogonalised by Newton-Schulz, η {t.muon_lr:g}, weight decay {t.muon_weight_decay:g}).",
             "What practice does (paper §8): it trains much faster and more stably.",
             "train.optimizer, train.batch_size, train.lr_schedule, train.warmup, train.weight_decay, "
-            "train.grad_clip"),
+            "train.grad_clip, train.muon_lr, train.muon_weight_decay"),
         Deviation(
             "Training data: windows, masking",
             "DTraining and ETraining read whole sequences x_n (framed by bos and eos); ETraining replaces each "

@@ -13,6 +13,7 @@ import torch
 
 from .. import model as models  # models.build_model looked up per call (tests substitute it)
 from ..config import RunConfig
+from ..data.chars import val_bytes_per_token
 from ..data.corpora import Dataset, Prepared
 from ..data.tokenization import Tokenizer
 from ..device import (
@@ -55,7 +56,7 @@ from .loss import LossFunction, TaskLoss, compile_problem, evaluate, loss_functi
 from .preparation import init_config, prepare
 from .recorder import Recorder
 from .sample import make_sample
-from .schedule import lr_at, make_optimizer
+from .schedule import lr_at, make_optimizer, set_lr
 from .window import Numbers, Window
 
 EMIT_INTERVAL_S = 0.1  # per-step numbers are batched: at most ~10 Steps events a second
@@ -146,7 +147,7 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     if not world.is_main:
         yield from trainer.run(start)
         return
-    trainer.folder.write_meta(chars_per_token=chars)
+    trainer.folder.write_meta(chars_per_token=chars, val_bytes_per_token=val_bytes_per_token(tokenizer, trainer.dataset))
     yield Started(str(trainer.folder.path), start, t.steps, trainer.model.num_parameters(), str(dev), precision,
                   deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars)
     yield from trainer.run(start)
@@ -251,8 +252,7 @@ class Trainer:
         override = self.control.lr_override
         t, lr = self.t, lr_at(step, self.t) if override is None else override
         self.lr = lr
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        set_lr(self.optimizer, lr, t)
         batch = next_batch(self.dataset, "train", t.batch_size, self.data_gen, self.dev, self.world)
         with autocast(self.dev, self.precision):
             loss, _, _ = self.loss(batch)

@@ -12,19 +12,15 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QDialog,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QProgressBar,
     QPushButton,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
 )
 
@@ -41,7 +37,7 @@ from fatstudio.core.runs.tokenizer_lab import (
     tokenize_sentence,
 )
 from fatstudio.qt.widgets.curves import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, new_plot
-from fatstudio.qt.widgets.forms import set_header_tip
+from fatstudio.qt.widgets.forms import read_only_table, set_header_tip, table_item
 from fatstudio.qt.widgets.token_view import TokenView
 from fatstudio.qt.workers import Call, call_in_thread
 
@@ -61,24 +57,6 @@ def _lab_and_runs(corpus, specs, val_fraction, sentence, spec, task, seed, runs_
     runs = finished_runs_on(spec, runs_root, task=task, loaded=corpus, seed=seed,
                             progress=lambda f, m: progress(0.9 + 0.1 * f, m))
     return lab, runs
-
-
-def _item(text: str, tip: str = "", align_right: bool = True) -> QTableWidgetItem:
-    item = QTableWidgetItem(text)
-    if align_right:
-        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-    if tip:
-        item.setToolTip(tip)
-    return item
-
-
-def _table(name: str, columns: tuple[str, ...]) -> QTableWidget:
-    t = QTableWidget(0, len(columns), objectName=name)
-    t.setHorizontalHeaderLabels(columns)
-    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-    t.verticalHeader().hide()
-    t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    return t
 
 
 class TokenizerLab(QDialog):
@@ -117,7 +95,7 @@ class TokenizerLab(QDialog):
         self.notesLabel.setStyleSheet("color: #8a5300;")
         self.notesLabel.hide()
         outer.addWidget(self.notesLabel)
-        self.table = _table("labTable", LAB_COLUMNS)
+        self.table = read_only_table("labTable", LAB_COLUMNS)
         for col, tip in ((2, "Tokens per character of the validation split: lower packs more text into ℓ_max."),
                          (3, "Unknown tokens of the validation split: <unk> for words, characters a char "
                              "tokenizer has no token for."),
@@ -177,7 +155,7 @@ class TokenizerLab(QDialog):
         self.runsNote = QLabel(objectName="labRunsNote")
         self.runsNote.setWordWrap(True)
         layout.addWidget(self.runsNote)
-        self.runsTable = _table("labRunsTable", RUN_COLUMNS)
+        self.runsTable = read_only_table("labRunsTable", RUN_COLUMNS)
         set_header_tip(self.runsTable, 5,
             "The best validation loss / ln 2 × the run's tokens per character of its validation split: "
             "comparable across tokenizers, lower is better.")
@@ -249,14 +227,14 @@ class TokenizerLab(QDialog):
         self.table.setRowCount(len(lab.rows))
         for r, row in enumerate(lab.rows):
             q = row.quantiles
-            cells = [_item(row.label, row.note, align_right=False), _item(f"{row.vocab_size:,}"),
-                     _item("–", row.note) if row.note else
-                     _item(f"{row.tokens_per_char:.3f}", f"{row.chars_per_token:.2f} characters per token"),
-                     _item("–", row.note) if row.note else
-                     _item(f"{row.unknown_rate:.2%}", f"{row.unknown:,} of {row.tokens:,} tokens"),
-                     *(_item(f"{q[k]:,.0f}", "") if q else _item("–", "no line breaks in the validation split")
+            cells = [table_item(row.label, row.note, align_right=False), table_item(f"{row.vocab_size:,}"),
+                     table_item("–", row.note) if row.note else
+                     table_item(f"{row.tokens_per_char:.3f}", f"{row.chars_per_token:.2f} characters per token"),
+                     table_item("–", row.note) if row.note else
+                     table_item(f"{row.unknown_rate:.2%}", f"{row.unknown:,} of {row.tokens:,} tokens"),
+                     *(table_item(f"{q[k]:,.0f}", "") if q else table_item("–", "no line breaks in the validation split")
                        for k in ("median", "p90", "max")),
-                     _item(f"{row.train_seconds:.2f}")]
+                     table_item(f"{row.train_seconds:.2f}")]
             for c, item in enumerate(cells):
                 self.table.setItem(r, c, item)
         self._show_histogram(lab)
@@ -311,10 +289,10 @@ class TokenizerLab(QDialog):
         self.runsTable.setRowCount(len(runs))
         for r, s in enumerate(runs):
             cpt = s.chars_per_token
-            cells = [_item(s.name, s.path, align_right=False), _item(s.tokenizer_label, align_right=False),
-                     _item(f"{s.steps:,}", s.status), _item(f"{s.val_loss:.4f}"),
-                     _item(f"{1 / cpt:.3f}" if cpt else "–"),
-                     _item(f"{s.bits_per_char:.4f}" if s.bits_per_char is not None else "–",
+            cells = [table_item(s.name, s.path, align_right=False), table_item(s.tokenizer_label, align_right=False),
+                     table_item(f"{s.steps:,}", s.status), table_item(f"{s.val_loss:.4f}"),
+                     table_item(f"{1 / cpt:.3f}" if cpt else "–"),
+                     table_item(f"{s.bits_per_char:.4f}" if s.bits_per_char is not None else "–",
                            "" if cpt else "unknown: the run's corpus or tokenizer cannot be read, or its loss "
                                           "is not over one text")]
             for c, item in enumerate(cells):

@@ -63,8 +63,12 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
          "How many optimisation steps (minibatches) to train for."),
         ("batch_size", "batch size", int_spin(1, 65536, 12),
          "Sequences per minibatch (paper §8: minibatch gradient descent)."),
-        ("optimizer", "optimizer", ValueCombo([("AdamW", "adamw"), ("SGD (the paper's θ ← θ − η∇loss)", "sgd")]),
-         "AdamW (Adam with decoupled weight decay), or the paper's plain stochastic gradient descent."),
+        ("optimizer", "optimizer", ValueCombo([("AdamW", "adamw"), ("SGD (the paper's θ ← θ − η∇loss)", "sgd"),
+                                                ("Muon (hidden matrices) + AdamW", "muon")]),
+         "AdamW (Adam with decoupled weight decay), or the paper's plain stochastic gradient descent, or Muon: "
+         "the hidden weight matrices (W_q, W_k, W_v, W_o, W_mlp1, W_mlp2) step by their momentum orthogonalised "
+         "(Newton-Schulz) at Muon's own η and weight decay, while embeddings, unembedding, norms and biases "
+         "keep AdamW at η. The schedule scales both η alike; Muon reaches a loss in fewer steps."),
         ("lr", "η (learning rate)", SciSpinBox(minimum=1e-8, maximum=10.0),
          "The peak learning rate η. Type any number, e.g. 3e-4; the arrows double or halve it."),
         ("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
@@ -79,6 +83,11 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
          "AdamW's decay rate of the first moment (the momentum)."),
         ("beta2", "β<sub>2</sub>", float_spin(0.0, 0.9999, 0.99, decimals=4, step=0.001),
          "AdamW's decay rate of the second moment."),
+        ("muon_lr", "Muon η", SciSpinBox(minimum=1e-8, maximum=10.0),
+         "Optimizer Muon: the hidden matrices' peak learning rate (η stays AdamW's for the rest); the "
+         "warm-up and cosine schedule scale it as they scale η."),
+        ("muon_weight_decay", "Muon weight decay", float_spin(0.0, 10.0, 0.0, decimals=4, step=0.01),
+         "Optimizer Muon: the hidden matrices' decoupled weight decay (θ ← θ − η·λ·θ at Muon's η)."),
         ("grad_clip", "gradient clipping", float_spin(0.0, 1e6, 1.0, decimals=3, step=0.1),
          "Rescale the gradient when its norm exceeds this value (0 = off)."),
         ("eval_interval", "evaluate every", int_spin(1, 10_000_000, 250, step=50),

@@ -1,4 +1,5 @@
-"""Small form helpers: a spin box for numbers like 3e-4, combo boxes that carry values, labelled rows."""
+"""Small form helpers: a spin box for numbers like 3e-4, combo boxes that carry values, labelled rows, read-only
+tables."""
 from __future__ import annotations
 
 import math
@@ -8,16 +9,19 @@ from typing import Any, TypeVar
 from PySide6.QtCore import QEvent, QSize, Qt, Signal
 from PySide6.QtGui import QValidator
 from PySide6.QtWidgets import (
+    QAbstractItemView,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QFrame,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QScrollArea,
     QSpinBox,
     QTableWidget,
+    QTableWidgetItem,
     QWidget,
 )
 
@@ -280,3 +284,21 @@ def set_header_tip(table: QTableWidget, col: int, tip: str) -> None:
     item = table.horizontalHeaderItem(col)
     if item is not None:
         item.setToolTip(tip)
+
+
+def table_item(text: str, tip: str = "", align_right: bool = True) -> QTableWidgetItem:
+    item = QTableWidgetItem(text)
+    if align_right:
+        item.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    if tip:
+        item.setToolTip(tip)
+    return item
+
+
+def read_only_table(name: str, columns: tuple[str, ...]) -> QTableWidget:
+    t = QTableWidget(0, len(columns), objectName=name)
+    t.setHorizontalHeaderLabels(columns)
+    t.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    t.verticalHeader().hide()
+    t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    return t

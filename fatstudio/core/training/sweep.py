@@ -1,0 +1,286 @@
+"""Experiments over seeds: every combination of some config keys' values, trained for N seeds under one budget,
+each run its own process (``python -m fatstudio train``), so that a run that crashes is recorded as missing and
+the sweep goes on. A run's value is its final validation loss in bits per byte (`RunMeta.val_bits_per_byte`),
+which tokenizers share; each variant is compared with the baseline (the first value of every key) by Welch's
+t-test, as ``scipy.stats.ttest_ind(equal_var=False)`` computes it.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import RunConfig, parse_value
+from ..runs.folder import Run, default_runs_root
+from .estimate import estimate
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # where ``import fatstudio`` finds this copy
+
+
+# ---- the plan ---------------------------------------------------------------------------------------------
+def typed_value(config: RunConfig, key: str, raw: str) -> Any:
+    """``raw`` as the type of the config field ``key`` (table.name): a whole number for an int field, a number
+    for a float, true/false for a bool, the text for a str (quotes optional), none for an optional one."""
+    table, _, name = key.partition(".")
+    fields = {f.name: f for f in getattr(config, table).__dataclass_fields__.values()} if table in \
+        ("model", "data", "train") else {}
+    if name not in fields:
+        raise ValueError(f"--vary {key}: no such key; give table.key with table model, data or train "
+                         f"(e.g. train.lr, model.d_e).")
+    kind = str(fields[name].type)
+    value = parse_value(raw.strip())
+    if "None" in kind and (value is None or str(value).lower() == "none"):
+        return None
+    base = kind.split("|")[0].strip()
+    ok = {"int": isinstance(value, int) and not isinstance(value, bool),
+          "float": isinstance(value, (int, float)) and not isinstance(value, bool),
+          "bool": isinstance(value, bool), "str": True}[base]
+    if not ok:
+        raise ValueError(f"--vary {key}: {raw.strip()!r} is not a {_WORDS[base]}.")
+    return float(value) if base == "float" else str(value) if base == "str" else value
+
+
+_WORDS = {"int": "whole number", "float": "number", "bool": "true or false", "str": "text"}
+
+
+def parse_vary(config: RunConfig, spec: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,…`` as (KEY, values typed as `typed_value` does); the first value is the baseline's."""
+    key, sep, values = spec.partition("=")
+    key = key.strip()
+    if not sep or not values.strip():
+        raise ValueError(f"--vary {spec!r} is not of the form KEY=V1,V2 (e.g. train.lr=1e-3,3e-3).")
+    return key, [typed_value(config, key, v) for v in values.split(",")]
+
+
+@dataclass
+class Plan:
+    """What a sweep trains: ``config`` with each variant's values, for seeds train.seed, train.seed+1, …"""
+
+    config: RunConfig
+    vary: list[tuple[str, list[Any]]]
+    seeds: int
+    budget_steps: int | None = None
+    budget_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.vary:
+            raise ValueError("give at least one --vary KEY=V1,V2.")
+        keys = [k for k, _ in self.vary]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"--vary names a key twice: {', '.join(sorted({k for k in keys if keys.count(k) > 1}))}.")
+        if not isinstance(self.seeds, int) or self.seeds < 1:
+            raise ValueError(f"--seeds {self.seeds!r}: give a whole number ≥ 1.")
+        if self.budget_steps is not None and self.budget_seconds is not None:
+            raise ValueError("give --budget-steps or --budget-seconds, not both.")
+        if self.budget_steps is not None and self.budget_steps < 1:
+            raise ValueError(f"--budget-steps {self.budget_steps}: give a whole number ≥ 1.")
+        if self.budget_seconds is not None and not self.budget_seconds > 0:
+            raise ValueError(f"--budget-seconds {self.budget_seconds}: give a number of seconds > 0.")
+
+    def variants(self) -> list[dict[str, Any]]:
+        """Every combination, the baseline (each key's first value) first."""
+        keys = [k for k, _ in self.vary]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in self.vary))]
+
+    def seed_list(self) -> list[int]:
+        return [self.config.train.seed + i for i in range(self.seeds)]
+
+    def config_of(self, variant: dict[str, Any], seed: int, steps: int | None = None) -> dict:
+        """The config (as a dict, unvalidated: the run's own process says what is wrong) of one run."""
+        d = self.config.to_dict()
+        for key, value in variant.items():
+            table, _, name = key.partition(".")
+            d[table][name] = value
+        d["train"]["seed"] = seed
+        if steps is not None:
+            d["train"]["steps"] = steps
+        return d
+
+
+# ---- the result ---------------------------------------------------------------------------------------------
+@dataclass
+class Row:
+    """One variant: its value per seed (None: the run crashed or ended early, `errors` says why)."""
+
+    variant: dict[str, Any]
+    values: list[float | None] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)  # the seed of each value
+    runs: list[str] = field(default_factory=list)
+    errors: dict[int, str] = field(default_factory=dict)  # seed → why its value is missing
+    steps: int | None = None  # the steps a --budget-seconds gave it
+
+    @property
+    def present(self) -> list[float]:
+        return [v for v in self.values if v is not None]
+
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.present) if self.present else None
+
+    @property
+    def sd(self) -> float | None:
+        """The sample standard deviation (n − 1), None under two values."""
+        return statistics.stdev(self.present) if len(self.present) > 1 else None
+
+
+def welch_p(a: list[float], b: list[float]) -> float | None:
+    """Welch's two-sided t-test p-value of ``a`` against ``b`` (scipy.stats.ttest_ind, equal_var=False); None
+    where it is undefined (under two values on a side, or no spread on either)."""
+    from scipy.stats import ttest_ind
+
+    if len(a) < 2 or len(b) < 2:
+        return None
+    with warnings.catch_warnings():  # identical values: scipy warns, and says nan
+        warnings.simplefilter("ignore", RuntimeWarning)
+        p = float(ttest_ind(a, b, equal_var=False).pvalue)
+    return p if math.isfinite(p) else None
+
+
+@dataclass
+class Sweep:
+    """The rows, the baseline first, as they fill."""
+
+    rows: list[Row]
+
+    def p_value(self, i: int) -> float | None:
+        return None if i == 0 else welch_p(self.rows[i].present, self.rows[0].present)
+
+    def to_dict(self) -> dict:
+        return {"rows": [{"variant": r.variant, "values": r.values, "mean": r.mean, "sd": r.sd,
+                          "p_value": self.p_value(i), "runs": r.runs, "seeds": r.seeds,
+                          "errors": {str(s): e for s, e in r.errors.items()},
+                          **({"steps": r.steps} if r.steps is not None else {})}
+                         for i, r in enumerate(self.rows)]}
+
+    def csv(self) -> str:
+        """One line per variant: its keys, mean, sd, p_value, the value of each seed and the run folders."""
+        keys = list(self.rows[0].variant) if self.rows else []
+        n = max((len(r.values) for r in self.rows), default=0)
+        out = io.StringIO()
+        w = csv.writer(out, lineterminator="\n")
+        w.writerow([*keys, "mean", "sd", "p_value", *(f"value_{i + 1}" for i in range(n)), "runs", "errors"])
+        for i, r in enumerate(self.rows):
+            w.writerow([*(r.variant[k] for k in keys), _cell(r.mean), _cell(r.sd), _cell(self.p_value(i)),
+                        *(_cell(v) for v in r.values), ";".join(r.runs), "; ".join(r.errors.values())])
+        return out.getvalue()
+
+    def missing(self) -> list[str]:
+        """A line per missing value: the variant, the seed and why."""
+        return [f"{variant_label(r.variant)}, seed {s}: {e}" for r in self.rows for s, e in r.errors.items()]
+
+
+def _cell(v: float | None) -> str:
+    return "" if v is None else repr(v)
+
+
+def variant_label(variant: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={json.dumps(v)}" for k, v in variant.items())
+
+
+# ---- running it -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class RunDone:
+    """A run finished (or crashed): row ``row``, seed ``seed``, its value or the reason it has none."""
+
+    row: int
+    seed: int
+    value: float | None
+    error: str | None
+    run_dir: str
+
+
+def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
+              progress: Callable[[Sweep, RunDone], None] | None = None,
+              stop: threading.Event | None = None) -> Sweep:
+    """Train every variant of ``plan`` for every seed, one process after another, the run folders named
+    ``NAME-vI-sS`` in ``runs_dir`` (default: the runs folder); ``progress(sweep, done)`` after each run;
+    ``stop`` set ends the running process and leaves the rest out (their values None)."""
+    root = Path(runs_dir) if runs_dir else default_runs_root()
+    name = name or time.strftime("sweep-%Y%m%d-%H%M%S")
+    sweep = Sweep([Row(v) for v in plan.variants()])
+    with tempfile.TemporaryDirectory(prefix="fatstudio-sweep-") as tmp:
+        for i, row in enumerate(sweep.rows):
+            steps, error = plan.budget_steps, None
+            if plan.budget_seconds is not None and not (stop and stop.is_set()):
+                steps, error = _steps_in(plan, row.variant, plan.budget_seconds)
+                row.steps = steps
+            for seed in plan.seed_list():
+                run_dir = root / f"{name}-v{i + 1}-s{seed}"
+                value: float | None
+                why: str | None
+                if stop and stop.is_set():
+                    value, why = None, "the sweep was stopped"
+                elif error:
+                    value, why = None, error
+                else:
+                    cfg = Path(tmp) / f"v{i + 1}-s{seed}.json"
+                    cfg.write_text(json.dumps(plan.config_of(row.variant, seed, steps)), encoding="utf-8")
+                    value, why = _train_one(cfg, run_dir, stop)
+                row.values.append(value)
+                row.seeds.append(seed)
+                row.runs.append(str(run_dir))
+                if why:
+                    row.errors[seed] = why
+                if progress:
+                    progress(sweep, RunDone(i, seed, value, why, str(run_dir)))
+    return sweep
+
+
+def _child_env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _train_one(config_file: Path, run_dir: Path, stop: threading.Event | None) -> tuple[float | None, str | None]:
+    """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value in bits per byte, or why none."""
+    cmd = [sys.executable, "-m", "fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_child_env())
+        while p.poll() is None:
+            if stop is None:
+                p.wait()
+            elif stop.wait(0.2):
+                p.terminate()  # the child stops at its next step (SIGTERM), checkpoints and exits
+                p.wait()
+                return None, "the sweep was stopped"
+        err.seek(0)
+        said = [line.strip() for line in err.read().splitlines() if line.strip()]
+    if p.returncode != 0:
+        why = said[-1] if said else ""
+        return None, f"the run exited with code {p.returncode}" + (f": {why.removeprefix('fatstudio train: ')}" if why else "")
+    try:
+        info = Run.open(run_dir).info
+    except ValueError as e:
+        return None, str(e)
+    if info.status != "finished":
+        return None, f"the run ended {info.status or 'without a status'}"
+    value = info.val_bits_per_byte
+    return (value, None) if value is not None else \
+        (None, "no validation loss in bits per byte (a token stream with a validation split is needed)")
+
+
+def _steps_in(plan: Plan, variant: dict[str, Any], seconds: float) -> tuple[int | None, str | None]:
+    """The steps of ``variant`` that fit in ``seconds`` here, by `estimate` (its steps and evaluations timed)."""
+    try:
+        config = RunConfig.from_dict(plan.config_of(variant, plan.config.train.seed))
+        e = estimate(config)
+    except Exception as ex:  # bad settings: every run of the variant is missing, with the reason
+        return None, f"cannot time the variant: {ex}"
+    per_step = e.step_s + e.evaluation_s / config.train.eval_interval
+    return max(1, int(seconds / per_step)), None
+

@@ -1,0 +1,271 @@
+"""Experiments panel: a sweep over seeds of the current settings (`core.training.sweep`). The keys to vary and
+their values, the seeds and the budget are asked here; the sweep runs in a worker thread, each run its own
+process, and the table fills as runs finish: each variant's validation bits per byte per seed, mean, sd and
+Welch's p against the baseline (the first row). A row's runs open in the Training tab or overlay its plot."""
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from fatstudio.core.workspace import Settings
+from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
+from fatstudio.qt.workers import Call, call_in_thread, register_stoppable
+
+VARY_TIP = ("A config key (table.key: train.lr, train.optimizer, model.d_e, data.tokenizer…) and its values, "
+            "separated by commas; the first value of every key is the baseline. Every combination is trained.")
+BUDGET_TIP = ("steps: train.steps of every run. seconds: each variant trains as many steps as fit in that "
+              "many seconds here (timed first, as Estimate time does), its schedule ending there.")
+
+
+class _Reports(QObject):
+    """The worker's reports: ``rowsChanged(dict)`` with the sweep so far (`Sweep.to_dict`) after each run."""
+
+    rowsChanged = Signal(object)
+
+
+def _run_sweep(config, vary: list[str], seeds: int, steps: int | None, seconds: float | None, runs_root: str,
+               reports: _Reports, stop: threading.Event) -> dict:
+    """Worker: the sweep (`run_sweep`), each finished run reported; the whole sweep's dict at the end."""
+    from fatstudio.core.training.sweep import Plan, parse_vary, run_sweep
+
+    plan = Plan(config, [parse_vary(config, v) for v in vary], seeds, steps, seconds)
+    return run_sweep(plan, Path(runs_root), progress=lambda sweep, done: reports.rowsChanged.emit(sweep.to_dict()),
+                     stop=stop).to_dict()
+
+
+class ExperimentsPanel(QWidget):
+    """Queue a sweep of ``settings``' config into ``runs_root()`` and show its table as it fills. Signals
+    ``openRequested(list)`` and ``overlayRequested(list)`` with a row's run folders (the finished ones)."""
+
+    openRequested = Signal(object)
+    overlayRequested = Signal(object)
+    sweepFinished = Signal(object)  # the sweep's dict (see `Sweep.to_dict`)
+
+    def __init__(self, settings: Settings, runs_root: Callable[[], Path], parent=None):
+        super().__init__(parent)
+        self.setObjectName("experimentsPanel")
+        self.settings, self.runs_root = settings, runs_root
+        self.rows: list[dict] = []  # the sweep's rows as last reported
+        self._call: Call | None = None
+        self._stop = threading.Event()
+        self._reports = _Reports(self)
+        self._reports.rowsChanged.connect(self.show_rows)
+        register_stoppable(self)
+        lay = QVBoxLayout(self)
+        lay.addWidget(QLabel("<b>Experiments over seeds</b>: the current settings, with the keys below varied. "
+                             "Each run trains in its own process; each value is the final validation loss in "
+                             "bits per byte (comparable across tokenizers).", wordWrap=True))
+        lay.addWidget(self._build_plan())
+        self.statusLabel = QLabel(objectName="sweepStatus", wordWrap=True)
+        lay.addWidget(self.statusLabel)
+        self.table = read_only_table("sweepTable", ("variant", "mean", "sd", "p (Welch)", "runs"))
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.itemSelectionChanged.connect(self._selection_changed)
+        self.table.cellDoubleClicked.connect(lambda *_: self.open_row())
+        lay.addWidget(self.table, 1)
+        buttons = QHBoxLayout()
+        self.openButton = QPushButton("Open row's runs", objectName="openRowButton", enabled=False,
+                                      toolTip="Show the row's first run in the Training tab, its other seeds overlaid.")
+        self.overlayButton = QPushButton("Overlay row's runs", objectName="overlayRowButton", enabled=False,
+                                         toolTip="Overlay the row's runs (faded) on the run shown in the Training tab.")
+        self.openButton.clicked.connect(self.open_row)
+        self.overlayButton.clicked.connect(self.overlay_row)
+        buttons.addWidget(self.openButton)
+        buttons.addWidget(self.overlayButton)
+        buttons.addStretch(1)
+        lay.addLayout(buttons)
+
+    def _build_plan(self) -> QWidget:
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.varyTable = QTableWidget(2, 2, objectName="varyTable")
+        self.varyTable.setHorizontalHeaderLabels(("key", "values (the first is the baseline)"))
+        self.varyTable.horizontalHeader().setStretchLastSection(True)
+        self.varyTable.setColumnWidth(0, 200)
+        self.varyTable.verticalHeader().hide()
+        self.varyTable.setToolTip(VARY_TIP)
+        self.varyTable.setMaximumHeight(120)
+        for r, (key, values) in enumerate((("train.optimizer", "adamw, muon"), ("", ""))):
+            self.varyTable.setItem(r, 0, QTableWidgetItem(key))
+            self.varyTable.setItem(r, 1, QTableWidgetItem(values))
+        lay.addWidget(self.varyTable)
+        row = QHBoxLayout()
+        add = QPushButton("Add key", toolTip="Another key to vary (every combination is trained).")
+        add.clicked.connect(self._add_vary_row)
+        row.addWidget(add)
+        row.addWidget(QLabel("seeds"))
+        self.seedsSpin: QSpinBox = int_spin(1, 1000, 3)
+        self.seedsSpin.setToolTip("Runs per variant, with seeds train.seed, train.seed + 1, …")
+        row.addWidget(self.seedsSpin)
+        row.addWidget(QLabel("budget"))
+        self.budgetSpin: QSpinBox = int_spin(1, 100_000_000, 500, step=100)
+        self.budgetSpin.setToolTip(BUDGET_TIP)
+        self.budgetKind = ValueCombo([("steps", "steps"), ("seconds", "seconds")])
+        self.budgetKind.setToolTip(BUDGET_TIP)
+        row.addWidget(self.budgetSpin)
+        row.addWidget(self.budgetKind)
+        row.addStretch(1)
+        self.runButton = QPushButton("Run sweep", objectName="runSweepButton")
+        self.runButton.clicked.connect(self.start)
+        self.stopButton = QPushButton("Stop", objectName="stopSweepButton", enabled=False,
+                                      toolTip="End the run in progress and leave the rest out.")
+        self.stopButton.clicked.connect(self.stop)
+        row.addWidget(self.runButton)
+        row.addWidget(self.stopButton)
+        lay.addLayout(row)
+        return box
+
+    def _add_vary_row(self) -> None:
+        r = self.varyTable.rowCount()
+        self.varyTable.insertRow(r)
+        self.varyTable.setItem(r, 0, QTableWidgetItem(""))
+        self.varyTable.setItem(r, 1, QTableWidgetItem(""))
+
+    # -- the plan -----------------------------------------------------------------------------------------
+    def vary(self) -> list[str]:
+        """The rows with a key, as KEY=V1,V2."""
+        out = []
+        for r in range(self.varyTable.rowCount()):
+            key, values = (self.varyTable.item(r, c) for c in (0, 1))
+            k, v = (key.text().strip() if key else ""), (values.text().strip() if values else "")
+            if k:
+                out.append(f"{k}={v}")
+        return out
+
+    def set_plan(self, vary: list[tuple[str, str]], seeds: int, budget: int, kind: str = "steps") -> None:
+        """Fill the form: (key, "V1, V2") rows, seeds, the budget in steps or seconds."""
+        self.varyTable.setRowCount(0)
+        for key, values in vary:
+            self._add_vary_row()
+            self.varyTable.item(self.varyTable.rowCount() - 1, 0).setText(key)
+            self.varyTable.item(self.varyTable.rowCount() - 1, 1).setText(values)
+        self.seedsSpin.setValue(seeds)
+        self.budgetSpin.setValue(budget)
+        self.budgetKind.set_value(kind)
+
+    @property
+    def running(self) -> bool:
+        return self._call is not None
+
+    def start(self) -> None:
+        """Queue the sweep in a worker thread."""
+        if self.running:
+            return
+        vary = self.vary()
+        if not vary:
+            self._say("Give at least one key to vary, e.g. train.lr with 1e-3, 3e-3.", error=True)
+            return
+        seconds = self.budgetKind.value() == "seconds"
+        budget = self.budgetSpin.value()
+        self._stop = threading.Event()
+        self.rows = []
+        self.table.setRowCount(0)
+        self.runButton.setEnabled(False)
+        self.stopButton.setEnabled(True)
+        self._say("Starting the sweep…")
+        self._call = call_in_thread(_run_sweep, self.settings.config, vary, self.seedsSpin.value(),
+                                    None if seconds else budget, float(budget) if seconds else None,
+                                    str(self.runs_root()), self._reports, self._stop,
+                                    on_result=self._finished, on_error=self._failed, owner=self)
+
+    def stop(self) -> None:
+        """End the run in progress (its process is ended) and leave the rest out."""
+        self._stop.set()
+
+    def _finished(self, result: dict) -> None:
+        self._call = None
+        self.show_rows(result)
+        self._idle()
+        done = sum(v is not None for r in self.rows for v in r["values"])
+        total = sum(len(r["values"]) for r in self.rows)
+        self._say(f"Sweep done: {done} of {total} runs gave a value.", error=done < total)
+        self.sweepFinished.emit(result)
+
+    def _failed(self, message: str) -> None:
+        self._call = None
+        self._idle()
+        self._say(message, error=True)
+
+    def _idle(self) -> None:
+        self.runButton.setEnabled(True)
+        self.stopButton.setEnabled(False)
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.statusLabel.setStyleSheet("color: #b00020;" if error else "")
+        self.statusLabel.setText(text)
+
+    # -- the table ----------------------------------------------------------------------------------------
+    def show_rows(self, sweep: dict) -> None:
+        """Fill the table from a sweep's dict (`Sweep.to_dict`): one line per variant, a column per seed."""
+        rows = sweep["rows"]
+        if not rows:
+            return
+        selected = self._selected()
+        self.rows = rows
+        n = max(len(r["values"]) for r in rows)
+        seeds = max(self.seedsSpin.value(), n)
+        columns = ("variant", *(f"seed {i + 1}" for i in range(seeds)), "mean", "sd", "p (Welch)")
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(columns)
+        self.table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            label = ", ".join(f"{k} = {json.dumps(v)}" for k, v in r["variant"].items())
+            self.table.setItem(i, 0, table_item(label + (" (baseline)" if i == 0 else ""), align_right=False))
+            for j in range(seeds):
+                value = r["values"][j] if j < len(r["values"]) else None
+                error = r["errors"].get(str(r["seeds"][j]), "") if j < len(r["values"]) else ""
+                text = "missing" if error else ("" if value is None else f"{value:.4f}")
+                self.table.setItem(i, 1 + j, table_item(text, error or (r["runs"][j] if j < len(r["runs"]) else "")))
+            p = r["p_value"]
+            for c, v in ((seeds + 1, r["mean"]), (seeds + 2, r["sd"])):
+                self.table.setItem(i, c, table_item("" if v is None else f"{v:.4f}"))
+            self.table.setItem(i, seeds + 3, table_item("" if p is None else f"{p:.3g}",
+                                                        "Welch's t-test against the baseline row"))
+        done = sum(len(r["values"]) for r in rows)
+        if self.running:
+            self._say(f"Running: {done} runs done.")
+        if selected is not None and selected < len(rows):
+            self.table.selectRow(selected)
+
+    def _selected(self) -> int | None:
+        rows = self.table.selectionModel().selectedRows()
+        return rows[0].row() if rows else None
+
+    def _selection_changed(self) -> None:
+        has = bool(self.row_runs(self._selected()))
+        self.openButton.setEnabled(has)
+        self.overlayButton.setEnabled(has)
+
+    def row_runs(self, i: int | None) -> list[str]:
+        """The run folders of row ``i`` that gave a value."""
+        if i is None or i >= len(self.rows):
+            return []
+        r = self.rows[i]
+        return [d for d, v in zip(r["runs"], r["values"]) if v is not None]
+
+    def open_row(self) -> None:
+        runs = self.row_runs(self._selected())
+        if runs:
+            self.openRequested.emit(runs)
+
+    def overlay_row(self) -> None:
+        runs = self.row_runs(self._selected())
+        if runs:
+            self.overlayRequested.emit(runs)

@@ -1,0 +1,114 @@
+"""Experiments over seeds (`training.sweep`): the values of --vary typed as the config's fields, the variants
+with the baseline first, Welch's p-value as scipy computes it, the JSON and CSV forms; and bits per byte,
+the value a sweep compares: UTF-8 bytes per validation token on a corpus with multi-byte characters."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+import pytest
+from scipy.stats import ttest_ind
+from training_helpers import tiny_config
+
+from fatstudio.core.config import RunConfig
+from fatstudio.core.data.chars import val_bytes_per_token
+from fatstudio.core.data.corpora import build_dataset, load_corpus
+from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.runs.folder import Run
+from fatstudio.core.training import train
+from fatstudio.core.training.sweep import Plan, Row, Sweep, parse_vary, welch_p
+
+MULTI = "héllo wörld ☃ naïve café — über straße, 東京 and 🙂.\n"
+
+
+def test_vary_values_take_the_type_of_their_key():
+    c = RunConfig()
+    assert parse_vary(c, "train.lr=1e-3, 3e-3") == ("train.lr", [0.001, 0.003])
+    assert parse_vary(c, "train.lr=1,2")[1] == [1.0, 2.0] and all(type(v) is float for v in parse_vary(c, "train.lr=1,2")[1])
+    assert parse_vary(c, "model.d_e=64,128") == ("model.d_e", [64, 128])
+    assert parse_vary(c, "train.optimizer=adamw,\"muon\"") == ("train.optimizer", ["adamw", "muon"])
+    assert parse_vary(c, "model.tie_embeddings=false,true")[1] == [False, True]
+    assert parse_vary(c, "model.H_kv=none,1")[1] == [None, 1]
+    for bad, words in (("model.d_e=64,1.5", "whole number"), ("train.lr=fast", "number"), ("train.nope=1", "no such key"),
+                       ("model.tie_embeddings=yes", "true or false"), ("train.lr", "KEY=V1,V2")):
+        with pytest.raises(ValueError, match=words):
+            parse_vary(c, bad)
+
+
+def test_variants_are_every_combination_with_the_baseline_first():
+    c = RunConfig()
+    plan = Plan(c, [parse_vary(c, "train.lr=1e-3,3e-3"), parse_vary(c, "model.L=2,4,6")], seeds=3)
+    variants = plan.variants()
+    assert len(variants) == 6 and variants[0] == {"train.lr": 0.001, "model.L": 2}
+    assert plan.seed_list() == [c.train.seed, c.train.seed + 1, c.train.seed + 2]
+    d = plan.config_of(variants[-1], 7, steps=5)
+    assert (d["train"]["lr"], d["model"]["L"], d["train"]["seed"], d["train"]["steps"]) == (0.003, 6, 7, 5)
+    with pytest.raises(ValueError, match="not both"):
+        Plan(c, plan.vary, 2, budget_steps=3, budget_seconds=2.0)
+    with pytest.raises(ValueError, match="twice"):
+        Plan(c, [parse_vary(c, "train.lr=1,2"), parse_vary(c, "train.lr=3")], 2)
+
+
+def test_p_values_are_welchs_as_scipy_computes_them_and_missing_values_are_left_out():
+    base = Row({"train.lr": 1e-3}, [1.50, 1.52, 1.49, 1.55])
+    other = Row({"train.lr": 3e-3}, [1.40, None, 1.46, 1.43], errors={1338: "the run exited with code 2"})
+    lone = Row({"train.lr": 1e-2}, [1.3, None, None, None])
+    sweep = Sweep([base, other, lone])
+    expected = ttest_ind([1.50, 1.52, 1.49, 1.55], [1.40, 1.46, 1.43], equal_var=False).pvalue
+    assert sweep.p_value(1) == pytest.approx(expected, rel=1e-12) and sweep.p_value(1) < 0.05
+    assert sweep.p_value(0) is None and sweep.p_value(2) is None  # the baseline; one value: undefined
+    assert welch_p([1.0, 1.0], [1.0, 1.0]) is None  # no spread: scipy says nan
+    d = sweep.to_dict()["rows"]
+    assert d[1]["values"] == [1.40, None, 1.46, 1.43] and d[1]["mean"] == pytest.approx(1.43)
+    assert d[1]["sd"] == pytest.approx(math.sqrt(((1.40 - 1.43) ** 2 + (1.46 - 1.43) ** 2) / 2))
+    assert d[1]["errors"] == {"1338": "the run exited with code 2"} and d[2]["sd"] is None
+    rows = list(csv.DictReader(io.StringIO(sweep.csv())))
+    assert [r["train.lr"] for r in rows] == ["0.001", "0.003", "0.01"]
+    assert rows[1]["value_2"] == "" and float(rows[1]["p_value"]) == pytest.approx(expected) and rows[0]["p_value"] == ""
+    assert sweep.missing() == ["train.lr=0.003, seed 1338: the run exited with code 2"]
+
+
+@pytest.mark.parametrize("kind", ["char", "word", "bpe"])
+def test_bytes_per_token_counts_the_utf8_bytes_of_the_validation_split(kind, tmp_path):
+    p = tmp_path / "multi.txt"
+    p.write_text("".join(f"{i}: {MULTI}" for i in range(60)), encoding="utf-8")
+    corpus = load_corpus(str(p))
+    tok = train_tokenizer(kind, corpus.texts(), 300)
+    dataset = build_dataset(corpus, tok, "next_token", 16, 0.2)
+    val = dataset.stream("val")
+    expected = len(tok.decode(val).encode("utf-8")) / len(val)  # the validation text, decoded whole
+    assert val_bytes_per_token(tok, dataset) == pytest.approx(expected, rel=1e-12)
+    chars = len(tok.decode(val)) / len(val)
+    assert expected > chars  # é, ☃, 東, 🙂 are more than one byte: bits per byte ≠ bits per character
+
+
+def test_a_run_records_its_bytes_per_token_and_reads_bits_per_byte(tmp_path):
+    p = tmp_path / "multi.txt"
+    p.write_text(MULTI * 80, encoding="utf-8")
+    events = list(train(tiny_config(p, steps=4, eval_interval=4, sample_tokens=0), run_dir=tmp_path / "run"))
+    assert events[-1].status == "finished"
+    info = Run.open(tmp_path / "run").info
+    per_token = info.data["val_bytes_per_token"]
+    assert per_token == pytest.approx(len(MULTI.encode()) / len(MULTI), rel=0.05)  # char tokens: bytes per char
+    assert info.val_bits_per_byte == pytest.approx(info.val_loss / math.log(2) / per_token)
+
+
+def test_a_seconds_budget_becomes_the_steps_that_fit_and_a_stopped_sweep_runs_nothing(text_file, tmp_path):
+    import threading
+
+    from fatstudio.core.training.sweep import _steps_in, run_sweep
+
+    c = tiny_config(text_file, steps=10_000, sample_tokens=0)
+    plan = Plan(c, [parse_vary(c, "model.d_e=16,0")], seeds=2, budget_seconds=3.0)
+    steps, error = _steps_in(plan, plan.variants()[0], 3.0)
+    assert error is None and 1 <= steps < 10_000  # a tiny model's step takes milliseconds, not 0.3 ms
+    steps, error = _steps_in(plan, plan.variants()[1], 3.0)
+    assert steps is None and "cannot time the variant" in error and "d_e" in error
+    stop = threading.Event()
+    stop.set()
+    seen = []
+    sweep = run_sweep(plan, tmp_path / "runs", name="s", progress=lambda s, done: seen.append(done), stop=stop)
+    assert [r.values for r in sweep.rows] == [[None, None], [None, None]] and len(seen) == 4
+    assert sweep.rows[1].runs == [str(tmp_path / "runs" / "s-v2-s1337"), str(tmp_path / "runs" / "s-v2-s1338")]
+    assert set(sweep.rows[0].errors.values()) == {"the sweep was stopped"} and not (tmp_path / "runs").exists()

@@ -1,0 +1,75 @@
+"""``fatstudio sweep`` as a user runs it: 3 variants × 2 seeds of a tiny model, each run its own process, one
+variant crashing (an invalid value) while the sweep goes on, the p-values scipy's; the CSV form."""
+import csv
+import json
+import math
+
+import pytest
+from scipy.stats import ttest_ind
+
+from fatstudio.cli import main
+from fatstudio.core.runs.folder import Run
+
+TOML = """
+[model]
+l_max = 16
+L = 1
+H = 2
+d_e = 16
+d_mlp = 32
+[data]
+corpus = "{corpus}"
+[train]
+steps = 50
+batch_size = 4
+eval_interval = 10
+eval_iters = 2
+checkpoint_interval = 10
+sample_tokens = 0
+device = "cpu"
+seed = 5
+"""
+
+
+@pytest.fixture
+def cfg_file(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("héllo wörld, hello transformers.\n" * 100, encoding="utf-8")
+    p = tmp_path / "cfg.toml"
+    p.write_text(TOML.format(corpus=corpus.as_posix()), encoding="utf-8")
+    return p
+
+
+def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys):
+    out = tmp_path / "sweep.json"
+    rc = main(["sweep", str(cfg_file), "--vary", "train.lr=1e-3,1e-2,0.0", "--seeds", "2", "--budget-steps", "6",
+               "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
+    assert rc == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"] for r in rows] == [{"train.lr": 0.001}, {"train.lr": 0.01}, {"train.lr": 0.0}]
+    for r in rows[:2]:
+        assert len(r["values"]) == 2 and all(isinstance(v, float) and 0 < v < 10 for v in r["values"])
+        assert r["mean"] == pytest.approx(sum(r["values"]) / 2)
+        for run_dir, seed in zip(r["runs"], (5, 6)):
+            run = Run.open(run_dir)
+            assert run.config.train.seed == seed and run.info.step == 6 and run.info.status == "finished"
+            assert run.info.val_bits_per_byte == r["values"][r["runs"].index(run_dir)]
+    assert rows[0]["p_value"] is None
+    expected = ttest_ind(rows[1]["values"], rows[0]["values"], equal_var=False).pvalue
+    assert rows[1]["p_value"] == pytest.approx(expected, rel=1e-12) and not math.isnan(expected)
+    crashed = rows[2]  # lr = 0 is refused by the run's own process: recorded, and the sweep went on
+    assert crashed["values"] == [None, None] and crashed["mean"] is None and crashed["p_value"] is None
+    assert all("train.lr = 0.0 is not allowed" in e for e in crashed["errors"].values())
+    err = capsys.readouterr().err
+    assert err.count("missing: train.lr=0.0") == 2
+
+
+def test_sweep_writes_csv_and_refuses_bad_keys(cfg_file, tmp_path, capsys):
+    out = tmp_path / "sweep.csv"
+    assert main(["sweep", str(cfg_file), "--vary", "model.d_e=16", "--seeds", "1", "--budget-steps", "3",
+                 "--runs-dir", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    (row,) = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert row["model.d_e"] == "16" and float(row["mean"]) == float(row["value_1"]) and row["sd"] == ""
+    assert Run.open(row["runs"]).config.model.d_e == 16
+    assert main(["sweep", str(cfg_file), "--vary", "model.width=1,2", "--seeds", "1", "--out", str(out)]) == 2
+    assert "no such key" in capsys.readouterr().err
