@@ -7,7 +7,8 @@ run in its own process with ``torch.set_num_threads(threads)`` (the app leaves t
 core), ``--jobs`` runs side by side. For each final model it prints the best induction score
 (`head_scores.head_scores`) and its head, the validation loss, and the lesson of the preset's walkthrough:
 the loss on the second copies' tokens (`ablation.second_copy_mask`) with the top induction head mean-ablated
-(`ablation.Ablator`, the mean over the validation batch), its rise Δ, and the largest rise of any other head.
+(`ablation.Ablator`, the mean over the validation batch), its rise Δ top, the largest rise of any other head
+(Δ other), and the top head's rise of the whole validation loss (Δ all: what the app's knock-out table shows).
 A seed "forms" when the best score is ≥ 0.5. Times are the training's wall seconds, its CPU seconds (all its
 threads) and tokens/s; on a shared machine the wall time is longer than alone (say how loaded it was), while one
 thread's CPU seconds stay near its time alone. ``--set`` overrides the preset's settings
@@ -69,11 +70,13 @@ def one(seed: int, threads: int, steps: int | None, sets: list[str]) -> dict:
         name, h, best = max(((n, int(i), float(v)) for n, per in scores.scores.items()
                              for i, v in enumerate(per["induction"])), key=lambda r: r[2])
         table = ablator_for(loaded, second_copy=True).table("mean")
+        whole = ablator_for(loaded).table("mean")  # what the app's knock-out table shows: every target
     top = f"{name}/{h}"
     deltas = {r.component: r.delta_loss for r in table.rows if r.component.count("/") == 2}  # heads only
     t = cfg.train
     return {"seed": seed, "threads": threads, "best": best, "head": top, "val_loss": val,
             "second_copy_loss": table.baseline_loss, "delta_top": deltas[top],
+            "delta_top_all": next(r.delta_loss for r in whole.rows if r.component == top),
             "delta_other": max(v for k, v in deltas.items() if k != top), "seconds": seconds, "cpu_seconds": cpu,
             "tokens_per_s": t.steps * t.batch_size * cfg.model.l_max / seconds, "trajectory": trajectory}
 
@@ -81,7 +84,7 @@ def one(seed: int, threads: int, steps: int | None, sets: list[str]) -> dict:
 def row(r: dict) -> str:
     steps = " ".join(f"{s}:{v}" for s, v in r["trajectory"])
     return (f"{r['seed']:>5} {r['threads']:>3} {r['best']:>6.2f} {r['head']:>9} {r['val_loss']:>6.3f} "
-            f"{r['second_copy_loss']:>7.3f} {r['delta_top']:>+7.3f} {r['delta_other']:>+7.3f} "
+            f"{r['second_copy_loss']:>7.3f} {r['delta_top']:>+7.3f} {r['delta_other']:>+7.3f} {r['delta_top_all']:>+7.3f} "
             f"{r['seconds']:>6.0f} {r['cpu_seconds']:>6.0f} {r['tokens_per_s']:>8,.0f}  {steps}")
 
 
@@ -100,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     runs = [(s, n) for n in a.threads for s in seeds(a.seeds)]
     print(f"{PRESET} {' '.join(a.sets)}: {len(runs)} runs, {a.jobs} at a time", flush=True)
-    print(f"{'seed':>5} {'thr':>3} {'best':>6} {'head':>9} {'val':>6} {'2nd':>7} {'Δ top':>7} {'Δ other':>7} "
+    print(f"{'seed':>5} {'thr':>3} {'best':>6} {'head':>9} {'val':>6} {'2nd':>7} {'Δ top':>7} {'Δ other':>7} {'Δ all':>7} "
           f"{'s':>6} {'cpu s':>6} {'tok/s':>8}  best induction score by step", flush=True)
 
     def launch(run: tuple[int, int]) -> dict:
