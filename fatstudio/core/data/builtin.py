@@ -9,6 +9,8 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..config import TASKS
 from ..resources import resource_path
 
@@ -178,3 +180,16 @@ def repeat_sequences(seed: int) -> list[str]:
     """The N_REPEAT random sequences r of the "repeat" corpus for ``seed``; its text is r + r of each, in order."""
     rng, (lo, hi) = random.Random(f"repeat/{seed}"), REPEAT_LENGTHS
     return ["".join(rng.choices(REPEAT_ALPHABET, k=rng.randint(lo, hi))) for _ in range(N_REPEAT)]
+
+
+def repeat_lookback(seed: int) -> np.ndarray:
+    """For each character j of the "repeat" text of ``seed``: n = len(r) where j is the k-th (k ≥ 1) character of
+    a second copy of r, else 0. Only these follow by induction: text[j] = text[j - n], and the token before,
+    text[j - 1], came n characters earlier followed by it. (k = 0, the second copy's first character, follows the
+    first copy's last, which says nothing of it.)"""
+    parts = []
+    for r in repeat_sequences(seed):
+        n = len(r)
+        parts.append(np.zeros(n + 1, np.int32))
+        parts.append(np.full(n - 1, n, np.int32))
+    return np.concatenate(parts)

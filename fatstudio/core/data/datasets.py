@@ -75,12 +75,18 @@ class StreamDataset(Dataset):
         train = self._data["train"]
         return unigram_entropy(np.asarray(train)) if len(train) else None
 
-    def batch(self, split, batch_size, generator):
+    def window_starts(self, split: str, batch_size: int, generator: torch.Generator) -> tuple[np.ndarray, int]:
+        """Where in `stream` the rows of ``batch(split, batch_size, generator)`` begin (B,), and their length T;
+        it draws what `batch` draws first, so a generator in the same state gives the same windows."""
         data = self._data.get(split, ())
         self._check_split(split, len(data))
         extra = self.task == "next_token"  # y needs the token after the window
         T = min(self.l_max, len(data) - extra)
-        start = torch.randint(len(data) - T - extra + 1, (batch_size,), generator=generator).numpy()
+        return torch.randint(len(data) - T - extra + 1, (batch_size,), generator=generator).numpy(), T
+
+    def batch(self, split, batch_size, generator):
+        start, T = self.window_starts(split, batch_size, generator)
+        data, extra = self._data[split], self.task == "next_token"
         w = torch.from_numpy(data[start[:, None] + np.arange(T + extra)].astype(np.int64))  # (B, T[+1])
         if extra:  # nanoGPT's get_batch: x = data[i:i+T], y = data[i+1:i+1+T]
             return {"x": w[:, :-1].contiguous(), "y": w[:, 1:].contiguous()}

@@ -16,10 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.builtin import repeat_lookback
 from ..data.corpora import IGNORE, build_dataset, load_corpus
+from ..data.datasets import StreamDataset
 from ..device import at_least_fp32, model_device
 from ..files import csv_text
 from .components import Component, Replace, component, components, recorded, replaced
@@ -74,10 +77,14 @@ class ValidationBatch:
         return self.rows.get("z_pad_mask" if c.stack.startswith("enc") else "x_pad_mask")
 
 
+def _val_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed + 1)  # as `training.evaluate` draws the validation split
+
+
 def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: int, seed: int,
                      pad_id: int = 0) -> ValidationBatch:
     """The ``eval_iters`` validation batches `training.evaluate` draws (generator seeded with ``seed`` + 1)."""
-    g = torch.Generator().manual_seed(seed + 1)
+    g = _val_generator(seed)
     batches = [dataset.batch("val", batch_size, g) for _ in range(eval_iters)]
     pads = {"x": pad_id, "z": pad_id, "y": IGNORE, "x_pad_mask": False, "z_pad_mask": False}
     rows = {}
@@ -89,6 +96,27 @@ def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: i
         rows[key] = torch.cat(parts)
     batch_of = torch.cat([torch.full((len(b["y" if "y" in b else "label"]),), i) for i, b in enumerate(batches)])
     return ValidationBatch(task, rows, batch_of, len(batches))
+
+
+def second_copy_mask(config: RunConfig, dataset: Dataset) -> torch.Tensor:
+    """(N, T) True at the targets of `validation_batch` that follow by induction in the "repeat" corpus: the k-th
+    token (k ≥ 1) of a second copy of r whose earlier occurrence, n = len(r) tokens back, is in the row
+    (`builtin.repeat_lookback`). ValueError for another corpus, task, or a tokenizer that is not one token a
+    character."""
+    d, t = config.data, config.train
+    if d.corpus != "repeat" or d.task != "next_token" or not isinstance(dataset, StreamDataset):
+        raise ValueError(f"second copies are those of the 'repeat' corpus's next_token task, not of {d.corpus!r} "
+                         f"({d.task}).")
+    back, n_train = repeat_lookback(t.seed), len(dataset.stream("train"))
+    if n_train + len(dataset.stream("val")) != len(back):
+        raise ValueError("this run's tokenizer does not give one token a character, so its tokens cannot be "
+                         "matched to the copies; use the char tokenizer.")
+    g, masks = _val_generator(t.seed), []
+    for _ in range(t.eval_iters):
+        starts, T = dataset.window_starts("val", t.batch_size, g)
+        n = back[n_train + starts[:, None] + np.arange(1, T + 1)]  # each target's place in the text
+        masks.append(torch.from_numpy((n > 0) & (np.arange(T) >= n)))  # x_t's earlier occurrence at t - n ≥ 0
+    return torch.cat(masks)
 
 
 # ----------------------------------------------------------------------------------------------- losses
@@ -222,12 +250,15 @@ class Ablator:
         return out
 
 
-def ablator_for(loaded: LoadedModel) -> Ablator:
-    """An `Ablator` of a loaded run's model on its validation batch."""
+def ablator_for(loaded: LoadedModel, second_copy: bool = False) -> Ablator:
+    """An `Ablator` of a loaded run's model on its validation batch; ``second_copy``: its loss counts only the
+    targets that follow by induction (`second_copy_mask`), while a mean is still over every position."""
     cfg = loaded.config
     dataset = validation_dataset(cfg, loaded.tokenizer)
     val = validation_batch(dataset, cfg.data.task, cfg.train.batch_size, cfg.train.eval_iters, cfg.train.seed,
                            loaded.tokenizer.pad_id)
+    if second_copy:
+        val.rows["y"] = torch.where(second_copy_mask(cfg, dataset), val.rows["y"], IGNORE)
     return Ablator(loaded.model, val)
 
 
@@ -285,5 +316,6 @@ def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero",
 
 
 __all__ = ["KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
-           "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "task_logits", "validation_batch",
+           "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "second_copy_mask", "task_logits",
+           "validation_batch",
            "validation_dataset"]
