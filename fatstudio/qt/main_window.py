@@ -286,8 +286,7 @@ class MainWindow(QMainWindow):
             assert lay is not None  # each host is made with its layout (_build_panels)
             while lay.count():
                 item = lay.takeAt(0)
-                placeholder = item.widget() if item is not None else None
-                if placeholder is not None:
+                if (placeholder := item.widget() if item is not None else None) is not None:
                     placeholder.deleteLater()
             lay.addWidget(panel)
         prompt.attentionReady.connect(attention.show_maps)
@@ -342,15 +341,11 @@ class MainWindow(QMainWindow):
         """Continue ``run`` from its last checkpoint up to ``total_steps``."""
         if self.state != TrainingState.IDLE:
             return False
-        cfg = RunConfig.from_dict(run.config.to_dict())
+        if run.resume_problem(int(total_steps)):
+            self.show_error(run.resume_problem(int(total_steps)))
+            return False
+        cfg, upto = RunConfig.from_dict(run.config.to_dict()), run.info.checkpoint_step
         cfg.train.steps = int(total_steps)
-        if not run.has_checkpoint:
-            self.show_error(f"{run.name} has no checkpoint to resume from; start a new run instead.")
-            return False
-        upto = run.info.checkpoint_step
-        if cfg.train.steps <= upto:
-            self.show_error(f"{run.name} is already at step {upto}; resume to a larger number of steps.")
-            return False
         rows = [r for r in run.metrics() if r.get("step", 0) <= upto]
         self.plots.load_metrics(rows)
         self.workspace.show_rows(rows, {})

@@ -27,20 +27,19 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import platformdirs
 
 from ..config import RunConfig
-from ..files import NotAFile, atomic_write, naming, os_error_in, read_bytes, read_text, regular_file, why_not_written
+from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
 from ..inspect.loaded import LoadedModel
 from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
 from . import agreement, snapshots
+from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGHTS, RunWeights
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -49,8 +48,6 @@ if TYPE_CHECKING:
     from ..inspect.probes import ProbeInput
     from .tensorboard_log import TensorBoardLog
 
-CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
-WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
 ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
@@ -68,8 +65,8 @@ def default_runs_root() -> Path:
     return platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
 
 
-class Run:
-    """One run folder. Create with `Run.create`, reopen with `Run.open`."""
+class Run(RunWeights):
+    """One run folder. Create with `Run.create`, reopen with `Run.open`; its weights: `weights.RunWeights`."""
 
     def __init__(self, path: Path, config: RunConfig, meta: dict):
         self.path, self.config, self.meta = Path(path), config, meta
@@ -380,145 +377,6 @@ class Run:
             raise agreement.disagree(probe_path(self.path, step), self.path / META, "the probe is of another input")
         return maps
 
-    @property
-    def has_checkpoint(self) -> bool:
-        return (self.path / WEIGHTS).exists()
-
-    # -- checkpoints -----------------------------------------------------------------------------------------
-    def save_checkpoint(self, model, optimizer, step: int, state: dict) -> None:
-        """Weights (safetensors, with the model's config in their metadata) and optimizer/RNG state (torch
-        tensors and numbers only; an ``optimizer`` of None: the weights alone, as an import saves them), each
-        written to a temporary file and renamed into place; both carry ``step`` so a mismatch after a crash
-        between the two renames is detected. A failed write (a full disk) removes its temporary files and is a
-        ValueError; the previous checkpoint is left as it was."""
-        import torch
-        from safetensors.torch import save_model
-
-        metadata = agreement.weights_metadata(model, step, self.meta.get("run_id"))
-        tmp = tmp_opt = None
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
-            os.close(fd)
-            save_model(model, tmp, metadata=metadata)
-            if optimizer is not None:
-                fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
-                with os.fdopen(fd, "wb") as f:
-                    torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
-                                **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
-                os.replace(tmp_opt, self.path / OPTIMIZER)
-            os.replace(tmp, self.path / WEIGHTS)
-        except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
-            cause = os_error_in(e)
-            if cause is None:
-                raise
-            kept = self.meta.get("checkpoint_step")
-            raise ValueError(f"cannot save the checkpoint of step {step} in {self.path}: {why_not_written(cause, self.path)}; "
-                             + (f"the checkpoint of step {kept} is kept." if kept else "no checkpoint was saved.")) from e
-        finally:
-            for t in (tmp, tmp_opt):
-                if t:
-                    with contextlib.suppress(OSError):
-                        Path(t).unlink(missing_ok=True)
-        self.write_meta(checkpoint_step=step)
-
-    def weight_steps(self) -> list[int]:
-        """The steps whose weights can be loaded (`load_model`), ascending: the snapshots' and the checkpoint's."""
-        steps = set(snapshots.list_snapshots(self.path))
-        if self.has_checkpoint:
-            steps.add(self.info.checkpoint_step)
-        return sorted(steps)
-
-    def load_weights(self, model, path: Path | None = None) -> int:
-        """Load model.safetensors (or the weights file ``path``: a snapshot) into ``model``; return its step.
-        ValueError if missing, corrupt or foreign."""
-        from safetensors.torch import load_model
-
-        from ..device import is_out_of_memory
-
-        path = path or self.path / WEIGHTS
-        metadata, step, shapes = self._weights_header(path)
-        saved = agreement.saved_model_config(metadata)
-        mismatch = agreement.arch_mismatch(saved, model) or agreement.shape_mismatch(shapes, model)
-        if mismatch:
-            raise ValueError(f"{path} does not match the run's config.json: {mismatch}"
-                             f"{agreement.fields_differ(saved, model)}.")
-        try:
-            missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
-        except Exception as e:  # safetensors raises its own error types for bad headers and shapes
-            if is_out_of_memory(e):
-                raise  # the file is fine; the device is full
-            raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
-        if missing or unexpected:
-            raise ValueError(f"{path} does not match the run's config.json: other tensors (missing "
-                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
-                             f"{agreement.fields_differ(saved, model)}.")
-        other = agreement.meta_mismatch(self.meta, self.config) or agreement.parameters_mismatch(self.meta, model)
-        if other:
-            raise agreement.disagree(self.path / META, self.path / CONFIG, other)
-        return step
-
-    def _weights_header(self, path: Path) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
-        """The metadata, step and tensor shapes of model.safetensors or a snapshot (its header alone is read),
-        checked against meta.json (`agreement.run_id_mismatch`; the checkpoint: `agreement.step_mismatch`)."""
-        from safetensors import safe_open
-
-        if not path.exists():
-            raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
-        regular_file(path)
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                metadata = f.metadata() or {}
-                step = int(metadata.get("step", 0))
-                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
-        except Exception as e:  # safetensors raises its own error types for bad headers
-            raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
-        other = agreement.run_id_mismatch(self.meta, metadata)
-        if path == self.path / WEIGHTS:
-            other = other or agreement.step_mismatch(self.meta, step)
-        if other:
-            raise agreement.disagree(path, self.path / META, other)
-        return metadata, step, shapes
-
-    def load_training_state(self) -> dict | None:
-        """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
-        import torch
-        if (self.path / OPTIMIZER).exists():
-            regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
-        try:
-            state = torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
-        except Exception:  # a torn or foreign file: resume with fresh optimizer state
-            return None
-        other = agreement.run_id_mismatch(self.meta, state if isinstance(state, dict) else {})
-        if other:
-            raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
-        return state
-
-    def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
-        """The trained model for prompting (eval mode), with its tokenizer: the last checkpoint's, or with
-        ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's). Built without
-        memory (on the meta device: no random initialisation, seconds for GPT-2 small), then filled from the
-        weights, every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's
-        ``--dtype bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
-        import torch
-
-        from ..model import build_model
-
-        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
-        kept = self.weight_steps()
-        if step is not None and path is None and kept and step != self.info.checkpoint_step:
-            raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
-        tokenizer = self.check_agreement()
-        with torch.device("meta"):
-            model = build_model(self.config.model)
-        model = model.to_empty(device=device)
-        if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
-            model.tie_unembedding()
-        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
-        step = self.load_weights(model, path)
-        model.eval()
-        return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
-                           f"{self.name} · step {step}", step)
-
 
 def is_run_folder(path: Path) -> bool:
     """Whether ``path`` is a run's folder (it has a config.json and a meta.json)."""
@@ -593,7 +451,3 @@ def load_at_step(run: Run, step: int | None) -> LoadedModel:
     """The run's model at ``step`` (None: the last checkpoint's): a snapshot (`snapshots`) or the checkpoint. Another
     step is a ValueError listing the steps whose weights are saved."""
     return run.load_model(step=step)
-
-
-def _steps(steps: Sequence[int]) -> str:
-    return ", ".join(map(str, steps)) if len(steps) <= 12 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"

@@ -123,8 +123,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
         run = Run.open(run_dir)
         run.lock()  # a second process training it is refused here, before anything is read or written
         locked.append(run)
-        if not run.has_checkpoint:
-            raise ValueError(f"{run.path} has no checkpoint to resume from; start a new run instead.")
+        if run.resume_problem():
+            raise ValueError(run.resume_problem())
         run.check_agreement()  # files of another run are refused before the corpus is read
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared

@@ -1,0 +1,189 @@
+"""A run folder's weights (`folder.Run` has them through `RunWeights`): the checkpoint, ``model.safetensors``
+with the optimizer state ``optimizer.pt`` beside it, written together, the snapshots at each evaluation
+(`snapshots`), and the model loaded from either, checked against the run's other files (`agreement`)."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..files import os_error_in, regular_file, why_not_written
+from ..inspect.loaded import LoadedModel
+from . import agreement, snapshots
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..records import RunMeta
+
+CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
+WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
+
+
+class RunWeights:
+    """The weights of a run folder: saved, listed and loaded."""
+
+    path: Path
+    config: RunConfig
+    meta: dict
+    if TYPE_CHECKING:  # given by `folder.Run`
+        @property
+        def name(self) -> str: ...
+        @property
+        def info(self) -> RunMeta: ...
+        def write_meta(self, **updates) -> None: ...
+        def check_agreement(self): ...
+
+    @property
+    def has_checkpoint(self) -> bool:
+        return (self.path / WEIGHTS).exists()
+
+    def resume_problem(self, total_steps: int | None = None) -> str | None:
+        """Why the run cannot be continued (up to ``total_steps``), in words, or None."""
+        if not self.has_checkpoint:
+            return f"{self.path} has no checkpoint to resume from; start a new run instead."
+        upto = self.info.checkpoint_step
+        if total_steps is not None and total_steps <= upto:
+            return f"{self.name} is already at step {upto}; resume to a larger number of steps."
+        return None
+
+    # -- checkpoints -----------------------------------------------------------------------------------------
+    def save_checkpoint(self, model, optimizer, step: int, state: dict) -> None:
+        """Weights (safetensors, with the model's config in their metadata) and optimizer/RNG state (torch
+        tensors and numbers only; an ``optimizer`` of None: the weights alone, as an import saves them), each
+        written to a temporary file and renamed into place; both carry ``step`` so a mismatch after a crash
+        between the two renames is detected. A failed write (a full disk) removes its temporary files and is a
+        ValueError; the previous checkpoint is left as it was."""
+        import torch
+        from safetensors.torch import save_model
+
+        metadata = agreement.weights_metadata(model, step, self.meta.get("run_id"))
+        tmp = tmp_opt = None
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
+            os.close(fd)
+            save_model(model, tmp, metadata=metadata)
+            if optimizer is not None:
+                fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
+                with os.fdopen(fd, "wb") as f:
+                    torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
+                                **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
+                os.replace(tmp_opt, self.path / OPTIMIZER)
+            os.replace(tmp, self.path / WEIGHTS)
+        except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
+            cause = os_error_in(e)
+            if cause is None:
+                raise
+            kept = self.meta.get("checkpoint_step")
+            raise ValueError(f"cannot save the checkpoint of step {step} in {self.path}: {why_not_written(cause, self.path)}; "
+                             + (f"the checkpoint of step {kept} is kept." if kept else "no checkpoint was saved.")) from e
+        finally:
+            for t in (tmp, tmp_opt):
+                if t:
+                    with contextlib.suppress(OSError):
+                        Path(t).unlink(missing_ok=True)
+        self.write_meta(checkpoint_step=step)
+
+    def weight_steps(self) -> list[int]:
+        """The steps whose weights can be loaded (`load_model`), ascending: the snapshots' and the checkpoint's."""
+        steps = set(snapshots.list_snapshots(self.path))
+        if self.has_checkpoint:
+            steps.add(self.info.checkpoint_step)
+        return sorted(steps)
+
+    def load_weights(self, model, path: Path | None = None) -> int:
+        """Load model.safetensors (or the weights file ``path``: a snapshot) into ``model``; return its step.
+        ValueError if missing, corrupt or foreign."""
+        from safetensors.torch import load_model
+
+        from ..device import is_out_of_memory
+
+        path = path or self.path / WEIGHTS
+        metadata, step, shapes = self._weights_header(path)
+        saved = agreement.saved_model_config(metadata)
+        mismatch = agreement.arch_mismatch(saved, model) or agreement.shape_mismatch(shapes, model)
+        if mismatch:
+            raise ValueError(f"{path} does not match the run's config.json: {mismatch}"
+                             f"{agreement.fields_differ(saved, model)}.")
+        try:
+            missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
+        except Exception as e:  # safetensors raises its own error types for bad headers and shapes
+            if is_out_of_memory(e):
+                raise  # the file is fine; the device is full
+            raise ValueError(f"{path} is corrupt or does not match the run's config: {e}") from None
+        if missing or unexpected:
+            raise ValueError(f"{path} does not match the run's config.json: other tensors (missing "
+                             f"{sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]})"
+                             f"{agreement.fields_differ(saved, model)}.")
+        other = agreement.meta_mismatch(self.meta, self.config) or agreement.parameters_mismatch(self.meta, model)
+        if other:
+            raise agreement.disagree(self.path / META, self.path / CONFIG, other)
+        return step
+
+    def _weights_header(self, path: Path) -> tuple[dict, int, dict[str, tuple[int, ...]]]:
+        """The metadata, step and tensor shapes of model.safetensors or a snapshot (its header alone is read),
+        checked against meta.json (`agreement.run_id_mismatch`; the checkpoint: `agreement.step_mismatch`)."""
+        from safetensors import safe_open
+
+        if not path.exists():
+            raise ValueError(f"{self.path} has no weights yet (model.safetensors); train it first.")
+        regular_file(path)
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                metadata = f.metadata() or {}
+                step = int(metadata.get("step", 0))
+                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118 (not a dict)
+        except Exception as e:  # safetensors raises its own error types for bad headers
+            raise ValueError(f"{path} is corrupt or not a safetensors file: {e}") from None
+        other = agreement.run_id_mismatch(self.meta, metadata)
+        if path == self.path / WEIGHTS:
+            other = other or agreement.step_mismatch(self.meta, step)
+        if other:
+            raise agreement.disagree(path, self.path / META, other)
+        return metadata, step, shapes
+
+    def load_training_state(self) -> dict | None:
+        """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
+        import torch
+        if (self.path / OPTIMIZER).exists():
+            regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
+        try:
+            state = torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
+        except Exception:  # a torn or foreign file: resume with fresh optimizer state
+            return None
+        other = agreement.run_id_mismatch(self.meta, state if isinstance(state, dict) else {})
+        if other:
+            raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
+        return state
+
+    def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
+        """The trained model for prompting (eval mode), with its tokenizer: the last checkpoint's, or with
+        ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's). Built without
+        memory (on the meta device: no random initialisation, seconds for GPT-2 small), then filled from the
+        weights, every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's
+        ``--dtype bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
+        import torch
+
+        from ..model import build_model
+
+        path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
+        kept = self.weight_steps()
+        if step is not None and path is None and kept and step != self.info.checkpoint_step:
+            raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
+        tokenizer = self.check_agreement()
+        with torch.device("meta"):
+            model = build_model(self.config.model)
+        model = model.to_empty(device=device)
+        if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
+            model.tie_unembedding()
+        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
+        step = self.load_weights(model, path)
+        model.eval()
+        return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
+                           f"{self.name} · step {step}", step)
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(map(str, steps)) if len(steps) <= 12 else f"{steps[0]}, {steps[1]}, …, {steps[-1]}"
