@@ -25,9 +25,9 @@ from pathlib import Path
 THRESHOLD = 0.95
 
 
-def run(seed: int, weight_decay: float | None, budget_s: float) -> dict:
+def run(seed: int, weight_decay: float | None, budget_s: float, log: Path | None = None) -> dict:
     """One run of the preset at ``seed`` (``weight_decay`` None: the preset's): until 95 % (with weight decay)
-    or ``budget_s`` of CPU time."""
+    or ``budget_s`` of CPU time. With ``log``, each evaluation's numbers are appended to it as they come."""
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
@@ -53,12 +53,21 @@ def run(seed: int, weight_decay: float | None, budget_s: float) -> dict:
                 out["best_val_acc"] = max(out["best_val_acc"], ev.accuracy or 0.0)
                 if out["passed_step"] is None and (ev.accuracy or 0.0) >= THRESHOLD:
                     out.update(passed_step=ev.step, passed_cpu_s=cpu, passed_wall_s=wall)
+                if log is not None:
+                    with log.open("a") as f:
+                        f.write(json.dumps(out) + "\n")
                     if weight_decay is None:
                         control.stop()
                 if cpu >= budget_s:
                     control.stop()
     out["cpu_ms_per_step"] = 1000 * out["cpu_s"] / out["step"]
     return out
+
+
+def _last(path: Path) -> dict | None:
+    """The latest evaluation a run logged, or None."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    return json.loads(lines[-1]) if lines else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,16 +78,29 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: --budget-s)")
     ap.add_argument("--jobs", type=int, default=2, help="runs side by side, each on one thread")
     ap.add_argument("--out", type=Path, default=None, help="also write the rows as JSON")
+    ap.add_argument("--log", type=Path, default=None, help="a folder: each run appends its evaluations to "
+                    "SEED-wd.jsonl or SEED-nowd.jsonl there")
+    ap.add_argument("--report", type=Path, default=None, help="only print the table of the runs logged in this "
+                    "folder so far (their latest evaluations)")
     a = ap.parse_args(argv)
     no_wd_budget = a.no_wd_budget_s if a.no_wd_budget_s is not None else a.budget_s
-    with ProcessPoolExecutor(a.jobs) as pool:
-        wd = [pool.submit(run, s, None, a.budget_s) for s in a.seeds]
-        no_wd = [pool.submit(run, s, 0.0, no_wd_budget) for s in a.seeds]
-        rows = [f.result() for f in wd], [f.result() for f in no_wd]
+    if a.report:
+        latest = [[_last(a.report / f"{s}-{kind}.jsonl") for s in a.seeds] for kind in ("wd", "nowd")]
+        rows = ([r for r in latest[0] if r], [r for r in latest[1] if r])
+    else:
+        if a.log:
+            a.log.mkdir(parents=True, exist_ok=True)
+        logs = {kind: [a.log / f"{s}-{kind}.jsonl" if a.log else None for s in a.seeds] for kind in ("wd", "nowd")}
+        with ProcessPoolExecutor(a.jobs) as pool:
+            wd = [pool.submit(run, s, None, a.budget_s, p) for s, p in zip(a.seeds, logs["wd"])]
+            no_wd = [pool.submit(run, s, 0.0, no_wd_budget, p) for s, p in zip(a.seeds, logs["nowd"])]
+            rows = [f.result() for f in wd], [f.result() for f in no_wd]
     print(f"grokking preset, {len(a.seeds)} seeds, one CPU thread per run ({a.jobs} side by side); "
           f"budget {a.budget_s:.0f} CPU s (no weight decay: {no_wd_budget:.0f})")
     print(f"{'seed':>6} {'WD: 95% at step':>16} {'CPU s':>7} {'wall s':>7} {'ms/step':>8}   "
           f"{'no WD: best val acc':>19} {'by step':>8} {'CPU s':>7} {'ms/step':>8}")
+    for r in (*rows[0], *rows[1]):
+        r.setdefault("cpu_ms_per_step", 1000 * r["cpu_s"] / r["step"])
     for w, n in zip(*rows):
         passed = f"{w['passed_step']:,}" if w["passed_step"] else "never"
         cpu = f"{w['passed_cpu_s']:.0f}" if w["passed_step"] else f">{w['cpu_s']:.0f}"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..data.datasets import StreamDataset
 from .ablation import validation_dataset
 from .scoring import ScoreInput, score
 
@@ -89,7 +90,10 @@ def validation_stream(loaded: LoadedModel) -> tuple[np.ndarray, np.ndarray]:
     """(the last l_max tokens of the train split, the validation split's tokens) of a next-token run."""
     check_next_token(loaded.config.data.task)
     dataset = validation_dataset(loaded.config, loaded.tokenizer)
-    return dataset.stream("train")[-loaded.model.config.l_max:], dataset.stream("val")  # type: ignore[attr-defined]
+    if not isinstance(dataset, StreamDataset):
+        raise ValueError("the loss per validation token is for a text stream; this run's corpus is prompts and "
+                         "answers (modadd), scored on the answer only.")
+    return dataset.stream("train")[-loaded.model.config.l_max:], dataset.stream("val")
 
 
 def token_losses(loaded: LoadedModel, stream: tuple[np.ndarray, np.ndarray] | None = None) -> TokenLoss:
