@@ -38,6 +38,7 @@ STEP, TRAIN_LOSS, LR, GRAD_NORM, SKIPPED = "step", "train_loss", "lr", "grad_nor
 TOKENS_PER_S, WINDOW_END = "tokens_per_s", "window_end"
 EVAL_TRAIN_LOSS, VAL_LOSS, ACCURACY = "eval_train_loss", "val_loss", "accuracy"
 TRAIN_ACCURACY, WEIGHT_NORM, EMBED_FOURIER = "train_accuracy", "weight_norm", "embed_fourier"
+GROKKED_ACCURACY = 0.95  # validation accuracy from which a modadd run counts as generalising (`grokked_step`)
 
 
 def row_step(row: Mapping[str, Any]) -> int:
@@ -53,6 +54,16 @@ def row_number(row: Mapping[str, Any], key: str) -> float | None:
 def is_evaluated(row: Mapping[str, Any]) -> bool:
     """Whether a row holds an evaluation's numbers."""
     return VAL_LOSS in row
+
+
+def grokked_step(rows: Iterable[Mapping[str, Any]], threshold: float = GROKKED_ACCURACY) -> int | None:
+    """The first evaluated step whose validation accuracy is at least ``threshold`` (the grokking lab's
+    marker), or None."""
+    for row in rows:
+        acc = row_number(row, ACCURACY)
+        if acc is not None and acc >= threshold:
+            return row_step(row)
+    return None
 
 
 def eval_train_loss(row: Mapping[str, Any]) -> float | None:

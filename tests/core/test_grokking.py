@@ -8,7 +8,7 @@ import torch
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from fatstudio.core.data.corpora import IGNORE, build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect.grokking import fourier_energy, grokked_step, number_embedding, weight_norm
+from fatstudio.core.inspect.grokking import fourier_energy, number_embedding, weight_norm
 from fatstudio.core.model import build_model
 from fatstudio.core.records import (
     ACCURACY,
@@ -16,6 +16,7 @@ from fatstudio.core.records import (
     TRAIN_ACCURACY,
     WEIGHT_NORM,
     MetricsRow,
+    grokked_step,
     read_jsonl,
     with_evaluation,
 )

@@ -1,18 +1,12 @@
 """What the grokking lab measures (Power et al. 2022; Nanda et al. 2023) on the "modadd" corpus: the token
-embedding's energy per frequency over the numbers 0 … p-1, the weights' norm, and the step at which
-validation accuracy passed a threshold. The trainer records the first two at each evaluation
-(`records.EMBED_FOURIER`, `records.WEIGHT_NORM`)."""
+embedding's energy per frequency over the numbers 0 … p-1, and the weights' norm. The trainer records both at
+each evaluation (`records.EMBED_FOURIER`, `records.WEIGHT_NORM`); `records.grokked_step` reads the step at
+which validation accuracy passed 95 %."""
 from __future__ import annotations
-
-from collections.abc import Iterable, Mapping
-from typing import Any
 
 import torch
 
 from ..data.tokenization import TokenizerLike
-from ..records import ACCURACY, row_number, row_step
-
-GROKKED_ACCURACY = 0.95  # validation accuracy from which a modadd run counts as generalising
 
 
 def number_embedding(model: torch.nn.Module, tokenizer: TokenizerLike, p: int) -> torch.Tensor:
@@ -43,11 +37,3 @@ def weight_norm(model: torch.nn.Module) -> float:
     """‖θ‖₂: the Euclidean norm of every parameter together (a tied W_u counted once); weight decay shrinks it."""
     return float(torch.stack([(q.detach().float() ** 2).sum() for q in model.parameters()]).sum().sqrt().cpu())
 
-
-def grokked_step(rows: Iterable[Mapping[str, Any]], threshold: float = GROKKED_ACCURACY) -> int | None:
-    """The first evaluated step whose validation accuracy is at least ``threshold``, or None."""
-    for row in rows:
-        acc = row_number(row, ACCURACY)
-        if acc is not None and acc >= threshold:
-            return row_step(row)
-    return None

@@ -1,6 +1,7 @@
 """The grokking lab's plots for a "modadd" run (`inspect.grokking` computes, this draws): train and validation
 accuracy with a marker at the step where validation accuracy passed 95 %, the weights' norm ‖θ‖₂, and the
-token embedding's energy by frequency at one evaluation, which a slider scrubs through."""
+token embedding's energy by frequency at one evaluation, which a slider scrubs through (their numbers are
+measured by the trainer, `inspect.grokking`)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +10,17 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
-from fatstudio.core.inspect.grokking import GROKKED_ACCURACY, grokked_step
-from fatstudio.core.records import ACCURACY, EMBED_FOURIER, STEP, TRAIN_ACCURACY, WEIGHT_NORM, row_number, with_evaluation
+from fatstudio.core.records import (
+    ACCURACY,
+    EMBED_FOURIER,
+    GROKKED_ACCURACY,
+    STEP,
+    TRAIN_ACCURACY,
+    WEIGHT_NORM,
+    grokked_step,
+    row_number,
+    with_evaluation,
+)
 
 from .curves import GRAD_COLOR, TRAIN_COLOR, VAL_COLOR, new_curve, new_plot
 
