@@ -169,6 +169,7 @@ class TrainingPlots(QWidget):
         grid.addWidget(self.grokking, 2, 0, 1, 3)
         grid.setRowStretch(0, 3)
         grid.setRowStretch(1, 2)
+        self._grid = grid
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
@@ -229,6 +230,8 @@ class TrainingPlots(QWidget):
         self.grokking.setVisible(on)
         for p in (self.lrPlot, self.gradPlot, self.speedPlot):
             p.setVisible(not on)
+        for row, stretch in enumerate((2, 0, 3) if on else (3, 2, 0)):
+            self._grid.setRowStretch(row, stretch)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
     #    with every new point (that halves the cost of a redraw); a zoom or pan by the user stops following
