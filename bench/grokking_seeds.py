@@ -53,14 +53,13 @@ def run(seed: int, weight_decay: float | None, budget_s: float, log: Path | None
                 out["best_val_acc"] = max(out["best_val_acc"], ev.accuracy or 0.0)
                 if out["passed_step"] is None and (ev.accuracy or 0.0) >= THRESHOLD:
                     out.update(passed_step=ev.step, passed_cpu_s=cpu, passed_wall_s=wall)
+                    if weight_decay is None:
+                        control.stop()
                 if log is not None:
                     with log.open("a") as f:
                         f.write(json.dumps(out) + "\n")
-                    if weight_decay is None:
-                        control.stop()
                 if cpu >= budget_s:
                     control.stop()
-    out["cpu_ms_per_step"] = 1000 * out["cpu_s"] / out["step"]
     return out
 
 
@@ -85,8 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     no_wd_budget = a.no_wd_budget_s if a.no_wd_budget_s is not None else a.budget_s
     if a.report:
-        latest = [[_last(a.report / f"{s}-{kind}.jsonl") for s in a.seeds] for kind in ("wd", "nowd")]
-        rows = ([r for r in latest[0] if r], [r for r in latest[1] if r])
+        rows = tuple([_last(a.report / f"{s}-{kind}.jsonl") for s in a.seeds] for kind in ("wd", "nowd"))
     else:
         if a.log:
             a.log.mkdir(parents=True, exist_ok=True)
@@ -95,25 +93,28 @@ def main(argv: list[str] | None = None) -> int:
             wd = [pool.submit(run, s, None, a.budget_s, p) for s, p in zip(a.seeds, logs["wd"])]
             no_wd = [pool.submit(run, s, 0.0, no_wd_budget, p) for s, p in zip(a.seeds, logs["nowd"])]
             rows = [f.result() for f in wd], [f.result() for f in no_wd]
-    print(f"grokking preset, {len(a.seeds)} seeds, one CPU thread per run ({a.jobs} side by side); "
-          f"budget {a.budget_s:.0f} CPU s (no weight decay: {no_wd_budget:.0f})")
+    print(f"grokking preset, {len(a.seeds)} seeds, one CPU thread per run; budget {a.budget_s:.0f} CPU s "
+          f"(no weight decay: {no_wd_budget:.0f})" + (f"; the runs logged in {a.report} so far" if a.report else ""))
     print(f"{'seed':>6} {'WD: 95% at step':>16} {'CPU s':>7} {'wall s':>7} {'ms/step':>8}   "
           f"{'no WD: best val acc':>19} {'by step':>8} {'CPU s':>7} {'ms/step':>8}")
-    for r in (*rows[0], *rows[1]):
-        r.setdefault("cpu_ms_per_step", 1000 * r["cpu_s"] / r["step"])
-    for w, n in zip(*rows):
-        passed = f"{w['passed_step']:,}" if w["passed_step"] else "never"
-        cpu = f"{w['passed_cpu_s']:.0f}" if w["passed_step"] else f">{w['cpu_s']:.0f}"
-        wall = f"{w['passed_wall_s']:.0f}" if w["passed_step"] else f">{w['wall_s']:.0f}"
-        print(f"{w['seed']:>6} {passed:>16} {cpu:>7} {wall:>7} {w['cpu_ms_per_step']:>8.1f}   "
-              f"{n['best_val_acc']:>19.1%} {n['step']:>8,} {n['cpu_s']:>7.0f} {n['cpu_ms_per_step']:>8.1f}")
-    passed = [w for w in rows[0] if w["passed_step"]]
-    if passed:
+    for seed, w, n in zip(a.seeds, *rows):
+        left = right = ""
+        if w:
+            done = w["passed_step"] is not None
+            left = (f"{w['passed_step'] if done else 'not by ' + str(w['step']):>16} "
+                    f"{w['passed_cpu_s' if done else 'cpu_s']:>7.0f} {w['passed_wall_s' if done else 'wall_s']:>7.0f} "
+                    f"{1000 * w['cpu_s'] / w['step']:>8.1f}")
+        if n:
+            right = f"{n['best_val_acc']:>19.1%} {n['step']:>8,} {n['cpu_s']:>7.0f} {1000 * n['cpu_s'] / n['step']:>8.1f}"
+        print(f"{seed:>6} {left:>41}   {right}")
+    passed = [w for w in rows[0] if w and w["passed_step"]]
+    no_wd_rows = [n for n in rows[1] if n]
+    if passed and no_wd_rows:
         step = statistics.median(w["passed_step"] for w in passed)
-        print(f"passed 95%: {len(passed)} of {len(rows[0])}; median step {step:,.0f}, "
-              f"median CPU {statistics.median(w['passed_cpu_s'] for w in passed):.0f} s; no weight decay best "
-              f"{max(n['best_val_acc'] for n in rows[1]):.1%} (ratio of steps no-WD / WD-to-95%: "
-              f"{statistics.median(n['step'] for n in rows[1]) / step:.1f}×)")
+        print(f"passed 95%: {len(passed)} of {len(a.seeds)}; median step {step:,.0f}, median CPU "
+              f"{statistics.median(w['passed_cpu_s'] for w in passed):.0f} s; without weight decay the best validation "
+              f"accuracy of any seed was {max(n['best_val_acc'] for n in no_wd_rows):.1%} (steps trained no-WD / "
+              f"median step of WD to 95%: {statistics.median(n['step'] for n in no_wd_rows) / step:.1f}×)")
     if a.out:
         a.out.write_text(json.dumps({"weight_decay": rows[0], "no_weight_decay": rows[1]}, indent=1))
         print(f"wrote {a.out}")
