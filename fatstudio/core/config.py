@@ -263,6 +263,7 @@ TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "word", "bpe")
 OPTIMIZERS = ("adamw", "sgd", "muon")
+MODADD_P, MODADD_MAX_P = 97, 500  # the "modadd" corpus's p: by default, and at most (250,000 pairs)
 TASK_ARCHS = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",), "seq2seq": ("edt",),
               "classification": ("bert",)}
 
@@ -277,6 +278,7 @@ class DataConfig(_Config):
     val_fraction: float = 0.1
     task: str = "next_token"
     p_mask: float = 0.15  # masked_lm (Algorithm 12)
+    modadd_p: int = MODADD_P  # p of the "modadd" corpus (a + b mod p); its training fraction is 1 - val_fraction
 
     def validate(self) -> DataConfig:
         if not isinstance(self.corpus, str):
@@ -291,6 +293,17 @@ class DataConfig(_Config):
         _whole("data.vocab_size", self.vocab_size, 8, "≥ 8")
         _check_number("data.val_fraction", self.val_fraction, 0.0, 1.0)
         _check_number("data.p_mask", self.p_mask, 0.0, 1.0, lo_open=True)
+        if not isinstance(self.modadd_p, int) or isinstance(self.modadd_p, bool) or not 2 <= self.modadd_p <= MODADD_MAX_P:
+            raise ValueError(f"data.modadd_p = {self.modadd_p!r} is not allowed; it must be a whole number "
+                             f"in [2, {MODADD_MAX_P}].")
+        if self.corpus == "modadd":
+            if self.tokenizer != "word" or self.vocab_size < self.modadd_p + 8:
+                raise ValueError(f"the modadd corpus needs data.tokenizer = 'word' and data.vocab_size ≥ "
+                                 f"{self.modadd_p + 8} (p = {self.modadd_p} numbers, '+', '=', newline, <unk> and "
+                                 "the four specials): one token per number.")
+            if not 0 < self.val_fraction < 1:
+                raise ValueError(f"data.val_fraction = {self.val_fraction!r} is not allowed for modadd; the pairs "
+                                 "not trained on are the validation split, so it must be in (0, 1).")
         return self
 
 

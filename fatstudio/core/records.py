@@ -17,7 +17,8 @@ class MetricsRow(TypedDict, total=False):
     """One step of ``metrics.jsonl``. Every row has ``step``, ``train_loss``, ``lr`` and ``grad_norm`` (None, with
     ``skipped``, where loss scaling skipped the step); rows of a finished emission window have the window's
     ``tokens_per_s``, its last row ``window_end``; an evaluated step adds ``eval_train_loss``, ``val_loss`` and
-    ``accuracy``."""
+    ``accuracy`` (validation), ``train_accuracy``, ``weight_norm`` (‖θ‖₂ over every parameter) and, on the
+    "modadd" corpus, ``embed_fourier`` (the token embedding's energy per frequency, `inspect.grokking`)."""
 
     step: int
     train_loss: float
@@ -29,12 +30,17 @@ class MetricsRow(TypedDict, total=False):
     eval_train_loss: float
     val_loss: float
     accuracy: float | None
+    train_accuracy: float
+    weight_norm: float
+    embed_fourier: list[float]
 
 
 # The keys of a metrics row, for its readers (a row read back from JSON may lack any of them).
 STEP, TRAIN_LOSS, LR, GRAD_NORM, SKIPPED = "step", "train_loss", "lr", "grad_norm", "skipped"
 TOKENS_PER_S, WINDOW_END = "tokens_per_s", "window_end"
 EVAL_TRAIN_LOSS, VAL_LOSS, ACCURACY = "eval_train_loss", "val_loss", "accuracy"
+TRAIN_ACCURACY, WEIGHT_NORM, EMBED_FOURIER = "train_accuracy", "weight_norm", "embed_fourier"
+GROKKED_ACCURACY = 0.95  # validation accuracy from which a modadd run counts as generalising (`grokked_step`)
 
 
 def row_step(row: Mapping[str, Any]) -> int:
@@ -50,6 +56,16 @@ def row_number(row: Mapping[str, Any], key: str) -> float | None:
 def is_evaluated(row: Mapping[str, Any]) -> bool:
     """Whether a row holds an evaluation's numbers."""
     return VAL_LOSS in row
+
+
+def grokked_step(rows: Iterable[Mapping[str, Any]], threshold: float = GROKKED_ACCURACY) -> int | None:
+    """The first evaluated step whose validation accuracy is at least ``threshold`` (the grokking lab's
+    marker), or None."""
+    for row in rows:
+        acc = row_number(row, ACCURACY)
+        if acc is not None and acc >= threshold:
+            return row_step(row)
+    return None
 
 
 def eval_train_loss(row: Mapping[str, Any]) -> float | None:
@@ -74,9 +90,17 @@ def metrics_rows(steps: Sequence[int], train_loss: Sequence[float], lr: Sequence
     return rows
 
 
-def with_evaluation(row: MetricsRow, eval_train_loss: float, val_loss: float, accuracy: float | None) -> None:
-    """Add an evaluation's numbers to the row of its step."""
+def with_evaluation(row: MetricsRow, eval_train_loss: float, val_loss: float, accuracy: float | None,
+                    train_accuracy: float | None = None, weight_norm: float | None = None,
+                    embed_fourier: Sequence[float] | None = None) -> None:
+    """Add an evaluation's numbers to the row of its step (those given: an older trainer measured fewer)."""
     row["eval_train_loss"], row["val_loss"], row["accuracy"] = eval_train_loss, val_loss, accuracy
+    if train_accuracy is not None:
+        row["train_accuracy"] = train_accuracy
+    if weight_norm is not None:
+        row["weight_norm"] = weight_norm
+    if embed_fourier is not None:
+        row["embed_fourier"] = list(embed_fourier)
 
 
 def jsonl(rows: Iterable[Mapping[str, Any]]) -> str:

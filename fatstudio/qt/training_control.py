@@ -149,6 +149,7 @@ class TrainingControl(QObject):
 
     def _on_evaluation(self, ev) -> None:
         self.plots.add_eval(ev.step, ev.val_loss)
+        self.plots.grokking.add_evaluation(ev)
         numbers = self.workspace.last_evaluation.split(": ", 1)[-1]
         self.view.show_status(f"Step {ev.step:,}: {numbers}  ·  {self.workspace.run_dir}")
         self._runs_stale = True

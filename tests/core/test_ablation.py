@@ -122,7 +122,7 @@ def test_the_baseline_is_the_trainer_s_validation_loss(task, char_data):
     arch = {"next_token": "gpt", "masked_lm": "bert", "seq2seq": "edt"}[task]
     model = tiny(arch, vocab_size=tok.vocab_size).float()
     t = TrainConfig(batch_size=4, eval_iters=3, seed=5)
-    _, val_loss, _ = evaluate(model, data, task, t, torch.device("cpu"), t.seed)
+    _, val_loss, _, _ = evaluate(model, data, task, t, torch.device("cpu"), t.seed)
     ablator = Ablator(model, validation_batch(data, task, t.batch_size, t.eval_iters, t.seed, tok.pad_id))
     assert abs(ablator.baseline() - val_loss) <= 1e-5
 

@@ -299,7 +299,9 @@ def _replay(key):
 def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
     """Every shipped preset, trained at its settings (measured rows, gradient norms and last probe maps):
     no call finds anything to warn about. BERT clips on every step (a note), the encoder-decoder solves its
-    task (its uniform heads are not judged), and at the end the Diagnostics list says nothing is unusual."""
+    task (its uniform heads are not judged), and at the end the Diagnostics list says nothing is unusual.
+    The grokking preset is the exception its walkthrough tells of: its loss spikes now and then and recovers
+    (η = 2e-3 without clipping), which the spike rule rightly says, and nothing else."""
     from fatstudio.core.config import RunConfig
     from fatstudio.core.runs.presets import load_presets
     from fatstudio.core.runs.reference_curves import same_settings
@@ -312,9 +314,11 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
         measured = RunConfig.from_dict(settings["config"])
         assert same_settings(measured, preset.config) and measured.train.steps == preset.config.train.steps, \
             f"{preset.key} changed: measure it again (bench/diagnose_presets.py --save {RUNS})"
+        allowed = ("spike",) if preset.key == "7-grokking" else ()
         for found in calls:
-            assert [f.line for f in found if f.warning] == [], preset.key
-        assert diagnosis.summary(calls[-1]).startswith("Nothing unusual at step"), preset.key
+            assert [f.line for f in found if f.warning and f.kind not in allowed] == [], preset.key
+        if not allowed:
+            assert diagnosis.summary(calls[-1]).startswith("Nothing unusual at step"), preset.key
         notes[preset.key] = kinds(calls[-1])
     assert notes["3-bert-mlm"][0] == "clipping"  # the intended clipping is said, as a note
     assert notes["4-edt-reverse"] == []  # solved: no head lines at all
@@ -322,7 +326,8 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
 
 def test_the_shipped_reference_curves_raise_no_warning():
     """The reference curves (`reference_curves`: each preset's loss over seeds) read as metrics rows, the mean
-    train loss of each window and the validation loss of each evaluation: no rule warns."""
+    train loss of each window and the validation loss of each evaluation: no rule warns (the grokking preset's
+    spikes aside, as above)."""
     from fatstudio.core.runs.reference_curves import load_reference, reference_dir
 
     shipped = sorted(reference_dir().glob("*.json"))
@@ -336,4 +341,5 @@ def test_the_shipped_reference_curves_raise_no_warning():
         rows.sort(key=lambda r: r["step"])
         unigram = json.loads(str(np.load(RUNS / f"{ref.preset}.npz")["settings"]))["unigram"]
         found = d.diagnose(rows, ref.config.train.grad_clip, unigram, ref.config.train.warmup)
-        assert [f.line for f in found if f.warning] == [], ref.preset
+        allowed = ("spike",) if ref.preset == "7-grokking" else ()
+        assert [f.line for f in found if f.warning and f.kind not in allowed] == [], ref.preset

@@ -293,7 +293,7 @@ def test_evaluate_is_the_mean_loss_of_fixed_batches_in_eval_mode(text_file):
     model = build_model(ModelConfig(arch="bert", **TINY, vocab_size=tok.vocab_size, dropout=0.5))
     t = TrainConfig(batch_size=3, eval_iters=4)
     model.train()
-    tr, va, acc = training.evaluate(model, dataset, "masked_lm", t, torch.device("cpu"), seed=5)
+    tr, va, acc, _ = training.evaluate(model, dataset, "masked_lm", t, torch.device("cpu"), seed=5)
     assert model.training
     plain = build_model(ModelConfig(arch="bert", **TINY, vocab_size=tok.vocab_size)).eval()
     plain.load_state_dict(model.state_dict())

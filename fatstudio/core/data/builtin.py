@@ -1,6 +1,7 @@
 """The built-in corpora: the synthetic tasks (copy, reverse, sort, add, brackets, kv; each with a seq2seq pair
-and, where it has one, a labelled form), the "repeat" sequences where induction heads form, and the shipped
-python-stdlib snapshot. ``corpora.load_corpus`` makes a ``Corpus`` of them."""
+and, where it has one, a labelled form), the "repeat" sequences where induction heads form, "modadd" (a + b
+mod p, where grokking happens) and the shipped python-stdlib snapshot. ``corpora.load_corpus`` makes a
+``Corpus`` of them."""
 from __future__ import annotations
 
 import gzip
@@ -132,11 +133,14 @@ BUILTINS: dict[str, str] = {
     **{name: s.description for name, s in SYNTHETIC.items()},
     "repeat": "random letters, each sequence written twice: qwkdmqwkdmxbxb… (where induction heads form)",
     "python-stdlib": "Python standard library source (53 modules of CPython 3.11.7, 1.5 M characters)",
+    "modadd": "a + b mod p for every pair a, b < p: 12+34=46 (grokking; p is data.modadd_p); the loss is on the "
+              "answer only",
 }
 BUILTIN_TASKS: dict[str, tuple[str, ...]] = {
     **{name: tuple(t for t in TASKS if t != "classification" or s.labelled) for name, s in SYNTHETIC.items()},
     "repeat": ("next_token", "masked_lm"),
     "python-stdlib": ("next_token", "masked_lm"),
+    "modadd": ("next_token",),
 }
 # "repeat": N_REPEAT blocks r + r, r of REPEAT_LENGTHS random letters of REPEAT_ALPHABET, one after another
 # with nothing between them. A second copy is predictable only by looking back at the first (an induction
@@ -146,6 +150,11 @@ BUILTIN_TASKS: dict[str, tuple[str, ...]] = {
 REPEAT_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 REPEAT_LENGTHS = (4, 12)
 N_REPEAT = 20_000
+
+
+def modadd_pairs(p: int) -> list[tuple[str, str]]:
+    """Every prompt "a+b=" with its answer (a + b) mod p, for a, b = 0 … p-1 (Power et al. 2022): p² pairs."""
+    return [(f"{a}+{b}=", str((a + b) % p)) for a in range(p) for b in range(p)]
 
 
 def unique_examples(make, rng: random.Random, n: int) -> list[tuple[str, str]]:

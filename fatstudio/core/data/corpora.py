@@ -20,12 +20,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import TASKS, check_choice
+from ..config import MODADD_P, TASKS, check_choice
 from ..files import NotAFile, read_bytes, regular_file
 from . import streaming
-from .builtin import BUILTIN_TASKS, BUILTINS, N_EXAMPLES, N_REPEAT, SYNTHETIC, repeat_sequences, stdlib_text, unique_examples
+from .builtin import (
+    BUILTIN_TASKS,
+    BUILTINS,
+    N_EXAMPLES,
+    N_REPEAT,
+    SYNTHETIC,
+    modadd_pairs,
+    repeat_sequences,
+    stdlib_text,
+    unique_examples,
+)
 from .datasets import IGNORE as IGNORE  # the loss and the interventions read it here
-from .datasets import Dataset, ExampleDataset, MappedDataset, StreamDataset
+from .datasets import AnswerDataset, Dataset, ExampleDataset, MappedDataset, StreamDataset
 from .tokenization import Progress, Tokenizer, encode_corpus, split_text
 
 if TYPE_CHECKING:
@@ -54,6 +64,7 @@ class Corpus:
     labelled: list[tuple[str, str]] | None = None
     notes: list[str] = field(default_factory=list)
     source: Source | None = None  # a streamed text (see `streaming`)
+    modulus: int | None = None  # "modadd": p
 
     @property
     def examples(self) -> list[tuple[str, str]]:
@@ -255,9 +266,14 @@ def _load_streamed(path: Path, spec: str, files: list[Path], notes: list[str], p
     return Corpus(path.name, "text", notes=notes, source=source)
 
 
-def _load_builtin(name: str, task: str, seed: int) -> Corpus:
+def _load_builtin(name: str, task: str, seed: int, modadd_p: int) -> Corpus:
     if task not in BUILTIN_TASKS[name]:
         raise ValueError(f"built-in corpus {name!r} has no {task} form; it supports {', '.join(BUILTIN_TASKS[name])}.")
+    if name == "modadd":
+        pairs = modadd_pairs(modadd_p)
+        return Corpus(name, "text", text="".join(f"{a}{b}\n" for a, b in pairs), pairs=pairs, modulus=modadd_p,
+                      notes=[f"all {len(pairs):,} sums a+b mod {modadd_p}; the validation split is a random "
+                             "val_fraction of them, and the loss counts the answer only."])
     if name == "python-stdlib":
         text, notes = stdlib_text()
         return Corpus(name, "text", text=text, notes=notes)
@@ -274,16 +290,17 @@ def _load_builtin(name: str, task: str, seed: int) -> Corpus:
     return Corpus(name, "text", text="".join(f"{a}{s.sep}{b}\n" for a, b in examples), notes=notes)
 
 
-def load_corpus(spec: str, task: str = "next_token", progress: Progress | None = None, seed: int = 0) -> Corpus:
+def load_corpus(spec: str, task: str = "next_token", progress: Progress | None = None, seed: int = 0,
+                modadd_p: int = MODADD_P) -> Corpus:
     """A corpus from a built-in name (``BUILTINS``), a file or a folder (recursive), shaped for ``task``.
 
     Text tasks read text files; seq2seq reads ``source<TAB>target`` .tsv or ``{"source", "target"}`` .jsonl;
     classification reads ``text<TAB>label`` .tsv or ``{"text", "label"}`` .jsonl. Raises ValueError with a
-    one-line reason for anything unusable.
+    one-line reason for anything unusable. ``modadd_p`` is the p of "modadd".
     """
     check_choice("task", task, TASKS)
     if spec in BUILTINS:
-        corpus = _load_builtin(spec, task, seed)
+        corpus = _load_builtin(spec, task, seed, modadd_p)
         if progress:
             progress(1.0, f"built-in corpus {spec}")
         return corpus
@@ -305,11 +322,12 @@ class Prepared:
     corpus: Corpus
     tokenizer: Tokenizer
 
-    def serves(self, corpus: str, task: str, tokenizer: str, vocab_cap: int, seed: int) -> bool:
-        """Whether these are what ``load_corpus(corpus, task, seed=seed)`` and ``train_tokenizer(tokenizer,
-        …, vocab_cap)`` would make (``vocab_cap``: data.vocab_size)."""
+    def serves(self, corpus: str, task: str, tokenizer: str, vocab_cap: int, seed: int, modadd_p: int = MODADD_P) -> bool:
+        """Whether these are what ``load_corpus(corpus, task, seed=seed, modadd_p=modadd_p)`` and
+        ``train_tokenizer(tokenizer, …, vocab_cap)`` would make (``vocab_cap``: data.vocab_size)."""
         made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_cap)
-        return made_for == (corpus, task, tokenizer, vocab_cap) and (self.seed == seed or not seeded(corpus))
+        return (made_for == (corpus, task, tokenizer, vocab_cap) and (self.seed == seed or not seeded(corpus))
+                and self.corpus.modulus in (None, modadd_p))
 
 
 def seeded(spec: str) -> bool:
@@ -335,6 +353,9 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
         raise ValueError(f"val_fraction = {val_fraction!r} is not allowed; it must be in [0, 1).")
     if task == "masked_lm" and not 0 < p_mask <= 1:
         raise ValueError(f"p_mask = {p_mask!r} is not allowed; it must be in (0, 1].")
+    if corpus.kind == "text" and corpus.pairs is not None and task == "next_token":
+        examples, n_train = _shuffled_split(corpus.pairs, val_fraction, seed, corpus.name)
+        return AnswerDataset(tokenizer, l_max, examples, n_train)
     if corpus.kind == "text":
         tokens = corpus.source.tokens(tokenizer, progress) if corpus.source is not None else None
         data = tokens.data if tokens is not None else encode_corpus(tokenizer, corpus.text or "", progress)
@@ -347,11 +368,18 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
             return MappedDataset(task, tokenizer, l_max, tokens, n_train, p_mask)
         return StreamDataset(task, tokenizer, l_max, data, n_train, p_mask)
     unique = list(dict.fromkeys(corpus.examples))
-    order = np.random.default_rng(seed).permutation(len(unique))
-    examples = [unique[i] for i in order]
-    n_val = 0 if val_fraction == 0 else max(1, round(len(examples) * val_fraction))
-    if len(examples) - n_val < 1:
-        raise ValueError(f"corpus {corpus.name!r} has {len(examples)} distinct example(s); at least "
+    examples, n_train = _shuffled_split(unique, val_fraction, seed, corpus.name)
+    return ExampleDataset(task, tokenizer, l_max, examples, n_train, len(corpus.examples) - len(unique), progress)
+
+
+def _shuffled_split(examples: list[tuple[str, str]], val_fraction: float, seed: int, name: str
+                    ) -> tuple[list[tuple[str, str]], int]:
+    """``examples`` shuffled with ``seed``, and how many of them train (the rest validate): each side holds at
+    least one (val is empty only when val_fraction = 0)."""
+    order = np.random.default_rng(seed).permutation(len(examples))
+    shuffled = [examples[i] for i in order]
+    n_val = 0 if val_fraction == 0 else max(1, round(len(shuffled) * val_fraction))
+    if len(shuffled) - n_val < 1:
+        raise ValueError(f"corpus {name!r} has {len(shuffled)} distinct example(s); at least "
                          f"{n_val + 1} are needed for a train and a validation split.")
-    return ExampleDataset(task, tokenizer, l_max, examples, len(examples) - n_val,
-                           len(corpus.examples) - len(unique), progress)
+    return shuffled, len(shuffled) - n_val

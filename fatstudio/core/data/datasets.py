@@ -206,3 +206,43 @@ class ExampleDataset(Dataset):
         counts = np.bincount(flat[off[start]:off[start + n]], minlength=self.tokenizer.vocab_size)
         counts[self.tokenizer.eos_id] += n
         return counts
+
+class AnswerDataset(Dataset):
+    """next_token (Algorithm 13) on prompts and answers (the "modadd" corpus: ``12+34=`` → ``46``): a row is the
+    prompt and the answer without its last token, and its targets are IGNORE but at the answer's tokens, so the
+    loss and the accuracy count the answer only. A batch of at least a split's size is the whole split, in order
+    (full-batch training, and an exact evaluation)."""
+
+    def __init__(self, tokenizer: Tokenizer, l_max: int, examples: list[tuple[str, str]], n_train: int):
+        super().__init__("next_token", tokenizer, l_max)
+        self._examples = {"train": examples[:n_train], "val": examples[n_train:]}
+        self._rows = {split: self._encode(rows) for split, rows in self._examples.items() if rows}
+
+    def _encode(self, examples: list[tuple[str, str]]) -> dict[str, torch.Tensor]:
+        prompts = self.tokenizer.encode_batch([a for a, _ in examples])
+        answers = self.tokenizer.encode_batch([b for _, b in examples])
+        longest = max(len(p) + len(a) - 1 for p, a in zip(prompts, answers))
+        if longest > self.l_max:
+            raise ValueError(f"a prompt and its answer take {longest + 1} tokens; l_max = {self.l_max} must be at "
+                             f"least {longest}.")
+        x = [np.array(p + a[:-1]) for p, a in zip(prompts, answers)]
+        y = [np.array([IGNORE] * (len(p) - 1) + a) for p, a in zip(prompts, answers)]
+        (xs, real), (ys, _) = _pad(x, self.tokenizer.pad_id), _pad(y, IGNORE)
+        return {"x": xs, "y": ys, "x_pad_mask": real} if not real.all() else {"x": xs, "y": ys}
+
+    def examples(self, split: str) -> list[tuple[str, str]]:
+        """The (prompt, answer) strings of a split."""
+        self._check_split(split)
+        return self._examples[split]
+
+    def sizes(self) -> dict:
+        return {"train_examples": len(self._examples["train"]), "val_examples": len(self._examples["val"])}
+
+    def batch(self, split, batch_size, generator):
+        n = len(self._examples.get(split, ()))
+        self._check_split(split, n)
+        rows = self._rows[split]
+        if batch_size >= n:
+            return dict(rows)
+        idx = torch.randint(n, (batch_size,), generator=generator)
+        return {k: v[idx] for k, v in rows.items()}

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..config import MODADD_P
+
 if TYPE_CHECKING:
     from .corpora import Corpus, Prepared
     from .tokenization import Tokenizer
@@ -126,14 +128,14 @@ def stat_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def load(spec: str, task: str, tokenizer: str, vocab_size: int, seed: int,
-         progress: Progress | None = None) -> CorpusPreview:
-    """Load the corpus ``spec`` for ``task`` (a synthetic built-in generated with ``seed``), train a
-    ``tokenizer`` tokenizer of at most ``vocab_size`` tokens on it, and describe both."""
+         progress: Progress | None = None, modadd_p: int = MODADD_P) -> CorpusPreview:
+    """Load the corpus ``spec`` for ``task`` (a synthetic built-in generated with ``seed``; "modadd" with
+    ``modadd_p``), train a ``tokenizer`` tokenizer of at most ``vocab_size`` tokens on it, and describe both."""
     from . import corpora as data
 
     report = progress or _quiet
     report(0.0, f"loading {spec}")
-    corpus = data.load_corpus(spec, task, progress=_scaled(report, 0.0, 0.6), seed=seed)
+    corpus = data.load_corpus(spec, task, progress=_scaled(report, 0.0, 0.6), seed=seed, modadd_p=modadd_p)
     info = CorpusPreview(spec=spec, task=task, seed=seed, seeded=data.seeded(spec), name=corpus.name,
                          kind=corpus.kind, stats=dict(corpus.stats()), preview=corpus.preview(PREVIEW_CHARS),
                          notes=list(corpus.notes), builtins=dict(data.BUILTINS),

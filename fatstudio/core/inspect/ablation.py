@@ -47,7 +47,7 @@ def check_kind(kind: str) -> None:
 def validation_dataset(config: RunConfig, tokenizer: Tokenizer) -> Dataset:
     """The run's corpus tokenized and split as its training did (its own tokenizer, l_max, val_fraction, seed)."""
     d, t = config.data, config.train
-    corpus = load_corpus(d.corpus, d.task, None, t.seed)
+    corpus = load_corpus(d.corpus, d.task, None, t.seed, d.modadd_p)
     dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed)
     if not any(v for k, v in dataset.sizes().items() if k.startswith("val")):
         raise ValueError("this run has no validation split (data.val_fraction = 0), so there is no validation "

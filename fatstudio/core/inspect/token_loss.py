@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from ..data.corpora import IGNORE
+from ..data.datasets import StreamDataset
 from ..device import at_least_fp32, model_device
 from ..files import csv_text
 from .ablation import task_logits, validation_dataset
@@ -124,7 +125,10 @@ def validation_split(loaded: LoadedModel) -> ValidationSplit:
         return ValidationSplit(task, rows, y[y != IGNORE], dataset.target_counts("train"),  # type: ignore[attr-defined]
                                pair_starts=np.concatenate(([0], np.cumsum(counted)[:-1])),
                                sources=[s for s, _ in examples])
-    train, val = dataset.stream("train"), dataset.stream("val")  # type: ignore[attr-defined]
+    if not isinstance(dataset, StreamDataset):
+        raise ValueError("the loss per validation token is for a text stream; this run's corpus is prompts and "
+                         "answers (modadd), scored on the answer only.")
+    train, val = dataset.stream("train"), dataset.stream("val")
     context = np.asarray(train[-l_max:])
     counts = np.bincount(np.asarray(train), minlength=N_V)
     val = np.asarray(val)

@@ -310,7 +310,7 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
     from ..data.chars import chars_per_token
     from ..data.corpora import build_dataset, load_corpus
 
-    corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed)
+    corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed, modadd_p=d.modadd_p)
     tokenizer = run.load_tokenizer()
     dataset = build_dataset(corpus, tokenizer, d.task, run.config.model.l_max, d.val_fraction, d.p_mask, t.seed)
     return (chars_per_token(corpus, tokenizer, dataset) or {}).get("val")
@@ -349,7 +349,7 @@ def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, t
         key = (d.task, run.config.train.seed if seeded(corpus_spec) else None)
         try:
             if "chars_per_token" not in run.meta and key not in corpora:
-                corpora[key] = load_corpus(d.corpus, d.task, seed=run.config.train.seed)
+                corpora[key] = load_corpus(d.corpus, d.task, seed=run.config.train.seed, modadd_p=d.modadd_p)
             cpt = run_chars_per_token(run, corpora.get(key))
         except ValueError:
             cpt = None

@@ -56,6 +56,9 @@ class Evaluation(Event):
     eval_train_loss: float  # mean loss over eval_iters batches of the train split (not one step's loss)
     val_loss: float
     accuracy: float | None = None  # token (or class) accuracy on the validation split
+    train_accuracy: float | None = None  # the same on the train split
+    weight_norm: float | None = None  # ‖θ‖₂ over every parameter (`grokking.weight_norm`)
+    embed_fourier: tuple[float, ...] | None = None  # "modadd": W_e's energy per frequency (`grokking.fourier_energy`)
 
 
 @dataclass(frozen=True)

@@ -48,29 +48,29 @@ def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator,
 
 @torch.no_grad()
 def evaluate(model, dataset, task: str, t: TrainConfig, dev: torch.device, seed: int,
-             precision: str = "fp32") -> tuple[float, float, float]:
-    """Mean loss on ``eval_iters`` batches of each split (the same batches every time), and val accuracy.
-    The numbers stay on the device until the one read at the end."""
+             precision: str = "fp32") -> tuple[float, float, float, float]:
+    """Mean loss on ``eval_iters`` batches of each split (the same batches every time), and the token (or
+    class) accuracy on each: (train loss, val loss, val accuracy, train accuracy). The numbers stay on the
+    device until the one read at the end."""
     was_training = model.training
     model.eval()
-    sums = []
-    correct = torch.zeros((), dtype=torch.long, device=dev)
-    counted = torch.zeros((), dtype=torch.long, device=dev)
+    numbers = []
     for split in ("train", "val"):
         g = torch.Generator().manual_seed(seed + (1 if split == "val" else 0))
         total = torch.zeros((), device=dev)
+        correct = torch.zeros((), dtype=torch.long, device=dev)
+        counted = torch.zeros((), dtype=torch.long, device=dev)
         for _ in range(t.eval_iters):
             with autocast(dev, precision):
                 loss, logits, y = task_loss(model, next_batch(dataset, split, t.batch_size, g, dev), task)
             total += loss.float()
-            if split == "val":
-                keep = y != IGNORE
-                correct += (logits.argmax(-1) == y)[keep].sum()
-                counted += keep.sum()
-        sums.append(total)
+            keep = y != IGNORE
+            correct += (logits.argmax(-1) == y)[keep].sum()
+            counted += keep.sum()
+        numbers += [total / t.eval_iters, correct.float() / counted.clamp(min=1)]
     model.train(was_training)
-    tr, va, c, n = torch.stack([*sums, correct.float(), counted.float()]).tolist()
-    return tr / t.eval_iters, va / t.eval_iters, c / max(1.0, n)
+    tr, train_acc, va, val_acc = torch.stack(numbers).tolist()
+    return tr, va, val_acc, train_acc
 
 
 def compile_problem(dev: torch.device) -> str | None:

@@ -24,14 +24,15 @@ def prepare(config: RunConfig, run: Run | None = None, prepared: Prepared | None
 
     t, d = config.train, config.data
     vocab_cap = d.vocab_size  # data.vocab_size: the most tokens the tokenizer may have (word, bpe)
-    if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, vocab_cap, t.seed):
+    if prepared is not None and not prepared.serves(d.corpus, d.task, d.tokenizer, vocab_cap, t.seed, d.modadd_p):
         prepared = None
     if prepared:
         corpus = prepared.corpus
         yield Prepare(f"using corpus {d.corpus} as loaded", 0.2)
     else:
         yield Prepare(f"loading corpus {d.corpus}", 0.0)
-        corpus = yield from _with_progress(lambda progress: corpora.load_corpus(d.corpus, d.task, progress, t.seed), 0.0, 0.2)
+        corpus = yield from _with_progress(lambda progress: corpora.load_corpus(d.corpus, d.task, progress, t.seed,
+                                                                                       d.modadd_p), 0.0, 0.2)
         for note in corpus.notes:
             yield Prepare(note, 0.2)
     world = world or World()

@@ -28,7 +28,8 @@ class Recorder:
             best = min(event.val_loss, self.run.meta.get("best_val_loss", math.inf))
             self.run.write_meta(step=event.step, best_val_loss=best, val_loss=event.val_loss)
             if self.pending:
-                with_evaluation(self.pending[-1], event.eval_train_loss, event.val_loss, event.accuracy)
+                with_evaluation(self.pending[-1], event.eval_train_loss, event.val_loss, event.accuracy,
+                                event.train_accuracy, event.weight_norm, event.embed_fourier)
         elif isinstance(event, Sample):
             self.run.append_sample(event.step, event.text)
         elif isinstance(event, Checkpoint):

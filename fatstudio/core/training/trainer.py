@@ -30,7 +30,7 @@ from ..device import (
     set_rng_state,
 )
 from ..distributed import World
-from ..inspect import probe_lens, probes
+from ..inspect import grokking, probe_lens, probes
 from ..inspect.diagnostics import head_findings
 from ..inspect.loaded import LoadedModel
 from ..inspect.probes import ProbeInput
@@ -436,9 +436,13 @@ class Trainer:
                      step, t.steps, elapsed, eta)
 
     def _evaluate(self, step: int) -> Evaluation:
-        """Evaluate both splits (`evaluate`)."""
-        tr, va, acc = evaluate(self.model, self.dataset, self.task, self.t, self.dev, self.t.seed, self.precision)
-        return Evaluation(step, tr, va, acc)
+        """Evaluate both splits (`evaluate`), measure the weights' norm and, on "modadd", the embedding's
+        Fourier energy (`grokking`)."""
+        tr, va, acc, train_acc = evaluate(self.model, self.dataset, self.task, self.t, self.dev, self.t.seed,
+                                          self.precision)
+        p = self.config.data.modadd_p if self.config.data.corpus == "modadd" else None
+        fourier = tuple(grokking.fourier_energy(grokking.number_embedding(self.model, self.tokenizer, p))) if p else None
+        return Evaluation(step, tr, va, acc, train_acc, grokking.weight_norm(self.model), fourier)
 
     def _open_probe(self) -> None:
         """The run's probe input: the one asked for, else the run's own (resuming), else the task's default

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.config import TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
+from fatstudio.core.config import MODADD_MAX_P, MODADD_P, TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
 from fatstudio.core.data import preview
 from fatstudio.core.data.preview import CorpusPreview, Piece
 from fatstudio.qt.binding import Binding, Change, Settings
@@ -164,6 +164,9 @@ class CorpusPanel(QWidget):
                                      "The fraction of the corpus held out to measure the validation loss.")
         self.pMaskSpin = f.add("p_mask", "p<sub>mask</sub>", float_spin(0.01, 0.99, 0.15, decimals=2, step=0.05),
                                "Masked LM (Algorithm 12): the probability that each token is masked.")
+        self.modaddPSpin = f.add("modadd_p", "p (a + b mod p)", int_spin(2, MODADD_MAX_P, MODADD_P),
+                                 "The modadd corpus: every a + b mod p for a, b < p, p² pairs; the validation "
+                                 "split holds a fraction of them (training fraction = 1 - validation split).")
         box = QWidget()
         box.setLayout(f.layout)
         return box
@@ -255,7 +258,7 @@ class CorpusPanel(QWidget):
         if "corpus" in data:
             self.info = None
             self._show_source()
-        if data & {"corpus", "task"}:
+        if data & {"corpus", "task"} or ("modadd_p" in data and self.spec == "modadd"):
             self.reload()  # a corpus reads differently per task (pairs, labels)
         elif "tokenizer" in data:
             self._retok_timer.start(0)
@@ -289,7 +292,7 @@ class CorpusPanel(QWidget):
         """Load the corpus and train its tokenizer again, in a worker thread."""
         self._reload_timer.stop()
         d = self.settings.data
-        self._start(preview.load, d.corpus, d.task, d.tokenizer, d.vocab_size, self.seed)
+        self._start(preview.load, d.corpus, d.task, d.tokenizer, d.vocab_size, self.seed, modadd_p=d.modadd_p)
 
     def _retokenize(self) -> None:
         if self.info is not None and self.info.corpus is not None and not self.loading:
@@ -298,7 +301,7 @@ class CorpusPanel(QWidget):
         else:
             self.reload()
 
-    def _start(self, func, *args) -> None:
+    def _start(self, func, *args, **kwargs) -> None:
         if not self.spec:
             return
         if self._call is not None:
@@ -311,7 +314,7 @@ class CorpusPanel(QWidget):
         self.progressBar.setFormat("%p%")
         self.progressBar.show()
         self.statusChanged.emit()
-        self._call = call_in_thread(func, *args, with_progress=True, owner=self,
+        self._call = call_in_thread(func, *args, with_progress=True, owner=self, **kwargs,
                                     on_result=lambda info, j=job: self._loaded(j, info),
                                     on_error=lambda msg, j=job: self._failed(j, msg),
                                     on_progress=lambda f, m, j=job: self._progress(j, f, m))
@@ -411,6 +414,7 @@ class CorpusPanel(QWidget):
         d = self.settings.data
         self.form.set_row_visible("vocab_size", d.tokenizer != "char")
         self.form.set_row_visible("p_mask", d.task == "masked_lm")
+        self.form.set_row_visible("modadd_p", d.corpus == "modadd")
 
     # -- reactions -------------------------------------------------------------------------------------------
     def open_tokenizer_lab(self) -> None:

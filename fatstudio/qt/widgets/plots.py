@@ -54,6 +54,7 @@ from .curves import (
     new_plot,
     scaled_values,
 )
+from .grokking_plots import GrokkingPlots
 from .plot_export import CSV_COLUMNS
 from .plot_overlays import _Overlay
 
@@ -86,6 +87,8 @@ class TrainingPlots(QWidget):
         self.lrPlot = new_plot("learning rate η", "lrPlot", "η")
         self.gradPlot = new_plot("gradient norm ‖∇‖ (before clipping)", "gradNormPlot", "‖∇‖")
         self.speedPlot = new_plot("throughput", "throughputPlot", "tokens/s")
+        self.grokking = GrokkingPlots()  # a "modadd" run's (grokking) plots, in place of the small ones
+        self.grokking.setVisible(False)
 
         self.train = SmoothedSeries()
         self.val = Series(64)
@@ -163,8 +166,10 @@ class TrainingPlots(QWidget):
         grid.addWidget(self.lrPlot, 1, 0)
         grid.addWidget(self.gradPlot, 1, 1)
         grid.addWidget(self.speedPlot, 1, 2)
+        grid.addWidget(self.grokking, 2, 0, 1, 3)
         grid.setRowStretch(0, 3)
         grid.setRowStretch(1, 2)
+        self._grid = grid
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
@@ -196,6 +201,7 @@ class TrainingPlots(QWidget):
         """Drop the run's curves and its reference (`set_run` gives the next run's), or the plan."""
         for s in (self.train, self.val, self.lr, self.grad, self.speed):
             s.clear()
+        self.grokking.clear()
         self._plan = None
         self.planHint.setVisible(False)
         self.set_reference(None)
@@ -214,9 +220,18 @@ class TrainingPlots(QWidget):
         """The run shown (live or reopened): its characters per token per split (``Started.chars_per_token``
         or its meta.json; None: no bits/char) and the reference curve that applies to its settings, if any."""
         self._set_chars(chars_per_token)
+        self.show_grokking(config is not None and config.data.corpus == "modadd")
         self._planned = config.train.steps if config is not None else None
         self.set_reference(find_reference(config) if config is not None else None)
         self._follow_x()  # a reopened run's curves came first (`load_metrics`)
+
+    def show_grokking(self, on: bool) -> None:
+        """The grokking plots (a "modadd" run) in place of the learning rate, gradient norm and throughput."""
+        self.grokking.setVisible(on)
+        for p in (self.lrPlot, self.gradPlot, self.speedPlot):
+            p.setVisible(not on)
+        for row, stretch in enumerate((2, 0, 3) if on else (3, 2, 0)):
+            self._grid.setRowStretch(row, stretch)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
     #    with every new point (that halves the cost of a redraw); a zoom or pan by the user stops following
@@ -315,6 +330,7 @@ class TrainingPlots(QWidget):
         self.grad.extend([r[STEP] for r in scaled], [r[GRAD_NORM] for r in scaled])
         self.speed.extend([r[STEP] for r in window_ends], [r[TOKENS_PER_S] for r in window_ends])
         self.val.extend([r[STEP] for r in evaluated], [r[VAL_LOSS] for r in evaluated])
+        self.grokking.load_metrics(rows)
         self.redraw()
 
     def redraw(self) -> None:
