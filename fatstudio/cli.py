@@ -6,7 +6,9 @@ Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback
 from __future__ import annotations
 
 import argparse
+import gc
 import math
+import os
 import shlex
 import signal
 import sys
@@ -65,7 +67,22 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--format", required=True, choices=["hf"], help="hf: config.json, model.safetensors and the "
                    "tokenizer files that AutoModelForCausalLM and AutoTokenizer load")
     e.add_argument("--out", required=True, metavar="DIR", help="the folder to create (new or empty)")
+    for command in sub.choices.values():
+        command.add_argument("--force-memory", action="store_true", help="build the model even where its "
+                             "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
     return p
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    """The exit code of an interrupted command (128 + the signal). The objects made so far are frozen out of the
+    collector: the collection at exit would otherwise take seconds after a large corpus was read."""
+    gc.freeze()
+    return 143 if str(e) == "SIGTERM" else 130
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    """SIGTERM ends a command as Ctrl-C does: a KeyboardInterrupt, so that what it was writing is removed."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _intervention_parsers(sub) -> None:
@@ -119,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         from .qt.app import main as app_main
         return app_main([])
+    if args.force_memory:
+        from .core.memory import IGNORE_ENV
+
+        os.environ[IGNORE_ENV] = "1"
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
@@ -135,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
             msg += f" ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
         print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print(f"fatstudio {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        print(f"fatstudio {args.command}: interrupted{f' ({e})' if str(e) else ''}; nothing was written.",
+              file=sys.stderr)
+        return _interrupted(e)
 
 
 # ---- train -------------------------------------------------------------------------------------------
@@ -176,10 +199,19 @@ def cmd_train(args) -> int:
 
     config = _load_config(args)
     control = Control()
-    # Ctrl-C or SIGTERM (a scheduler ending the job): stop after the current step, checkpoint, exit
-    previous: dict[signal.Signals, Any] = {  # the handlers to put back (a callable, SIG_DFL, SIG_IGN or None)
-        sig: signal.signal(sig, lambda *_: control.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     world = World.from_env()  # under torchrun, rank 0 alone shows the run
+    phase = ["starting"]  # what the run is doing: a Prepare event's words, then "training"
+
+    def on_signal(signum: int, frame: Any) -> None:
+        """Ctrl-C or SIGTERM (a scheduler ending the job): once training, stop after the current step and
+        checkpoint; before its first step (the corpus read or tokenized, the model built or compiled), end now,
+        leaving no run folder behind (`train` removes the one it made)."""
+        control.stop()
+        if phase[0] != "training" and not world.distributed:
+            _interrupt(signum, frame)
+
+    previous: dict[signal.Signals, Any] = {  # the handlers to put back (a callable, SIG_DFL, SIG_IGN or None)
+        sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     bar = _ProgressBar(enabled=not args.quiet and world.is_main, processes=world.size)
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
@@ -191,6 +223,10 @@ def cmd_train(args) -> int:
             handler = show.get(type(ev))
             if handler:
                 handler(ev)
+            if isinstance(ev, Prepare):
+                phase[0] = ev.message
+            elif isinstance(ev, Steps):
+                phase[0] = "training"
             if isinstance(ev, Started):
                 run_dir = ev.run_dir
             if isinstance(ev, Finished):
@@ -198,6 +234,10 @@ def cmd_train(args) -> int:
                 if hint:
                     print(hint)
                 return 0 if ev.status != "failed" else 1
+    except KeyboardInterrupt as e:
+        kept = f"{args.resume} keeps its last checkpoint" if args.resume else "no run folder was left"
+        print(f"\nfatstudio train: interrupted{f' ({e})' if str(e) else ''} while {phase[0]}; {kept}.", file=sys.stderr)
+        return _interrupted(e)
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -350,3 +350,20 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
                          f"{n_val + 1} are needed for a train and a validation split.")
     return ExampleDataset(task, tokenizer, l_max, examples, len(examples) - n_val,
                            len(corpus.examples) - len(unique), progress)
+
+
+def short_splits_note(dataset: Dataset, l_max: int) -> str | None:
+    """What the numbers of a run on a text too short for ℓ_max will mean: None when each split (train, and val
+    if there is one) fills at least one window of ℓ_max tokens (and the next-token target)."""
+    sizes = dataset.sizes()
+    if "train_tokens" not in sizes:
+        return None
+    need = l_max + (dataset.task == "next_token")
+    train, val = sizes["train_tokens"], sizes["val_tokens"]
+    if train >= need and (val == 0 or val >= need):
+        return None
+    short = " and ".join(f"{name} {n:,} tokens" for name, n in (("train", train), ("validation", val))
+                         if 0 < n < need)
+    return (f"the corpus is too short for l_max = {l_max}: its splits hold {short}, fewer than one window of "
+            f"{need}; windows are shorter than l_max, the model never sees a full context, and a validation "
+            f"loss and accuracy over {val:,} tokens say little. Use a longer corpus (or a smaller l_max).")

@@ -38,6 +38,7 @@ import platformdirs
 from ..config import RunConfig
 from ..files import atomic_write, naming, os_error_in
 from ..inspect.loaded import LoadedModel
+from ..memory import check_fits
 from ..records import TOKENS_PER_S, WINDOW_END, MetricsRow, RunMeta, jsonl, read_jsonl, row_step
 
 if TYPE_CHECKING:
@@ -405,6 +406,7 @@ class Run:
         """The trained model for prompting (eval mode), with its tokenizer."""
         from ..model import build_model
 
+        check_fits(self.config.model, 1, device, training=False, what=f"opening the model of {self.path}")
         tokenizer = self.load_tokenizer()
         model = build_model(self.config.model).to(device)
         step = self.load_weights(model)
