@@ -303,7 +303,7 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
     dtype = token_dtype(tokenizer.vocab_size)
     size = len(text_or_iterable) if isinstance(text_or_iterable, str) else \
         sum(map(len, text_or_iterable)) if isinstance(text_or_iterable, Sequence) else 1 << 20
-    data = np.empty(max(size, 1024), dtype)
+    data: np.ndarray = np.empty(max(size, 1024), dtype)
     n = 0
     batch: list[str] = []
 
@@ -311,7 +311,7 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
         nonlocal data, n
         for ids in tokenizer.encode_batch(batch):
             if n + len(ids) > len(data):
-                grown = np.empty(max(2 * len(data), n + len(ids)), dtype)
+                grown: np.ndarray = np.empty(max(2 * len(data), n + len(ids)), dtype)
                 grown[:n] = data[:n]
                 data = grown
             data[n:n + len(ids)] = ids
