@@ -74,9 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _interrupted(e: KeyboardInterrupt) -> int:
-    """The exit code of an interrupted command (128 + the signal). The objects made so far are frozen out of the
-    collector: the collection at exit would otherwise take seconds after a large corpus was read."""
-    gc.freeze()
+    """The exit code of an interrupted command: 128 + the signal."""
     return 143 if str(e) == "SIGTERM" else 130
 
 
@@ -128,6 +126,7 @@ def _intervention_parsers(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process itself, not a caller in Python
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     if args.self_test:
@@ -140,7 +139,17 @@ def main(argv: list[str] | None = None) -> int:
         from .core.memory import IGNORE_ENV
 
         os.environ[IGNORE_ENV] = "1"
-    signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        code = _command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if program and code in (130, 143):  # interrupted: the collection at exit would take seconds after a large
+        gc.freeze()  # corpus was read; the objects made so far are left out of it
+    return code
+
+
+def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,

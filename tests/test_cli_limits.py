@@ -232,3 +232,25 @@ def test_a_corpus_too_short_for_l_max_trains_with_a_note_saying_what_the_numbers
 def test_a_corpus_long_enough_has_no_such_note(cfg, tmp_path, capsys):
     assert main(["train", str(cfg), "--out", str(tmp_path / "run")]) == 0
     assert "too short" not in capsys.readouterr().err
+
+
+def test_sigterm_during_an_export_ends_it_leaving_no_folder(cfg, tmp_path, capsys, monkeypatch):
+    import safetensors.torch
+
+    run, out = tmp_path / "run", tmp_path / "hf"
+    assert main(["train", str(cfg), "--out", str(run), "--quiet"]) == 0
+
+    def save_file(tensors, path, metadata=None):  # the weights half written when the signal comes
+        Path(path).write_bytes(b"half")
+        signal.raise_signal(signal.SIGTERM)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", save_file)
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        capsys.readouterr()
+        assert main(["export", str(run), "--format", "hf", "--out", str(out)]) == 128 + signal.SIGTERM
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    err = capsys.readouterr().err
+    assert "fatstudio export: interrupted (SIGTERM); nothing was written." in err
+    assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]
