@@ -254,3 +254,21 @@ def test_sigterm_during_an_export_ends_it_leaving_no_folder(cfg, tmp_path, capsy
     err = capsys.readouterr().err
     assert "fatstudio export: interrupted (SIGTERM); nothing was written." in err
     assert not out.exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]
+
+
+def test_on_cuda_the_gpus_free_memory_is_what_counts(monkeypatch):
+    import torch
+
+    monkeypatch.delenv(memory.IGNORE_ENV, raising=False)
+    asked: list = []
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: asked.append(i) or (2 << 30, 80 << 30))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(memory, "ram_available", lambda: 1 << 40)  # plenty of RAM: the GPU decides
+    cfg = ModelConfig(d_e=2048, d_mlp=8192, L=24, H=16, l_max=1024, vocab_size=50_000)  # ~1.3 B parameters
+    assert memory.device_available("cuda:1") == 2 << 30 and asked == [1]
+    with pytest.raises(memory.DoesNotFit, match="of GPU memory is free"):
+        memory.check_fits(cfg, 8, torch.device("cuda", 0))
+    monkeypatch.setattr(memory, "ram_available", lambda: 1 << 20)  # the weights are made in RAM first
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda i: (1 << 45, 1 << 45))
+    with pytest.raises(memory.DoesNotFit, match="of RAM is free"):
+        memory.check_fits(cfg, 8, "cuda")

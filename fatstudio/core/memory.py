@@ -63,7 +63,7 @@ def device_available(device: Any) -> int | None:
         return ram_available()
     import torch  # only asked about a CUDA device, so torch is loaded already
 
-    index = getattr(device, "index", None)
+    index = None if isinstance(device, str) else device.index
     if index is None and ":" in str(device):
         index = int(str(device).split(":")[1])
     return int(torch.cuda.mem_get_info(index if index is not None else torch.cuda.current_device())[0])
