@@ -9,6 +9,8 @@ times: on a 1 MB corpus (tinyshakespeare: the baseline, held in memory), on the 
 token cache (so it is scanned, its tokenizer trained on a sample, and encoded into the cache) and on it
 again (the cache hit). For each it prints the child's wall time and peak RSS (``os.wait4``'s ru_maxrss of
 that child alone), and the token file's size. The large file and the cache are deleted at the end.
+With ``--sizes 10,50,100,191`` it instead trains once on a corpus of each size (MB) and prints the peak RSS
+against the bound peak memory must stay within at every size: 400 MB + 1.5 × the corpus's size.
 A benchmark, not a test: the times vary with the machine's load.
 """
 from __future__ import annotations
@@ -25,7 +27,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
+SHAKESPEARE = Path("/work/shared/data/tinyshakespeare.txt")
+if not SHAKESPEARE.exists():
+    SHAKESPEARE = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 SMALL_MODEL = ["model.l_max=64", "model.L=2", "model.H=4", "model.d_e=64", "model.d_mlp=256"]
 
 
@@ -69,15 +73,37 @@ def train(corpus: Path, out: Path, steps: int, tokenizer: str, env: dict) -> dic
     return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024, "output": output}
 
 
+def by_size(folder: Path, sizes: list[int], steps: int, tokenizer: str, env: dict) -> None:
+    print(f"{'corpus MB':>9} {'held':>9} {'wall s':>7} {'peak RSS MB':>12} {'bound MB':>9} {'within':>7}", flush=True)
+    for mb in sizes:
+        corpus = folder / f"c{mb}.txt"
+        size = write_corpus(corpus, mb) / 2**20
+        r = train(corpus, folder / f"run-{mb}", steps, tokenizer, env)
+        bound = 400 + 1.5 * size
+        held = "streamed" if any((folder / "cache").rglob("tokens.bin")) else "in memory"
+        print(f"{size:>9.0f} {held:>9} {r['seconds']:>7.0f} {r['peak_rss_mb']:>12.0f} {bound:>9.0f} "
+              f"{str(r['peak_rss_mb'] <= bound):>7}", flush=True)
+        corpus.unlink()
+        shutil.rmtree(folder / "cache", ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=int, default=1000, help="size of the large corpus in MB (default 1000)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--tokenizer", default="char", choices=("char", "word", "bpe"))
     ap.add_argument("--folder", default=None, help="where to write the corpus and the cache (default: a temp folder)")
+    ap.add_argument("--sizes", help="MB of each corpus to train once on, comma-separated (e.g. 10,50,100,191): "
+                    "peak RSS against 400 MB + 1.5 × the size")
     a = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="fatstudio-huge-", dir=a.folder))
     env = {**os.environ, "FATSTUDIO_CACHE": str(folder / "cache"), "FATSTUDIO_RUNS": str(folder / "runs")}
+    if a.sizes:
+        try:
+            by_size(folder, [int(s) for s in a.sizes.split(",")], a.steps, a.tokenizer, env)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
     try:
         huge = folder / "huge.txt"
         t0 = time.perf_counter()

@@ -6,6 +6,7 @@ Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback
 from __future__ import annotations
 
 import argparse
+import gc
 import math
 import os
 import shlex
@@ -90,7 +91,20 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
     i.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' type in the "
                    "run's file (bfloat16: half the file; the model is float32 in memory either way)")
+    for command in sub.choices.values():
+        command.add_argument("--force-memory", action="store_true", help="build the model even where its "
+                             "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
     return p
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    """The exit code of an interrupted command: 128 + the signal."""
+    return 143 if str(e) == "SIGTERM" else 130
+
+
+def _interrupt(signum: int, _frame: Any) -> None:
+    """SIGTERM ends a command as Ctrl-C does: a KeyboardInterrupt, so that what it was writing is removed."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 def _intervention_parsers(sub) -> None:
@@ -138,6 +152,7 @@ def _intervention_parsers(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process itself, not a caller in Python
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     if args.self_test:
@@ -146,6 +161,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         from .qt.app import main as app_main
         return app_main([])
+    if args.force_memory:
+        from .core.memory import IGNORE_ENV
+
+        os.environ[IGNORE_ENV] = "1"
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        code = _command(args)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if program and code in (130, 143):  # interrupted: the collection at exit would take seconds after a large
+        gc.freeze()  # corpus was read; the objects made so far are left out of it
+    return code
+
+
+def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
@@ -163,10 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         if _main_process():
             print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if _main_process():
-            print(f"fatstudio {args.command}: interrupted", file=sys.stderr)
-        return 130
+            print(f"fatstudio {args.command}: interrupted{f' ({e})' if str(e) else ''}; nothing was written.",
+                  file=sys.stderr)
+        return _interrupted(e)
 
 
 def _main_process() -> bool:
@@ -221,10 +252,19 @@ def cmd_train(args) -> int:
 
     config = _load_config(args)
     control = Control()
-    # Ctrl-C or SIGTERM (a scheduler ending the job): stop after the current step, checkpoint, exit
-    previous: dict[signal.Signals, Any] = {  # the handlers to put back (a callable, SIG_DFL, SIG_IGN or None)
-        sig: signal.signal(sig, lambda *_: control.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
     world = World.from_env()  # under torchrun, rank 0 alone shows the run
+    phase = ["starting"]  # what the run is doing: a Prepare event's words, then "training"
+
+    def on_signal(signum: int, frame: Any) -> None:
+        """Ctrl-C or SIGTERM (a scheduler ending the job): once training, stop after the current step and
+        checkpoint; before its first step (the corpus read or tokenized, the model built or compiled), end now,
+        leaving no run folder behind (`train` removes the one it made)."""
+        control.stop()
+        if phase[0] != "training" and not world.distributed:
+            _interrupt(signum, frame)
+
+    previous: dict[signal.Signals, Any] = {  # the handlers to put back (a callable, SIG_DFL, SIG_IGN or None)
+        sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     bar = _ProgressBar(enabled=not args.quiet and world.is_main, processes=world.size)
     show: dict[type, Callable[[Any], None]] = {  # the events a terminal shows; the others pass silently
         Prepare: bar.prepare, Note: bar.note, Started: bar.start, Steps: bar.update, Evaluation: bar.evaluation,
@@ -241,6 +281,10 @@ def cmd_train(args) -> int:
             handler = show.get(type(ev))
             if handler:
                 handler(ev)
+            if isinstance(ev, Prepare):
+                phase[0] = ev.message
+            elif isinstance(ev, Steps):
+                phase[0] = "training"
             if isinstance(ev, Started):
                 run_dir = ev.run_dir
             if isinstance(ev, Finished):
@@ -248,6 +292,10 @@ def cmd_train(args) -> int:
                 if hint:
                     print(hint)
                 return 0 if ev.status != "failed" else 1
+    except KeyboardInterrupt as e:
+        kept = f"{args.resume} keeps its last checkpoint" if args.resume else "no run folder was left"
+        print(f"\nfatstudio train: interrupted{f' ({e})' if str(e) else ''} while {phase[0]}; {kept}.", file=sys.stderr)
+        return _interrupted(e)
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -67,6 +67,17 @@ def test_refusals_are_one_line_and_write_nothing(hf_folder, tmp_path, capsys):
     assert "not a folder" in capsys.readouterr().err
 
 
+def test_a_model_that_cannot_fit_is_refused_before_its_weights_are_read(hf_folder, tmp_path, capsys, monkeypatch):
+    from fatstudio.core import memory
+    from fatstudio.core.runs import import_hf
+
+    monkeypatch.setattr(memory, "ram_available", lambda: 1000)  # 1 kB free
+    monkeypatch.setattr(import_hf, "read_tensors", lambda folder: pytest.fail("the weights were read"))
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "r")]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RAM" in err[0] and not (tmp_path / "r").exists()
+
+
 def test_weights_of_another_shape_than_config_json_are_refused_in_words(hf_folder, tmp_path, capsys):
     cfg = json.loads((hf_folder / "config.json").read_text())
     (hf_folder / "config.json").write_text(json.dumps({**cfg, "intermediate_size": cfg["intermediate_size"] + 8}))

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.config import RunConfig
+from fatstudio.core.memory import OVERRIDE
 from fatstudio.core.runs.presets import load_presets
 from fatstudio.core.workspace import Settings, TrainingState, Workspace
 from fatstudio.qt import closing, settings_control, state
@@ -440,6 +441,10 @@ class MainWindow(QMainWindow):
                 self._error_box.close()
             box = QMessageBox(QMessageBox.Icon.Warning, "fatstudio", message, QMessageBox.StandardButton.Ok, self)
             box.setObjectName("errorDialog")
+            if self.training.refused is not None and OVERRIDE in message:  # a run refused for memory
+                anyway = box.addButton("Train anyway", QMessageBox.ButtonRole.AcceptRole)
+                anyway.setObjectName("trainAnywayButton")
+                anyway.clicked.connect(self.training.train_anyway)
             box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
             box.open()
             self._error_box = box

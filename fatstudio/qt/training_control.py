@@ -3,12 +3,14 @@ hands each of its events to the `Workspace` on the GUI thread, and shows them in
 progress, status line, samples, diagnostics). The workspace holds the state; this only drives and shows."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from fatstudio.core import memory
 from fatstudio.core.config import RunConfig
 from fatstudio.core.workspace import TrainingState, Workspace
 from fatstudio.qt import state
@@ -33,6 +35,8 @@ class TrainingControl(QObject):
         super().__init__(parent)
         self.workspace, self.view, self.plots = workspace, view, view.plots
         self.job: TrainingJob | None = None
+        self._started: tuple | None = None  # the latest start's arguments
+        self.refused: tuple | None = None  # those of a start refused for memory (`train_anyway`)
         self._handlers: dict[type, Callable[[Any], None]] | None = None
         self._runs_stale = False  # an evaluation arrived; the trainer writes meta.json after its sample
         self.diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS)
@@ -51,6 +55,7 @@ class TrainingControl(QObject):
     def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None, init_from: str | None = None) -> bool:
         """Start a run (``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights) in a
         worker thread."""
+        self._started, self.refused = (cfg, run_dir, resume, probe, init_from), None
         job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.workspace.prepared, probe=probe,
                           parent=self, init_from=init_from)
         if not self.workspace.start(job, run_dir):
@@ -174,7 +179,15 @@ class TrainingControl(QObject):
 
     def _on_failed(self, message: str) -> None:
         self.workspace.fail(message)
+        self.refused = self._started if memory.OVERRIDE in message else None  # `memory.DoesNotFit`'s words
         self.error.emit(message)
+
+    def train_anyway(self) -> None:
+        """Start the run refused for memory again, the check off for the rest of the session (the error
+        dialog's "Train anyway")."""
+        if self.refused is not None and self.job is None:
+            os.environ[memory.IGNORE_ENV] = "1"
+            self.start(*self.refused)
 
     def _on_done(self) -> None:
         job, self.job = self.job, None

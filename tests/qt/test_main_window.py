@@ -493,3 +493,24 @@ def test_estimate_button_times_the_settings_and_forgets_when_they_change(qtbot, 
     assert label.text() == ""  # it measured the settings of before
     w.model_panel.fields["H_kv"].setValue(3)  # does not divide H = 2: no valid model
     assert not button.isEnabled() and label.text() == ""  # what is wrong is said under the settings, once
+
+
+def test_a_run_refused_for_memory_says_why_and_offers_train_anyway(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from fatstudio.core import memory
+
+    monkeypatch.setenv(memory.IGNORE_ENV, "0")  # checked (and put back after the test)
+    monkeypatch.setattr(memory, "ram_available", lambda: 1000)  # 1 kB free: nothing fits
+    w = window
+    w.show()
+    set_tiny(w, steps=4, corpus="copy")
+    w.train_view.trainButton.click()
+    wait_idle(qtbot, w)
+    assert "needs about" in w.last_error and "of RAM is free" in w.last_error and "Traceback" not in w.last_error
+    box = w.findChild(QMessageBox, "errorDialog")
+    anyway = box.findChild(QPushButton, "trainAnywayButton")
+    assert anyway is not None and "needs about" in box.text()
+    anyway.click()  # the user knows better
+    qtbot.waitUntil(lambda: w.last_status == "finished", timeout=LONG)
+    assert os.environ[memory.IGNORE_ENV] == "1"

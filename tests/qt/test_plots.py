@@ -25,6 +25,33 @@ def test_series_doubles_and_keeps_points():
     assert np.array_equal(s.x, np.arange(105)) and np.array_equal(s.y, np.arange(105.0))
 
 
+def test_a_long_run_keeps_at_most_max_points_per_series_evenly_and_the_last_exactly():
+    s = Series(max_points=1000)
+    for i in range(0, 200_000, 997):  # odd-sized batches, as the trainer's events come
+        xs = np.arange(i, min(i + 997, 200_000))
+        s.extend(xs, xs * 0.5)
+        assert s.n <= 1000 and s.x[-1] == xs[-1] and s.y[-1] == xs[-1] * 0.5  # the latest point, exact
+    assert s.n > 500 and s.x[0] == 0
+    gaps = np.diff(s.x[:-1])
+    assert np.all(gaps == s.stride)  # evenly thinned: every stride-th step
+    assert np.array_equal(s.y, s.x * 0.5)  # each point kept is a real (step, value)
+
+
+def test_training_plots_keep_50k_points_per_series_from_200k_rows(qtbot):
+    p = TrainingPlots()
+    qtbot.addWidget(p)
+    for start in range(1, 200_001, 5000):
+        steps = list(range(start, start + 5000))
+        p.append_steps(steps, [1.0 + 1 / s for s in steps], [1e-3] * 5000, [0.5] * 5000, 1e4)
+    for s in (p.train, p.train.smooth, p.lr, p.grad, p.grad.smooth):
+        assert s.n <= Series.MAX_POINTS and s.x[-1] == 200_000
+    assert p.train.y[-1] == 1.0 + 1 / 200_000
+    p.smoothingSlider.setValue(30)  # smoothing recomputed from the thinned points keeps their spacing
+    assert p.train.smooth.n == p.train.n and p.train.smooth.stride == p.train.stride
+    p.append_steps([200_001], [2.0], [1e-3], [0.5])
+    assert p.train.smooth.x[-1] == 200_001 and p.train.smooth.n <= Series.MAX_POINTS
+
+
 def test_ema_is_incremental_and_debiased():
     ys = [4.0, 2.0, 3.0, 1.0, 5.0]
     s = SmoothedSeries(alpha=0.5)

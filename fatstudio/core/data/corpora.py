@@ -383,3 +383,20 @@ def _shuffled_split(examples: list[tuple[str, str]], val_fraction: float, seed: 
         raise ValueError(f"corpus {name!r} has {len(shuffled)} distinct example(s); at least "
                          f"{n_val + 1} are needed for a train and a validation split.")
     return shuffled, len(shuffled) - n_val
+
+
+def short_splits_note(dataset: Dataset, l_max: int) -> str | None:
+    """What the numbers of a run on a text too short for ℓ_max will mean: None when each split (train, and val
+    if there is one) fills at least one window of ℓ_max tokens (and the next-token target)."""
+    sizes = dataset.sizes()
+    if "train_tokens" not in sizes:
+        return None
+    need = l_max + (dataset.task == "next_token")
+    train, val = sizes["train_tokens"], sizes["val_tokens"]
+    if train >= need and (val == 0 or val >= need):
+        return None
+    short = " and ".join(f"{name} {n:,} tokens" for name, n in (("train", train), ("validation", val))
+                         if 0 < n < need)
+    return (f"the corpus is too short for l_max = {l_max}: its splits hold {short}, fewer than one window of "
+            f"{need}; windows are shorter than l_max, the model never sees a full context, and a validation "
+            f"loss and accuracy over {val:,} tokens say little. Use a longer corpus (or a smaller l_max).")

@@ -39,6 +39,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 
 from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from ..data.tokenization import Tokenizer
+from ..memory import check_fits
 from ..model import build_model
 from .folder import Run
 
@@ -357,6 +358,7 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
         raise ValueError(f"{folder} has no config.json; it is not a transformers model folder.")
     cls = model_class(hf)
     cfg = model_config(hf).validate()
+    check_fits(cfg, 1, "cpu", training=False, what=f"importing {folder.name} ({cls})")  # before a weight is read
     tokenizer = load_tokenizer(folder, cls, hf)
     say(0.1, f"reading the {cls} weights")
     tensors = read_tensors(folder)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..files import os_error_in, regular_file, why_not_written
 from ..inspect.loaded import LoadedModel
+from ..memory import check_fits
 from . import agreement, snapshots
 
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ class RunWeights:
         kept = self.weight_steps()
         if step is not None and path is None and kept and step != self.info.checkpoint_step:
             raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
+        check_fits(self.config.model, 1, device, training=False, what=f"opening the model of {self.path}")
         tokenizer = self.check_agreement()
         with torch.device("meta"):
             model = build_model(self.config.model)

@@ -26,6 +26,7 @@ import torch
 from ..config import RunConfig
 from ..data.corpora import Prepared
 from ..device import resolve_device, resolve_precision
+from ..memory import check_fits
 from .loss import evaluate
 from .preparation import prepare
 from .sample import make_sample
@@ -70,12 +71,15 @@ def estimate(config: RunConfig, prepared: Prepared | None = None,
              progress: Callable[[float, str], None] | None = None) -> Estimate:
     """Time a few real steps, an evaluation and a sample of ``config`` and estimate the whole run (see the
     module). ``progress(fraction, message)`` follows it. ValueError in words for settings that cannot train,
-    `device.OutOfMemory` if they do not fit."""
+    `memory.DoesNotFit` before anything is built if the Model panel's estimate exceeds the memory free,
+    `device.OutOfMemory` if they do not fit after all."""
     report = progress or (lambda fraction, message: None)
     config.validate()
     t = config.train
     dev = resolve_device(t.device)
     precision = resolve_precision(t.precision, dev)
+    check_fits(config.model, t.batch_size, dev, optimizer=t.optimizer, precision=precision,
+               what="estimating this run (it trains a few steps)")  # nothing built that cannot fit
     preparing = prepare(config, None, prepared)
     try:
         while True:

@@ -82,24 +82,39 @@ def init_config(config: RunConfig, source: Run) -> RunConfig:
 
 def _with_progress(fn, lo: float, hi: float):
     """Run ``fn(progress)`` in a helper thread, yielding its (fraction, message) reports as Prepare events
-    while it works; return its result (``result = yield from _with_progress(...)``), re-raising its error."""
+    while it works; return its result (``result = yield from _with_progress(...)``), re-raising its error.
+    Left early (Ctrl-C, SIGTERM, the generator closed), the helper stops at its next report (about a megabyte
+    of text later)."""
     reports: list[tuple[float, str]] = []
     result: dict = {}
+    left = threading.Event()
+
+    def report(fraction: float, message: str) -> None:
+        if left.is_set():
+            raise _Left
+        reports.append((fraction, message))
 
     def target():
         try:
-            result["value"] = fn(lambda fraction, message: reports.append((fraction, message)))
+            result["value"] = fn(report)
         except BaseException as e:  # re-raised in the generator's thread below
             result["error"] = e
 
     worker = threading.Thread(target=target, daemon=True)
     worker.start()
-    while worker.is_alive():
-        worker.join(0.1)
-        if reports:
-            fraction, message = reports[-1]
-            reports.clear()
-            yield Prepare(message, lo + (hi - lo) * min(max(fraction, 0.0), 1.0))
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+            if reports:
+                fraction, message = reports[-1]
+                reports.clear()
+                yield Prepare(message, lo + (hi - lo) * min(max(fraction, 0.0), 1.0))
+    finally:
+        left.set()
     if "error" in result:
         raise result["error"]
     return result["value"]
+
+
+class _Left(Exception):
+    """Raised in the helper thread of a preparation its caller left (`_with_progress`)."""

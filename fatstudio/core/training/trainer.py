@@ -3,7 +3,9 @@ prepares the data, opens the run folder and drives a Trainer (see the package's 
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
@@ -14,7 +16,7 @@ import torch
 from .. import model as models  # models.build_model looked up per call (tests substitute it)
 from ..config import RunConfig
 from ..data.chars import val_bytes_per_token
-from ..data.corpora import Dataset, Prepared
+from ..data.corpora import Dataset, Prepared, short_splits_note
 from ..data.tokenization import Tokenizer
 from ..device import (
     OutOfMemory,
@@ -34,6 +36,7 @@ from ..inspect import grokking, probe_lens, probes
 from ..inspect.diagnostics import head_findings
 from ..inspect.loaded import LoadedModel
 from ..inspect.probes import ProbeInput
+from ..memory import check_fits
 from ..runs import snapshots
 from ..runs.folder import Run
 from .control import Control
@@ -115,6 +118,7 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
            locked: list[Run], init: Run | None) -> Iterator[Event]:
     t = config.train
     precision = resolve_precision(t.precision, dev)
+    check_fits(config.model, t.batch_size, dev, optimizer=t.optimizer, precision=precision)  # before the corpus
     torch.manual_seed(t.seed)
     run = None
     if resume and world.is_main:
@@ -129,28 +133,56 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
     tokenizer, dataset, config, chars = yield from prepare(config, run or init, prepared, world)
+    short = short_splits_note(dataset, config.model.l_max)
+    if short and world.is_main:
+        yield Note(short)
     yield Prepare("building the model", 0.9)
     problem = compile_problem(dev) if t.compile else None
-    trainer = None
-    try:
-        trainer = Trainer(config, tokenizer, dataset, dev, precision, control, world, compiled=t.compile and not problem,
-                          probe=ProbeInput(probe) if isinstance(probe, str) else probe, locked=locked)
-        start = trainer.open(run, run_dir, runs_root, init)
-    except Exception as e:
-        if not is_out_of_memory(e):
-            raise
-        trainer = None  # drop the model and optimizer state before freeing the device's cache
-        free_memory(dev)
-        raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
-    if problem:
-        yield Note(f"{problem}; training without compiling.")
-    if not world.is_main:
-        yield from trainer.run(start)
-        return
-    trainer.folder.write_meta(chars_per_token=chars, val_bytes_per_token=val_bytes_per_token(tokenizer, trainer.dataset))
-    yield Started(str(trainer.folder.path), start, t.steps, trainer.model.num_parameters(), str(dev), precision,
-                  deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars)
-    yield from trainer.run(start)
+    existed = run_dir is not None and Path(run_dir).is_dir()
+    trainer = events = None
+    try:  # a new run interrupted (Ctrl-C, SIGTERM, the generator closed) before its first step leaves no folder
+        try:
+            trainer = Trainer(config, tokenizer, dataset, dev, precision, control, world,
+                              compiled=t.compile and not problem,
+                              probe=ProbeInput(probe) if isinstance(probe, str) else probe, locked=locked)
+            start = trainer.open(run, run_dir, runs_root, init)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            trainer = None  # drop the model and optimizer state before freeing the device's cache
+            free_memory(dev)
+            raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
+        if problem:
+            yield Note(f"{problem}; training without compiling.")
+        events = trainer.run(start)
+        if world.is_main:
+            trainer.folder.write_meta(chars_per_token=chars,
+                                      val_bytes_per_token=val_bytes_per_token(tokenizer, trainer.dataset))
+            yield Started(str(trainer.folder.path), start, t.steps, trainer.model.num_parameters(), str(dev),
+                          precision, deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars)
+        for ev in events:
+            yield ev
+            if isinstance(ev, Steps):
+                break
+    except BaseException as e:
+        if events is not None:
+            events.close()
+        if run is None and world.is_main and locked and not isinstance(e, Exception):  # errors keep a failed run
+            _discard(locked[-1], existed)
+        raise
+    yield from events
+
+
+def _discard(folder: Run, keep_empty: bool) -> None:
+    """Remove a run folder this training made before it took a step (an --out folder that was there before,
+    empty, stays, emptied)."""
+    folder.close()
+    folder.unlock()
+    shutil.rmtree(folder.path, ignore_errors=True)
+    if keep_empty:
+        with contextlib.suppress(OSError):
+            folder.path.mkdir()
+
 
 
 class Trainer:
@@ -184,6 +216,7 @@ class Trainer:
         self.start = 0
         self.t_start: float | None = None  # when the step after the first began: start-up is not step time
         configure_matmul(self.dev, self.precision)
+        check_fits(config.model, self.t.batch_size, dev, optimizer=self.t.optimizer, precision=precision)  # N_V known
         self.model = models.build_model(self.config.model).to(self.dev)
         self.optimizer = make_optimizer(self.model, self.t)
         self.scaler = torch.amp.GradScaler(self.dev.type, enabled=self.precision == "fp16")
@@ -292,7 +325,7 @@ class Trainer:
         return note
 
     # -- the steps ---------------------------------------------------------------------------------------------
-    def run(self, start: int) -> Iterator[Event]:
+    def run(self, start: int) -> Generator[Event, None, None]:
         """Step from ``start`` to train.steps, honouring the Control between steps, emitting (see `_emit`)
         about ten times a second and at every evaluation and checkpoint; then checkpoint and finish.
         Whatever happens, the run folder is not left "running". Pausing or stopping first announces the

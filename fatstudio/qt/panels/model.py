@@ -22,6 +22,7 @@ from fatstudio.core.config import (
     POSITIONS,
     ModelConfig,
 )
+from fatstudio.core.memory import human_bytes
 from fatstudio.core.runs.presets import Preset
 from fatstudio.qt.binding import DERIVED, Binding, Change, Settings
 from fatstudio.qt.widgets.forms import (
@@ -30,7 +31,6 @@ from fatstudio.qt.widgets.forms import (
     ValueCombo,
     check,
     float_spin,
-    human_bytes,
     human_count,
     int_spin,
 )

@@ -18,18 +18,40 @@ OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75),
 
 
 class Series:
-    """x/y buffers that double when full; ``x``/``y`` are views of the filled part."""
+    """x/y buffers that double when full; ``x``/``y`` are views of the filled part.
 
-    def __init__(self, capacity: int = 1024):
+    Bounded: past ``max_points`` the series keeps every ``stride``-th point it was given (the stride doubles
+    each time the buffer fills again, so the points stay evenly spaced) and always the latest one, exactly. A
+    run's length then costs no memory here; metrics.jsonl keeps every row."""
+
+    MAX_POINTS = 50_000
+
+    def __init__(self, capacity: int = 1024, max_points: int | None = None):
         self._x = np.empty(capacity, dtype=np.float64)
         self._y = np.empty(capacity, dtype=np.float64)
         self.n = 0
+        self.max_points = max_points or self.MAX_POINTS
+        self.stride = 1  # every stride-th point given is kept (and the latest)
+        self.seen = 0  # points given since the last clear
 
     def extend(self, xs, ys) -> None:
         k = len(xs)
         if not k:
             return
-        need = self.n + k
+        xs, ys = np.asarray(xs, dtype=np.float64), np.asarray(ys, dtype=np.float64)
+        first, self.seen = self.seen, self.seen + k
+        if self.stride > 1:
+            if (first - 1) % self.stride:  # the latest point kept so far is off the stride: a newer one replaces it
+                self.n -= 1
+            keep = np.arange(first, self.seen) % self.stride == 0
+            keep[-1] = True
+            xs, ys = xs[keep], ys[keep]
+        self._append(xs, ys)
+        while self.n > self.max_points:
+            self._thin()
+
+    def _append(self, xs: np.ndarray, ys: np.ndarray) -> None:
+        need = self.n + len(xs)
         if need > len(self._x):
             cap = len(self._x)
             while cap < need:
@@ -43,8 +65,19 @@ class Series:
         self._y[self.n:need] = ys
         self.n = need
 
+    def _thin(self) -> None:
+        """Double the stride: keep the points kept so far at every other stride step, and the latest."""
+        last = self.n - 1
+        on_stride = last if (self.seen - 1) % self.stride == 0 else last - 1  # the last point kept for its index
+        idx = np.arange(0, on_stride + 1, 2)
+        if idx[-1] != last:
+            idx = np.append(idx, last)
+        self._x[: len(idx)] = self._x[idx]
+        self._y[: len(idx)] = self._y[idx]
+        self.n, self.stride = len(idx), self.stride * 2
+
     def clear(self) -> None:
-        self.n = 0
+        self.n, self.stride, self.seen = 0, 1, 0
 
     @property
     def x(self) -> np.ndarray:
@@ -58,9 +91,9 @@ class Series:
 class SmoothedSeries(Series):
     """A Series with its debiased EMA kept alongside: s_t = α s_{t-1} + (1-α) y_t, shown as s_t / (1-α^t)."""
 
-    def __init__(self, alpha: float = 0.0, capacity: int = 1024):
-        super().__init__(capacity)
-        self.smooth = Series(capacity)
+    def __init__(self, alpha: float = 0.0, capacity: int = 1024, max_points: int | None = None):
+        super().__init__(capacity, max_points)
+        self.smooth = Series(capacity, max_points)
         self.alpha = alpha
         self._acc = 0.0
         self._count = 0
@@ -83,10 +116,15 @@ class SmoothedSeries(Series):
         self.smooth.extend(xs, out)
 
     def set_alpha(self, alpha: float) -> None:
+        """Recompute the smoothing from the points kept: thinned to every stride-th step, each point kept
+        stands for ``stride`` steps, so it weighs as α^stride (the latest, kept off the stride, approximately)."""
         self.alpha = alpha
         self.smooth.clear()
         self._acc, self._count = 0.0, 0
+        self.alpha = alpha ** self.stride
         self._smooth_from(self.x.copy(), self.y.copy())
+        self.alpha, self._count = alpha, max(self._count, self.seen)
+        self.smooth.stride, self.smooth.seen = self.stride, self.seen
 
     def clear(self) -> None:
         super().clear()

@@ -20,7 +20,8 @@ CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", 
 def curve_rows(plots: TrainingPlots) -> list[dict[str, float]]:
     """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
     loss and its smoothing and the validation loss where evaluated (as shown: in `loss_unit`), η, the
-    gradient norm, and the throughput where an emission window ended."""
+    gradient norm, and the throughput where an emission window ended. Past `Series.MAX_POINTS` steps the
+    plotted points are thinned evenly, and so are these rows (the run's metrics.jsonl keeps every step)."""
     k_train, k_val = plots._run_factors()
     rows: dict[float, dict[str, float]] = {}
     for name, series, k in (("train_loss", plots.train, k_train), ("smoothed", plots.train.smooth, k_train),
