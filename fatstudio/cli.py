@@ -1,4 +1,4 @@
-"""The command line: ``fatstudio`` (the app), ``train``, ``sweep``, ``generate``, ``attention``, ``export``,
+"""The command line: ``fatstudio`` (the app), ``train``, ``sweep``, ``generate``, ``attention``, ``export``, ``cache``,
 ``import``, and the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
@@ -78,6 +78,10 @@ def _parser() -> argparse.ArgumentParser:
                         "training here, timed per variant (its schedule ends there)")
     sw.add_argument("--runs-dir", metavar="DIR", help="where the run folders go (default: the runs directory)")
     sw.add_argument("--out", required=True, help="FILE.json or FILE.csv")
+
+    c = sub.add_parser("cache", help="the token files of large corpora: where they are and how much they hold "
+                       "(bounded by FATSTUDIO_CACHE_MB; the least recently used go first)")
+    c.add_argument("--clear", action="store_true", help="remove every token file (each is made again when needed)")
 
     e = sub.add_parser("export", help="write a run as a Hugging Face transformers folder (GPT-2 or Llama)")
     e.add_argument("run_dir")
@@ -179,7 +183,7 @@ def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
-                "token-loss": cmd_token_loss, "sweep": cmd_sweep}[args.command](args)
+                "token-loss": cmd_token_loss, "sweep": cmd_sweep, "cache": cmd_cache}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 
@@ -493,6 +497,21 @@ def cmd_attention(args) -> int:
     maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
     _save_maps(maps, out)
     print(f"wrote {len(maps.maps)} attention maps ({_maps_in_words(maps)}) to {out}")
+    return 0
+
+
+# ---- cache ------------------------------------------------------------------------------------------------
+def cmd_cache(args) -> int:
+    from .core.data.streaming import cache_cap, cache_root, cached_folders, prune
+
+    root = cache_root()
+    if args.clear:
+        removed = prune(root, cap=0)
+        print(f"removed {len(removed)} token file(s) from {root}")
+        return 0
+    found = cached_folders(root)
+    print(f"{root}: {len(found)} token file(s), {sum(n for _, n, _ in found) / 1e6:,.1f} MB of at most "
+          f"{cache_cap() / 1e6:,.0f} MB (FATSTUDIO_CACHE_MB)")
     return 0
 
 

@@ -1,5 +1,6 @@
 """A text corpus too large to hold: streamed into a cached token file, read back mapped (`streaming`)."""
 import json
+import os
 import random
 
 import numpy as np
@@ -188,3 +189,28 @@ def test_a_large_binary_or_blank_file_is_refused(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="empty"):
         load_corpus(str(tmp_path / "blank.txt"))
 
+
+
+def test_the_token_cache_is_bounded_least_recently_used_first(big, monkeypatch, tmp_path, capsys):
+    from fatstudio.cli import main
+
+    root = tmp_path / "cache" / "tokens"
+    corpus = load_corpus(str(big))
+    char, word = train_tokenizer("char", corpus.texts()), train_tokenizer("word", corpus.texts(), vocab_size=200)
+    build_dataset(corpus, char, "next_token", l_max=16)
+    build_dataset(corpus, word, "next_token", l_max=16)
+    sizes = {f.name: n for f, n, _ in streaming.cached_folders(root)}
+    assert set(sizes) == {corpus.source.key(char), corpus.source.key(word)}
+    monkeypatch.setenv("FATSTUDIO_CACHE_MB", str(max(sizes.values()) / 1e6))  # room for one of them
+    os.utime(root / corpus.source.key(char) / "meta.json", (1, 1))  # char's used long ago …
+    build_dataset(corpus, word, "next_token", l_max=16)  # … word's now: char's goes
+    assert [f.name for f, _, _ in streaming.cached_folders(root)] == [corpus.source.key(word)]
+    build_dataset(corpus, char, "next_token", l_max=16)  # the one in use stays, the older goes
+    assert [f.name for f, _, _ in streaming.cached_folders(root)] == [corpus.source.key(char)]
+
+    assert main(["cache"]) == 0
+    assert "1 token file(s)" in capsys.readouterr().out
+    assert main(["cache", "--clear"]) == 0
+    assert "removed 1" in capsys.readouterr().out and streaming.cached_folders(root) == []
+    monkeypatch.setenv("FATSTUDIO_CACHE_MB", "lots")
+    assert main(["cache"]) != 0 and "FATSTUDIO_CACHE_MB" in capsys.readouterr().err
