@@ -24,9 +24,10 @@ import threading
 import traceback
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from PySide6.QtCore import SIGNAL, QObject, QThreadPool, Signal
+from PySide6.QtCore import SIGNAL, QObject, QThreadPool, QTimer, Signal
 from superqt.utils import FunctionWorker, GeneratorWorker, WorkerBase
 
 log = logging.getLogger("fatstudio.qt")
@@ -249,11 +250,13 @@ class Call(QObject):
 
     def _on_done(self, *_args) -> None:
         self._running = False
-        _LIVE.discard(self)
         self.done.emit()
         for signature in ("progress(double,QString)", "result(PyObject)", "failed(QString)", "done()"):
             if self.receivers(SIGNAL(signature)):  # a done call emits nothing more
                 getattr(self, signature.split("(")[0]).disconnect()
+        # Let go of the call from the event loop, not from here: were this its last reference, the call would be
+        # destroyed inside the delivery of its own slot, and PySide (6.11) crashes in the QObject's destructor.
+        QTimer.singleShot(0, partial(_LIVE.discard, self))
 
     @property
     def running(self) -> bool:
