@@ -28,7 +28,9 @@ BENCH = Path(__file__).resolve().parents[2] / "bench" / "reference_curves.py"
 
 
 def _started(events):
-    return next(e for e in events if e.kind == "started")
+    """The Started event of a run trained to its end (a run whose events are dropped before its first step
+    leaves no folder)."""
+    return next(e for e in list(events) if e.kind == "started")
 
 
 # ---- characters per token -------------------------------------------------------------------------------
