@@ -230,7 +230,7 @@ class TrainingPlots(QWidget):
         self.grokking.setVisible(on)
         for p in (self.lrPlot, self.gradPlot, self.speedPlot):
             p.setVisible(not on)
-        for row, stretch in enumerate((2, 0, 3) if on else (3, 2, 0)):
+        for row, stretch in enumerate((3, 0, 2) if on else (3, 2, 0)):  # the loss plot as tall as for any preset
             self._grid.setRowStretch(row, stretch)
 
     # -- the x range: grows in jumps (1-2-5 steps) while following, so the axes are not laid out again
