@@ -18,6 +18,8 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
+from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, out_file, write
+
 EXIT_ERROR = 2
 
 
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png (every layer × head, labelled) "
                    "or FILE.csv")
 
-    _intervention_parsers(sub)
+    intervention_parsers(sub)
 
     sw = sub.add_parser("sweep", help="train every combination of some keys' values for N seeds, each run its own "
                         "process, and compare each variant's validation bits per byte with the baseline's")
@@ -109,50 +111,6 @@ def _interrupted(e: KeyboardInterrupt) -> int:
 def _interrupt(signum: int, _frame: Any) -> None:
     """SIGTERM ends a command as Ctrl-C does: a KeyboardInterrupt, so that what it was writing is removed."""
     raise KeyboardInterrupt(signal.Signals(signum).name)
-
-
-def _intervention_parsers(sub) -> None:
-    """ablate, patch, lens, token-loss: experiments on a trained run (layers and heads 0-based in the files)."""
-    step = ("the weights saved at step N: an evaluation's (train.keep_weights) or the last checkpoint's; default: "
-            "the last checkpoint's")
-    ab = sub.add_parser("ablate", help="knock out each head and MLP in turn and write the change in validation loss")
-    ab.add_argument("run_dir")
-    ab.add_argument("--kind", default="zero", choices=["zero", "mean", "resample"], help="replace the component's "
-                    "output by zeros, its mean over the validation batch, or its output on another row (default zero)")
-    ab.add_argument("--step", type=int, metavar="N", help=step)
-    ab.add_argument("--out", required=True, help="FILE.json or FILE.csv")
-
-    pa = sub.add_parser("patch", help="patch a clean prompt's activations into a corrupted one")
-    pa.add_argument("run_dir")
-    pa.add_argument("--clean", required=True, metavar="TEXT", help="the text (BERT: with [MASK]; an "
-                    "encoder-decoder: the source, its decoder reading --prefix)")
-    pa.add_argument("--corrupt", required=True, metavar="TEXT", help="as many tokens as --clean")
-    pa.add_argument("--target", metavar="TOKEN", help="the token whose logit difference is restored (default: the "
-                    "clean prompt's most likely token at --position)")
-    pa.add_argument("--position", type=int, metavar="T", help="where the prediction is read, 0-based (BERT: of "
-                    "[bos] + text + [eos]; an encoder-decoder: of [bos] + prefix), -1 the last; default: the last "
-                    "(BERT: the first [MASK], else the last text token)")
-    pa.add_argument("--prefix", metavar="TEXT", help="an encoder-decoder's target prefix, the same in both runs "
-                    "(default: none, the decoder reads [bos])")
-    pa.add_argument("--step", type=int, metavar="N", help=step)
-    pa.add_argument("--out", required=True, help="FILE.json")
-
-    le = sub.add_parser("lens", help="the logit lens: the top token after every layer at every position")
-    le.add_argument("run_dir")
-    le.add_argument("--prompt", required=True, metavar="TEXT", help="the text (BERT: with [MASK], row ℓ at position "
-                    "t predicting the token at t; an encoder-decoder: the decoder's text, read given --source)")
-    le.add_argument("--source", metavar="TEXT", help="the source text (encoder-decoder runs)")
-    le.add_argument("--step", type=int, metavar="N", help=step)
-    le.add_argument("--out", required=True, help="FILE.json")
-
-    tl = sub.add_parser("token-loss", help="the loss of every validation token (gpt, gopher, bert, edt), or its change "
-                        "against another run")
-    tl.add_argument("run_dir")
-    tl.add_argument("--step", type=int, metavar="N", help=step)
-    against = tl.add_mutually_exclusive_group()
-    against.add_argument("--against", metavar="RUN_DIR2", help="a run on the same corpus to compare with")
-    against.add_argument("--against-step", type=int, metavar="M", help="this run's weights of step M to compare with")
-    tl.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -472,7 +430,7 @@ def cmd_attention(args) -> int:
     from .core.inspect.probes import MissingProbe, probe_path, probe_scores
     from .core.runs.folder import Run
 
-    out = _out_file(args.out, (*SAVE_SUFFIXES, ".png"))
+    out = out_file(args.out, (*SAVE_SUFFIXES, ".png"))
     if args.step is not None:
         if args.prompt is not None or args.source is not None:
             raise ValueError("--step writes the maps saved for the run's probe input; give no --prompt or --source.")
@@ -520,7 +478,7 @@ def cmd_sweep(args) -> int:
     from .core.config import RunConfig
     from .core.training.sweep import Plan, parse_vary, run_sweep, variant_label
 
-    out = _out_file(args.out, (".json", ".csv"))
+    out = out_file(args.out, (".json", ".csv"))
     config = RunConfig.load(args.config)
     plan = Plan(config, [parse_vary(config, v) for v in args.vary], args.seeds, args.budget_steps, args.budget_seconds)
     n = len(plan.variants()) * args.seeds
@@ -530,7 +488,7 @@ def cmd_sweep(args) -> int:
         print(f"[{sum(len(r.values) for r in sweep.rows)}/{n}] variant {done.row + 1}, seed {done.seed}: {got}", flush=True)
 
     sweep = run_sweep(plan, Path(args.runs_dir) if args.runs_dir else None, progress=progress)
-    _write(out, sweep.to_dict(), sweep.csv)
+    write(out, sweep.to_dict(), sweep.csv)
     for i, r in enumerate(sweep.rows):
         mean = "n/a" if r.mean is None else f"{r.mean:.4f}"
         sd = "" if r.sd is None else f" ± {r.sd:.4f}"
@@ -542,100 +500,6 @@ def cmd_sweep(args) -> int:
         print(f"missing: {line}", file=sys.stderr)
     print(f"wrote {out}")
     return 1 if missing and not any(r.present for r in sweep.rows) else 0
-
-
-# ---- ablate / patch / lens / token-loss ------------------------------------------------------------------
-def _out_file(path: str, suffixes: tuple[str, ...]) -> Path:
-    """--out, if it ends in one of ``suffixes`` and may be written (`targets.check_output`: never into a run)."""
-    from .core.runs.targets import check_output
-
-    out = Path(path)
-    if out.suffix.lower() not in suffixes:
-        raise ValueError(f"--out {out}: the file must end in {' or '.join(suffixes)}.")
-    return check_output(out)
-
-
-def _write(out: Path, data: dict, csv: Callable[[], str] | None = None) -> None:
-    import json
-
-    from .core.files import atomic_write
-
-    atomic_write(out, csv() if out.suffix.lower() == ".csv" and csv else json.dumps(data, ensure_ascii=False))
-
-
-def _loaded(run_dir: str, step: int | None):
-    from .core.runs.folder import Run, load_at_step
-
-    return load_at_step(Run.open(run_dir), step)
-
-
-def cmd_ablate(args) -> int:
-    from .core.inspect.ablation import knockout_table
-    from .core.inspect.components import component_label
-
-    out = _out_file(args.out, (".json", ".csv"))
-    loaded = _loaded(args.run_dir, args.step)
-    table = knockout_table(loaded, args.kind)
-    _write(out, table.to_dict(), table.csv)
-    worst = max(table.rows, key=lambda r: r.delta_loss)
-    print(f"wrote the {args.kind} ablation of {len(table.rows)} heads and MLPs at step {loaded.step} to {out}: "
-          f"validation loss {table.baseline_loss:.4f}; knocking out {component_label(worst.component)} changes it "
-          f"most ({worst.delta_loss:+.4f})")
-    return 0
-
-
-def cmd_patch(args) -> int:
-    from .core.inspect.components import component_label
-    from .core.inspect.patching import patch
-
-    out = _out_file(args.out, (".json",))
-    loaded = _loaded(args.run_dir, args.step)
-    result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target, position=args.position,
-                   prefix=args.prefix)
-    _write(out, result.to_dict())
-    name, h = max(((n, h) for n, row in result.heads.items() for h in range(len(row))),
-                  key=lambda nh: result.heads[nh[0]][nh[1]])
-    print(f"wrote the patching of {len(result.clean_tokens)} positions to {out}: logit difference of {result.target!r} "
-          f"over {result.foil!r} at position {result.position} is {result.clean_logit_diff:.3f} clean, "
-          f"{result.corrupted_logit_diff:.3f} corrupted; "
-          f"{component_label(f'{name}/{h}')} restores the most ({result.heads[name][h]:.0%})")
-    return 0
-
-
-def cmd_lens(args) -> int:
-    from .core.inspect.lens import lens
-
-    out = _out_file(args.out, (".json",))
-    loaded = _loaded(args.run_dir, args.step)
-    result = lens(loaded.model, loaded.tokenizer, args.prompt, args.source)
-    _write(out, result.to_dict())
-    print(f"wrote the logit lens of {len(result.tokens)} tokens after each of {len(result.top_tokens) - 1} layers "
-          f"(and the embedding) at step {loaded.step} to {out}")
-    return 0
-
-
-def cmd_token_loss(args) -> int:
-    from .core.inspect.token_classes import report
-    from .core.inspect.token_loss import diff, token_losses, validation_split
-    from .core.runs.folder import Run
-
-    out = _out_file(args.out, (".json", ".csv"))
-    loaded = _loaded(args.run_dir, args.step)
-    split = validation_split(loaded)
-    result = token_losses(loaded, split)
-    print(f"{result.n_tokens} validation tokens at step {loaded.step}: mean loss {result.mean:.4f}")
-    if args.against is None and args.against_step is None:
-        _write(out, report(result), result.csv)
-        print(f"wrote them to {out}")
-        return 0
-    other = Run.open(args.against).load_model() if args.against else _loaded(args.run_dir, args.against_step)
-    if args.against:
-        split = validation_split(other)
-    compared = diff(result, token_losses(other, split))
-    _write(out, report(compared), compared.csv)
-    print(f"against {other.label}: mean loss {compared.against.mean:.4f}, difference "
-          f"{compared.this.mean - compared.against.mean:+.4f}; wrote both and the change per token to {out}")
-    return 0
 
 
 # ---- export ------------------------------------------------------------------------------------------
