@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 import pytest
-from cli_helpers import TOML, train_tiny
+from cli_helpers import train_tiny, write_config
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inspect import inference
@@ -18,13 +18,7 @@ from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 @pytest.fixture
 def cfg_file(tmp_path):
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
-    def make(steps=20):
-        p = tmp_path / f"cfg{steps}.toml"
-        p.write_text(TOML.format(corpus=corpus.as_posix(), steps=steps), encoding="utf-8")
-        return p
-    return make
+    return lambda steps=20: write_config(tmp_path, steps)
 
 
 def cli(*args, timeout=120):

@@ -13,39 +13,18 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_helpers import write_config
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core import memory
 from fatstudio.core.config import ModelConfig, RunConfig
 
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = {steps}
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 5
-device = "cpu"
-"""
 HUGE = ["--set", "model.d_e=65536", "--set", "model.d_mlp=262144", "--set", "model.L=512", "--set", "model.H=64"]
 
 
 @pytest.fixture
 def cfg(tmp_path) -> Path:
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
-    p = tmp_path / "cfg.toml"
-    p.write_text(TOML.format(corpus=corpus.as_posix(), steps=4), encoding="utf-8")
-    return p
+    return write_config(tmp_path, 4)
 
 
 def peak_rss_mb() -> float:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 import safetensors.torch
-from cli_helpers import TOML
+from cli_helpers import write_config as config_file
 from safetensors import SafetensorError
 
 from fatstudio.cli import main
@@ -22,14 +22,6 @@ def cli(*args, timeout=120):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", "fatstudio", *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env=env)
-
-
-def config_file(folder, steps):
-    corpus = folder / "c.txt"
-    corpus.write_text("hello world, hello transformers.\n" * 100, encoding="utf-8")
-    p = folder / f"cfg{steps}.toml"
-    p.write_text(TOML.format(corpus=corpus.as_posix(), steps=steps), encoding="utf-8")
-    return p
 
 
 @pytest.fixture(scope="module")

@@ -5,39 +5,16 @@ import json
 import math
 
 import pytest
+from cli_helpers import write_config
 from scipy.stats import ttest_ind
 
 from fatstudio.cli import main
 from fatstudio.core.runs.folder import Run
 
-TOML = """
-[model]
-l_max = 16
-L = 1
-H = 2
-d_e = 16
-d_mlp = 32
-[data]
-corpus = "{corpus}"
-[train]
-steps = 50
-batch_size = 4
-eval_interval = 10
-eval_iters = 2
-checkpoint_interval = 10
-sample_tokens = 0
-device = "cpu"
-seed = 5
-"""
-
 
 @pytest.fixture
 def cfg_file(tmp_path):
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("héllo wörld, hello transformers.\n" * 100, encoding="utf-8")
-    p = tmp_path / "cfg.toml"
-    p.write_text(TOML.format(corpus=corpus.as_posix()), encoding="utf-8")
-    return p
+    return write_config(tmp_path, 50, "héllo wörld, hello transformers.\n" * 100, sample_tokens=0, seed=5)
 
 
 def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys):

@@ -8,7 +8,7 @@ import os
 import shutil
 
 import pytest
-from cli_helpers import TOML, train_tiny
+from cli_helpers import train_tiny, write_config
 
 from fatstudio.cli import main
 from fatstudio.core.records import read_jsonl
@@ -66,11 +66,9 @@ def test_resume_into_a_folder_that_cannot_take_it_is_refused_and_changes_nothing
     assert (other.read_bytes() if other.is_file() else files(other.parent)) == other_before
 
 
-def test_a_new_run_inside_a_run_folder_is_refused(run, trained, tmp_path, capsys):
+def test_a_new_run_inside_a_run_folder_is_refused(run, tmp_path, capsys):
     before = files(run)
-    cfg = tmp_path / "c.toml"
-    cfg.write_text(TOML.format(corpus=(trained.parent / "c.txt").as_posix(), steps=5))
-    assert main(["train", str(cfg), "--out", str(run / "probes" / "x"), "--quiet"]) == 2
+    assert main(["train", str(write_config(tmp_path, 5)), "--out", str(run / "probes" / "x"), "--quiet"]) == 2
     assert "is inside the run" in capsys.readouterr().err
     assert files(run) == before
 
