@@ -5,29 +5,14 @@ fuzzed over arbitrary values for every key, nothing else ever comes out (no trac
 import dataclasses
 import json
 import math
-import os
-import signal
-import socket
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from special_files import WORDS, make
 
 from fatstudio.cli import main
 from fatstudio.core.config import ConfigError, DataConfig, ModelConfig, RunConfig, TrainConfig
-
-
-@pytest.fixture
-def no_hang():
-    """Fail, rather than hang, if reading a file blocks (a FIFO opened for reading waits for a writer)."""
-    def timeout(*_):
-        raise TimeoutError("reading blocked")
-
-    old = signal.signal(signal.SIGALRM, timeout)
-    signal.alarm(10)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 def write(tmp_path, text: str, suffix: str = ".toml", name: str = "c"):
@@ -115,22 +100,11 @@ def test_not_utf8_and_too_large_files_are_refused(tmp_path):
 @pytest.mark.parametrize("kind", ["fifo", "device", "socket", "link to fifo", "folder"])
 def test_a_config_that_is_not_a_regular_file_is_refused_without_reading(tmp_path, no_hang, kind):
     target = tmp_path / "c.toml"
-    if kind in ("fifo", "link to fifo"):
-        os.mkfifo(tmp_path / "fifo")
-    if kind == "fifo":
-        target = tmp_path / "fifo"
-    elif kind == "link to fifo":
-        target.symlink_to(tmp_path / "fifo")
-    elif kind == "device":
-        target.symlink_to("/dev/zero")
-    elif kind == "socket":
-        s = socket.socket(socket.AF_UNIX)
-        s.bind(str(target))
-    else:
+    if kind == "folder":
         target.mkdir()
-    words = {"fifo": "FIFO", "link to fifo": "FIFO", "device": "character device", "socket": "socket",
-             "folder": "a folder"}[kind]
-    refused(target, words, "not a regular file")
+    else:
+        make(target, kind, tmp_path)
+    refused(target, {**WORDS, "folder": "a folder"}[kind], "not a regular file")
 
 
 def test_the_cli_says_it_in_a_line_and_exits_non_zero(tmp_path, capsys):

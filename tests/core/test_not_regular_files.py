@@ -3,10 +3,9 @@ corpus, a tokenizer or any file of a run folder, are refused without being read 
 would block; /dev/zero never ends), as is a file whose size is not known in advance (a /proc file says 0)."""
 import os
 import shutil
-import signal
-import socket
 
 import pytest
+from special_files import KINDS, WORDS, make
 from training_helpers import tiny_config as config
 
 from fatstudio.core import files
@@ -17,47 +16,7 @@ from fatstudio.core.runs.folder import Run, list_runs
 from fatstudio.core.training import train
 
 PROC = "/proc/self/status"  # a regular file whose st_size is 0, yet it has content
-
-
-@pytest.fixture(autouse=True)
-def no_hang():
-    """Fail, rather than hang, if anything opens a FIFO for reading."""
-    def timeout(*_):
-        raise TimeoutError("reading blocked")
-
-    old = signal.signal(signal.SIGALRM, timeout)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
-
-KINDS = ["fifo", "device", "socket", "link to fifo", "link to device"]
-WORDS = {"fifo": "FIFO", "device": "character device", "socket": "socket", "link to fifo": "FIFO",
-         "link to device": "character device"}
-
-
-def make(path, kind, tmp_path):
-    """Put a thing of ``kind`` at ``path`` (replacing a file there)."""
-    if path.exists() or path.is_symlink():
-        path.unlink()
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "device":
-        path.symlink_to("/dev/zero")  # the device itself (a link to it is what a user can make)
-    elif kind == "socket":
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))
-        make.sockets.append(sock)
-    elif kind == "link to fifo":
-        os.mkfifo(tmp_path / "elsewhere.fifo")
-        path.symlink_to(tmp_path / "elsewhere.fifo")
-    else:
-        path.symlink_to("/dev/null")
-    return path
-
-
-make.sockets = []
+pytestmark = pytest.mark.usefixtures("no_hang")
 
 
 @pytest.mark.parametrize("kind", KINDS)
