@@ -15,7 +15,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
-from training_helpers import TINY
+from training_helpers import TINY, assert_resuming_repeats
 from training_helpers import tiny_config as config
 
 from fatstudio import ModelConfig, build_model
@@ -25,7 +25,7 @@ from fatstudio.core.data.corpora import IGNORE, build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.model import Transformer
 from fatstudio.core.runs.folder import Run
-from fatstudio.core.training import Control, lr_at, make_optimizer, task_loss, train
+from fatstudio.core.training import lr_at, make_optimizer, task_loss, train
 
 
 def expected_lr(step: int, t: TrainConfig) -> float:
@@ -222,26 +222,7 @@ def test_a_resumed_run_repeats_the_uninterrupted_run_exactly(text_file, tmp_path
     the uninterrupted run's losses, gradient norms and final weights bit for bit: the data order, AdamW's
     moments and the random state all continue where they were."""
     cfg = config(text_file, steps=20, eval_interval=10, checkpoint_interval=10, sample_tokens=4, lr=3e-3)
-    cfg = cfg.with_overrides(["model.dropout=0.2"])
-    whole = list(train(cfg, run_dir=tmp_path / "whole"))
-    assert whole[-1].status == "finished"
-
-    control = Control()
-    for e in train(cfg, run_dir=tmp_path / "split", control=control):
-        if e.kind == "checkpoint" and e.step == 10:
-            control.stop()
-    assert Run.open(tmp_path / "split").meta["checkpoint_step"] == 10
-    resumed = list(train(cfg, run_dir=tmp_path / "split", resume=True))
-    assert next(e for e in resumed if e.kind == "started").start_step == 10 and resumed[-1].status == "finished"
-
-    rows = {name: Run.open(tmp_path / name).metrics() for name in ("whole", "split")}
-    for key in ("train_loss", "grad_norm", "lr"):
-        assert [r[key] for r in rows["split"]] == [r[key] for r in rows["whole"]], key
-    assert [(r["step"], r["val_loss"]) for r in rows["split"] if "val_loss" in r] == \
-        [(r["step"], r["val_loss"]) for r in rows["whole"] if "val_loss" in r]
-    a = Run.open(tmp_path / "whole").load_model().model.state_dict()
-    b = Run.open(tmp_path / "split").load_model().model.state_dict()
-    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert_resuming_repeats(cfg.with_overrides(["model.dropout=0.2"]), tmp_path)
 
 
 # ---- precision ---------------------------------------------------------------------------------------------
