@@ -112,3 +112,20 @@ def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
     assert view.bars.values == pytest.approx(want.attribution.parts[-1].tolist())
     view.select_position(0)  # every position of a short text of the user's is attributed
     assert view.bars.values == pytest.approx(want.attribution.parts[0].tolist())
+
+
+def test_scrubbing_back_and_forth_reads_each_steps_lens_once(qtbot, panel, lens_run, monkeypatch):
+    from fatstudio.core.inspect import probes
+
+    read: list[str] = []
+    monkeypatch.setattr(probes, "load_probe_lens", lambda path: read.append(str(path)) or load_probe_lens(path))
+    paths = list_probes(lens_run)
+    panel.set_probes(paths)  # the last step's lens: read
+    view = panel.lensView
+    for i in (0, 2, 0, 1, 2, 1):
+        panel.probeSlider.setValue(i)
+    assert sorted(read) == sorted(str(p) for p in paths.values())  # each file once
+    np.testing.assert_array_equal(view.lens.top_probs, load_probe_lens(paths[20]).top_probs)  # the kept lens shown
+    assert "step 20" in view.captionLabel.text()
+    panel.set_probes(paths)  # the run opened again: its files are read again
+    assert read[-1] == str(paths[30]) and len(read) == 4

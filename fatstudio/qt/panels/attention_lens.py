@@ -4,8 +4,8 @@ a chosen position (click a column; the last at first), its target's logit split 
 each MLP and the biases (`widgets.attribution_bars`, `lens.attribute`).
 
 - a training probe's step: the lens and attribution saved in that step's probe file (`probes.load_probe_lens`,
-  read on the GUI thread like the maps: a few kilobytes), so the slider scrubs the lens over training; a run
-  whose files have none says so;
+  read on the GUI thread like the maps: a few kilobytes, and kept, so scrubbing back and forth reads each step
+  once), so the slider scrubs the lens over training; a run whose files have none says so;
 - "Your text": measured from the loaded model in a worker (`probe_lens.measure`, its last `TEXT_ATTRIBUTED`
   positions attributed), once per text;
 - a model whose output cannot be split (`lens.check_attributable`) shows why instead of the bars;
@@ -44,6 +44,7 @@ NO_LENS = ("No lens saved for this run: its probe files were written before the 
 
 
 TEXT_ATTRIBUTED = 64  # the user's text's attributed positions, the last ones (one forward pass each, in a worker)
+PROBES_KEPT = 64  # the probe steps whose lens is kept once read (the least recently read go first)
 
 
 def _measure(key: object, model, tokenizer, ids: list[int], context_ids: list[int] | None) -> tuple[object, SavedLens]:
@@ -89,6 +90,7 @@ class LensView(QWidget):
         self.what = ""  # "step N" or "your text"
         self._text_key: object = None  # the text maps whose lens is shown or measured
         self._measured: dict[int, tuple[object, SavedLens]] = {}  # id(maps) → (maps, lens of "Your text"), the last few
+        self._read: dict[tuple[str, int], SavedLens | None] = {}  # (probe file, step) → its lens (None: it has none)
         self._call = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -142,16 +144,27 @@ class LensView(QWidget):
         self._fold(True)
         self._enable_export()
 
+    def forget_probes(self) -> None:
+        """Another run's probe files: the lenses kept are read again when shown."""
+        self._read.clear()
+
     def show_probe(self, path: str | Path, step: int) -> None:
-        """The lens saved with the probe maps of ``step`` (in ``path``)."""
+        """The lens saved with the probe maps of ``step`` (in ``path``), read once and kept (`PROBES_KEPT`)."""
         from ...core.inspect.probes import load_probe_lens
 
         self._text_key = None
-        try:
-            lens = load_probe_lens(path)
-        except ValueError as e:
-            self.clear(f"Cannot show the lens of step {step:,}: {e}")
-            return
+        key = (str(path), step)
+        if key in self._read:
+            lens = self._read.pop(key)  # put back last: the most recently read
+        else:
+            try:
+                lens = load_probe_lens(path)
+            except ValueError as e:  # not kept: a file being fixed or written is read again
+                self.clear(f"Cannot show the lens of step {step:,}: {e}")
+                return
+            if len(self._read) >= PROBES_KEPT:
+                del self._read[next(iter(self._read))]
+        self._read[key] = lens
         if lens is None:
             self.clear(NO_LENS)
             return

@@ -17,6 +17,7 @@ def set_probes(panel: AttentionPanel, paths: Mapping[int, str | Path]) -> None:
     """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
     step's maps are shown. Empty: the slider hides, and probe maps shown give way to the user's text's."""
     panel.probeTimeline.stop()
+    panel.lensView.forget_probes()
     probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
     panel.scoreHistory.set_history(score_history(probe_paths))  # another run: its own most moving score
     sync_probe_slider(panel, probe_paths)
