@@ -113,3 +113,51 @@ class _Strings:
 
     def token_strings(self, ids):
         return [f"t{i}" for i in ids]
+
+
+def _with_lens_header(path, change):
+    """``path`` rewritten with ``change(name, entry)`` applied to each ``lens:`` tensor's header entry."""
+    import json
+    import struct
+
+    raw = path.read_bytes()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    for name, entry in header.items():
+        if name.startswith("lens:"):
+            change(name, entry)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+
+
+def _retype_logits(name, entry):
+    if name == "lens:logits":  # float32 read as bfloat16: the same bytes, a type numpy has not
+        entry.update(dtype="BF16", shape=[2 * entry["shape"][0]])
+
+
+def _flatten_top_ids(name, entry):
+    if name == "lens:top_ids":  # the same bytes, another shape
+        entry["shape"] = [entry["shape"][0] * entry["shape"][1]]
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda p: p.write_bytes(p.read_bytes()[:-7]), "is damaged or not a probe file of fatstudio"),
+    (lambda p: _with_lens_header(p, _retype_logits), "is damaged or not a probe file of fatstudio"),
+    (lambda p: _with_lens_header(p, _flatten_top_ids), "its logit lens is damaged: lens:top_ids is 33, not 3×11"),
+])
+def test_a_damaged_lens_is_refused_in_one_line_naming_the_file(tmp_path, damage, words):
+    from fatstudio import ModelConfig
+    from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.model import build_model
+
+    tok = train_tokenizer("char", ["hello world"])
+    model = build_model(ModelConfig(arch="gpt", vocab_size=tok.vocab_size, l_max=16, L=2, H=2, d_e=16, d_mlp=32))
+    saved = measure(model, tok, tok.encode("hello world"), attributed=3)
+    A = np.tile(np.eye(11, dtype=np.float32), (2, 1, 1))
+    path = probes.save_probe(tmp_path, 5, AttentionMaps(list("hello world"), None, {"self/0": A}), lens=saved)
+    assert probes.load_probe_lens(path).top_tokens == saved.top_tokens
+    damage(path)
+    with pytest.raises(ValueError) as e:
+        probes.load_probe_lens(path)
+    message = str(e.value)
+    assert message.startswith(str(path)) and words in message and "\n" not in message, message

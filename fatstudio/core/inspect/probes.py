@@ -31,7 +31,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -200,24 +200,26 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
     return path
 
 
-def _read(path: str | Path, with_maps: bool = True) -> tuple[dict[str, str], dict[str, np.ndarray]]:
-    """A probe file's metadata and (``with_maps``; else only the header is read) its maps as float32 arrays
-    (the file holds float16). ValueError if unreadable."""
+def _read(path: str | Path, tensors: Literal["maps", "lens", "none"] = "maps") -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """A probe file's metadata and its ``tensors``: the maps as float32 arrays (the file holds float16), the
+    lens's (`saved_lens`, named ``lens:…``) as saved, or none (only the header is read). ValueError if unreadable."""
     from safetensors import safe_open
 
     try:
         regular_file(path)  # a FIFO or a device is refused unread
         with safe_open(str(path), framework="np") as f:
             meta = f.metadata() or {}
-            maps = {name: f.get_tensor(name).astype(np.float32) for name in f.keys()  # noqa: SIM118
-                    if not name.startswith(LENS_PREFIX)} if with_maps else {}
+            arrays = {name: f.get_tensor(name) for name in f.keys()  # noqa: SIM118 (not a dict)
+                      if tensors != "none" and name.startswith(LENS_PREFIX) == (tensors == "lens")}
     except FileNotFoundError:
         raise ValueError(f"{path} does not exist.") from None
     except NotAFile:
         raise
-    except Exception as e:  # safetensors raises its own error types for bad headers
-        raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
-    return meta, maps
+    except Exception as e:  # safetensors raises its own error types for bad headers and tensors
+        raise ValueError(f"{path} is damaged or not a probe file of fatstudio: {e}") from None
+    if tensors == "maps":
+        arrays = {name: A.astype(np.float32) for name, A in arrays.items()}
+    return meta, arrays
 
 
 def load_probe_file(path: str | Path) -> AttentionMaps:
@@ -260,7 +262,7 @@ def saved_input(path: str | Path) -> dict | None:
     """The probe input a probe file was saved for (`ProbeInput.to_dict`; its header only is read), or None
     (a file without one). ValueError if the file cannot be read."""
     try:
-        d = json.loads(_read(path, with_maps=False)[0].get("probe") or "null")
+        d = json.loads(_read(path, "none")[0].get("probe") or "null")
     except ValueError:  # not JSON: none to compare
         return None
     return d if isinstance(d, dict) else None
@@ -269,13 +271,9 @@ def saved_input(path: str | Path) -> dict | None:
 def load_probe_lens(path: str | Path) -> SavedLens | None:
     """The logit lens saved in a probe file (`saved_lens`); None for a file written before it was saved.
     ValueError if the file or its lens cannot be read."""
-    from safetensors import safe_open
-
-    meta = _read(path, with_maps=False)[0]
+    meta, tensors = _read(path, "lens")
     if LENS_KEY not in meta:
         return None
-    with safe_open(str(path), framework="np") as f:
-        tensors = {name: f.get_tensor(name) for name in f.keys() if name.startswith(LENS_PREFIX)}  # noqa: SIM118
     try:
         return SavedLens.from_file(meta, tensors)
     except ValueError as e:
@@ -285,7 +283,7 @@ def load_probe_lens(path: str | Path) -> SavedLens | None:
 def saved_scores(path: str | Path) -> HeadScores | None:
     """The head scores saved in a probe file (its header only is read); None for a file written before
     scores were saved. ValueError if the file or its scores cannot be read."""
-    text = _read(path, with_maps=False)[0].get("scores")
+    text = _read(path, "none")[0].get("scores")
     if text is None:
         return None
     try:

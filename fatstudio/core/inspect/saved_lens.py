@@ -98,7 +98,7 @@ class SavedLens:
     @classmethod
     def from_file(cls, meta: dict[str, str], tensors: dict[str, np.ndarray]) -> SavedLens | None:
         """The lens of a probe file's metadata and ``lens:`` tensors; None when it has none (an older file).
-        ValueError when they cannot be read."""
+        ValueError when they cannot be read or their shapes disagree (`mismatch`)."""
         if META_KEY not in meta:
             return None
         try:
@@ -110,11 +110,34 @@ class SavedLens:
                                                tensors[PREFIX + "observed"].astype(bool),
                                                tensors[PREFIX + "logits"].astype(np.float64), list(d["names"]),
                                                tensors[PREFIX + "parts"].astype(np.float64))
-            return cls(list(d["tokens"]), tensors[PREFIX + "top_ids"].astype(np.int64),
+            lens = cls(list(d["tokens"]), tensors[PREFIX + "top_ids"].astype(np.int64),
                        tensors[PREFIX + "top_probs"].astype(np.float64), [list(r) for r in d["top_tokens"]],
                        bool(d.get("predicts_next", True)), d.get("source_tokens"), attribution, d.get("refused"))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"its logit lens cannot be read: {e}") from None
+        mismatch = lens.mismatch()
+        if mismatch:
+            raise ValueError(f"its logit lens is damaged: {mismatch}.")
+        return lens
+
+    def mismatch(self) -> str | None:
+        """How the arrays' shapes differ from what the strings make them (a damaged file), or None."""
+        rows, T = len(self.top_tokens), len(self.tokens)
+        want: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {"top_ids": (self.top_ids, (rows, T)),
+                                                               "top_probs": (self.top_probs, (rows, T))}
+        a = self.attribution
+        if a is not None:
+            P = len(a.target_tokens)
+            want.update({"positions": (a.positions, (P,)), "targets": (a.targets, (P,)), "observed": (a.observed, (P,)),
+                         "logits": (a.logits, (P,)), "parts": (a.parts, (P, len(a.names)))})
+        for name, (array, shape) in want.items():
+            if array.shape != shape:
+                return f"{PREFIX}{name} is {'×'.join(map(str, array.shape))}, not {'×'.join(map(str, shape))}"
+        if any(len(r) != T for r in self.top_tokens):
+            return f"a row of its top tokens is not {T} long"
+        if a is not None and len(a.positions) and not 0 <= a.positions.min() <= a.positions.max() < T:
+            return f"its attributed positions are not within its {T} tokens"
+        return None
 
 
 __all__ = ["SavedLens", "SavedAttribution", "PREFIX", "META_KEY"]
