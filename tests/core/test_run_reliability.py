@@ -284,6 +284,22 @@ def test_a_truncated_config_or_meta_names_the_file_and_other_runs_still_list(nam
     assert [r.name for r in list_runs(run_copy.parent)] == ["good"]
 
 
+@pytest.mark.parametrize("name", ["config.json", "meta.json"])
+def test_an_unreadable_config_or_meta_is_one_line_naming_the_file(name, run_copy, monkeypatch):
+    """Monkeypatched (the tests may run as root, where chmod stops no read)."""
+    real = runs.read_text
+
+    def read_text(path, *a, **k):
+        if pathlib.Path(path).name == name:
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(runs, "read_text", read_text)
+    with pytest.raises(ValueError) as e:
+        Run.open(run_copy)
+    assert str(e.value) == f"cannot read {run_copy / name}: Permission denied; the run cannot be opened."
+
+
 def test_a_meta_of_another_shape_names_the_file(run_copy):
     (run_copy / "meta.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="meta.json holds no JSON object"):

@@ -415,7 +415,7 @@ def _read_json(path: Path, name: str) -> dict:
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:
-        raise ValueError(f"{f} cannot be read: {why_not_written(e, f)}.") from None
+        raise ValueError(f"cannot read {f}: {e.strerror or e}; the run cannot be opened.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{f} is truncated or not JSON ({e}); the run cannot be opened.") from None
     if not isinstance(d, dict):
