@@ -60,6 +60,13 @@ class Compiled(NamedTuple):
     step: Step
 
 
+def _lower_priority() -> None:
+    """This thread, and the compilers it starts, at the lowest CPU priority: compiling takes what training and
+    the GUI leave (Linux, where each thread has its own nice value; elsewhere nothing changes)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
 def _first_line(e: Exception) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
@@ -106,6 +113,7 @@ class DecodeStep:
         threading.Thread(target=self._compile, name="fatstudio-decode-step", daemon=True).start()
 
     def _compile(self) -> None:
+        _lower_priority()
         problem = self.problem()
         if problem is None:
             try:
