@@ -17,6 +17,7 @@ import contextlib
 import os
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
@@ -41,15 +42,14 @@ class Unavailable(RuntimeError):
 
 
 def torch_compile(step: Step, device: torch.device) -> Step:
-    """torch.compile for one graph of fixed shapes (no graph breaks). On CUDA with CUDA graphs; on the CPU with
-    the weights frozen into the graph (a loaded model's never change) and a C++ wrapper, each of which made the
-    step faster here (bench/bench_generate_app.py)."""
+    """torch.compile for one graph of fixed shapes (no graph breaks): on CUDA with CUDA graphs, on the CPU with a
+    C++ wrapper (less Python per call)."""
     problem = compile_problem(device)
     if problem is not None:
         raise Unavailable(problem)
     if device.type == "cuda":
         return torch.compile(step, fullgraph=True, dynamic=False, mode="reduce-overhead")
-    return torch.compile(step, fullgraph=True, dynamic=False, options={"freezing": True, "cpp_wrapper": True})
+    return torch.compile(step, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
 
 
 class Compiled(NamedTuple):
@@ -125,7 +125,7 @@ class DecodeStep:
                         for slot in self.cache.layers.values():
                             torch._dynamo.mark_static_address(slot.k)
                             torch._dynamo.mark_static_address(slot.v)
-                    graphs = {T: self.compiler(self.eager_step, self.device) for T in self.lengths}
+                    graphs = {T: self.compiler(self._own_step(), self.device) for T in self.lengths}
                     for T, graph in graphs.items():
                         self.cache.reset()
                         graph(x(T))  # compiles
@@ -145,6 +145,13 @@ class DecodeStep:
     def eager_step(self, x: torch.Tensor) -> torch.Tensor:
         """The step that gets compiled: the logits of x (1, T) at the cache's position."""
         return self.model(x, cache=self.cache)
+
+    def _own_step(self) -> Step:
+        """`eager_step` with a code object of its own: Dynamo keeps its graphs per code object, so each graph
+        is this one's alone (never tried for another model or length, nor counted in another's recompile
+        limit) and goes with it."""
+        f = DecodeStep.eager_step
+        return types.MethodType(types.FunctionType(f.__code__.replace(), f.__globals__, f.__name__), self)
 
     def step(self, x: torch.Tensor) -> torch.Tensor:
         """`eager_step`, compiled where T has a graph (never compiling another: a new length runs eagerly)."""
