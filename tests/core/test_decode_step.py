@@ -5,6 +5,7 @@ on a CPU; bench/bench_generate_app.py compiles it and checks the tokens)."""
 import threading
 
 import pytest
+import torch
 from test_inference import TOK, tiny
 
 from fatstudio.core.inspect.decode_step import DecodeStep, Unavailable
@@ -83,3 +84,18 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
     first.close()
     with decoder.session() as compiled:
         assert compiled is not None
+
+
+def test_torch_compile_uses_cuda_graphs_on_cuda_and_says_when_it_cannot_compile(monkeypatch):
+    from fatstudio.core.inspect import decode_step
+
+    kwargs = {}
+    monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
+    monkeypatch.setattr(torch, "compile", lambda step, **kw: kwargs.setdefault(str(kw.pop("mode", None)), kw))
+    decode_step.torch_compile(eager_compiler, torch.device("cuda"))
+    decode_step.torch_compile(eager_compiler, torch.device("cpu"))
+    assert kwargs == {"reduce-overhead": {"fullgraph": True, "dynamic": False},
+                      "None": {"fullgraph": True, "dynamic": False, "options": {"cpp_wrapper": True}}}
+    monkeypatch.setattr(decode_step, "compile_problem", lambda dev: "no C++ compiler")
+    with pytest.raises(Unavailable, match="no C"):
+        decode_step.torch_compile(eager_compiler, torch.device("cpu"))
