@@ -154,7 +154,7 @@ class DecodeStep:
         return types.MethodType(types.FunctionType(f.__code__.replace(), f.__globals__, f.__name__), self)
 
     def step(self, x: torch.Tensor) -> torch.Tensor:
-        """`eager_step`, compiled where T has a graph (never compiling another: a new length runs eagerly)."""
+        """`eager_step`, compiled where T has a graph (any other length, e.g. a prompt's prefill, runs eagerly)."""
         return self._graphs.get(x.shape[1], self.eager_step)(x)
 
     def take_note(self) -> str | None:
