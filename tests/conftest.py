@@ -6,6 +6,8 @@ import pytest
 # Qt must find no display: set before anything imports Qt.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The Prompt panel compiles a loaded model's decode step in the background; tests inject a compiler instead.
+os.environ.setdefault("FATSTUDIO_COMPILE_DECODE", "0")
 
 
 @pytest.fixture(autouse=True)

@@ -185,3 +185,21 @@ def describe_choice(device: str, precision: str) -> tuple[str, str]:
     same = ("same seed → same run" if deterministic(dev) else
             "GPU kernels are not bit-for-bit deterministic, so the same seed gives a close, not identical, run")
     return chosen, f"{'auto → ' if precision == 'auto' else ''}{what} on {where}; {same}."
+
+
+def compile_problem(dev: torch.device) -> str | None:
+    """Why torch.compile cannot work here, or None: no Dynamo for this Python, no Triton for the GPU (e.g. on
+    Windows), no C++ compiler for the CPU."""
+    import shutil
+
+    import torch._dynamo
+
+    if not torch._dynamo.is_dynamo_supported():
+        return "torch.compile is not supported on this Python"
+    if dev.type == "cuda":
+        from torch.utils._triton import has_triton
+        if not has_triton():
+            return "torch.compile needs Triton for the GPU, and it is not installed"
+    if dev.type == "cpu" and not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cl")):
+        return "torch.compile needs a C++ compiler for the CPU, and none was found"
+    return None

@@ -1,6 +1,7 @@
 """The prompt panel for each task type: generate (streaming, stop), fill a mask, translate, classify,
 and bad input shown in words. Tiny untrained models: these test the plumbing, not the model."""
 import html
+import threading
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect import inference, scoring
+from fatstudio.core.inspect.decode_step import DecodeStep
 from fatstudio.core.inspect.loaded import LoadedModel
 from fatstudio.core.inspect.prompting import display_token
 from fatstudio.qt.panels import prompt as prompt_module
@@ -118,6 +120,43 @@ def test_greedy_is_deterministic(qtbot, panel):
     first = panel.output_text()
     run_and_wait(qtbot, panel)
     assert panel.output_text() == first and len(panel.generated) == 12
+
+
+def test_generates_while_the_decode_step_compiles_then_through_it(qtbot, panel, monkeypatch):
+    monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
+    release, calls = threading.Event(), []
+
+    def slow_compiler(step, device):  # the GUI goes on while this waits
+        release.wait(20)
+        return lambda x: calls.append(x) or step(x)
+    loaded = make_loaded("gpt")
+    loaded.decoder = DecodeStep(loaded.model, compiler=slow_compiler)
+    panel.set_model(loaded)
+    panel.promptEdit.setPlainText("the ")
+    panel.tokensSpin.setValue(30)
+    panel.seedSpin.setValue(5)
+    assert run_and_wait(qtbot, panel) == "finished" and not calls  # eager while compiling
+    eager = [c.id for c in panel.generated]
+    release.set()
+    assert loaded.decoder.wait(10) and loaded.decoder.ready
+    n_warmup = len(calls)
+    assert run_and_wait(qtbot, panel) == "finished" and len(calls) > n_warmup
+    assert [c.id for c in panel.generated] == eager
+
+
+def test_an_eager_generation_says_why_once(qtbot, panel, monkeypatch):
+    monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
+    loaded = make_loaded("gopher")  # relative positions: no static step
+    panel.set_model(loaded)
+    panel.promptEdit.setPlainText("the ")
+    panel.tokensSpin.setValue(3)
+    notes = []
+    for _ in range(3):
+        assert run_and_wait(qtbot, panel) == "finished"
+        assert loaded.decode_step().wait(10)
+        notes.append(panel.messageLabel.text())
+    assert "relative positions" not in notes[0] and "relative positions" in notes[1]
+    assert "relative positions" not in notes[2]
 
 
 def test_stop(qtbot, panel):

@@ -31,6 +31,7 @@ from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, 
 
 if TYPE_CHECKING:
     from ..data.tokenization import TokenizerLike
+    from .decode_step import DecodeStep
 
 
 # --------------------------------------------------------------------------------------------- sampling
@@ -331,10 +332,15 @@ l_max allows.
 
 
 # -------------------------------------------------------------------------------- Algorithm 14: generate
+def default_slide(l_max: int) -> int:
+    """How far `generate`'s window slides when the context is full, unless told: l_max // 8, at least 1."""
+    return max(1, l_max // 8)
+
+
 def generate(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, *, tokens: int = 200, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 1.0, seed: int | None = None, use_cache: bool = True,
              alternatives: int = 5, stop_at_eos: bool = False, add_bos: bool = False,
-             slide: int | None = None) -> Generation:
+             slide: int | None = None, decoder: DecodeStep | None = None) -> Generation:
     """DInference (Algorithm 14) with a decoder-only model ('gpt', 'gopher'): yields ``tokens`` TokenChoices.
 
     The prompt is ``encode(prompt)``, preceded by bos when ``add_bos`` (the paper's convention). The default
@@ -348,38 +354,42 @@ def generate(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, *, to
     classic "always the last l_max tokens" (a full forward per token once full). ``use_cache=False``
     recomputes the same windows from scratch each step, giving the same probabilities.
     ``stop_at_eos``: stop when eos is drawn (eos is not yielded). ``seed`` makes the draws reproducible.
+    ``decoder``: the model's `decode_step.DecodeStep`; once it has compiled, the forwards go through its static
+    cache and compiled graphs (the same probabilities), else eagerly.
     The prompt is encoded (and the arguments checked) when ``generate`` is called, so errors raise here.
     """
     _require_arch(model, ("gpt", "gopher"), "generate", "use fill_mask for 'bert' and translate for 'edt'.")
     sampler = _sampler(model, tokenizer, temperature, top_k, top_p, seed)
     l_max = _l_max(model)
-    slide = max(1, l_max // 8) if slide is None else slide
+    slide = default_slide(l_max) if slide is None else slide
     if not isinstance(slide, int) or not 1 <= slide <= l_max:
         raise ValueError(f"slide = {slide!r} is not allowed; use a whole number from 1 to l_max = {l_max}.")
     if not isinstance(tokens, int) or tokens < 0:
         raise ValueError(f"tokens = {tokens!r} is not allowed; use a whole number ≥ 0.")
     encoded = _as_prompt(model, tokenizer, prompt, "generate", add_bos=add_bos)
     steps = _generate(model, tokenizer, list(encoded.ids), tokens, sampler, use_cache, alternatives, stop_at_eos,
-                      slide)
+                      slide, decoder)
     return Generation(steps, model, tokenizer, encoded)
 
 
 @torch.inference_mode()
-def _generate(model, tokenizer: TokenizerLike, ids, n_tokens, sampler, use_cache, alternatives, stop_at_eos, slide):
+def _generate(model, tokenizer: TokenizerLike, ids, n_tokens, sampler, use_cache, alternatives, stop_at_eos, slide,
+              decoder: DecodeStep | None):
     l_max, dev = _l_max(model), model_device(model)
     seq = list(ids)
     start = max(0, len(seq) - l_max)  # the window is seq[start:], never longer than l_max
     stream = _TextStream(tokenizer, seq)
     cache = None
-    with eval_mode(model):
+    session = decoder.session() if decoder is not None and use_cache else contextlib.nullcontext()
+    with eval_mode(model), session as compiled:
         for _ in range(n_tokens):
             if len(seq) - start > l_max:  # full: slide the window and rebuild the cache
                 start = len(seq) - (l_max + 1 - slide)
                 cache = None
-            if cache is None:
-                cache = KVCache() if use_cache else None
+            if cache is None:  # (re)fill the cache from the window; without use_cache at every step
+                cache = (compiled.cache.reset() if compiled else KVCache()) if use_cache else None
                 x = torch.tensor([seq[start:]], device=dev)
-            draw = sampler(model(x, cache=cache)[0, -1])
+            draw = sampler((compiled.step(x) if compiled else model(x, cache=cache))[0, -1])
             choice = _choice(tokenizer, sampler, draw, stream, alternatives)
             if stop_at_eos and choice.id == tokenizer.eos_id:
                 return

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .decode_step import DecodeStep
+
 if TYPE_CHECKING:
     from ..config import RunConfig
     from ..data.tokenization import Tokenizer
@@ -21,3 +23,11 @@ class LoadedModel:
     class_names: list[str] = field(default_factory=list)
     label: str = ""
     step: int = 0
+    decoder: DecodeStep | None = field(default=None, repr=False, compare=False)  # see `decode_step`
+
+    def decode_step(self) -> DecodeStep:
+        """This model's compiled decode step for generating (`decode_step.DecodeStep`), made at the first call;
+        it compiles, in the background, at its first use."""
+        if self.decoder is None:
+            self.decoder = DecodeStep(self.model)
+        return self.decoder

@@ -88,11 +88,12 @@ PromptEvent = Tokens | MaskPredictions | ClassProbabilities | Scored | Attention
 def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 200, top: int = 5,
                   temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                   alternatives: int = 5, stop: threading.Event | None = None, batch_s: float = 0.0,
-                  attention: bool = True) -> Iterator[PromptEvent]:
+                  attention: bool = True, compiled: bool = False) -> Iterator[PromptEvent]:
     """The events of ``prompt``'s mode: generate (ℓ_gen = ``tokens``) and translate (at most ``tokens``) sample
     with τ, top-k, top-p and ``seed`` and list ``alternatives`` per token; fill_mask lists the ``top``
     predictions per mask. ``stop``, ``batch_s``: see `generation_events`; ``attention``: end with the text's
-    attention maps."""
+    attention maps; ``compiled``: generate through the model's compiled decode step once it is ready
+    (`LoadedModel.decode_step`; for a long-lived process)."""
     model, tok = loaded.model, loaded.tokenizer
     if prompt.mode == "fill_mask":
         return _fill_mask_events(loaded, prompt, top, attention)
@@ -100,7 +101,8 @@ def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 2
         return _classify_events(loaded, prompt, attention)
     if prompt.mode == "generate":
         generation = inference.generate(model, tok, prompt, tokens=tokens, temperature=temperature, top_k=top_k,
-                                        top_p=top_p, seed=seed, alternatives=alternatives)
+                                        top_p=top_p, seed=seed, alternatives=alternatives,
+                                        decoder=loaded.decode_step() if compiled else None)
     else:
         generation = inference.translate(model, tok, prompt, max_tokens=tokens, temperature=temperature, top_k=top_k,
                                          top_p=top_p, seed=seed, alternatives=alternatives)

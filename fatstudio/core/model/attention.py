@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ResolvedModelConfig
-from .positions import CPU, FixedTables, alibi_slopes, apply_rope, rope_angles, scale, sinusoids
+from .positions import CPU, FixedTables, alibi_slopes, apply_rope, rope_angles, rows, scale, sinusoids
 
 
 def _fused_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None, p_drop: float,
@@ -36,7 +36,7 @@ class KVSlot:
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
         self.mask: torch.Tensor | None = None
-        self.n = 0
+        self.n: int | torch.Tensor = 0
 
     def append(self, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None,
                l_max: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -55,6 +55,31 @@ class KVSlot:
         return self.k[:, :, :self.n], self.v[:, :, :self.n], None if self.mask is None else self.mask[:, :self.n]
 
 
+class StaticKVSlot(KVSlot):
+    """A self-attention `KVSlot` with static shapes: keys and values always (B, H_kv, l_max, d), zeros where
+    nothing was written yet, and ``n`` the position as a 0-d tensor (its `StaticKVCache`'s ``length``)."""
+
+    def __init__(self, position: torch.Tensor) -> None:
+        super().__init__()
+        self.n = position
+
+    def append(self, k: torch.Tensor, v: torch.Tensor, key_mask: torch.Tensor | None,
+               l_max: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Write k, v (B, H_kv, T, d) at positions n..n+T-1; return all l_max slots and the key mask
+        (B, l_max) that hides those past n+T-1."""
+        if key_mask is not None:
+            raise ValueError("a static KV cache is for generation and takes no padding mask.")
+        B, H_kv, T, _ = k.shape
+        if self.k is None or self.v is None:  # zeros: the masked slots are multiplied by 0, never NaN
+            self.k = k.new_zeros(B, H_kv, l_max, k.shape[-1])
+            self.v = v.new_zeros(B, H_kv, l_max, v.shape[-1])
+        at = self.n + torch.arange(T, device=k.device)
+        self.k.index_copy_(2, at, k)
+        self.v.index_copy_(2, at, v)
+        filled = torch.arange(l_max, device=k.device) < self.n + T
+        return self.k, self.v, filled.expand(B, l_max)
+
+
 class KVCache:
     """Keys and values of the positions seen so far, one `KVSlot` per attention layer (DInference with
     caching). ``length`` is the number of positions already processed; the model advances it after each call.
@@ -63,12 +88,34 @@ class KVCache:
 
     def __init__(self) -> None:
         self.layers: dict[str, KVSlot] = {}
-        self.length = 0
+        self.length: int | torch.Tensor = 0
 
     def slot(self, name: str) -> KVSlot:
         if name not in self.layers:
-            self.layers[name] = KVSlot()
+            self.layers[name] = self._new_slot()
         return self.layers[name]
+
+    def _new_slot(self) -> KVSlot:
+        return KVSlot()
+
+
+class StaticKVCache(KVCache):
+    """A KVCache with static shapes, for a compiled decode step (Algorithm 14): each self-attention layer
+    keeps l_max slots (`StaticKVSlot`), allocated at its first use, and ``length`` is a 0-d tensor that the
+    model advances in place. New positions are written at it and a key mask hides the slots after it, so one
+    graph of a one-token step serves every position. For decoder-only models without padding."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__()
+        self.length = self.position = torch.zeros((), dtype=torch.long, device=device)
+
+    def _new_slot(self) -> KVSlot:
+        return StaticKVSlot(self.position)
+
+    def reset(self) -> StaticKVCache:
+        """Start again at position 0 (what the slots hold after it is masked until written again)."""
+        self.position.zero_()
+        return self
 
 
 class MHAttention(FixedTables):
@@ -123,7 +170,7 @@ class MHAttention(FixedTables):
             q, k, v = self._qkv(X, Z)
             q, k, v = self._heads(q, self.H), self._heads(k, self.H_kv), self._heads(v, self.H_kv)
             if self.positions == "rope":  # self-attention: Z = X at positions past..past+T_x-1
-                cos, sin = self.rope_cos[past:past + T_x], self.rope_sin[past:past + T_x]
+                cos, sin = rows(self.rope_cos, past, T_x), rows(self.rope_sin, past, T_x)
                 q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             if cache is not None and self.cross:
                 cache.k, cache.v, cache.mask = k, v, key_mask
@@ -163,12 +210,13 @@ class MHAttention(FixedTables):
         """(B, T, n·d) -> (B, n, T, d): one slice per head."""
         return t.view(t.shape[0], t.shape[1], n, -1).transpose(1, 2)
 
-    def _scores_bias(self, q: torch.Tensor, past: int, T_z: int, key_mask: torch.Tensor | None,
+    def _scores_bias(self, q: torch.Tensor, past: int | torch.Tensor, T_z: int, key_mask: torch.Tensor | None,
                      explicit: bool) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
         """The query actually dotted with the keys, the additive terms of S/√d_attn (masks as -∞), and whether
         the Mask is SDPA's own ``is_causal`` instead (no mask tensor, so CUDA can use FlashAttention).
 
-        Queries are positions past..past+T_x-1, keys 0..T_z-1: Python ints, so nothing waits for the device.
+        Queries are positions past..past+T_x-1, keys 0..T_z-1; ``past`` is a Python int, or a 0-d tensor (a
+        `StaticKVCache`'s, which always brings a key mask), so nothing waits for the device.
         Returns (q', bias broadcastable to (B, H, T_x, T_z) or None, is_causal).
         """
         T_x = q.shape[2]
@@ -176,7 +224,7 @@ class MHAttention(FixedTables):
         # is_causal aligns the mask top-left, which is the paper's Mask only without a cache (past = 0)
         if key_mask is None and self.positions not in ("alibi", "relative") and not (causal and (past or explicit)):
             return q, None, causal
-        pos_q = torch.arange(past, past + T_x, device=q.device)[:, None]  # (T_x, 1)
+        pos_q = past + torch.arange(T_x, device=q.device)[:, None]  # (T_x, 1)
         pos_k = torch.arange(T_z, device=q.device)  # (T_z,)
         bias: torch.Tensor | None = None
         if self.positions == "alibi":

@@ -7,7 +7,7 @@ from torch import nn
 
 from ..config import ResolvedModelConfig
 from .norm import Norm
-from .positions import CPU, FixedTables, sinusoids
+from .positions import CPU, FixedTables, rows, sinusoids
 
 
 class Embedding(FixedTables):
@@ -30,17 +30,18 @@ class Embedding(FixedTables):
         self.norm = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e)."""
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e). A tensor ``offset`` (a static
+        decode step's) is not checked against l_max: its caller keeps it in range."""
         T = x.shape[1]
-        if offset + T > self.l_max:
+        if isinstance(offset, int) and offset + T > self.l_max:
             raise ValueError(f"the sequence is {offset + T} tokens long, more than l_max = {self.l_max}; "
                              "shorten it or train a model with a larger l_max.")
         e = self.W_e(x)
         if self.positions == "learned":
-            e = e + self.W_p.weight[offset:offset + T]
+            e = e + rows(self.W_p.weight, offset, T)
         elif self.positions == "sinusoidal":
-            e = e + self.W_p_table[offset:offset + T]
+            e = e + rows(self.W_p_table, offset, T)
         if self.norm is not None:
             e = self.norm(e)
         return self.drop(e) if self.drop is not None else e

@@ -39,6 +39,14 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
 
 
+def rows(table: torch.Tensor, offset: int | torch.Tensor, T: int) -> torch.Tensor:
+    """Rows offset..offset+T-1 of ``table``. ``offset`` is an int, or a 0-d tensor (the position of a static
+    decode step, `attention.StaticKVCache`), read on the device so that one compiled graph serves every position."""
+    if isinstance(offset, int):
+        return table[offset:offset + T]
+    return table.index_select(0, offset + torch.arange(T, device=table.device))
+
+
 def alibi_slopes(H: int) -> torch.Tensor:
     """ALiBi's head slopes m_h = 2^{-8h/H}, h = 1..H (Press et al.), float64."""
     return torch.tensor([2.0 ** (-8.0 * h / H) for h in range(1, H + 1)], dtype=torch.float64, device=CPU)

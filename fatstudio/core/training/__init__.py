@@ -11,6 +11,7 @@ The parts: `events` (what `train` yields), `control` (`Control`), `schedule` (`l
 (`Trainer`: the model, optimizer and steps; `train`), `recorder` (`Recorder`: the run folder's record, from the
 events), `sample` (`make_sample`), `window` (an emission window's numbers), `estimate` (a run's time).
 """
+from ..device import compile_problem
 from .control import Control
 from .events import (
     Checkpoint,
@@ -27,7 +28,7 @@ from .events import (
     Started,
     Steps,
 )
-from .loss import Batch, compile_problem, evaluate, next_batch, task_loss
+from .loss import Batch, evaluate, next_batch, task_loss
 from .preparation import prepare
 from .recorder import Recorder
 from .sample import make_sample

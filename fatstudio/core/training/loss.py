@@ -73,24 +73,6 @@ def evaluate(model, dataset, task: str, t: TrainConfig, dev: torch.device, seed:
     return tr, va, val_acc, train_acc
 
 
-def compile_problem(dev: torch.device) -> str | None:
-    """Why torch.compile cannot work here, or None: no Dynamo for this Python, no Triton for the GPU (e.g. on
-    Windows), no C++ compiler for the CPU."""
-    import shutil
-
-    import torch._dynamo
-
-    if not torch._dynamo.is_dynamo_supported():
-        return "torch.compile is not supported on this Python"
-    if dev.type == "cuda":
-        from torch.utils._triton import has_triton
-        if not has_triton():
-            return "torch.compile needs Triton for the GPU, and it is not installed"
-    if dev.type == "cpu" and not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cl")):
-        return "torch.compile needs a C++ compiler for the CPU, and none was found"
-    return None
-
-
 LossFunction = Callable[[Batch], tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 

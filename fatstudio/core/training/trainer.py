@@ -21,6 +21,7 @@ from ..data.tokenization import Tokenizer
 from ..device import (
     OutOfMemory,
     autocast,
+    compile_problem,
     configure_matmul,
     deterministic,
     free_memory,
@@ -55,7 +56,7 @@ from .events import (
     Started,
     Steps,
 )
-from .loss import LossFunction, TaskLoss, compile_problem, evaluate, loss_function, next_batch, tokens_in
+from .loss import LossFunction, TaskLoss, evaluate, loss_function, next_batch, tokens_in
 from .preparation import init_config, prepare
 from .recorder import Recorder
 from .sample import make_sample

@@ -53,6 +53,7 @@ from superqt.utils import GeneratorWorker
 
 from ...core.inspect import inference, prompting, scoring
 from ...core.inspect.attention_maps import AttentionMaps
+from ...core.inspect.decode_step import compiling_enabled
 from ...core.inspect.inference import MaskPrediction, TokenChoice
 from ...core.inspect.prompt_events import (
     Attention,
@@ -450,9 +451,12 @@ class PromptPanel(QWidget):
             self._sampling = _Sampling(temperature=float(self.temperatureSpin.value()),
                                        top_k=int(self.topKSpin.value()), top_p=float(self.topPSpin.value()))
             self.last_seed = seed if self._sampling["temperature"] > 0 else None  # greedy draws nothing
+        compiled = m == "generate" and compiling_enabled()  # compiles in the background; eager until then
+        if compiled and (note := loaded.decode_step().take_note()):
+            notes.append(note)
         job = prompt_events(loaded, prompt, tokens=int(self.tokensSpin.value()), top=int(self.topSpin.value()),
                             seed=seed, alternatives=N_ALTERNATIVES, stop=self._stop, batch_s=BATCH_SECONDS,
-                            **self._sampling)
+                            compiled=compiled, **self._sampling)
         if m in ("generate", "translate"):
             self.outputView.clear_tokens()
         if m == "generate":

@@ -1,0 +1,180 @@
+"""A compiled decode step, one per loaded model: Algorithm 14's forward with static shapes
+(`model.attention.StaticKVCache`), compiled once by torch.compile in a background thread.
+
+`inference.generate` asks it for a `session` at the start of each generation: once compiled (and not in use
+by another generation) every forward of the generation goes through the static cache, compiled for one token
+and for the window that is refilled when the context is full (eagerly for the prompt's first prefill); before
+that, and wherever it cannot work, generation stays eager (the growing KVCache), with the same probabilities.
+A long-lived process (the app) pays the one-off compile once; a one-shot command has no use for it.
+
+It cannot work, and says why once (`take_note`), for 'relative' positions (Transformer-XL's scores slice a
+table of distances at the position), without a C++ compiler or Triton, or where compiling fails. On CUDA it
+compiles with mode="reduce-overhead" (CUDA graphs; the cache's tensors are marked static).
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import torch
+
+from ..device import compile_problem, model_device
+from ..model import Transformer
+from ..model.attention import StaticKVCache
+from .inference import default_slide
+
+Step = Callable[[torch.Tensor], torch.Tensor]  # x (1, T) ids -> logits (1, T, N_V), the cache advanced by T
+Compiler = Callable[[Step, torch.device], Step]
+
+
+def compiling_enabled() -> bool:
+    """False where FATSTUDIO_COMPILE_DECODE=0 (the tests set it: no compile in the background of each one)."""
+    return os.environ.get("FATSTUDIO_COMPILE_DECODE", "1") != "0"
+
+
+class Unavailable(RuntimeError):
+    """torch.compile cannot work here (`device.compile_problem`); the message says why."""
+
+
+def torch_compile(step: Step, device: torch.device) -> Step:
+    """torch.compile for one graph of fixed shapes (no graph breaks): on CUDA with CUDA graphs, on the CPU with a
+    C++ wrapper (less Python per call)."""
+    problem = compile_problem(device)
+    if problem is not None:
+        raise Unavailable(problem)
+    if device.type == "cuda":
+        return torch.compile(step, fullgraph=True, dynamic=False, mode="reduce-overhead")
+    return torch.compile(step, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
+
+
+class Compiled(NamedTuple):
+    """What one generation uses: the static cache (reset it to refill it) and the step (any T, compiled for
+    those with a graph)."""
+
+    cache: StaticKVCache
+    step: Step
+
+
+def _lower_priority() -> None:
+    """This thread, and the compilers it starts, at the lowest CPU priority: compiling takes what training and
+    the GUI leave (Linux, where each thread has its own nice value; elsewhere nothing changes)."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+def _first_line(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
+
+
+class DecodeStep:
+    """The compiled steps of a decoder-only model over its static cache: one graph for a token and one for the
+    window `generate` refills when the context is full (``lengths``: 1 and l_max + 1 - its default slide).
+    `start` (or `session`, which starts it) compiles in the background. ``compiler`` replaces torch.compile."""
+
+    def __init__(self, model: Transformer, *, compiler: Compiler = torch_compile):
+        self.model, self.compiler = model, compiler
+        self.device = model_device(model)
+        self.cache = StaticKVCache(self.device)
+        l_max = model.config.l_max
+        self.lengths = sorted({1, l_max + 1 - default_slide(l_max)})
+        self.compile_s: float | None = None  # how long compiling took, once ready
+        self._graphs: dict[int, Step] = {}  # T -> the compiled step for x of shape (1, T)
+        self._started = False
+        self._note: str | None = None
+        self._in_use = threading.Lock()  # held by compiling, then by the generation using the cache
+        self._state = threading.Lock()
+        self._done = threading.Event()
+
+    @property
+    def ready(self) -> bool:
+        return bool(self._graphs)
+
+    def problem(self) -> str | None:
+        """Why this model has no static step, or None."""
+        cfg = self.model.config
+        if cfg.arch not in ("gpt", "gopher"):
+            return f"a {cfg.arch!r} model does not generate token by token"
+        if cfg.positions == "relative":
+            return "relative positions slice their table at the position, so the step has no fixed shapes"
+        return None
+
+    def start(self) -> None:
+        """Compile in a background thread, once (later calls do nothing)."""
+        with self._state:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._compile, name="fatstudio-decode-step", daemon=True).start()
+
+    def _compile(self) -> None:
+        _lower_priority()
+        problem = self.problem()
+        if problem is None:
+            try:
+                t0 = time.perf_counter()
+                with torch.inference_mode(), self._in_use:
+                    x = lambda T: torch.zeros((1, T), dtype=torch.long, device=self.device)
+                    self.model(x(1), cache=self.cache.reset())  # allocates the slots, outside the graphs
+                    if self.device.type == "cuda":  # CUDA graphs then write to them in place
+                        for slot in self.cache.layers.values():
+                            torch._dynamo.mark_static_address(slot.k)
+                            torch._dynamo.mark_static_address(slot.v)
+                    graphs = {T: self.compiler(self._own_step(), self.device) for T in self.lengths}
+                    for T, graph in graphs.items():
+                        self.cache.reset()
+                        graph(x(T))  # compiles
+                self.compile_s, self._graphs = time.perf_counter() - t0, graphs
+            except Unavailable as e:
+                problem = str(e)
+            except Exception as e:  # any failure of the compiler leaves generation eager
+                problem = f"compiling failed ({_first_line(e)})"
+        self._note = None if problem is None else f"Generation runs eagerly (not compiled): {problem}."
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Start compiling and wait until it has ended, ready or not (False: ``timeout`` seconds passed)."""
+        self.start()
+        return self._done.wait(timeout)
+
+    def eager_step(self, x: torch.Tensor) -> torch.Tensor:
+        """The step that gets compiled: the logits of x (1, T) at the cache's position."""
+        return self.model(x, cache=self.cache)
+
+    def _own_step(self) -> Step:
+        """`eager_step` with a code object of its own: Dynamo keeps its graphs per code object, so each graph
+        is this one's alone (never tried for another model or length, nor counted in another's recompile
+        limit) and goes with it."""
+        f = DecodeStep.eager_step
+        return types.MethodType(types.FunctionType(f.__code__.replace(), f.__globals__, f.__name__), self)
+
+    def step(self, x: torch.Tensor) -> torch.Tensor:
+        """`eager_step`, compiled where T has a graph (any other length, e.g. a prompt's prefill, runs eagerly)."""
+        return self._graphs.get(x.shape[1], self.eager_step)(x)
+
+    def take_note(self) -> str | None:
+        """Why generation stays eager, the first time it is asked once that is known; else None."""
+        with self._state:
+            note, self._note = self._note, None
+        return note
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Compiled | None]:
+        """For one generation: the static cache and the compiled step, or None while compiling, where it
+        cannot compile, or while another generation uses it. Starts compiling at the first call."""
+        self.start()
+        if not self.ready or not self._in_use.acquire(blocking=False):
+            yield None
+            return
+        try:
+            yield Compiled(self.cache, self.step)
+        finally:
+            self._in_use.release()
+
+
+__all__ = ["Compiled", "DecodeStep", "Unavailable", "compiling_enabled", "torch_compile"]
