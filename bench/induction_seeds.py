@@ -8,7 +8,9 @@ core), ``--jobs`` runs side by side. For each final model it prints the best ind
 (`head_scores.head_scores`) and its head, the validation loss, and the lesson of the preset's walkthrough:
 the loss on the second copies' tokens (`ablation.second_copy_mask`) with the top induction head mean-ablated
 (`ablation.Ablator`, the mean over the validation batch), its rise Δ top, the largest rise of any other head
-(Δ other), and the top head's rise of the whole validation loss (Δ all: what the app's knock-out table shows).
+(Δ other), and the top head's rise of the whole validation loss (Δ all: what the app's knock-out table shows);
+then the circuit's other half, the head with the best previous-token score (prev), its rise Δ prev, and the
+largest rise of any head outside the two (Δ rest).
 A seed "forms" when the best score is ≥ 0.5. Times are the training's wall seconds, its CPU seconds (all its
 threads) and tokens/s; on a shared machine the wall time is longer than alone (say how loaded it was), while one
 thread's CPU seconds stay near its time alone. ``--set`` overrides the preset's settings
@@ -73,11 +75,15 @@ def one(seed: int, threads: int, steps: int | None, sets: list[str]) -> dict:
         whole = ablator_for(loaded).table("mean")  # what the app's knock-out table shows: every target
     top = f"{name}/{h}"
     deltas = {r.component: r.delta_loss for r in table.rows if r.component.count("/") == 2}  # heads only
+    prev = max(((f"{n}/{i}", float(v)) for n, per in scores.scores.items() for i, v in enumerate(per["prev"])
+                if f"{n}/{i}" != top), key=lambda r: r[1])[0]  # the circuit's other half: the previous-token head
     t = cfg.train
     return {"seed": seed, "threads": threads, "best": best, "head": top, "val_loss": val,
             "second_copy_loss": table.baseline_loss, "delta_top": deltas[top],
             "delta_top_all": next(r.delta_loss for r in whole.rows if r.component == top),
-            "delta_other": max(v for k, v in deltas.items() if k != top), "seconds": seconds, "cpu_seconds": cpu,
+            "delta_other": max(v for k, v in deltas.items() if k != top), "prev_head": prev,
+            "delta_prev": deltas[prev], "delta_rest": max(v for k, v in deltas.items() if k not in (top, prev)),
+            "seconds": seconds, "cpu_seconds": cpu,
             "tokens_per_s": t.steps * t.batch_size * cfg.model.l_max / seconds, "trajectory": trajectory}
 
 
@@ -85,6 +91,7 @@ def row(r: dict) -> str:
     steps = " ".join(f"{s}:{v}" for s, v in r["trajectory"])
     return (f"{r['seed']:>5} {r['threads']:>3} {r['best']:>6.2f} {r['head']:>9} {r['val_loss']:>6.3f} "
             f"{r['second_copy_loss']:>7.3f} {r['delta_top']:>+7.3f} {r['delta_other']:>+7.3f} {r['delta_top_all']:>+7.3f} "
+            f"{r['prev_head']:>9} {r['delta_prev']:>+7.3f} {r['delta_rest']:>+7.3f} "
             f"{r['seconds']:>6.0f} {r['cpu_seconds']:>6.0f} {r['tokens_per_s']:>8,.0f}  {steps}")
 
 
@@ -104,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = [(s, n) for n in a.threads for s in seeds(a.seeds)]
     print(f"{PRESET} {' '.join(a.sets)}: {len(runs)} runs, {a.jobs} at a time", flush=True)
     print(f"{'seed':>5} {'thr':>3} {'best':>6} {'head':>9} {'val':>6} {'2nd':>7} {'Δ top':>7} {'Δ other':>7} {'Δ all':>7} "
-          f"{'s':>6} {'cpu s':>6} {'tok/s':>8}  best induction score by step", flush=True)
+          f"{'prev':>9} {'Δ prev':>7} {'Δ rest':>7} {'s':>6} {'cpu s':>6} {'tok/s':>8}  best induction score by step",
+          flush=True)
 
     def launch(run: tuple[int, int]) -> dict:
         extra = [f"--steps={a.steps}"] if a.steps else []
@@ -122,8 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         mine = [r for r in results if r["threads"] == n]
         formed = [r for r in mine if r["best"] >= FORMED]
         lesson = [r for r in formed if r["delta_top"] >= 0.3 and r["delta_top"] > 2 * r["delta_other"]]
+        circuit = [r for r in formed if min(r["delta_top"], r["delta_prev"]) >= 0.3
+                   and min(r["delta_top"], r["delta_prev"]) > 2 * r["delta_rest"]]
         print(f"{n} thread(s): formed (best ≥ {FORMED}) in {len(formed)}/{len(mine)}; the lesson (Δ top ≥ 0.3 nats, "
-              f"> 2 × any other head's) in {len(lesson)}/{len(mine)}; median Δ top "
+              f"> 2 × any other head's) in {len(lesson)}/{len(mine)}; the circuit's (the induction head and the "
+              f"previous-token head each ≥ 0.3, > 2 × any other head's) in {len(circuit)}/{len(mine)}; median Δ top "
               f"{statistics.median(r['delta_top'] for r in mine):+.3f}, median Δ other "
               f"{statistics.median(r['delta_other'] for r in mine):+.3f}; median "
               f"{statistics.median(r['seconds'] for r in mine):.0f} s ({statistics.median(r['cpu_seconds'] for r in mine):.0f} s "

@@ -115,9 +115,10 @@ def test_a_preset_with_too_few_steps_for_its_walkthrough_says_so(window):
     w.apply_preset(induction)
     note = w.settingsNoteLabel
     assert note.isHidden()  # as shipped
-    keyed_editor(w, "train.steps").setValue(1000)
-    assert not note.isHidden() and "3,000 steps" in note.text() and "1,000" in note.text()
-    keyed_editor(w, "train.steps").setValue(3000)
+    keyed_editor(w, "train.steps").setValue(induction.demo_steps - 100)
+    assert not note.isHidden() and f"{induction.demo_steps:,} steps" in note.text()
+    assert f"{induction.demo_steps - 100:,}" in note.text()
+    keyed_editor(w, "train.steps").setValue(induction.demo_steps)
     assert note.isHidden()
 
 
