@@ -12,7 +12,7 @@ from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect import inference, scoring
-from fatstudio.core.inspect.decode_step import DecodeStep
+from fatstudio.core.inspect.decode_step import DecodeStep, decode_step_of
 from fatstudio.core.inspect.loaded import LoadedModel
 from fatstudio.core.inspect.prompting import display_token
 from fatstudio.qt.panels import prompt as prompt_module
@@ -153,7 +153,7 @@ def test_an_eager_generation_says_why_once(qtbot, panel, monkeypatch):
     notes = []
     for _ in range(3):
         assert run_and_wait(qtbot, panel) == "finished"
-        assert loaded.decode_step().wait(10)
+        assert decode_step_of(loaded).wait(10)
         notes.append(panel.messageLabel.text())
     assert "relative positions" not in notes[0] and "relative positions" in notes[1]
     assert "relative positions" not in notes[2]

@@ -19,14 +19,17 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
 from ..device import compile_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
-from .inference import default_slide
+from .prompting import default_slide
+
+if TYPE_CHECKING:
+    from .loaded import LoadedModel
 
 Step = Callable[[torch.Tensor], torch.Tensor]  # x (1, T) ids -> logits (1, T, N_V), the cache advanced by T
 Compiler = Callable[[Step, torch.device], Step]
@@ -177,4 +180,12 @@ class DecodeStep:
             self._in_use.release()
 
 
-__all__ = ["Compiled", "DecodeStep", "Unavailable", "compiling_enabled", "torch_compile"]
+def decode_step_of(loaded: LoadedModel) -> DecodeStep:
+    """The loaded model's DecodeStep, made at the first call and kept on it (``loaded.decoder``): one per loaded
+    model, so it compiles once, in the background, at its first use."""
+    if not isinstance(loaded.decoder, DecodeStep):
+        loaded.decoder = DecodeStep(loaded.model)
+    return loaded.decoder
+
+
+__all__ = ["Compiled", "DecodeStep", "Unavailable", "compiling_enabled", "decode_step_of", "torch_compile"]

@@ -27,7 +27,16 @@ import torch
 from ..device import at_least_fp32, model_device
 from ..model.attention import KVCache
 from .attention_maps import AttentionMaps, attention_entropy, colormap
-from .prompting import MASK_MARKER, EncodedPrompt, check_length, encode_masked, encode_prompt, framed, has_mask_marker
+from .prompting import (
+    MASK_MARKER,
+    EncodedPrompt,
+    check_length,
+    default_slide,
+    encode_masked,
+    encode_prompt,
+    framed,
+    has_mask_marker,
+)
 
 if TYPE_CHECKING:
     from ..data.tokenization import TokenizerLike
@@ -332,11 +341,6 @@ l_max allows.
 
 
 # -------------------------------------------------------------------------------- Algorithm 14: generate
-def default_slide(l_max: int) -> int:
-    """How far `generate`'s window slides when the context is full, unless told: l_max // 8, at least 1."""
-    return max(1, l_max // 8)
-
-
 def generate(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, *, tokens: int = 200, temperature: float = 1.0,
              top_k: int = 0, top_p: float = 1.0, seed: int | None = None, use_cache: bool = True,
              alternatives: int = 5, stop_at_eos: bool = False, add_bos: bool = False,

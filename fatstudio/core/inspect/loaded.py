@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from .decode_step import DecodeStep
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -23,11 +21,4 @@ class LoadedModel:
     class_names: list[str] = field(default_factory=list)
     label: str = ""
     step: int = 0
-    decoder: DecodeStep | None = field(default=None, repr=False, compare=False)  # see `decode_step`
-
-    def decode_step(self) -> DecodeStep:
-        """This model's compiled decode step for generating (`decode_step.DecodeStep`), made at the first call;
-        it compiles, in the background, at its first use."""
-        if self.decoder is None:
-            self.decoder = DecodeStep(self.model)
-        return self.decoder
+    decoder: Any = field(default=None, repr=False, compare=False)  # its `decode_step.DecodeStep`, once asked for

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from . import inference, scoring
 from .attention_maps import AttentionMaps
+from .decode_step import decode_step_of
 from .inference import Generation, MaskPrediction, TokenChoice
 from .prompting import EncodedPrompt
 from .scoring import ScoreInput, TextScore
@@ -93,7 +94,7 @@ def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 2
     with τ, top-k, top-p and ``seed`` and list ``alternatives`` per token; fill_mask lists the ``top``
     predictions per mask. ``stop``, ``batch_s``: see `generation_events`; ``attention``: end with the text's
     attention maps; ``compiled``: generate through the model's compiled decode step once it is ready
-    (`LoadedModel.decode_step`; for a long-lived process)."""
+    (`decode_step.decode_step_of`; for a long-lived process)."""
     model, tok = loaded.model, loaded.tokenizer
     if prompt.mode == "fill_mask":
         return _fill_mask_events(loaded, prompt, top, attention)
@@ -102,7 +103,7 @@ def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 2
     if prompt.mode == "generate":
         generation = inference.generate(model, tok, prompt, tokens=tokens, temperature=temperature, top_k=top_k,
                                         top_p=top_p, seed=seed, alternatives=alternatives,
-                                        decoder=loaded.decode_step() if compiled else None)
+                                        decoder=decode_step_of(loaded) if compiled else None)
     else:
         generation = inference.translate(model, tok, prompt, max_tokens=tokens, temperature=temperature, top_k=top_k,
                                          top_p=top_p, seed=seed, alternatives=alternatives)

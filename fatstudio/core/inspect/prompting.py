@@ -54,6 +54,11 @@ def framed(tokenizer: TokenizerLike, text: str) -> list[int]:
     return [tokenizer.bos_id, *tokenizer.encode(text), tokenizer.eos_id]
 
 
+def default_slide(l_max: int) -> int:
+    """How far `inference.generate`'s window slides when the context is full, unless told: l_max // 8, at least 1."""
+    return max(1, l_max // 8)
+
+
 def check_length(n: int, l_max: int, what: str) -> None:
     """ValueError, in words, when a sequence of ``n`` tokens does not fit a model's l_max."""
     if n > l_max:

@@ -53,7 +53,7 @@ from superqt.utils import GeneratorWorker
 
 from ...core.inspect import inference, prompting, scoring
 from ...core.inspect.attention_maps import AttentionMaps
-from ...core.inspect.decode_step import compiling_enabled
+from ...core.inspect.decode_step import compiling_enabled, decode_step_of
 from ...core.inspect.inference import MaskPrediction, TokenChoice
 from ...core.inspect.prompt_events import (
     Attention,
@@ -452,7 +452,7 @@ class PromptPanel(QWidget):
                                        top_k=int(self.topKSpin.value()), top_p=float(self.topPSpin.value()))
             self.last_seed = seed if self._sampling["temperature"] > 0 else None  # greedy draws nothing
         compiled = m == "generate" and compiling_enabled()  # compiles in the background; eager until then
-        if compiled and (note := loaded.decode_step().take_note()):
+        if compiled and (note := decode_step_of(loaded).take_note()):
             notes.append(note)
         job = prompt_events(loaded, prompt, tokens=int(self.tokensSpin.value()), top=int(self.topSpin.value()),
                             seed=seed, alternatives=N_ALTERNATIVES, stop=self._stop, batch_s=BATCH_SECONDS,
