@@ -128,8 +128,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
         run = Run.open(run_dir)
         run.lock()  # a second process training it is refused here, before anything is read or written
         locked.append(run)
-        if run.resume_problem():
-            raise ValueError(run.resume_problem())
+        if why := run.resume_problem():
+            raise ValueError(why)
         run.check_agreement()  # files of another run are refused before the corpus is read
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
@@ -183,7 +183,6 @@ def _discard(folder: Run, keep_empty: bool) -> None:
     if keep_empty:
         with contextlib.suppress(OSError):
             folder.path.mkdir()
-
 
 
 class Trainer:
