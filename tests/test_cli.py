@@ -85,17 +85,22 @@ def test_generate_writes_a_line_at_a_time_and_asks_for_no_alternatives(trained_r
     assert asked["alternatives"] == 0  # the CLI shows no alternatives, so none are computed
 
 
-def test_generate_imports_no_gui(trained_run):
+def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
+    """Neither the GUI nor torch's compiler (~1.5 s to import; the model is built without initialising it,
+    `build_empty`) is imported by a generation from the command line."""
     code = ("import sys\n"
             "import fatstudio\n"
             "print('TORCH', 'torch' in sys.modules)\n"
             "from fatstudio import ModelConfig, build_model\n"
             "from fatstudio.cli import main\n"
             f"main(['generate', {str(trained_run)!r}, '--prompt', 'hello', '--tokens', '5'])\n"
-            "print('GUI', [m for m in ('PySide6', 'pyqtgraph', 'fatstudio.qt') if m in sys.modules])\n")
+            "print('GUI', [m for m in ('PySide6', 'pyqtgraph', 'fatstudio.qt') if m in sys.modules])\n"
+            "print('COMPILER', [m for m in ('torch._dynamo', 'torch.fx.experimental.symbolic_shapes') "
+            "if m in sys.modules])\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert "TORCH False" in r.stdout and "GUI []" in r.stdout, r.stdout + r.stderr
+    assert "COMPILER []" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("args,words", [

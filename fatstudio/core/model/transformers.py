@@ -10,6 +10,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from ..config import ModelConfig, ResolvedModelConfig
 from .attention import KVCache
@@ -66,12 +67,12 @@ class Transformer(nn.Module):
         for name, p in self.named_parameters():
             with torch.no_grad():
                 if name.endswith("gamma"):
-                    p.fill_(1.0)
+                    nn.init.ones_(p)
                 elif p.dim() >= 2:
                     std = 0.02 / math.sqrt(2 * n_layers) if name.endswith(("W_o.weight", "W_mlp2.weight")) else 0.02
-                    p.normal_(0.0, std)
+                    nn.init.normal_(p, 0.0, std)
                 else:
-                    p.zero_()
+                    nn.init.zeros_(p)
 
     @staticmethod
     def _result(logits: torch.Tensor, attn: AttentionWeights | None) -> Output:
@@ -196,3 +197,22 @@ def build_model(cfg: ModelConfig) -> Transformer:
     """Validate ``cfg`` and build its architecture with the paper's defaults filled in."""
     resolved = cfg.validate().resolved()
     return ARCHITECTURES[resolved.arch](resolved)
+
+
+class _SkipInit(TorchFunctionMode):
+    """torch.nn.init's functions leave their tensor as it is."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
+
+
+def build_empty(cfg: ModelConfig, device: torch.device | str = "cpu") -> Transformer:
+    """`build_model` with uninitialised memory on ``device``, for weights that are assigned next (every one).
+    Built on the meta device with torch.nn.init switched off, then given storage: on the meta device torch's
+    random fills and empty_like run its Python reference ops, whose imports (its compiler) take ~1.5 s."""
+    with torch.device("meta"), _SkipInit():
+        model = build_model(cfg)
+    return model._apply(lambda t: torch.empty(t.shape, dtype=t.dtype, device=device))

@@ -40,7 +40,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers
 from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from ..data.tokenization import Tokenizer
 from ..memory import check_fits
-from ..model import build_model
+from ..model import build_empty
 from .folder import Run
 
 GPT2, LLAMA, MISTRAL, BERT = "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "BertForMaskedLM"
@@ -363,8 +363,7 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     say(0.1, f"reading the {cls} weights")
     tensors = read_tensors(folder)
     say(0.5, "mapping them onto the paper's model")
-    with torch.device("meta"):  # no memory and no random initialisation: every parameter is assigned next
-        model = build_model(cfg)
+    model = build_empty(cfg, "meta")  # no memory and no random initialisation: every parameter is assigned next
     try:  # a tensor of another shape than config.json says: torch's RuntimeError (a reshape's, or the load's)
         ours = {k: v.to(torch.float32).clone() for k, v in state_dict(cls, tensors, cfg).items()}  # own storage each
         del tensors

@@ -162,12 +162,12 @@ class RunWeights:
     def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
         """The trained model for prompting (eval mode), with its tokenizer: the last checkpoint's, or with
         ``step`` the weights saved at that step (a snapshot; the checkpoint if it is that step's). Built without
-        memory (on the meta device: no random initialisation, seconds for GPT-2 small), then filled from the
-        weights, every one of which load_weights requires; in the run's ``dtype`` (meta.json: an import's
-        ``--dtype bfloat16`` keeps the model in bfloat16, half the memory), else float32."""
+        initialising (`build_empty`: seconds less for GPT-2 small), then filled from the weights, every one of
+        which load_weights requires; in the run's ``dtype`` (meta.json: an import's ``--dtype bfloat16`` keeps
+        the model in bfloat16, half the memory), else float32."""
         import torch
 
-        from ..model import build_model
+        from ..model import build_empty
 
         path = snapshots.list_snapshots(self.path).get(step) if step is not None else None
         kept = self.weight_steps()
@@ -175,10 +175,8 @@ class RunWeights:
             raise ValueError(f"{self.path} has no weights of step {step}; saved steps: {_steps(kept)}.")
         check_fits(self.config.model, 1, device, training=False, what=f"opening the model of {self.path}")
         tokenizer = self.check_agreement()
-        with torch.device("meta"):
-            model = build_model(self.config.model)
-        model = model.to_empty(device=device)
-        if model.config.tie_embeddings:  # to_empty made W_u a Parameter of its own
+        model = build_empty(self.config.model, device)
+        if model.config.tie_embeddings:  # given storage, W_u became a Parameter of its own
             model.tie_unembedding()
         model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
         step = self.load_weights(model, path)
