@@ -134,6 +134,45 @@ def test_new_maps_keep_the_view(panel):
     assert panel.attentionView.matrix.shape == (11, 11)
 
 
+def one_sharp_head(sharp, L=2, H=3, T=6):
+    """A bert's maps (every head uniform, the uninformative kind) but head ``sharp`` = (l, h): previous token."""
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+
+    A = np.full((L, H, T, T), 1.0 / T)
+    A[sharp] = np.eye(T, k=-1) + np.eye(T, k=T - 1)
+    return AttentionMaps(["<bos>", *"abcd", "<eos>"][:T], None, {f"self/{l}": A[l] for l in range(L)})
+
+
+def test_new_maps_open_on_the_most_informative_head_until_the_user_chooses_one(panel, tmp_path):
+    from fatstudio.core.inspect.probes import list_probes, save_probe
+
+    panel.show_maps(one_sharp_head((1, 2)))  # not layer 1 head 1, a uniform head
+    assert (panel.layer, panel.head) == (1, 2) and "layer 2 · head 3" in panel.attentionView.plot.titleLabel.text
+    assert panel.headCombo.currentIndex() == 2 and panel.layerCombo.currentIndex() == 1
+    panel.show_maps(one_sharp_head((0, 1)))  # another text: its own
+    assert (panel.layer, panel.head) == (0, 1)
+    for step, sharp in ((10, (0, 0)), (20, (1, 1))):
+        save_probe(tmp_path, step, one_sharp_head(sharp))
+    panel.set_probes(list_probes(tmp_path))  # a run's probes: its newest step's
+    assert panel.probe_step == 20 and (panel.layer, panel.head) == (1, 1)
+    panel.probeSlider.setValue(0)  # scrubbing keeps the head shown
+    assert panel.probe_step == 10 and (panel.layer, panel.head) == (1, 1)
+    edt = make_loaded("edt")
+    tok = edt.tokenizer
+    maps = inference.attention_maps_for_ids(edt.model, tok, [tok.bos_id, *tok.encode("dog")],
+                                            [tok.bos_id, *tok.encode("hello"), tok.eos_id])
+    panel.show_maps(maps)  # the lesson's layer, the last of the cross-attention
+    assert (panel.kind, panel.layer, panel.head) == ("cross", 1, maps.focused_head("cross")[1])
+    panel.kindCombo.setCurrentIndex(panel.kindCombo.findData("enc"))  # another kind: its most informative head
+    assert (panel.layer, panel.head) == maps.focused_head("enc") and not panel.head_chosen
+    panel.show_maps(one_sharp_head((1, 2)))
+    panel.headGrid.headClicked.emit(0, 2)  # the user's choice …
+    panel.show_maps(one_sharp_head((1, 0)))
+    assert (panel.layer, panel.head) == (0, 2)  # … is kept
+    panel.set_probes(list_probes(tmp_path))
+    assert (panel.layer, panel.head) == (0, 2)
+
+
 def test_hover_shows_weight_and_tokens(qtbot, panel):
     maps = gpt_maps()
     panel.show_maps(maps)
@@ -141,7 +180,7 @@ def test_hover_shows_weight_and_tokens(qtbot, panel):
     qtbot.waitExposed(panel)
     view = panel.attentionView
     view.scene().sigMouseMoved.emit(view.cell_center_scene(5, 2))
-    w = maps.maps["self/0"][0][5, 2]
+    w = maps.maps[panel.current_name()][panel.head][5, 2]  # of the head shown
     text = panel.hoverLabel.text()
     assert "query 6 " in text and "key 3 " in text and f"{w:.4f}" in text and "<code>u</code>" in text  # from 1
 
