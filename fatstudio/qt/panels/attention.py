@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -153,7 +154,7 @@ class AttentionPanel(QWidget):
         vsplit.addWidget(self.lensView)
         for i, stretch in enumerate((0, 1, 0, 0)):  # spare height goes to the maps, not the score plot or the strips
             vsplit.setStretchFactor(i, stretch)
-        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (the lens asks)
+        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (they ask: heightWanted)
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -174,8 +175,8 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._update_source)
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
-        self.scoreHistory.heightWanted.connect(self._give_score_height)
-        self.lensView.heightWanted.connect(lambda want: attention_lens.give_height(self._vsplit, want))
+        for part, asking in ((0, self.scoreHistory), (2, self.strips), (3, self.lensView)):  # the maps (1) give it
+            asking.heightWanted.connect(partial(attention_lens.give_height, vsplit, part))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -465,12 +466,6 @@ class AttentionPanel(QWidget):
 
     def _move_score_marker(self, *_args) -> None:
         self.scoreHistory.set_marker(self.probeTimeline.current_step())
-
-    def _give_score_height(self, want: int) -> None:
-        """The score plot folded or unfolded: the height it gives or takes goes to the maps."""
-        sizes = self._vsplit.sizes()
-        if sum(sizes):
-            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, *sizes[2:]])
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:
