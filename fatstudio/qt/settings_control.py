@@ -82,7 +82,7 @@ def apply_preset(window: MainWindow, preset) -> None:
 
 def revalidate(window: MainWindow, *_args) -> str | None:
     """Explain a problem of the settings (validated once per change) or of the corpus inline, and keep
-    Train disabled until it is fixed."""
+    Train disabled until it is fixed; while idle, the live η field shows the settings' η."""
     message = window.settings.error
     corpus = window.corpus_panel
     if message is None and corpus.error and not corpus.loading:
@@ -93,6 +93,8 @@ def revalidate(window: MainWindow, *_args) -> str | None:
     update_train_enabled(window)
     update_settings_note(window)
     show_plan(window)
+    if window.state == TrainingState.IDLE:  # a run shows its own η (`TrainView.start_live_lr`)
+        window.train_view.show_next_lr(window.settings.train.lr)
     return message
 
 

@@ -86,3 +86,27 @@ def test_max_pool_keeps_sparse_patterns():
     A = np.eye(200)[::-1]
     assert np.array_equal(max_pool(A, 64), np.eye(50)[::-1])
     assert max_pool(A[:60, :30], 64) is A[:60, :30] or max_pool(A[:60, :30], 64).shape == (60, 30)
+
+
+def focused_maps(sharp: tuple[int, int], L=2, H=3, T=6) -> AttentionMaps:
+    """Self-attention over ``L`` layers of ``H`` heads, every head uniform but head ``sharp`` = (l, h), which
+    attends to the previous token."""
+    A = np.full((L, H, T, T), 1.0 / T)
+    A[sharp] = np.eye(T, k=-1) + np.eye(T, k=T - 1)  # each query to the one before (the first to the last)
+    return AttentionMaps(list("abcdef"[:T]), None, {map_name("self", l): A[l] for l in range(L)})
+
+
+def test_the_view_opens_on_the_lesson_kind_and_its_most_informative_head():
+    assert focused_maps((1, 2)).focused_head("self") == (1, 2)  # the one not uniform, whatever its layer
+    assert focused_maps((0, 1)).focused_head("self") == (0, 1)
+    maps = edt_maps()
+    assert maps.lesson_kind() == "cross"
+    maps.maps["cross/0"][1] = np.eye(3, 5)  # sharper than any head of the last layer, but not the lesson's layer
+    l, h = maps.focused_head("cross")
+    assert l == 1 and h == int(np.argmin(maps.entropy("cross/1")))
+    entropies = {(l, h): e for l in (0, 1) for h, e in enumerate(maps.entropy(f"enc/{l}"))}
+    assert maps.focused_head("enc") == min(entropies, key=entropies.__getitem__)  # of all the encoder's layers
+    del maps.maps["cross/0"], maps.maps["cross/1"]
+    assert maps.lesson_kind() == "dec"
+    with pytest.raises(ValueError, match="no 'cross' attention"):
+        maps.focused_head("cross")

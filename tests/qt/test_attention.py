@@ -23,9 +23,9 @@ CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 012345
 TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt": "seq2seq"}
 
 
-def make_loaded(arch, dtype=torch.float32, l_max=16, H=3):
+def make_loaded(arch, dtype=torch.float32, l_max=16, H=3, L=2):
     tok = train_tokenizer("char", CORPUS)
-    cfg = ModelConfig(arch=arch, vocab_size=tok.vocab_size, l_max=l_max, L=2, L_enc=2, L_dec=2, H=H, d_e=12,
+    cfg = ModelConfig(arch=arch, vocab_size=tok.vocab_size, l_max=l_max, L=L, L_enc=2, L_dec=2, H=H, d_e=12,
                       d_mlp=16)
     torch.manual_seed(0)
     model = build_model(cfg).to(dtype).eval()
@@ -134,6 +134,45 @@ def test_new_maps_keep_the_view(panel):
     assert panel.attentionView.matrix.shape == (11, 11)
 
 
+def one_sharp_head(sharp, L=2, H=3, T=6):
+    """A bert's maps (every head uniform, the uninformative kind) but head ``sharp`` = (l, h): previous token."""
+    from fatstudio.core.inspect.attention_maps import AttentionMaps
+
+    A = np.full((L, H, T, T), 1.0 / T)
+    A[sharp] = np.eye(T, k=-1) + np.eye(T, k=T - 1)
+    return AttentionMaps(["<bos>", *"abcd", "<eos>"][:T], None, {f"self/{l}": A[l] for l in range(L)})
+
+
+def test_new_maps_open_on_the_most_informative_head_until_the_user_chooses_one(panel, tmp_path):
+    from fatstudio.core.inspect.probes import list_probes, save_probe
+
+    panel.show_maps(one_sharp_head((1, 2)))  # not layer 1 head 1, a uniform head
+    assert (panel.layer, panel.head) == (1, 2) and "layer 2 · head 3" in panel.attentionView.plot.titleLabel.text
+    assert panel.headCombo.currentIndex() == 2 and panel.layerCombo.currentIndex() == 1
+    panel.show_maps(one_sharp_head((0, 1)))  # another text: its own
+    assert (panel.layer, panel.head) == (0, 1)
+    for step, sharp in ((10, (0, 0)), (20, (1, 1))):
+        save_probe(tmp_path, step, one_sharp_head(sharp))
+    panel.set_probes(list_probes(tmp_path))  # a run's probes: its newest step's
+    assert panel.probe_step == 20 and (panel.layer, panel.head) == (1, 1)
+    panel.probeSlider.setValue(0)  # scrubbing keeps the head shown
+    assert panel.probe_step == 10 and (panel.layer, panel.head) == (1, 1)
+    edt = make_loaded("edt")
+    tok = edt.tokenizer
+    maps = inference.attention_maps_for_ids(edt.model, tok, [tok.bos_id, *tok.encode("dog")],
+                                            [tok.bos_id, *tok.encode("hello"), tok.eos_id])
+    panel.show_maps(maps)  # the lesson's layer, the last of the cross-attention
+    assert (panel.kind, panel.layer, panel.head) == ("cross", 1, maps.focused_head("cross")[1])
+    panel.kindCombo.setCurrentIndex(panel.kindCombo.findData("enc"))  # another kind: its most informative head
+    assert (panel.layer, panel.head) == maps.focused_head("enc") and not panel.head_chosen
+    panel.show_maps(one_sharp_head((1, 2)))
+    panel.headGrid.headClicked.emit(0, 2)  # the user's choice …
+    panel.show_maps(one_sharp_head((1, 0)))
+    assert (panel.layer, panel.head) == (0, 2)  # … is kept
+    panel.set_probes(list_probes(tmp_path))
+    assert (panel.layer, panel.head) == (0, 2)
+
+
 def test_hover_shows_weight_and_tokens(qtbot, panel):
     maps = gpt_maps()
     panel.show_maps(maps)
@@ -141,7 +180,7 @@ def test_hover_shows_weight_and_tokens(qtbot, panel):
     qtbot.waitExposed(panel)
     view = panel.attentionView
     view.scene().sigMouseMoved.emit(view.cell_center_scene(5, 2))
-    w = maps.maps["self/0"][0][5, 2]
+    w = maps.maps[panel.current_name()][panel.head][5, 2]  # of the head shown
     text = panel.hoverLabel.text()
     assert "query 6 " in text and "key 3 " in text and f"{w:.4f}" in text and "<code>u</code>" in text  # from 1
 
@@ -718,6 +757,42 @@ def test_64_tokens_get_64_labels_on_each_axis_at_the_default_window_size(qtbot, 
     assert view.key_axis.drawn == [*map(display_token, text)]
     assert view.query_axis.drawn == [*map(display_token, text)]
     assert view.key_axis.rotated or view.key_axis.font_px >= 8
+
+
+def test_the_text_strip_shows_four_lines_of_a_long_text_beside_the_map_and_the_lens_at_1440x900(qtbot, window,
+                                                                                                   tmp_path):
+    """A run's text (its head scores over training above, the lens of a 4-layer model under it): a text of six
+    lines gets four without scrolling (it got two), the map and the lens keep their room, and a one-line
+    text gives the height back to the map."""
+    w = window
+    w.resize(1440, 900)
+    qtbot.waitUntil(lambda: w.width() == 1440 and w.height() == 900, timeout=5000)
+    panel = w.attention_panel
+    loaded = make_loaded("gpt", l_max=64, H=4, L=4)
+    tok = loaded.tokenizer
+    panel.set_model(loaded)
+    panel.set_probes(_probe_files(tmp_path, {10: 0.1, 20: 0.9}))  # the score plot unfolds
+    lens, strip = panel.lensView, panel.tokenStrip
+    line = strip.fontMetrics().lineSpacing()
+
+    def show(text: str) -> None:  # generated in the Prompt tab, then looked at
+        w.viewTabs.setCurrentWidget(w._prompt_host)
+        panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, tok.encode(text)))
+        w.viewTabs.setCurrentWidget(w._attention_host)
+        qtbot.waitExposed(panel)
+        qtbot.waitUntil(lambda: lens.lens is not None and lens.lens.tokens == list(text) and not lens.folded(),
+                        timeout=60_000)
+        qtbot.wait(300)  # laid out again once the lens and the strips have asked for their heights
+
+    show("the fox\nthe dog\nhello\nworld\n0123\nlazy\n")
+    assert strip.height() >= 4 * line + 2 * strip.document().documentMargin()
+    caption = panel.strips.stripCaption
+    assert caption.height() >= caption.heightForWidth(caption.width())  # whole
+    assert lens.height() >= lens.gridScroll.height() + lens.captionLabel.height()  # its grid whole
+    tall = panel.attentionView.height()
+    assert tall >= 200
+    show("the fox")
+    assert strip.height() < 3 * line and panel.attentionView.height() > tall
 
 
 @pytest.mark.parametrize("size", [(1366, 740), (1440, 900)], ids=["1366x740", "1440x900"])

@@ -398,6 +398,7 @@ def test_step_button_and_learning_rate_while_training(qtbot, window):
     tv.stopButton.click()
     wait_idle(qtbot, w)
     assert not step.isEnabled() and not tv.lrApplyButton.isEnabled()
+    assert tv.lrSpin.value() == w.current_config().train.lr != 0.0042  # the next run's η, not the last set
     rows = [json.loads(line) for line in (Path(w.run_dir) / "metrics.jsonl").read_text().splitlines()]
     lrs = {r["step"]: r["lr"] for r in rows if "train_loss" in r}
     assert lrs[last + 1] == lrs[last + 2] == 0.0042 and lrs[last + 3] != 0.0042  # what metrics.jsonl records

@@ -133,6 +133,17 @@ def test_before_the_first_run_the_loss_plot_shows_the_presets_band_and_says_pres
     assert plots.reference is None and "Press ▶ Train" in plots.plan_text()
 
 
+def test_before_a_run_the_live_learning_rate_shows_the_settings_eta(window):
+    w = window
+    spin = w.train_view.lrSpin
+    assert not spin.isEnabled() and spin.value() == w.settings.train.lr == w.presets[0].config.train.lr
+    grokking = next(p for p in w.presets if p.config.train.lr != w.presets[0].config.train.lr)
+    w.apply_preset(grokking)  # another preset: its η
+    assert spin.value() == grokking.config.train.lr
+    keyed_editor(w, "train.lr").setValue(5e-4)  # the Train settings' field: the η the next run starts at
+    assert spin.value() == 5e-4
+
+
 def test_the_finished_status_line_keeps_the_last_evaluation(qtbot, window):
     w = window
     tiny(w, steps=20)

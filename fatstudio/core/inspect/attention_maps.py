@@ -188,6 +188,23 @@ class AttentionMaps:
         """(T_query, T_key): the heads' average."""
         return self.maps[name].mean(0)
 
+    # ---- the head a view opens on ----
+    def lesson_kind(self) -> str:
+        """The kind shown first: an edt's cross-attention (its lesson), else the decoder's, else the only kind."""
+        kinds = self.kinds()
+        return next(k for k in ("cross", "dec", *kinds) if k in kinds)
+
+    def focused_head(self, kind: str) -> tuple[int, int]:
+        """(l, h): the most informative head of ``kind`` to show first, the one with the lowest `entropy` (a
+        uniform head has the highest, log T_key) of all its layers, or of the last for cross-attention (an
+        edt's lesson: the head reading the source in order or reversed)."""
+        layers = self.layers(kind)
+        if not layers:
+            raise ValueError(f"these maps have no {kind!r} attention; they have {', '.join(self.kinds())}.")
+        _, l, h = min((float(e), l, h) for l in (layers[-1:] if kind == "cross" else layers)
+                      for h, e in enumerate(self.entropy(map_name(kind, l))))
+        return l, h
+
     # ---- JSON ----
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON: tokens, context_tokens, maps as nested lists (rounded to 1e-7), per-head entropy."""

@@ -3,8 +3,10 @@
 - two sources, chosen in ``sourceSwitch`` (`widgets.source_switch`): "Your text" (the Prompt tab's last
   forward pass, `show_maps`, with its caption: the prompt and as much of the output as l_max allows) and
   "Training probe, step N" (the slider's step); each keeps its maps while the other is shown;
-- an edt opens on its lesson, cross-attention in the last layer; layers and heads are counted from 1 in
-  everything shown (`attention_maps.layer_label`, `head_label`);
+- an edt opens on its lesson, cross-attention in the last layer; the large map opens on the most informative
+  head (`AttentionMaps.focused_head`: the lowest entropy) of each new text and of a run's newest step, until
+  the user chooses a layer or head; layers and heads are counted from 1 in everything shown
+  (`attention_maps.layer_label`, `head_label`);
 - a grid of layers × heads thumbnails (plus the mean over heads), titled with each head's entropy in nats
   (the mean over queries of the entropy of each attention row), all on one fixed 0-1 colour scale;
 - one head large (``attentionView``) with the tokens on both axes: zoom with the wheel, pan by dragging,
@@ -42,6 +44,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -95,6 +98,7 @@ class AttentionPanel(QWidget):
         self.kind: str | None = None
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
+        self.head_chosen = False  # the user chose the layer or head: new maps keep it
         self.query: int | None = None
         self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
@@ -150,7 +154,7 @@ class AttentionPanel(QWidget):
         vsplit.addWidget(self.lensView)
         for i, stretch in enumerate((0, 1, 0, 0)):  # spare height goes to the maps, not the score plot or the strips
             vsplit.setStretchFactor(i, stretch)
-        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (the lens asks)
+        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (they ask: heightWanted)
         vsplit.setChildrenCollapsible(False)
         pl.addWidget(vsplit, 1)
         self.messageLabel = QLabel()
@@ -171,8 +175,8 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._update_source)
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
-        self.scoreHistory.heightWanted.connect(self._give_score_height)
-        self.lensView.heightWanted.connect(lambda want: attention_lens.give_height(self._vsplit, want))
+        for part, asking in ((0, self.scoreHistory), (2, self.strips), (3, self.lensView)):  # the maps (1) give it
+            asking.heightWanted.connect(partial(attention_lens.give_height, vsplit, part))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -221,11 +225,11 @@ class AttentionPanel(QWidget):
 
     def show_maps(self, maps) -> None:
         """Show the attention of the user's text (an `AttentionMaps` of the Prompt tab's last forward pass; a
-        `TextAttention` says what of the text it shows) and keep it for "Your text". Keeps the chosen kind,
-        layer and head when the new maps have them. None: the user's text has no maps."""
+        `TextAttention` says what of the text it shows) and keep it for "Your text". Keeps the kind, and the
+        layer and head the user chose, when the new maps have them (`_show`). None: the user's text has no maps."""
         self.text_maps = maps if maps is not None and getattr(maps, "maps", None) else None
         if self.text_maps is not None:
-            self._show(self.text_maps)
+            self._show(self.text_maps, fresh=True)
         elif not self.showing_probe:
             self._blank()
 
@@ -238,14 +242,15 @@ class AttentionPanel(QWidget):
         else:
             self._update_source()
 
-    def _show(self, maps: AttentionMaps) -> None:
-        """Draw ``maps`` (the user's text's or a probe step's). A kind not in them: the lesson's view, an
-        edt's cross-attention in its last layer (else the decoder's, or the only kind, first layer)."""
+    def _show(self, maps: AttentionMaps, fresh: bool = False) -> None:
+        """Draw ``maps`` (the user's text's or a probe step's). A kind not in them: the lesson's
+        (`AttentionMaps.lesson_kind`) on its most informative head (`AttentionMaps.focused_head`), as are
+        ``fresh`` maps (a new text, a run's newest step) unless the user chose a head; else the view is kept."""
         self.maps = maps
-        kinds = self.kinds()
-        if self.kind not in kinds:
-            self.kind = next(k for k in ("cross", "dec", *kinds) if k in kinds)
-            self.layer = self.layers()[-1] if self.kind == "cross" else self.layers()[0]
+        kind = self.kind if self.kind in self.kinds() else None
+        if kind is None or (fresh and not self.head_chosen):
+            self.kind = kind = kind or maps.lesson_kind()
+            self.layer, self.head = maps.focused_head(kind)
         if self.layer not in self.layers():
             self.layer = self.layers()[0]
         if self.head != MEAN and self.head >= self.n_heads():
@@ -301,13 +306,17 @@ class AttentionPanel(QWidget):
 
     def set_view(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Choose what is shown large: ``kind`` ("self", "enc", "dec", "cross"), ``layer``, ``head``
-        (0-based; `MEAN` = -1 for the mean over heads). Unchanged where None."""
+        (0-based; `MEAN` = -1 for the mean over heads). Unchanged where None; a layer or head is the user's
+        choice (new maps keep it), another kind alone opens on its most informative head until there is one."""
         if self.maps is None:
             return
         if kind is not None:
             if kind not in self.kinds():
                 raise ValueError(f"these maps have no {kind!r} attention; they have {', '.join(self.kinds())}.")
             self.kind = kind
+            if layer is None and head is None and not self.head_chosen:
+                self.layer, self.head = self.maps.focused_head(kind)
+        self.head_chosen = self.head_chosen or layer is not None or head is not None
         layers = self.layers()
         if layer is not None:
             if layer not in layers:
@@ -457,12 +466,6 @@ class AttentionPanel(QWidget):
 
     def _move_score_marker(self, *_args) -> None:
         self.scoreHistory.set_marker(self.probeTimeline.current_step())
-
-    def _give_score_height(self, want: int) -> None:
-        """The score plot folded or unfolded: the height it gives or takes goes to the maps."""
-        sizes = self._vsplit.sizes()
-        if sum(sizes):
-            self._vsplit.setSizes([want, sizes[1] + sizes[0] - want, *sizes[2:]])
 
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:

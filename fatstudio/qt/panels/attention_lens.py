@@ -67,11 +67,14 @@ def follow(panel: AttentionPanel) -> None:
         view.show_text(panel.maps)
 
 
-def give_height(splitter: QSplitter, want: int) -> None:
-    """The lens (the splitter's last part) folded or unfolded: the maps (its second) give or take the height."""
+def give_height(splitter: QSplitter, part: int, want: int) -> None:
+    """Part ``part`` of the splitter (the score plot, the token strips, the lens) folded, unfolded or grown to
+    ``want`` px: the maps (its part 1) give or take the height."""
     sizes = splitter.sizes()
     if sum(sizes):
-        splitter.setSizes([sizes[0], sizes[1] + sizes[-1] - want, *sizes[2:-1], want])
+        sizes[1] += sizes[part] - want
+        sizes[part] = want
+        splitter.setSizes(sizes)
 
 
 class LensView(QWidget):

@@ -22,7 +22,7 @@ def set_probes(panel: AttentionPanel, paths: Mapping[int, str | Path]) -> None:
     panel.scoreHistory.set_history(score_history(probe_paths))  # another run: its own most moving score
     sync_probe_slider(panel, probe_paths)
     if probe_paths:
-        panel.probeTimeline.set_index(len(probe_paths) - 1, force=True)
+        show_newest(panel)
     elif panel.showing_probe:
         panel._probe_maps = panel.probe_step = None
         panel.show_maps(panel.text_maps)
@@ -39,7 +39,7 @@ def add_probe(panel: AttentionPanel, step: int, path: str | Path, scores: dict |
     panel.scoreHistory.add_step(step, path, scores)
     sync_probe_slider(panel, probe_paths)
     if follow:
-        timeline.set_index(len(probe_paths) - 1, force=True)
+        show_newest(panel)
     elif at_end and not timeline.playing():  # the user's text stays; the slider waits at the newest
         timeline.wait_at(len(probe_paths) - 1)
         panel._update_source()
@@ -55,7 +55,16 @@ def sync_probe_slider(panel: AttentionPanel, probe_paths: dict[int, Path]) -> No
     panel._refresh_sources()  # the knock-out table lists the probe steps
 
 
-def on_probe_slider(panel: AttentionPanel, i: int) -> None:
+def show_newest(panel: AttentionPanel) -> None:
+    """Move the slider to the newest step and show its maps as new ones: on their most informative head unless
+    the user chose one (a step the slider is moved to keeps the head shown)."""
+    last = len(panel.probe_steps()) - 1
+    panel.probeTimeline.wait_at(last)
+    panel._move_score_marker()
+    on_probe_slider(panel, last, fresh=True)
+
+
+def on_probe_slider(panel: AttentionPanel, i: int, fresh: bool = False) -> None:
     steps = panel.probe_steps()
     if not 0 <= i < len(steps):
         return
@@ -65,6 +74,6 @@ def on_probe_slider(panel: AttentionPanel, i: int) -> None:
         show_message(panel.messageLabel, f"Cannot show the probe maps of step {steps[i]}: {e}", error=True)
         return
     panel._probe_maps, panel.probe_step = maps, steps[i]
-    panel._show(maps)
+    panel._show(maps, fresh)
     panel._update_probe_label()
     panel.ablationView.follow_step(steps[i])  # the experiments' weights follow the slider's step

@@ -305,8 +305,7 @@ class TrainView(QWidget):
                "from the next step on, replacing the schedule (warm-up, cosine); Schedule returns to it. "
                "metrics.jsonl and the η plot record the η each step used.")
         self.lrSpin = SciSpinBox(minimum=0.0, maximum=10.0)
-        self.lrSpin.setObjectName("liveLrSpin")
-        self.lrSpin.setValue(3e-4)
+        self.lrSpin.setObjectName("liveLrSpin")  # its value: `show_next_lr` until a run starts
         self.lrSpin.setToolTip(tip + " Type any number, e.g. 1e-4; the arrows double or halve it.")
         self.lrApplyButton = QPushButton("Set η", objectName="liveLrButton")
         self.lrApplyButton.setToolTip(tip)
@@ -356,6 +355,10 @@ class TrainView(QWidget):
     def show_lr_override(self, lr: float | None) -> None:
         """Say whether the run follows its schedule or a fixed η set here."""
         self.lrLabel.setText("following the schedule" if lr is None else f"fixed at {sci(lr)} (set here)")
+
+    def show_next_lr(self, lr: float) -> None:
+        """No run trains: the η the next run starts at (the settings'), shown in the disabled field."""
+        self.lrSpin.setValue(lr)
 
     def start_live_lr(self, lr: float) -> None:
         """A run started at η = ``lr``, following its schedule."""

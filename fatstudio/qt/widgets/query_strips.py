@@ -1,6 +1,7 @@
 """The Attention tab's token strips under the maps: the text (the keys) with the chosen query's attention row
 laid over it as token backgrounds, and, where the queries are not the keys (cross-attention), the queries
-above it. Click a token to choose another query."""
+above it. Click a token to choose another query. The text strip asks for the height of its text, two to four
+lines (``heightWanted``): a generation of code is not squeezed to two lines by the maps and the lens."""
 from __future__ import annotations
 
 import html
@@ -15,9 +16,12 @@ from .token_view import TokenView, weight_tint
 
 class QueryStrips(QWidget):
     """``attentionQueries`` (shown when the queries are not the keys) and ``attentionTokens`` (the keys).
-    ``queryClicked(query)``: a query was clicked (a token of the text strip when the queries are the keys)."""
+    ``queryClicked(query)``: a query was clicked (a token of the text strip when the queries are the keys);
+    ``heightWanted(px)``: the height that shows the text's lines, `TEXT_LINES` at least and at most."""
 
     queryClicked = Signal(int)
+    heightWanted = Signal(int)
+    TEXT_LINES = (2, 4)  # the text strip's lines shown without scrolling: its text's, within these
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -42,6 +46,26 @@ class QueryStrips(QWidget):
         sl.addWidget(self.tokenStrip)
         self.tokenStrip.tokenClicked.connect(self._on_strip_clicked)
         self.queryStrip.tokenClicked.connect(self.queryClicked)
+        self.tokenStrip.document().documentLayout().documentSizeChanged.connect(self._ask_height)
+
+    def _ask_height(self, *_args) -> None:
+        """Ask for the height that shows the caption whole and the text's lines (within `TEXT_LINES`, as laid out
+        at the strip's width), the query strip (cross-attention) at its least, where they have another."""
+        view, caption = self.tokenStrip, self.stripCaption
+        line, margins = view.fontMetrics().lineSpacing(), 2 * view.document().documentMargin()
+        least, most = (n * line + margins for n in self.TEXT_LINES)
+        text = int(min(max(view.document().size().height(), least), most)) + 2 * view.frameWidth()
+        parts = [caption.heightForWidth(caption.width()), text]
+        if self.cross:
+            parts += [self.queryCaption.sizeHint().height(), self.queryStrip.minimumHeight()]
+        lay = self.layout()
+        want = sum(parts) + (lay.spacing() if lay is not None else 0) * (len(parts) - 1)
+        if self.isVisible() and want != self.height():
+            self.heightWanted.emit(want)
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self._ask_height()  # a text set while the tab was hidden
 
     def set_tokens(self, queries: list[str], keys: list[str], cross: bool) -> None:
         """The tokens of the kind shown (the same for all its layers and heads)."""
@@ -69,6 +93,7 @@ class QueryStrips(QWidget):
             f"{over}: the more orange, the larger the weight "
             f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
             "Click a token to choose another query.")
+        self._ask_height()  # the caption's lines
 
     def _on_strip_clicked(self, i: int) -> None:
         if not self.cross:
