@@ -6,7 +6,7 @@ A recipe-size model (4 layers, 4 heads, d_e 128, ℓ_max 64, a char tokenizer of
 which do not change the timings) is given to a PromptPanel, offscreen unless QT_QPA_PLATFORM says otherwise.
 A 10 ms QTimer on the GUI thread records how late each tick comes. First ``--control-s`` seconds of generating
 without compiling (FATSTUDIO_COMPILE_DECODE's switch, read per generation), then generating with compiling on
-until the decode step is ready (`decode_step.DecodeStep`, compiled once, with an empty inductor cache): the
+until the decode step is ready (`decode_step.DecodeStep`, compiled once, with empty caches): the
 median, 99th percentile and largest lateness of each, and how long compiling took.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp()  # a first compile, as on a new machine
+    os.environ["FATSTUDIO_CACHE"] = tempfile.mkdtemp()
     from PySide6.QtCore import QCoreApplication, QTimer
     from PySide6.QtWidgets import QApplication
 
@@ -67,23 +68,27 @@ def main() -> None:
     timer.timeout.connect(tick)
     timer.start(10)
 
-    def generate_until(done, limit_s: float) -> float:
-        start = time.perf_counter()
+    def generate_until(done, limit_s: float) -> tuple[float, float]:
+        """Seconds, and tokens/s of the generations that ended meanwhile."""
+        start, tokens = time.perf_counter(), 0
         while not done() and time.perf_counter() - start < limit_s:
             if not panel.is_running():
+                tokens += len(panel.generated)
                 panel.run()
             QCoreApplication.processEvents()
             time.sleep(0.001)
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        return took, tokens / took
 
     os.environ["FATSTUDIO_COMPILE_DECODE"] = "0"
-    generate_until(lambda: False, a.control_s)
-    print(f"generating, not compiling ({a.control_s:.0f} s): {lateness(late)}", flush=True)
+    _, rate = generate_until(lambda: False, a.control_s)
+    print(f"generating, not compiling ({a.control_s:.0f} s, {rate:.0f} tokens/s): {lateness(late)}", flush=True)
     late.clear()
     os.environ["FATSTUDIO_COMPILE_DECODE"] = "1"
     step = decode_step_of(loaded)
-    took = generate_until(lambda: step.compile_s is not None or (step.wait(0) and not step.ready), a.timeout_s)
-    print(f"generating while the decode step compiles ({took:.1f} s, ready: {step.ready}): {lateness(late)}")
+    took, rate = generate_until(lambda: step.compile_s is not None or (step.wait(0) and not step.ready), a.timeout_s)
+    print(f"generating while the decode step compiles ({took:.1f} s, {rate:.0f} tokens/s, ready: {step.ready}): "
+          f"{lateness(late)}")
     app.quit()
 
 

@@ -1,6 +1,7 @@
 """Files written whole or not at all, files read only when they are regular files (`read_bytes`: never a device,
 a FIFO or a socket), and the OSError behind an error: what the run folder, the probe files, the configs, the
-corpora and the reference curves share; the experiments' CSV text and the step-N files of probes and snapshots."""
+corpora and the reference curves share; the experiments' CSV text, the step-N files of probes and snapshots, and
+the cache's folders."""
 from __future__ import annotations
 
 import contextlib
@@ -14,6 +15,15 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+
+def cache_folder(name: str) -> Path:
+    """A folder of the cache (not made here): ``$FATSTUDIO_CACHE/NAME``, else NAME in the user cache folder."""
+    if os.environ.get("FATSTUDIO_CACHE"):
+        return Path(os.environ["FATSTUDIO_CACHE"]).expanduser() / name
+    import platformdirs
+
+    return platformdirs.user_cache_path("fatstudio", appauthor=False) / name
 
 
 def atomic_write(path: Path, data: bytes | str) -> None:

@@ -1,19 +1,25 @@
 """The static decode step (`StaticKVCache`) gives today's eager probabilities, and `DecodeStep` switches from
 eager to compiled only once compiling is done, staying eager (with a note, once) where it cannot compile.
-The compiler is injected: the static step itself runs eagerly here (a real torch.compile takes tens of seconds
-on a CPU; bench/bench_generate_app.py compiles it and checks the tokens)."""
+The compiler is injected in most tests: the static step itself runs eagerly there. One test compiles for real
+(ahead of time, in a child process: `decode_export`), for a tiny model."""
+import subprocess
+import sys
 import threading
+import types
 
 import pytest
 import torch
 from test_inference import TOK, tiny
 
+from fatstudio.core.device import compile_problem
+from fatstudio.core.inspect import decode_step
 from fatstudio.core.inspect.decode_step import DecodeStep, Unavailable
 from fatstudio.core.inspect.inference import generate
+from fatstudio.core.model.attention import StaticKVCache
 
 
-def eager_compiler(step, device):
-    return step
+def eager_compiler(decoder):
+    return dict.fromkeys(decoder.lengths, decoder.eager_step)
 
 
 def ready(decoder):
@@ -21,9 +27,10 @@ def ready(decoder):
     return decoder
 
 
-def run(model, decoder=None, prompt="ab", tokens=40, seed=3):
-    """40 tokens from a 2-token prompt with l_max 16: the window slides (and the cache is refilled) twice."""
-    return list(generate(model, TOK, prompt, tokens=tokens, temperature=1.0, top_k=8, seed=seed, slide=3,
+def run(model, decoder=None, prompt="ab", tokens=40, seed=3, slide=3):
+    """40 tokens from a 2-token prompt with l_max 16: the window slides by 3 (and the cache is refilled) 10
+    times (with the default slide, 2: 13 times)."""
+    return list(generate(model, TOK, prompt, tokens=tokens, temperature=1.0, top_k=8, seed=seed, slide=slide,
                          decoder=decoder))
 
 
@@ -46,12 +53,12 @@ def test_relative_positions_and_a_missing_compiler_stay_eager_and_say_why_once()
         assert compiled is None
     assert "relative positions" in decoder.take_note() and decoder.take_note() is None
 
-    def no_compiler(step, device):
+    def no_compiler(decoder):
         raise Unavailable("torch.compile needs a C++ compiler for the CPU, and none was found")
     decoder = ready(DecodeStep(tiny("gpt"), compiler=no_compiler))
     assert not decoder.ready and decoder.take_note().endswith("C++ compiler for the CPU, and none was found.")
 
-    def broken(step, device):
+    def broken(decoder):
         raise RuntimeError("inductor blew up\nline 2")
     decoder = ready(DecodeStep(tiny("gpt"), compiler=broken))
     assert decoder.take_note() == "Generation runs eagerly (not compiled): compiling failed (RuntimeError: inductor blew up)."
@@ -62,13 +69,13 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
     model = tiny("gpt", positions="rope")
     release, calls = threading.Event(), []
 
-    def slow(step, device):
+    def slow(decoder):
         release.wait(10)
 
         def counted(x):
             calls.append(x)
-            return step(x)
-        return counted
+            return decoder.eager_step(x)
+        return dict.fromkeys(decoder.lengths, counted)
     decoder = DecodeStep(model, compiler=slow)
     expected = [c.id for c in run(model)]
     assert [c.id for c in run(model, decoder)] == expected and not decoder.ready  # compiling: eager
@@ -86,16 +93,64 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
         assert compiled is not None
 
 
-def test_torch_compile_uses_cuda_graphs_on_cuda_and_says_when_it_cannot_compile(monkeypatch):
-    from fatstudio.core.inspect import decode_step
-
-    kwargs = {}
+def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_when_it_cannot(monkeypatch):
+    asked = []
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
-    monkeypatch.setattr(torch, "compile", lambda step, **kw: kwargs.setdefault(str(kw.pop("mode", None)), kw))
-    decode_step.torch_compile(eager_compiler, torch.device("cuda"))
-    decode_step.torch_compile(eager_compiler, torch.device("cpu"))
-    assert kwargs == {"reduce-overhead": {"fullgraph": True, "dynamic": False},
-                      "None": {"fullgraph": True, "dynamic": False, "options": {"cpp_wrapper": True}}}
+    monkeypatch.setattr(decode_step, "aot_compile", lambda decoder: asked.append("aot") or {})
+    monkeypatch.setattr(torch, "compile", lambda step, **kw: asked.append(kw) or step)
+    cache = StaticKVCache(torch.device("cpu"))
+    tiny("gpt")(torch.zeros((1, 1), dtype=torch.long), cache=cache)
+    on = lambda device: types.SimpleNamespace(device=torch.device(device), cache=cache, lengths=[1, 13],
+                                              own_step=lambda: eager_compiler)
+    assert decode_step.default_compiler(on("cpu")) == {} and asked == ["aot"]
+    assert sorted(decode_step.default_compiler(on("cuda"))) == [1, 13]
+    assert asked[1:] == [{"fullgraph": True, "dynamic": False, "mode": "reduce-overhead"}] * 2
+    with pytest.raises(Unavailable, match="not for mps"):
+        decode_step.default_compiler(on("mps"))
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with pytest.raises(Unavailable, match="standalone bundle"):
+        decode_step.default_compiler(on("cpu"))
+    assert asked[0] == "aot" and len(asked) == 3  # the bundle did not try
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: "no C++ compiler")
     with pytest.raises(Unavailable, match="no C"):
-        decode_step.torch_compile(eager_compiler, torch.device("cpu"))
+        decode_step.default_compiler(on("cpu"))
+
+
+@pytest.mark.skipif(compile_problem(torch.device("cpu")) is not None, reason="no C++ compiler here")
+def test_compiled_ahead_of_time_once_per_shape_it_gives_the_eager_tokens_of_any_weights(tmp_path, monkeypatch):
+    """The real compiler: the packages are made by a child process into the cache folder, then a model of the
+    same shape with other weights (a snapshot) uses them without compiling again, on its own weights."""
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
+    model = tiny("gpt", positions="rope", L=1)
+    decoder = DecodeStep(model)
+    assert decoder.wait(300) and decoder.take_note() is None and decoder.ready
+    assert sorted(p.name for p in tmp_path.glob("decode/*/*.pt2")) == ["step-1.pt2", "step-15.pt2"]
+    eager, compiled = run(model, slide=None), run(model, decoder, slide=None)  # the refilled window: 15 tokens
+    assert [c.id for c in compiled] == [c.id for c in eager]
+    assert max(abs(a.prob - b.prob) for a, b in zip(compiled, eager)) < 1e-5
+
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **kw: pytest.fail("compiled again"))
+    other = tiny("gpt", seed=1, positions="rope", L=1)
+    decoder = DecodeStep(other)
+    assert decoder.wait(60) and decoder.take_note() is None and decoder.ready
+    eager, compiled = run(other, slide=None), run(other, decoder, slide=None)
+    assert [c.id for c in compiled] == [c.id for c in eager] != [c.id for c in run(model, slide=None)]
+
+
+def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
+    monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
+    class Failing:
+        returncode = 1
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def communicate(self):
+            return None, "Traceback …\nRuntimeError: inductor blew up in the child"
+    monkeypatch.setattr(subprocess, "Popen", Failing)
+    decoder = ready(DecodeStep(tiny("gpt")))
+    assert not decoder.ready
+    assert decoder.take_note() == ("Generation runs eagerly (not compiled): compiling failed (RuntimeError: in a "
+                                   "child process, RuntimeError: inductor blew up in the child).")
+    assert list(tmp_path.glob("decode/*")) == []  # the child's folder is removed

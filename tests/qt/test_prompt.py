@@ -126,9 +126,9 @@ def test_generates_while_the_decode_step_compiles_then_through_it(qtbot, panel, 
     monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
     release, calls = threading.Event(), []
 
-    def slow_compiler(step, device):  # the GUI goes on while this waits
+    def slow_compiler(decoder):  # the GUI goes on while this waits
         release.wait(20)
-        return lambda x: calls.append(x) or step(x)
+        return dict.fromkeys(decoder.lengths, lambda x: calls.append(x) or decoder.eager_step(x))
     loaded = make_loaded("gpt")
     loaded.decoder = DecodeStep(loaded.model, compiler=slow_compiler)
     panel.set_model(loaded)

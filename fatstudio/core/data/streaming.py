@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import open_regular
+from ..files import cache_folder, open_regular
 from .tokenization import BATCH_PIECES, CHUNK_CHARS, Progress, Tokenizer, split_text, token_dtype
 
 STREAM_BYTES = 8 << 20  # a text corpus larger than this (in bytes, all files) is streamed (held in memory, it
@@ -45,11 +45,7 @@ CACHE_MB = 20_000  # the token cache's default bound, in MB (10⁶ bytes): least
 
 def cache_root() -> Path:
     """Where token files are kept: ``$FATSTUDIO_CACHE/tokens``, else ``tokens`` in the user cache folder."""
-    if os.environ.get("FATSTUDIO_CACHE"):
-        return Path(os.environ["FATSTUDIO_CACHE"]).expanduser() / "tokens"
-    import platformdirs
-
-    return platformdirs.user_cache_path("fatstudio", appauthor=False) / "tokens"
+    return cache_folder("tokens")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """A compiled decode step, one per loaded model: Algorithm 14's forward with static shapes
-(`model.attention.StaticKVCache`), compiled once by torch.compile in a background thread.
+(`model.attention.StaticKVCache`), compiled once, in the background, by the `Compiler` the device takes.
 
 `inference.generate` asks it for a `session` at the start of each generation: once compiled (and not in use
 by another generation) every forward of the generation goes through the static cache, compiled for one token
@@ -7,14 +7,17 @@ and for the window that is refilled when the context is full (eagerly for the pr
 that, and wherever it cannot work, generation stays eager (the growing KVCache), with the same probabilities.
 A long-lived process (the app) pays the one-off compile once; a one-shot command has no use for it.
 
-It cannot work, and says why once (`take_note`), for 'relative' positions (Transformer-XL's scores slice a
-table of distances at the position), without a C++ compiler or Triton, or where compiling fails. On CUDA it
-compiles with mode="reduce-overhead" (CUDA graphs; the cache's tensors are marked static).
+On the CPU the step is compiled ahead of time in a child process and kept on disk for every model of that
+shape (`decode_export.aot_compile`); on CUDA torch.compile compiles it here with mode="reduce-overhead" (CUDA
+graphs; the cache's tensors are marked static). It cannot work, and says why once (`take_note`), for 'relative'
+positions (Transformer-XL's scores slice a table of distances at the position), without a C++ compiler or
+Triton, or where compiling fails.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import time
 import types
@@ -26,13 +29,14 @@ import torch
 from ..device import compile_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
+from .decode_export import allocated_cache, aot_compile
 from .prompting import default_slide
 
 if TYPE_CHECKING:
     from .loaded import LoadedModel
 
 Step = Callable[[torch.Tensor], torch.Tensor]  # x (1, T) ids -> logits (1, T, N_V), the cache advanced by T
-Compiler = Callable[[Step, torch.device], Step]
+Compiler = Callable[["DecodeStep"], dict[int, Step]]  # the compiled step of each of the decoder's lengths
 
 
 def compiling_enabled() -> bool:
@@ -41,18 +45,31 @@ def compiling_enabled() -> bool:
 
 
 class Unavailable(RuntimeError):
-    """torch.compile cannot work here (`device.compile_problem`); the message says why."""
+    """The step cannot be compiled here (`device.compile_problem`); the message says why."""
 
 
-def torch_compile(step: Step, device: torch.device) -> Step:
-    """torch.compile for one graph of fixed shapes (no graph breaks): on CUDA with CUDA graphs, on the CPU with a
-    C++ wrapper (less Python per call)."""
-    problem = compile_problem(device)
+def torch_compile(decoder: DecodeStep) -> dict[int, Step]:
+    """torch.compile in this process, one graph of fixed shapes (no graph breaks) per length, with CUDA graphs:
+    the cache's tensors are marked static, for the graphs write to them in place."""
+    for k, v in decoder.cache.tensors().values():
+        torch._dynamo.mark_static_address(k)
+        torch._dynamo.mark_static_address(v)
+    return {T: torch.compile(decoder.own_step(), fullgraph=True, dynamic=False, mode="reduce-overhead")
+            for T in decoder.lengths}
+
+
+def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
+    """On the CPU ahead of time in a child process (`decode_export.aot_compile`), on CUDA `torch_compile`."""
+    problem = compile_problem(decoder.device)
     if problem is not None:
         raise Unavailable(problem)
-    if device.type == "cuda":
-        return torch.compile(step, fullgraph=True, dynamic=False, mode="reduce-overhead")
-    return torch.compile(step, fullgraph=True, dynamic=False, options={"cpp_wrapper": True})
+    if decoder.device.type == "cuda":
+        return torch_compile(decoder)
+    if decoder.device.type == "cpu":
+        if getattr(sys, "frozen", False):
+            raise Unavailable("the standalone bundle has no Python of its own to compile it with")
+        return aot_compile(decoder)
+    raise Unavailable(f"the step is compiled for the CPU and CUDA, not for {decoder.device.type}")
 
 
 class Compiled(NamedTuple):
@@ -78,9 +95,9 @@ def _first_line(e: Exception) -> str:
 class DecodeStep:
     """The compiled steps of a decoder-only model over its static cache: one graph for a token and one for the
     window `generate` refills when the context is full (``lengths``: 1 and l_max + 1 - its default slide).
-    `start` (or the end of the first `session`) compiles in the background. ``compiler`` replaces torch.compile."""
+    `start` (or the end of the first `session`) compiles in the background with ``compiler``."""
 
-    def __init__(self, model: Transformer, *, compiler: Compiler = torch_compile):
+    def __init__(self, model: Transformer, *, compiler: Compiler = default_compiler):
         self.model, self.compiler = model, compiler
         self.device = model_device(model)
         self.cache = StaticKVCache(self.device)
@@ -121,17 +138,13 @@ class DecodeStep:
         if problem is None:
             try:
                 t0 = time.perf_counter()
-                with torch.inference_mode(), self._in_use:
-                    x = lambda T: torch.zeros((1, T), dtype=torch.long, device=self.device)
-                    self.model(x(1), cache=self.cache.reset())  # allocates the slots, outside the graphs
-                    if self.device.type == "cuda":  # CUDA graphs then write to them in place
-                        for slot in self.cache.layers.values():
-                            torch._dynamo.mark_static_address(slot.k)
-                            torch._dynamo.mark_static_address(slot.v)
-                    graphs = {T: self.compiler(self._own_step(), self.device) for T in self.lengths}
-                    for T, graph in graphs.items():
-                        self.cache.reset()
-                        graph(x(T))  # compiles
+                with self._in_use:
+                    self.cache = allocated_cache(self.model)
+                    with torch.inference_mode():
+                        graphs = self.compiler(self)
+                        for T, graph in graphs.items():  # a first call (CUDA graphs are recorded here)
+                            self.cache.reset()
+                            graph(torch.zeros((1, T), dtype=torch.long, device=self.device))
                 self.compile_s, self._graphs = time.perf_counter() - t0, graphs
             except Unavailable as e:
                 problem = str(e)
@@ -149,7 +162,7 @@ class DecodeStep:
         """The step that gets compiled: the logits of x (1, T) at the cache's position."""
         return self.model(x, cache=self.cache)
 
-    def _own_step(self) -> Step:
+    def own_step(self) -> Step:
         """`eager_step` with a code object of its own: Dynamo keeps its graphs per code object, so each graph
         is this one's alone (never tried for another model or length, nor counted in another's recompile
         limit) and goes with it."""
@@ -192,4 +205,5 @@ def decode_step_of(loaded: LoadedModel) -> DecodeStep:
     return loaded.decoder
 
 
-__all__ = ["Compiled", "DecodeStep", "Unavailable", "compiling_enabled", "decode_step_of", "torch_compile"]
+__all__ = ["Compiled", "Compiler", "DecodeStep", "Unavailable", "compiling_enabled", "decode_step_of",
+           "default_compiler", "torch_compile"]

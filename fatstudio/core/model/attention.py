@@ -105,9 +105,22 @@ class StaticKVCache(KVCache):
     model advances in place. New positions are written at it and a key mask hides the slots after it, so one
     graph of a one-token step serves every position. For decoder-only models without padding."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, position: torch.Tensor | None = None) -> None:
         super().__init__()
-        self.length = self.position = torch.zeros((), dtype=torch.long, device=device)
+        self.length = self.position = torch.zeros((), dtype=torch.long, device=device) if position is None else position
+
+    @classmethod
+    def over(cls, position: torch.Tensor, kv: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> StaticKVCache:
+        """A cache over tensors that exist: the 0-d ``position`` and each layer's (k, v) slots, written in place."""
+        cache = cls(position.device, position)
+        for name, (k, v) in kv.items():
+            slot = cache.slot(name)
+            slot.k, slot.v = k, v
+        return cache
+
+    def tensors(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's allocated (k, v) slots, in the order the layers first used them."""
+        return {name: (slot.k, slot.v) for name, slot in self.layers.items() if slot.k is not None and slot.v is not None}
 
     def _new_slot(self) -> KVSlot:
         return StaticKVSlot(self.position)

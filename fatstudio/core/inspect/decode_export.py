@@ -1,0 +1,190 @@
+"""The decode step compiled ahead of time (AOTInductor) for the CPU, in a child process: Algorithm 14's forward
+over a static KV cache (`model.attention.StaticKVCache`), exported once per model shape and length T.
+
+Compiling takes tens of seconds of Dynamo and inductor in Python. In the app's own process that thread takes the
+GIL from the GUI and from an eager generation at every tensor operation (a generation beside it ran at 27
+instead of 838 tokens/s), so a child process does it (`aot_compile`), at the lowest CPU priority, and this
+process only loads what it wrote (milliseconds). The weights are not in the package: it runs on the loaded
+model's own tensors (user-managed constants, no copy), so one package serves every model of that shape (each
+snapshot, each run, the next session's) and it is kept in the cache folder (``decode``), keyed by the model's
+config, the dtype, the lengths and torch's version. The KV cache's tensors and the position are inputs, written
+in place, so the graph of a token and that of the refilled window share them. One-token matrix products are
+decomposed into fused loops (inductor's ``decompose_mm_pass``: on the CPU a library call costs more than a
+1 × d_e product), which halves the step of a small model.
+
+    python -m fatstudio.core.inspect.decode_export REQUEST.json OUT_FOLDER    (what `aot_compile` runs)
+"""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from ..config import ModelConfig
+from ..device import model_device
+from ..files import cache_folder
+from ..model import Transformer, build_model
+from ..model.attention import StaticKVCache
+
+if TYPE_CHECKING:
+    from .decode_step import DecodeStep
+
+FORMAT = 1  # of a package folder; part of its key
+OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
+           "post_grad_fusion_options": {"decompose_mm_pass": {}}}
+REQUEST = "request.json"
+STALE_S = 3600  # a hidden work folder untouched this long belongs to a compile that was killed
+
+
+class ExportedStep(nn.Module):
+    """What is exported: logits (1, T, N_V) of x (1, T) at ``position``, each layer's k and v written into ``kv``
+    (k₁, v₁, k₂, v₂, … in the cache's layer order) at the position, which advances by T."""
+
+    def __init__(self, model: Transformer, layers: Sequence[str]):
+        super().__init__()
+        self.model, self.layers = model, list(layers)
+
+    def forward(self, x: torch.Tensor, position: torch.Tensor, *kv: torch.Tensor) -> torch.Tensor:
+        slots = {name: (kv[2 * i], kv[2 * i + 1]) for i, name in enumerate(self.layers)}
+        return self.model(x, cache=StaticKVCache.over(position, slots))
+
+
+def allocated_cache(model: Transformer) -> StaticKVCache:
+    """A static cache with its slots allocated (one token through the model), as ordinary tensors: inference
+    tensors could not be written in place by the exported graph outside inference mode."""
+    cache = StaticKVCache(model_device(model))
+    with torch.no_grad():
+        model(torch.zeros((1, 1), dtype=torch.long, device=cache.position.device), cache=cache)
+    return cache.reset()
+
+
+def _flat(cache: StaticKVCache) -> list[torch.Tensor]:
+    return [t for k, v in cache.tensors().values() for t in (k, v)]
+
+
+def package_key(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int]) -> str:
+    """The cache key of a model shape's packages."""
+    what = {"model": cfg.to_dict(), "dtype": str(dtype), "lengths": sorted(lengths), "torch": torch.__version__,
+            "format": FORMAT}
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def package_path(folder: Path, T: int) -> Path:
+    return folder / f"step-{T}.pt2"
+
+
+def export_packages(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], out: Path) -> None:
+    """Export and compile one package per length into ``out`` (the child's work; the weights are random and unused)."""
+    model = build_model(cfg).to(dtype).eval()
+    cache = allocated_cache(model)
+    step = ExportedStep(model, list(cache.tensors()))
+    for T in lengths:
+        x = torch.zeros((1, T), dtype=torch.long)
+        with torch.no_grad():
+            program = torch.export.export(step, (x, cache.position, *_flat(cache)), strict=False)
+        torch._inductor.aoti_compile_and_package(program, package_path=str(package_path(out, T)),
+                                                 inductor_configs=OPTIONS)
+
+
+def _constants(model: Transformer) -> dict[str, torch.Tensor]:
+    """The model's parameters and buffers under their names in `ExportedStep` (tied ones under each name)."""
+    named = [*model.named_parameters(remove_duplicate=False), *model.named_buffers(remove_duplicate=False)]
+    return {f"model.{name}": t for name, t in named}
+
+
+def load_steps(folder: Path, model: Transformer, cache: StaticKVCache,
+               lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+    """The packages of ``folder``, run on ``model``'s own tensors and ``cache``'s: T -> step(x (1, T))."""
+    constants, kv = _constants(model), _flat(cache)
+    steps: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
+    for T in lengths:
+        runner = torch._inductor.aoti_load_package(str(package_path(folder, T)))
+        missing = [n for n in runner.get_constant_fqns() if n not in constants]
+        if missing:
+            raise RuntimeError(f"the compiled step wants weights the model does not have ({missing[0]})")
+        runner.load_constants({n: constants[n] for n in runner.get_constant_fqns()}, check_full_update=True,
+                              user_managed=True)
+        steps[T] = _bound(runner, cache.position, kv)
+    return steps
+
+
+def _bound(runner: Callable[..., torch.Tensor], position: torch.Tensor,
+           kv: list[torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda x: runner(x, position, *kv)
+
+
+_children: set[subprocess.Popen] = set()  # compiling now; ended with this process (`_end_children`)
+
+
+@atexit.register
+def _end_children() -> None:
+    for child in list(_children):
+        child.kill()
+
+
+def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], folder: Path) -> None:
+    """Run this module in a child process to fill ``folder`` (made whole, or not at all); RuntimeError with the
+    child's last line if it fails."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    for stale in folder.parent.glob(".*"):  # the work of a process that was killed
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > STALE_S:
+                shutil.rmtree(stale)
+    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        request = {"model": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."), "lengths": list(lengths)}
+        (work / REQUEST).write_text(json.dumps(request), encoding="utf-8")
+        child = subprocess.Popen([sys.executable, "-m", __name__, str(work / REQUEST), str(work)],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+        _children.add(child)
+        try:
+            _, err = child.communicate()
+        finally:
+            _children.discard(child)
+        if child.returncode != 0:
+            lines = err.strip().splitlines() or [f"exit code {child.returncode}"]
+            raise RuntimeError(f"in a child process, {lines[-1]}")
+        with contextlib.suppress(OSError):  # another process may have put the same packages there first
+            work.rename(folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def aot_compile(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+    """`decode_step.Compiler` for the CPU: the packages of the decoder's model shape, from the cache folder or
+    compiled in a child process, loaded onto its model and its static cache (allocated: `allocated_cache`)."""
+    model = decoder.model
+    dtype = next(model.parameters()).dtype
+    folder = cache_folder("decode") / package_key(model.config, dtype, decoder.lengths)
+    if not all(package_path(folder, T).is_file() for T in decoder.lengths):
+        _compile_in_child(model.config, dtype, decoder.lengths, folder)
+    return load_steps(folder, model, decoder.cache, decoder.lengths)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The child: export the packages a request asks for, at the lowest CPU priority."""
+    request_file, out = argv if argv is not None else sys.argv[1:]
+    with contextlib.suppress(AttributeError, OSError):
+        os.nice(19)
+    request = json.loads(Path(request_file).read_text(encoding="utf-8"))
+    export_packages(ModelConfig.from_dict(request["model"]), getattr(torch, request["dtype"]), request["lengths"],
+                    Path(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
