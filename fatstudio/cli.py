@@ -367,14 +367,17 @@ class _ProgressBar:
 # ---- generate / attention ---------------------------------------------------------------------------
 def cmd_generate(args) -> int:
     from .core.inspect import prompting
+    from .core.inspect.decode_step import compiling_enabled, decode_step_of
     from .core.inspect.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
     from .core.runs.folder import Run
 
     loaded = Run.open(args.run_dir).load_model()
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
     prompt = prompting.encode_prompt(loaded.tokenizer, args.prompt, mode, l_max=loaded.model.config.l_max)
+    compiled = mode == "generate" and compiling_enabled() and decode_step_of(loaded).load_cached()  # never compiles
     events = prompt_events(loaded, prompt, tokens=args.tokens, temperature=args.temperature, top_k=args.top_k,
-                           top_p=args.top_p, seed=args.seed, alternatives=0, attention=False)  # the panel's events
+                           top_p=args.top_p, seed=args.seed, alternatives=0, attention=False,
+                           compiled=compiled)  # the panel's events
     texts = (c.text for ev in events if isinstance(ev, Tokens) for c in ev.choices)
     if mode == "generate":
         _write_by_line(chain([args.prompt], texts, ["\n"]))

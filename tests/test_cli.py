@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import train_tiny, write_config
 
 from fatstudio.cli import EXIT_ERROR, main
-from fatstudio.core.inspect import inference
+from fatstudio.core.inspect import decode_step, inference
 from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 
@@ -83,6 +83,20 @@ def test_generate_writes_a_line_at_a_time_and_asks_for_no_alternatives(trained_r
     assert text.startswith("hello") and text.endswith("\n") and len(text) > len("hello\n")
     assert out.writes <= text.count("\n") + 1  # not one write (and flush) per token
     assert asked["alternatives"] == 0  # the CLI shows no alternatives, so none are computed
+
+
+def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compiles(trained_run, monkeypatch, capsys):
+    args = ["generate", str(trained_run), "--prompt", "hello", "--tokens", "40", "--seed", "1"]
+    assert main(args) == 0  # FATSTUDIO_COMPILE_DECODE=0 (the tests'): eager
+    eager = capsys.readouterr().out
+    monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
+    monkeypatch.setattr(decode_step, "aot_compile", lambda decoder: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: None)  # nothing in the cache folder
+    assert main(args) == 0 and capsys.readouterr().out == eager
+    calls = []
+    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: dict.fromkeys(
+        decoder.lengths, lambda x: calls.append(x) or decoder.eager_step(x)))
+    assert main(args) == 0 and capsys.readouterr().out == eager and len(calls) == 39  # the prefill is eager
 
 
 def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):

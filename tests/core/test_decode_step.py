@@ -135,6 +135,9 @@ def test_compiled_ahead_of_time_once_per_shape_it_gives_the_eager_tokens_of_any_
     assert decoder.wait(60) and decoder.take_note() is None and decoder.ready
     eager, compiled = run(other, slide=None), run(other, decoder, slide=None)
     assert [c.id for c in compiled] == [c.id for c in eager] != [c.id for c in run(model, slide=None)]
+    cached = DecodeStep(other)
+    assert cached.load_cached() and [c.id for c in run(other, cached, slide=None)] == [c.id for c in eager]
+    assert not DecodeStep(tiny("gpt", L=2)).load_cached()  # another shape: none there, and none compiled
 
 
 def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeypatch):

@@ -107,23 +107,27 @@ def _constants(model: Transformer) -> dict[str, torch.Tensor]:
 
 def load_steps(folder: Path, model: Transformer, cache: StaticKVCache,
                lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """The packages of ``folder``, run on ``model``'s own tensors and ``cache``'s: T -> step(x (1, T))."""
+    """The packages of ``folder``, run on ``model``'s own tensors and ``cache``'s: T -> step(x (1, T)).
+
+    They are loaded by torch's C++ loader itself: its Python wrapper (torch._inductor.aoti_load_package) would
+    import the compiler (~1 s, where the command line loads a package in milliseconds) and re-read the call's
+    signature at each call (~0.25 ms of a ~0.2 ms step)."""
     constants, kv = _constants(model), _flat(cache)
     steps: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
     for T in lengths:
-        runner = torch._inductor.aoti_load_package(str(package_path(folder, T)))
-        missing = [n for n in runner.get_constant_fqns() if n not in constants]
+        loader = torch._C._aoti.AOTIModelPackageLoader(str(package_path(folder, T)), "model", False, 1, -1)
+        names = loader.get_constant_fqns()
+        missing = [n for n in names if n not in constants]
         if missing:
             raise RuntimeError(f"the compiled step wants weights the model does not have ({missing[0]})")
-        runner.load_constants({n: constants[n] for n in runner.get_constant_fqns()}, check_full_update=True,
-                              user_managed=True)
-        steps[T] = _bound(runner, cache.position, kv)
+        loader.load_constants({n: constants[n] for n in names}, False, True, True, False)  # user-managed: no copy
+        steps[T] = _bound(loader, cache.position, kv)
     return steps
 
 
-def _bound(runner: Callable[..., torch.Tensor], position: torch.Tensor,
+def _bound(loader: torch._C._aoti.AOTIModelPackageLoader, position: torch.Tensor,
            kv: list[torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda x: runner(x, position, *kv)
+    return lambda x: loader.boxed_run([x, position, *kv])[0]
 
 
 _children: set[subprocess.Popen] = set()  # compiling now; ended with this process (`_end_children`)
@@ -164,15 +168,30 @@ def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[in
         shutil.rmtree(work, ignore_errors=True)
 
 
-def aot_compile(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """`decode_step.Compiler` for the CPU: the packages of the decoder's model shape, from the cache folder or
-    compiled in a child process, loaded onto its model and its static cache (allocated: `allocated_cache`)."""
-    model = decoder.model
-    dtype = next(model.parameters()).dtype
-    folder = cache_folder("decode") / package_key(model.config, dtype, decoder.lengths)
+def _dtype(model: Transformer) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
+def _folder(decoder: DecodeStep) -> Path:
+    return cache_folder("decode") / package_key(decoder.model.config, _dtype(decoder.model), decoder.lengths)
+
+
+def cached_steps(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """The decoder's steps from the packages of its model shape in the cache folder, or None if there are none."""
+    folder = _folder(decoder)
     if not all(package_path(folder, T).is_file() for T in decoder.lengths):
-        _compile_in_child(model.config, dtype, decoder.lengths, folder)
-    return load_steps(folder, model, decoder.cache, decoder.lengths)
+        return None
+    return load_steps(folder, decoder.model, decoder.cache, decoder.lengths)
+
+
+def aot_compile(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+    """`decode_step.Compiler` for the CPU: `cached_steps`, else compiled in a child process first (into the
+    cache folder), loaded onto the decoder's model and static cache (allocated: `allocated_cache`)."""
+    steps = cached_steps(decoder)
+    if steps is None:
+        _compile_in_child(decoder.model.config, _dtype(decoder.model), decoder.lengths, _folder(decoder))
+        steps = load_steps(_folder(decoder), decoder.model, decoder.cache, decoder.lengths)
+    return steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -8,10 +8,11 @@ that, and wherever it cannot work, generation stays eager (the growing KVCache),
 A long-lived process (the app) pays the one-off compile once; a one-shot command has no use for it.
 
 On the CPU the step is compiled ahead of time in a child process and kept on disk for every model of that
-shape (`decode_export.aot_compile`); on CUDA torch.compile compiles it here with mode="reduce-overhead" (CUDA
-graphs; the cache's tensors are marked static). It cannot work, and says why once (`take_note`), for 'relative'
-positions (Transformer-XL's scores slice a table of distances at the position), without a C++ compiler or
-Triton, or where compiling fails.
+shape (`decode_export.aot_compile`), which the command line uses where an earlier compile left it
+(`load_cached`); on CUDA torch.compile compiles it here with mode="reduce-overhead" (CUDA graphs; the cache's
+tensors are marked static). It cannot work, and says why once (`take_note`), for 'relative' positions
+(Transformer-XL's scores slice a table of distances at the position), without a C++ compiler or Triton, or
+where compiling fails.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import torch
 from ..device import compile_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
-from .decode_export import allocated_cache, aot_compile
+from .decode_export import allocated_cache, aot_compile, cached_steps
 from .prompting import default_slide
 
 if TYPE_CHECKING:
@@ -152,6 +153,21 @@ class DecodeStep:
                 problem = f"compiling failed ({_first_line(e)})"
         self._note = None if problem is None else f"Generation runs eagerly (not compiled): {problem}."
         self._done.set()
+
+    def load_cached(self) -> bool:
+        """For a one-shot process (the command line), instead of `start`: the step of this model's shape if an
+        earlier compile left it in the cache folder (`decode_export.cached_steps`: milliseconds); never compiles.
+        True if the step is ready."""
+        with self._state:
+            if self._started:
+                return self.ready
+            self._started = True
+        if self.problem() is None and self.device.type == "cpu":
+            with contextlib.suppress(Exception), self._in_use:  # a package that cannot be loaded: eager
+                self.cache = allocated_cache(self.model)
+                self._graphs = cached_steps(self) or {}
+        self._done.set()
+        return self.ready
 
     def wait(self, timeout: float | None = None) -> bool:
         """Start compiling and wait until it has ended, ready or not (False: ``timeout`` seconds passed)."""
