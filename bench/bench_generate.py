@@ -4,21 +4,23 @@
 
 (a) inside the process: the recipe-size model (4 layers, 4 heads, d_e 128, l_max 64, no biases, random
     init) on each side, fatstudio through fatstudio.core.inspect.inference.generate (every TokenChoice consumed, no
-    alternatives computed), nanoGPT through its model.generate on GPT(GPTConfig(n_layer=4, n_head=4,
+    alternatives computed), eagerly and through the compiled decode step (compiled first, into a temporary
+    cache folder), nanoGPT through its model.generate on GPT(GPTConfig(n_layer=4, n_head=4,
     n_embd=128, block_size=64, vocab_size=65, bias=False, dropout=0.0)); both start from "\\n", one warm-up
     each, then --repeats alternating runs; median tokens/s and the ratio (target ≥ 4x).
 (b) whole processes, timed by this parent from start to exit, alternating, median of --repeats:
     `fatstudio generate RUN_DIR --prompt "\\n" --tokens 500 --temperature 0.8 --top-k 200 --seed 1` against
     nanoGPT's `sample.py --out_dir=OUT --device=cpu --num_samples=1 --max_new_tokens=500 --compile=False`
-    (target ≥ 1.5x). RUN_DIR and OUT come from --run / --out-dir, or from short trainings of the recipe
-    (--train-steps, 50 by default) made here first.
+    (target ≥ 1.5x), fatstudio with an empty cache folder (a first use: eager) and with the one (a) compiled
+    into (the command line loads a compiled step it finds, never compiles). RUN_DIR and OUT come from --run /
+    --out-dir, or from short trainings of the recipe (--train-steps, 50 by default) made here first.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
-import inspect
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -31,20 +33,26 @@ import peers
 TOKENS, TEMPERATURE, TOP_K = 500, 0.8, 200
 
 
-def fatstudio_generator(text: str):
-    """A random-init recipe model and a char tokenizer: ``gen(n)`` generates n tokens, returns how many."""
+def fatstudio_generators(text: str) -> dict:
+    """A random-init recipe model and a char tokenizer: ``gen(n)`` generates n tokens, returns how many; eagerly,
+    and through the compiled decode step (compiled here first, in a child process, into the cache folder)."""
     import torch
 
     from fatstudio import RunConfig, build_model
     from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.inspect.decode_step import DecodeStep
     from fatstudio.core.inspect.inference import generate
 
     tok = train_tokenizer("char", [text])
     torch.manual_seed(0)
     model = build_model(RunConfig.load(peers.RECIPE_TOML).model.replace(vocab_size=tok.vocab_size)).eval()
-    extra = {"alternatives": 0} if "alternatives" in inspect.signature(generate).parameters else {}
-    return lambda n: sum(1 for _ in generate(model, tok, "\n", tokens=n, temperature=TEMPERATURE, top_k=TOP_K,
-                                             seed=1, **extra))
+    decoder = DecodeStep(model)
+    decoder.wait()
+    print(f"compiling the decode step (once per model shape): "
+          f"{decoder.take_note() or f'{decoder.compile_s:.1f} s'}", flush=True)
+    gen = lambda d: lambda n: sum(1 for _ in generate(model, tok, "\n", tokens=n, temperature=TEMPERATURE,
+                                                      top_k=TOP_K, seed=1, alternatives=0, decoder=d))
+    return {"fatstudio": gen(None), **({"fatstudio compiled": gen(decoder)} if decoder.ready else {})}
 
 
 def nanogpt_generator(module):
@@ -91,25 +99,29 @@ def main(argv=None) -> int:
           flush=True)
     text = corpus.read_text(encoding="utf-8")
 
-    sides = {"fatstudio": fatstudio_generator(text)}
-    if checkout:
-        sides["nanoGPT"] = nanogpt_generator(peers.nanogpt_model(checkout))
-    r = in_process(sides, a.repeats)
-    print(f"(a) in the process: fatstudio {r['fatstudio']:.0f} tokens/s, nanoGPT {r.get('nanoGPT', math.nan):.0f} "
-          f"tokens/s (medians of {a.repeats}) → {peers.ratio(r['fatstudio'], r.get('nanoGPT', math.nan))} "
-          f"(target ≥ 4x)", flush=True)
-
     with tempfile.TemporaryDirectory(prefix="bench-generate-") as tmp, \
             (peers.NanoGPT(checkout) if checkout else contextlib.nullcontext()) as nano:
+        caches = {"": Path(tmp) / "cache-empty", " (compiled step cached)": Path(tmp) / "cache"}
+        os.environ["FATSTUDIO_CACHE"] = str(caches[" (compiled step cached)"])  # filled by the compile here
+        sides = fatstudio_generators(text)
+        if checkout:
+            sides["nanoGPT"] = nanogpt_generator(peers.nanogpt_model(checkout))
+        r = in_process(sides, a.repeats)
+        print(f"(a) in the process, tokens/s (medians of {a.repeats}):", flush=True)
+        for name, rate in r.items():
+            vs = "" if name == "nanoGPT" else f" → {peers.ratio(rate, r.get('nanoGPT', math.nan))} (target ≥ 4x)"
+            print(f"    {name:20s} {rate:6.0f}{vs}", flush=True)
+
         run = a.run
         if not run:
             run = Path(tmp) / "fat"
             sets = [f"data.corpus={peers.toml_str(corpus)}", f"train.steps={a.train_steps}",
                     f"train.eval_interval={a.train_steps}"]
             peers.run_timed(peers.fatstudio_train_cmd(peers.RECIPE_TOML, run, sets)).check("fatstudio train")
-        cmds = {"fatstudio": lambda: peers.run_timed(peers.fatstudio_cmd(
-            "generate", run, "--prompt", "\n", "--tokens", TOKENS, "--temperature", TEMPERATURE, "--top-k", TOP_K,
-            "--seed", 1))}
+        generate = peers.fatstudio_cmd("generate", run, "--prompt", "\n", "--tokens", TOKENS, "--temperature",
+                                       TEMPERATURE, "--top-k", TOP_K, "--seed", 1)
+        cmds = {f"fatstudio{what}": lambda c=c: peers.run_timed(generate, env={**peers.child_env(), "FATSTUDIO_CACHE": str(c)})
+                for what, c in caches.items() if "fatstudio compiled" in sides or not what}
         if checkout:
             nano.prepare_shakespeare_char(corpus)
             out = a.out_dir and str(Path(a.out_dir).resolve())
@@ -125,10 +137,10 @@ def main(argv=None) -> int:
             for name, cmd in cmds.items():
                 walls[name].append(cmd().check(f"{name} generation").wall_s)
     w = {name: statistics.median(v) for name, v in walls.items()}
-    print(f"(b) whole process: fatstudio {w['fatstudio']:.2f} s, nanoGPT {w.get('nanoGPT', math.nan):.2f} s "
-          f"(medians of {a.repeats}) → {peers.ratio(w.get('nanoGPT', math.nan), w['fatstudio'])} (target ≥ 1.5x)")
+    print(f"(b) whole process, seconds (medians of {a.repeats}):")
     for name, v in walls.items():
-        print(f"    {name}: {', '.join(f'{x:.2f}' for x in v)} s")
+        vs = "" if name == "nanoGPT" else f" → {peers.ratio(w.get('nanoGPT', math.nan), w[name])} (target ≥ 1.5x)"
+        print(f"    {name:36s} {w[name]:5.2f}{vs}   ({', '.join(f'{x:.2f}' for x in v)})")
     return 0
 
 

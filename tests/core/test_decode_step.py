@@ -96,6 +96,7 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
 def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_when_it_cannot(monkeypatch):
     asked = []
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
+    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: None)
     monkeypatch.setattr(decode_step, "aot_compile", lambda decoder: asked.append("aot") or {})
     monkeypatch.setattr(torch, "compile", lambda step, **kw: asked.append(kw) or step)
     cache = StaticKVCache(torch.device("cpu"))

@@ -185,13 +185,11 @@ def cached_steps(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torc
 
 
 def aot_compile(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """`decode_step.Compiler` for the CPU: `cached_steps`, else compiled in a child process first (into the
-    cache folder), loaded onto the decoder's model and static cache (allocated: `allocated_cache`)."""
-    steps = cached_steps(decoder)
-    if steps is None:
-        _compile_in_child(decoder.model.config, _dtype(decoder.model), decoder.lengths, _folder(decoder))
-        steps = load_steps(_folder(decoder), decoder.model, decoder.cache, decoder.lengths)
-    return steps
+    """The decoder's steps compiled in a child process into the cache folder, then loaded onto its model and
+    static cache (allocated: `allocated_cache`)."""
+    folder = _folder(decoder)
+    _compile_in_child(decoder.model.config, _dtype(decoder.model), decoder.lengths, folder)
+    return load_steps(folder, decoder.model, decoder.cache, decoder.lengths)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -60,7 +60,11 @@ def torch_compile(decoder: DecodeStep) -> dict[int, Step]:
 
 
 def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
-    """On the CPU ahead of time in a child process (`decode_export.aot_compile`), on CUDA `torch_compile`."""
+    """On the CPU the step an earlier compile left in the cache folder (`decode_export.cached_steps`; before
+    anything imports the compiler), else compiled ahead of time in a child process (`decode_export.aot_compile`);
+    on CUDA `torch_compile`."""
+    if decoder.device.type == "cpu" and (steps := cached_steps(decoder)) is not None:
+        return steps
     problem = compile_problem(decoder.device)
     if problem is not None:
         raise Unavailable(problem)
