@@ -82,8 +82,10 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
     c = sub.add_parser("cache", help="the token files of large corpora: where they are and how much they hold "
-                       "(bounded by FATSTUDIO_CACHE_MB; the least recently used go first)")
-    c.add_argument("--clear", action="store_true", help="remove every token file (each is made again when needed)")
+                       "(bounded by FATSTUDIO_CACHE_MB; the least recently used go first), and the compiled "
+                       "decode steps")
+    c.add_argument("--clear", action="store_true", help="remove every token file and compiled decode step (each "
+                   "is made again when needed)")
 
     e = sub.add_parser("export", help="write a run as a Hugging Face transformers folder (GPT-2 or Llama)")
     e.add_argument("run_dir")
@@ -463,16 +465,25 @@ def cmd_attention(args) -> int:
 
 # ---- cache ------------------------------------------------------------------------------------------------
 def cmd_cache(args) -> int:
-    from .core.data.streaming import cache_cap, cache_root, cached_folders, prune
+    import shutil
 
-    root = cache_root()
+    from .core.data.streaming import cache_cap, cache_root, cached_folders, prune
+    from .core.files import cache_folder
+
+    root, decode = cache_root(), cache_folder("decode")
+    steps = sorted(p for p in decode.glob("*") if p.is_dir() and not p.name.startswith("."))  # not compiles under way
     if args.clear:
         removed = prune(root, cap=0)
-        print(f"removed {len(removed)} token file(s) from {root}")
+        for p in steps:
+            shutil.rmtree(p, ignore_errors=True)
+        print(f"removed {len(removed)} token file(s) from {root} and {len(steps)} compiled decode step(s) from "
+              f"{decode}")
         return 0
     found = cached_folders(root)
     print(f"{root}: {len(found)} token file(s), {sum(n for _, n, _ in found) / 1e6:,.1f} MB of at most "
           f"{cache_cap() / 1e6:,.0f} MB (FATSTUDIO_CACHE_MB)")
+    size = sum(f.stat().st_size for p in steps for f in p.iterdir())
+    print(f"{decode}: {len(steps)} compiled decode step(s) (one per model shape), {size / 1e6:,.1f} MB")
     return 0
 
 

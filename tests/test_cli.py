@@ -99,6 +99,18 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     assert main(args) == 0 and capsys.readouterr().out == eager and len(calls) == 39  # the prefill is eager
 
 
+def test_cache_lists_and_clears_the_compiled_decode_steps(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
+    for key in ("a1", "b2", ".c3.work"):  # two packages of model shapes, one compile under way
+        (tmp_path / "decode" / key).mkdir(parents=True)
+        (tmp_path / "decode" / key / "step-1.pt2").write_bytes(b"x" * 500_000)
+    assert main(["cache"]) == 0
+    assert "2 compiled decode step(s) (one per model shape), 1.0 MB" in capsys.readouterr().out
+    assert main(["cache", "--clear"]) == 0
+    assert "and 2 compiled decode step(s)" in capsys.readouterr().out
+    assert [p.name for p in (tmp_path / "decode").iterdir()] == [".c3.work"]
+
+
 def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
     """Neither the GUI nor torch's compiler (~1.5 s to import; the model is built without initialising it,
     `build_empty`) is imported by a generation from the command line."""

@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -76,9 +77,9 @@ def _flat(cache: StaticKVCache) -> list[torch.Tensor]:
 
 
 def package_key(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int]) -> str:
-    """The cache key of a model shape's packages."""
+    """The cache key of a model shape's packages, on this kind of CPU (a cache folder shared by machines)."""
     what = {"model": cfg.to_dict(), "dtype": str(dtype), "lengths": sorted(lengths), "torch": torch.__version__,
-            "format": FORMAT}
+            "cpu": [platform.machine(), torch.backends.cpu.get_cpu_capability()], "format": FORMAT}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 
 
