@@ -90,12 +90,12 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     assert main(args) == 0  # FATSTUDIO_COMPILE_DECODE=0 (the tests'): eager
     eager = capsys.readouterr().out
     monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
-    monkeypatch.setattr(decode_step, "aot_compile", lambda decoder: pytest.fail("compiled"))
-    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: None)  # nothing in the cache folder
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
     assert main(args) == 0 and capsys.readouterr().out == eager
     calls = []
-    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: dict.fromkeys(
-        decoder.lengths, lambda x: calls.append(x) or decoder.eager_step(x)))
+    monkeypatch.setattr(decode_step, "cached_steps", lambda model, cache, lengths: dict.fromkeys(
+        lengths, lambda x: calls.append(x) or model(x, cache=cache)))
     assert main(args) == 0 and capsys.readouterr().out == eager and len(calls) == 39  # the prefill is eager
 
 

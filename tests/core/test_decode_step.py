@@ -96,13 +96,13 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
 def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_when_it_cannot(monkeypatch):
     asked = []
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
-    monkeypatch.setattr(decode_step, "cached_steps", lambda decoder: None)
-    monkeypatch.setattr(decode_step, "aot_compile", lambda decoder: asked.append("aot") or {})
+    monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: asked.append("aot") or {})
     monkeypatch.setattr(torch, "compile", lambda step, **kw: asked.append(kw) or step)
     cache = StaticKVCache(torch.device("cpu"))
     tiny("gpt")(torch.zeros((1, 1), dtype=torch.long), cache=cache)
     on = lambda device: types.SimpleNamespace(device=torch.device(device), cache=cache, lengths=[1, 13],
-                                              own_step=lambda: eager_compiler)
+                                              own_step=lambda: eager_compiler, parts=lambda: (None, cache, [1, 13]))
     assert decode_step.default_compiler(on("cpu")) == {} and asked == ["aot"]
     assert sorted(decode_step.default_compiler(on("cuda"))) == [1, 13]
     assert asked[1:] == [{"fullgraph": True, "dynamic": False, "mode": "reduce-overhead"}] * 2

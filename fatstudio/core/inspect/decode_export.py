@@ -29,7 +29,6 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -39,9 +38,6 @@ from ..device import model_device
 from ..files import cache_folder
 from ..model import Transformer, build_model
 from ..model.attention import StaticKVCache
-
-if TYPE_CHECKING:
-    from .decode_step import DecodeStep
 
 FORMAT = 1  # of a package folder; part of its key
 OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
@@ -173,24 +169,25 @@ def _dtype(model: Transformer) -> torch.dtype:
     return next(model.parameters()).dtype
 
 
-def _folder(decoder: DecodeStep) -> Path:
-    return cache_folder("decode") / package_key(decoder.model.config, _dtype(decoder.model), decoder.lengths)
+def _folder(model: Transformer, lengths: Sequence[int]) -> Path:
+    return cache_folder("decode") / package_key(model.config, _dtype(model), lengths)
 
 
-def cached_steps(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]] | None:
-    """The decoder's steps from the packages of its model shape in the cache folder, or None if there are none."""
-    folder = _folder(decoder)
-    if not all(package_path(folder, T).is_file() for T in decoder.lengths):
+def cached_steps(model: Transformer, cache: StaticKVCache,
+                 lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """The steps of ``model`` over ``cache`` (allocated: `allocated_cache`) from the packages of its shape in the
+    cache folder, or None if they are not there."""
+    folder = _folder(model, lengths)
+    if not all(package_path(folder, T).is_file() for T in lengths):
         return None
-    return load_steps(folder, decoder.model, decoder.cache, decoder.lengths)
+    return load_steps(folder, model, cache, lengths)
 
 
-def aot_compile(decoder: DecodeStep) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """The decoder's steps compiled in a child process into the cache folder, then loaded onto its model and
-    static cache (allocated: `allocated_cache`)."""
-    folder = _folder(decoder)
-    _compile_in_child(decoder.model.config, _dtype(decoder.model), decoder.lengths, folder)
-    return load_steps(folder, decoder.model, decoder.cache, decoder.lengths)
+def aot_compile(model: Transformer, cache: StaticKVCache,
+                lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+    """The steps compiled in a child process into the cache folder, then loaded as `cached_steps` loads them."""
+    _compile_in_child(model.config, _dtype(model), lengths, _folder(model, lengths))
+    return load_steps(_folder(model, lengths), model, cache, lengths)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

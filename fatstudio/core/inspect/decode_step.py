@@ -63,7 +63,7 @@ def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
     """On the CPU the step an earlier compile left in the cache folder (`decode_export.cached_steps`; before
     anything imports the compiler), else compiled ahead of time in a child process (`decode_export.aot_compile`);
     on CUDA `torch_compile`."""
-    if decoder.device.type == "cpu" and (steps := cached_steps(decoder)) is not None:
+    if decoder.device.type == "cpu" and (steps := cached_steps(*decoder.parts())) is not None:
         return steps
     problem = compile_problem(decoder.device)
     if problem is not None:
@@ -73,7 +73,7 @@ def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
     if decoder.device.type == "cpu":
         if getattr(sys, "frozen", False):
             raise Unavailable("the standalone bundle has no Python of its own to compile it with")
-        return aot_compile(decoder)
+        return aot_compile(*decoder.parts())
     raise Unavailable(f"the step is compiled for the CPU and CUDA, not for {decoder.device.type}")
 
 
@@ -169,7 +169,7 @@ class DecodeStep:
         if self.problem() is None and self.device.type == "cpu":
             with contextlib.suppress(Exception), self._in_use:  # a package that cannot be loaded: eager
                 self.cache = allocated_cache(self.model)
-                self._graphs = cached_steps(self) or {}
+                self._graphs = cached_steps(*self.parts()) or {}
         self._done.set()
         return self.ready
 
@@ -177,6 +177,10 @@ class DecodeStep:
         """Start compiling and wait until it has ended, ready or not (False: ``timeout`` seconds passed)."""
         self.start()
         return self._done.wait(timeout)
+
+    def parts(self) -> tuple[Transformer, StaticKVCache, list[int]]:
+        """What a step is compiled for: the model, its static cache and the lengths."""
+        return self.model, self.cache, self.lengths
 
     def eager_step(self, x: torch.Tensor) -> torch.Tensor:
         """The step that gets compiled: the logits of x (1, T) at the cache's position."""
