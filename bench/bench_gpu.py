@@ -13,14 +13,22 @@
     756e12, H200 989e12, A100 312e12, or --peak-flops), and fatstudio/nanoGPT (targets: MFU ≥ 40%, ratio ≥ 1).
 (b) time to val loss ≤ 1.47 on nanoGPT's GPU shakespeare_char config: `fatstudio train
     bench/shakespeare_char_gpu.toml` against nanoGPT's `train.py config/train_shakespeare_char.py
-    --device=cuda`, whole processes timed by this parent until the first evaluation line at or under the
-    target (the process is then stopped) or the end; ratio nanoGPT/fatstudio (target ≥ 1).
+    --device=cuda --always_save_checkpoint=True`, each run to its end, with the weights of every evaluation
+    kept (fatstudio's snapshots; nanoGPT's checkpoints, each to its own file through peers' runner) and the
+    seconds from the process's start to each evaluation line, timed by this parent. Then every kept
+    evaluation of both is scored on the SAME 200 validation batches of 64 windows of 256 characters
+    (peers.SameWindows, as bench_train scores: each program's windows in its own vocabulary), since each
+    program's own printed estimate is a mean over its own random windows. Printed per side: the first
+    evaluation at or under the target on those windows (step, seconds, that loss beside the program's own
+    estimate, and where the own estimate first reached it), or "not reached" with the best; then the ratio
+    nanoGPT/fatstudio of the seconds (target ≥ 1).
 (c) the presets (resources/presets): steps/s of a short run of each on the GPU and on the CPU.
 On a machine without a CUDA GPU this says so and runs the smoke test.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import sys
@@ -33,13 +41,13 @@ import peers
 
 GPU_TOML = peers.ROOT / "bench" / "shakespeare_char_gpu.toml"
 PEAK_BF16 = (("H100", "PCIe", 756e12), ("H100", "", 989e12), ("H200", "", 989e12), ("A100", "", 312e12))
-FULL = dict(L=12, H=12, d_e=768, T=1024, batch=16, vocab=50304, warmup=10, steps=20, preset_steps=200)
-SMOKE = dict(L=2, H=2, d_e=32, T=32, batch=4, vocab=256, warmup=1, steps=2, preset_steps=3)
-SMOKE_SETS = ["model.L=1", "model.H=2", "model.d_e=32", "model.d_mlp=64", "model.l_max=32", "train.steps=3",
-              "train.batch_size=4", "train.eval_interval=3", "train.eval_iters=2", "train.warmup=1",
-              "train.checkpoint_interval=3", "train.device=\"cpu\"", "train.precision=\"fp32\"", "train.compile=false"]
+FULL = dict(L=12, H=12, d_e=768, T=1024, batch=16, vocab=50304, warmup=10, steps=20, preset_steps=200, val_batches=200)
+SMOKE = dict(L=2, H=2, d_e=32, T=32, batch=4, vocab=256, warmup=1, steps=2, preset_steps=3, val_batches=2)
+SMOKE_SETS = ["model.L=1", "model.H=2", "model.d_e=32", "model.d_mlp=64", "model.l_max=32", "train.steps=4",
+              "train.batch_size=4", "train.eval_interval=2", "train.eval_iters=2", "train.warmup=1",
+              "train.checkpoint_interval=2", "train.device=\"cpu\"", "train.precision=\"fp32\"", "train.compile=false"]
 SMOKE_NANO = ["--device=cpu", "--compile=False", "--dtype=float32", "--n_layer=1", "--n_head=2", "--n_embd=32",
-              "--block_size=32", "--batch_size=4", "--max_iters=3", "--lr_decay_iters=3", "--eval_interval=3",
+              "--block_size=32", "--batch_size=4", "--max_iters=4", "--lr_decay_iters=4", "--eval_interval=2",
               "--eval_iters=2", "--warmup_iters=1"]
 
 
@@ -148,38 +156,60 @@ def part_a(s: dict, dev, module, compile_modes, peak: float | None) -> None:
                   f"{peers.ratio(row['fatstudio']['tps'], row['nanoGPT']['tps'])} (target ≥ 1)")
 
 
-# ---- (b) time to the target validation loss --------------------------------------------------------------
-def part_b(smoke: bool, corpus: Path, checkout: Path | None, target: float, compiled: bool) -> None:
-    def reached(line: str) -> bool:
-        m = peers.EVAL_RE.search(line)
-        return bool(m) and float(m[3]) <= target
+# ---- (b) time to the target validation loss, on the same windows ---------------------------------------
+def time_to_target(name: str, proc: peers.Proc, scorers: dict, target: float) -> float | None:
+    """Score the evaluations (``scorers``: step → a call giving its same-window loss) in step order up to the first
+    at or under ``target``; print it, or the best when none is, beside the program's own estimate. Returns the
+    seconds from the process's start to that evaluation's line, or None."""
+    own = proc.evaluations()
+    same: dict[int, float] = {}
+    for step in sorted(scorers.keys() & own.keys()):
+        same[step] = scorers[step]()
+        if same[step] <= target:
+            break
+    first_own = next((s for s, (v, _) in own.items() if v <= target), None)
+    head = f"    {name:9s}: whole process {proc.wall_s:.1f} s; "
+    if not same:
+        print(head + "no evaluation with its weights kept")
+        return None
+    step = min(same, key=same.__getitem__)  # the first at or under the target, else the best
+    reached = same[step] <= target
+    print(head + ("reached" if reached else f"not reached in {max(own)} steps; best") + f" at step {step}, "
+          f"{own[step][1]:.1f} s: {same[step]:.4f} on the same windows, own estimate {own[step][0]:.4f} (own estimate "
+          f"first ≤ {target}: " + (f"step {first_own}, {own[first_own][1]:.1f} s)" if first_own is not None else "never)"),
+          flush=True)
+    return own[step][1] if reached else None
 
-    def report(name: str, p: peers.Proc) -> None:
-        evals = peers.parse_evals(p.lines)
-        last = f"step {evals[-1][0]}, val loss {evals[-1][2]:.4f}" if evals else "no evaluation"
-        what = "reached the target" if p.stopped else f"ended (exit {p.rc}) without reaching it"
-        best = min(evals, key=lambda e: e[2]) if evals and not p.stopped else None
-        print(f"    {name:9s}: {p.wall_s:7.1f} s, {what}: {last}"
-              + (f" (best: step {best[0]}, val loss {best[2]:.4f})" if best else ""), flush=True)
 
-    print(f"(b) time to val loss ≤ {target} on nanoGPT's GPU shakespeare_char config"
-          + (" (smoke: a tiny model, 3 steps, CPU)" if smoke else ""), flush=True)
-    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp:
+def part_b(smoke: bool, corpus: Path, checkout: Path | None, target: float, compiled: bool, dev, batches: int) -> None:
+    from fatstudio.core.runs.folder import Run
+
+    print(f"(b) time to val loss ≤ {target} on nanoGPT's GPU shakespeare_char config, every evaluation scored on "
+          f"the same {batches} validation batches" + (" (smoke: a tiny model, 4 steps, CPU)" if smoke else ""), flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as tmp, \
+            (peers.NanoGPT(checkout) if checkout else contextlib.nullcontext()) as nano:
         sets = [f"data.corpus={peers.toml_str(corpus)}", *(SMOKE_SETS if smoke else []),
                 *([] if compiled else ["train.compile=false"])]
-        fat = peers.run_timed(peers.fatstudio_train_cmd(GPU_TOML, Path(tmp) / "run", sets), stop=reached).check(
-            "fatstudio train")
-        report("fatstudio", fat)
-        if checkout is None:
-            return
-        with peers.NanoGPT(checkout) as nano:
-            nano.prepare_shakespeare_char(corpus)
-            args = ["config/train_shakespeare_char.py", "--out_dir=out-gpu",
+        procs = {"fatstudio": peers.run_timed(peers.fatstudio_train_cmd(GPU_TOML, Path(tmp) / "run", sets)).check(
+            "fatstudio train")}
+        if nano:
+            stoi = nano.prepare_shakespeare_char(corpus)["stoi"]
+            args = ["config/train_shakespeare_char.py", "--out_dir=out-gpu", "--always_save_checkpoint=True",
                     *(SMOKE_NANO if smoke else ["--device=cuda", f"--compile={compiled}"])]
-            p = nano.run("train.py", args, stop=reached).check("nanoGPT train.py")
-            report("nanoGPT", p)
-    if fat.stopped and p.stopped:
-        print(f"    nanoGPT/fatstudio time to {target}: {peers.ratio(p.wall_s, fat.wall_s)} (target ≥ 1)")
+            procs["nanoGPT"] = nano.run("train.py", args, keep_checkpoints=True).check("nanoGPT train.py")
+        run = Run.open(Path(tmp) / "run")
+        windows = peers.SameWindows.draw(corpus.read_text(encoding="utf-8"), batches, run.config.train.batch_size,
+                                         run.config.model.l_max, dev.type)
+        scorers = {"fatstudio": {s: lambda s=s: windows.fatstudio(run.load_model(dev.type, step=s))
+                                 for s in run.weight_steps()}}
+        if nano:
+            module = peers.nanogpt_model(nano.dir)
+            scorers["nanoGPT"] = {s: lambda c=c: windows.nanogpt(peers.load_nanogpt_checkpoint(module, c, dev.type)[0],
+                                                                 stoi) for s, c in nano.checkpoints("out-gpu").items()}
+        secs = {name: time_to_target(name, procs[name], scorers[name], target) for name in procs}
+    if len(secs) == 2 and None not in secs.values():
+        print(f"    nanoGPT/fatstudio time to {target} on the same windows: "
+              f"{peers.ratio(secs['nanoGPT'], secs['fatstudio'])} (target ≥ 1)")
 
 
 # ---- (c) presets ----------------------------------------------------------------------------------------
@@ -263,7 +293,7 @@ def main(argv=None) -> int:
             runnable = checkout and not (missing := peers.missing_modules(("numpy", "requests")))
             if checkout and not runnable:
                 print(f"    (b) without nanoGPT: its prepare.py needs {', '.join(missing)}: pip install tiktoken requests")
-            part_b(a.smoke, corpus, checkout if runnable else None, a.target, not a.no_compile)
+            part_b(a.smoke, corpus, checkout if runnable else None, a.target, not a.no_compile, dev, s["val_batches"])
         if "c" in a.parts:
             part_c(["cpu"] if a.smoke else ["cuda", "cpu"], s["preset_steps"], corpus if a.smoke else None)
     return 0

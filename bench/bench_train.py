@@ -61,36 +61,16 @@ def run_nanogpt(nano: peers.NanoGPT, seed: int, a) -> dict:
             "ckpt": nano.out_dir(out) / "ckpt.pt"}
 
 
-def same_window_loss(loss_fn, ids, starts, T: int) -> float:
-    """Mean of ``loss_fn(x, y)`` over the batches of windows ids[s : s+T+1] (one batch per row of starts)."""
-    import torch
-
-    offsets = torch.arange(T + 1)
-    with torch.no_grad():
-        windows = (ids[row[:, None] + offsets] for row in starts)
-        return statistics.fmean(float(loss_fn(w[:, :-1].contiguous(), w[:, 1:].contiguous())) for w in windows)
-
-
 def score(fat_dir: Path, nano_ckpt: Path | None, model_mod, text: str, stoi: dict | None, a) -> tuple[float, float]:
     """Both final models' loss on the same ``a.batches`` validation batches (12 windows of 64 characters)."""
-    import torch
-    import torch.nn.functional as F
-
     from fatstudio.core.runs.folder import Run
 
-    val = text[int(len(text) * 0.9):]
     loaded = Run.open(fat_dir).load_model()
-    B, T = loaded.config.train.batch_size, loaded.config.model.l_max
-    starts = torch.randint(len(val) - T, (a.batches, B), generator=torch.Generator().manual_seed(0))
-    fat_ids = torch.tensor(loaded.tokenizer.encode(val))
-    assert len(fat_ids) == len(val), "fatstudio's char tokenizer should give one token per character"
-    fat = same_window_loss(lambda x, y: F.cross_entropy(loaded.model(x).flatten(0, 1).float(), y.flatten()),
-                           fat_ids, starts, T)
+    windows = peers.SameWindows.draw(text, a.batches, loaded.config.train.batch_size, loaded.config.model.l_max)
+    fat = windows.fatstudio(loaded)
     if nano_ckpt is None:
         return fat, math.nan
-    model, _ = peers.load_nanogpt_checkpoint(model_mod, nano_ckpt)
-    nano_ids = torch.tensor([stoi[c] for c in val])
-    return fat, same_window_loss(lambda x, y: model(x, y)[1], nano_ids, starts, T)
+    return fat, windows.nanogpt(peers.load_nanogpt_checkpoint(model_mod, nano_ckpt)[0], stoi)
 
 
 def main(argv=None) -> int:

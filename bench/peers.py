@@ -7,11 +7,13 @@
   nothing) and runs its scripts as subprocesses with the same python and environment (OMP_NUM_THREADS
   included). nanoGPT's train.py seeds with torch.manual_seed(1337 + seed_offset) and has no seed option,
   so `NanoGPT.run("train.py", args, seed=S)` runs it through a small runner written into the copy that shifts that call
-  to S + seed_offset (S = 1337 is nanoGPT unchanged).
-- `run_timed` times a whole process from the parent (start to exit, or to the line `stop` accepts);
+  to S + seed_offset (S = 1337 is nanoGPT unchanged); with ``keep_checkpoints=True`` the runner writes each
+  checkpoint to its own ckpt-NNNNNNNN.pt instead of overwriting ckpt.pt (`NanoGPT.checkpoints` lists them).
+- `run_timed` times a whole process from the parent (start to exit) and each line's arrival;
   `parse_iters` / `parse_evals` read the "iter N: loss X, time Yms" and "step N: train loss X, val loss Y"
-  lines (fatstudio's CLI prints its evaluations in the same form).
+  lines (fatstudio's CLI prints its evaluations in the same form); `Proc.evaluations` adds their seconds.
 - `nanogpt_model` imports the checkout's model.py in-process; `load_nanogpt_checkpoint` loads a ckpt.pt.
+- `SameWindows` scores both programs' models on the same validation windows (each in its own vocabulary).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
@@ -45,15 +48,24 @@ GET_IT = ("get it with `git clone https://github.com/karpathy/nanoGPT` beside th
 ITER_RE = re.compile(r"iter (\d+): loss ([-\d.naif]+), time ([\d.]+)ms")
 EVAL_RE = re.compile(r"step (\d+): train loss ([-\d.naif]+), val loss ([-\d.naif]+)")
 
-_RUNNER = '''"""Written by fatstudio's bench/peers.py: run nanoGPT's SCRIPT with its torch.manual_seed(1337 + k)
-shifted to SEED + k (train.py has no seed option).  Usage: python _seeded.py SCRIPT SEED [ARGS...]"""
-import runpy, sys
+_RUNNER = '''"""Written by fatstudio's bench/peers.py: python _runner.py SCRIPT [ARGS...] runs nanoGPT's SCRIPT with
+what the environment asks: PEER_SEED=S shifts its torch.manual_seed(1337 + k) to S + k (train.py has no seed
+option); PEER_KEEP_CHECKPOINTS=1 writes each checkpoint (a dict with its iter_num) to ckpt-NNNNNNNN.pt beside
+the ckpt.pt it would overwrite."""
+import os, runpy, sys
 import torch
-script, seed = sys.argv[1], int(sys.argv[2])
-_manual_seed = torch.manual_seed
-torch.manual_seed = lambda s: _manual_seed(s - 1337 + seed)
-sys.argv = [script] + sys.argv[3:]
-runpy.run_path(script, run_name="__main__")
+if "PEER_SEED" in os.environ:
+    seed, _manual_seed = int(os.environ["PEER_SEED"]), torch.manual_seed
+    torch.manual_seed = lambda s: _manual_seed(s - 1337 + seed)
+if os.environ.get("PEER_KEEP_CHECKPOINTS"):
+    _save = torch.save
+    def _kept(obj, f, *args, **kw):
+        if isinstance(obj, dict) and "iter_num" in obj:
+            f = os.path.join(os.path.dirname(f), f"ckpt-{obj['iter_num']:08d}.pt")
+        return _save(obj, f, *args, **kw)
+    torch.save = _kept
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 
 
@@ -119,43 +131,41 @@ def child_env(**extra: str) -> dict:
 
 @dataclass
 class Proc:
-    wall_s: float  # from just before the process started to its exit (or to the `stop` line)
+    wall_s: float  # from just before the process started to its exit
     rc: int | None
     lines: list[str] = field(default_factory=list)
-    stopped: bool = False  # ended early because `stop` accepted a line
+    times: list[float] = field(default_factory=list)  # each line's arrival, seconds from the start
 
     @property
     def text(self) -> str:
         return "\n".join(self.lines)
 
+    def evaluations(self) -> dict[int, tuple[float, float]]:
+        """step → (the program's own val loss estimate, seconds from the start to its evaluation line)."""
+        return {int(m[1]): (float(m[3]), t) for line, t in zip(self.lines, self.times) if (m := EVAL_RE.search(line))}
+
     def check(self, what: str) -> Proc:
-        if self.rc not in (0, None) and not self.stopped:
+        if self.rc not in (0, None):
             tail = "\n".join(self.lines[-25:])
             raise SystemExit(f"{what} failed (exit {self.rc}):\n{tail}")
         return self
 
 
-def run_timed(cmd: list[str], cwd: str | Path | None = None, stop=None, echo=None, env: dict | None = None) -> Proc:
-    """Run ``cmd`` (stderr into stdout), time it from the parent; ``stop(line)`` true ends it at that line
-    (the time is taken at the line); ``echo(line)`` true prints the line as it comes."""
+def run_timed(cmd: list[str], cwd: str | Path | None = None, echo=None, env: dict | None = None) -> Proc:
+    """Run ``cmd`` (stderr into stdout), time it and each line's arrival from the parent; ``echo(line)`` true
+    prints the line as it comes."""
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd, env=env or child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True, bufsize=1)
-    lines, stopped = [], False
+    lines, times = [], []
     for line in p.stdout:
-        line = line.rstrip("\r\n")
-        lines.append(line)
-        if echo and echo(line):
-            print("    " + line, flush=True)
-        if stop and stop(line):
-            wall, stopped = time.perf_counter() - t0, True
-            p.terminate()
-            break
+        times.append(time.perf_counter() - t0)
+        lines.append(line.rstrip("\r\n"))
+        if echo and echo(lines[-1]):
+            print("    " + lines[-1], flush=True)
     p.stdout.close()
     rc = p.wait()
-    if not stopped:
-        wall = time.perf_counter() - t0
-    return Proc(wall, rc, lines, stopped)
+    return Proc(time.perf_counter() - t0, rc, lines, times)
 
 
 def parse_iters(lines) -> list[tuple[int, float, float]]:
@@ -199,7 +209,7 @@ class NanoGPT:
         self.dir = Path(self._tmp.name) / "nanoGPT"
         shutil.copytree(self.checkout, self.dir, ignore=shutil.ignore_patterns(
             ".git", "__pycache__", "out*", "*.bin", "*.pkl", "*.pt", "input.txt", "*.ipynb"))
-        (self.dir / "_seeded.py").write_text(_RUNNER, encoding="utf-8")
+        (self.dir / "_runner.py").write_text(_RUNNER, encoding="utf-8")
 
     def __enter__(self) -> NanoGPT:
         return self
@@ -220,14 +230,20 @@ class NanoGPT:
         with open(self.data / "meta.pkl", "rb") as f:
             return pickle.load(f)
 
-    def run(self, script: str, args: list[str], seed: int | None = None, **kw) -> Proc:
-        """``python SCRIPT ARGS`` in the copy (through the seed runner when ``seed`` is given)."""
-        cmd = [sys.executable, script, *args] if seed is None else \
-            [sys.executable, "_seeded.py", script, str(seed), *args]
-        return run_timed(cmd, cwd=self.dir, **kw)
+    def run(self, script: str, args: list[str], seed: int | None = None, keep_checkpoints: bool = False,
+            **kw) -> Proc:
+        """``python SCRIPT ARGS`` in the copy (through the runner when ``seed`` or ``keep_checkpoints`` is given)."""
+        asks = {**({"PEER_SEED": str(seed)} if seed is not None else {}),
+                **({"PEER_KEEP_CHECKPOINTS": "1"} if keep_checkpoints else {})}
+        cmd = [sys.executable, *(["_runner.py"] if asks else []), script, *args]
+        return run_timed(cmd, cwd=self.dir, env=child_env(**asks), **kw)
 
     def out_dir(self, name: str) -> Path:
         return self.dir / name
+
+    def checkpoints(self, name: str) -> dict[int, Path]:
+        """The checkpoints a ``keep_checkpoints`` run wrote in its out_dir ``name``, by iteration, ascending."""
+        return {int(p.stem.removeprefix("ckpt-")): p for p in sorted(self.out_dir(name).glob("ckpt-*.pt"))}
 
 
 @contextlib.contextmanager
@@ -260,6 +276,50 @@ def load_nanogpt_checkpoint(module, ckpt: Path, device: str = "cpu"):
     sd = {k.removeprefix("_orig_mod."): v for k, v in state["model"].items()}
     model.load_state_dict(sd)
     return model.to(device).eval(), state.get("iter_num")
+
+
+# ---- the same validation windows for both ------------------------------------------------------------------
+@dataclass
+class SameWindows:
+    """Validation windows scored alike for both programs: ``starts`` (batches × B offsets, drawn once) into the
+    last 10% of the characters (both programs' validation split), windows of T + 1 characters, each program's
+    encoded with its own vocabulary (fatstudio's char tokenizer; nanoGPT's meta.pkl stoi). The models are scored
+    as loaded: in eval mode (no dropout), float32."""
+    val: str
+    starts: Any  # a (batches, B) torch tensor
+    T: int
+    device: str = "cpu"
+
+    @classmethod
+    def draw(cls, text: str, batches: int, B: int, T: int, device: str = "cpu") -> SameWindows:
+        import torch
+
+        val = text[int(len(text) * 0.9):]
+        return cls(val, torch.randint(len(val) - T, (batches, B), generator=torch.Generator().manual_seed(0)), T, device)
+
+    def loss(self, loss_fn, ids) -> float:
+        """Mean of ``loss_fn(x, y)`` over the batches of windows ids[s : s+T+1] (one batch per row of starts)."""
+        import torch
+
+        ids, offsets = ids.to(self.device), torch.arange(self.T + 1, device=self.device)
+        with torch.no_grad():
+            windows = (ids[row[:, None] + offsets] for row in self.starts.to(self.device))
+            return statistics.fmean(float(loss_fn(w[:, :-1].contiguous(), w[:, 1:].contiguous())) for w in windows)
+
+    def fatstudio(self, loaded) -> float:
+        """A fatstudio model's loss (a LoadedModel: its model and its char tokenizer)."""
+        import torch
+        import torch.nn.functional as F
+
+        ids = torch.tensor(loaded.tokenizer.encode(self.val))
+        assert len(ids) == len(self.val), "fatstudio's char tokenizer should give one token per character"
+        return self.loss(lambda x, y: F.cross_entropy(loaded.model(x).flatten(0, 1).float(), y.flatten()), ids)
+
+    def nanogpt(self, model, stoi: dict) -> float:
+        """A nanoGPT GPT's loss (``model(x, y)`` returns its logits and mean loss), its ids from ``stoi``."""
+        import torch
+
+        return self.loss(lambda x, y: model(x, y)[1], torch.tensor([stoi[c] for c in self.val]))
 
 
 # ---- statistics -----------------------------------------------------------------------------------------
