@@ -21,6 +21,7 @@ from typing import Any
 from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, out_file, write
 
 EXIT_ERROR = 2
+RANK_WAIT_S = 5.0  # how long a process other than torchrun's rank 0 waits before it says an error itself
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -154,14 +155,25 @@ def _command(args) -> int:
             f"{getattr(cause, 'filename', '') or ''}: {cause.strerror or cause}".lstrip(": ")
         if cause is not e and str(e):  # a library's error around the OSError: its words too (--debug: the traceback)
             msg += f" ({type(e).__name__}: {' '.join(str(e).split())[:200]})"
-        if _main_process():
-            print(f"fatstudio {args.command}: error: {msg}", file=sys.stderr)
+        _say_error(args.command, msg)
         return EXIT_ERROR
     except KeyboardInterrupt as e:
         if _main_process():
             print(f"fatstudio {args.command}: interrupted{f' ({e})' if str(e) else ''}; nothing was written.",
                   file=sys.stderr)
         return _interrupted(e)
+
+
+def _say_error(command: str, msg: str) -> None:
+    """Print the command's error. Under torchrun every process meets the same error and rank 0 says it: another
+    rank first waits (had it ended at once, torchrun could have ended rank 0 before it said anything), and says
+    it only when rank 0 has not ended the job meanwhile (an error of its own, which rank 0 would wait on)."""
+    if not _main_process():
+        try:
+            time.sleep(RANK_WAIT_S)
+        except KeyboardInterrupt:  # torchrun ended this process: rank 0 has said it
+            return
+    print(f"fatstudio {command}: error: {msg}", file=sys.stderr)
 
 
 def _main_process() -> bool:
