@@ -111,24 +111,6 @@ def test_cache_lists_and_clears_the_compiled_decode_steps(tmp_path, monkeypatch,
     assert [p.name for p in (tmp_path / "decode").iterdir()] == [".c3.work"]
 
 
-def test_under_torchrun_a_rank_but_0_says_an_error_only_if_rank_0_has_not_ended_the_job(tmp_path, monkeypatch,
-                                                                                         capsys):
-    import fatstudio.cli as cli
-
-    args = ["generate", str(tmp_path), "--prompt", "x"]  # not a run: every rank meets the same error
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setattr(cli, "RANK_WAIT_S", 0.01)  # rank 0 did not end the job meanwhile: rank 1 says it
-    assert main(args) == EXIT_ERROR and "not a fatstudio run" in capsys.readouterr().err
-
-    def ended(seconds):  # torchrun's SIGTERM, once rank 0 has said it and ended
-        raise KeyboardInterrupt("SIGTERM")
-    monkeypatch.setattr(time, "sleep", ended)
-    assert main(args) == EXIT_ERROR and capsys.readouterr().err == ""
-    monkeypatch.setenv("RANK", "0")  # rank 0 says it at once
-    assert main(args) == EXIT_ERROR and "not a fatstudio run" in capsys.readouterr().err
-
-
 def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
     """Neither the GUI nor torch's compiler (~1.5 s to import; the model is built without initialising it,
     `build_empty`) is imported by a generation from the command line."""

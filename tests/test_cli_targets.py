@@ -6,6 +6,7 @@ torchrun only rank 0 prints an error."""
 import json
 import os
 import shutil
+import time
 
 import pytest
 from cli_helpers import train_tiny, write_config
@@ -156,14 +157,23 @@ def test_the_lock_file_goes_when_training_ends_and_still_excludes_while_held(run
     assert not (run / LOCK).exists()
 
 
-def test_under_torchrun_only_rank_0_prints_an_error(tmp_path, capsys, monkeypatch):
+def test_under_torchrun_rank_0_says_an_error_and_another_rank_only_if_rank_0_has_not_ended_the_job(
+        tmp_path, capsys, monkeypatch):
+    import fatstudio.cli as cli
+
     bad = tmp_path / "bad.toml"
-    bad.write_text("[model]\nL = true\n")
+    bad.write_text("[model]\nL = true\n")  # every rank meets the same error
     monkeypatch.setenv("WORLD_SIZE", "2")
-    for rank, printed in (("1", False), ("0", True)):
-        monkeypatch.setenv("RANK", rank)
-        assert main(["train", str(bad)]) == 2
-        assert bool(capsys.readouterr().err) == printed
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setattr(cli, "RANK_WAIT_S", 0.01)  # rank 0 did not end the job meanwhile: rank 1 says it
+    assert main(["train", str(bad)]) == 2 and "L = true is not allowed" in capsys.readouterr().err
+
+    def ended(seconds):  # torchrun's SIGTERM, once rank 0 has said it and ended
+        raise KeyboardInterrupt("SIGTERM")
+    monkeypatch.setattr(time, "sleep", ended)
+    assert main(["train", str(bad)]) == 2 and capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")  # at once (the sleep would raise)
+    assert main(["train", str(bad)]) == 2 and "L = true is not allowed" in capsys.readouterr().err
 
 
 def test_a_run_folder_given_as_the_config_says_to_resume_it(run, capsys):
