@@ -117,14 +117,23 @@ def load_steps(folder: Path, model: Transformer, cache: StaticKVCache,
         missing = [n for n in names if n not in constants]
         if missing:
             raise RuntimeError(f"the compiled step wants weights the model does not have ({missing[0]})")
-        loader.load_constants({n: constants[n] for n in names}, False, True, True, False)  # user-managed: no copy
-        steps[T] = _bound(loader, cache.position, kv)
+        used = {n: constants[n] for n in names}
+        loader.load_constants(used, False, True, True, False)  # user-managed: the model's memory, no copy
+        steps[T] = _Bound(loader, cache.position, kv, used)
     return steps
 
 
-def _bound(loader: torch._C._aoti.AOTIModelPackageLoader, position: torch.Tensor,
-           kv: list[torch.Tensor]) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda x: loader.boxed_run([x, position, *kv])[0]
+class _Bound:
+    """The step of one package: the loader runs x (1, T) at the cache's position on its k and v. It keeps the
+    tensors the loader points into (``used``) alive, even if the model were to replace one (a cast re-derives
+    its fixed tables)."""
+
+    def __init__(self, loader: torch._C._aoti.AOTIModelPackageLoader, position: torch.Tensor,
+                 kv: list[torch.Tensor], used: dict[str, torch.Tensor]):
+        self.loader, self.position, self.kv, self.used = loader, position, kv, used
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.loader.boxed_run([x, self.position, *self.kv])[0]
 
 
 _children: set[subprocess.Popen] = set()  # compiling now; ended with this process (`_end_children`)
