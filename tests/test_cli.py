@@ -94,6 +94,7 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
     assert main(args) == 0 and capsys.readouterr().out == eager
     calls = []
+    monkeypatch.setattr(decode_step, "is_cached", lambda model, lengths: True)
     monkeypatch.setattr(decode_step, "cached_steps", lambda model, cache, lengths: dict.fromkeys(
         lengths, lambda x: calls.append(x) or model(x, cache=cache)))
     assert main(args) == 0 and capsys.readouterr().out == eager and len(calls) == 39  # the prefill is eager

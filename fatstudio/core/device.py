@@ -99,6 +99,11 @@ def model_device(model: torch.nn.Module) -> torch.device:
     return p.device if p is not None else torch.device("cpu")
 
 
+def model_dtype(model: torch.nn.Module) -> torch.dtype:
+    p = next(model.parameters(), None)
+    return p.dtype if p is not None else torch.get_default_dtype()
+
+
 def to_device(tensors: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """Every model input goes through here: each tensor moved to ``device``, asynchronously only where that is
     safe (to CUDA from pinned memory; a non_blocking copy from pageable memory to MPS can read freed memory)."""
@@ -187,11 +192,19 @@ def describe_choice(device: str, precision: str) -> tuple[str, str]:
     return chosen, f"{'auto → ' if precision == 'auto' else ''}{what} on {where}; {same}."
 
 
-def compile_problem(dev: torch.device) -> str | None:
-    """Why torch.compile cannot work here, or None: no Dynamo for this Python, no Triton for the GPU (e.g. on
-    Windows), no C++ compiler for the CPU."""
+def cpp_compiler_problem() -> str | None:
+    """Why nothing can be compiled for the CPU here (no C++ compiler), or None; without importing torch's
+    compiler (a second), for a process that leaves compiling to another."""
     import shutil
 
+    if not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cl")):
+        return "torch.compile needs a C++ compiler for the CPU, and none was found"
+    return None
+
+
+def compile_problem(dev: torch.device) -> str | None:
+    """Why torch.compile cannot work here, or None: no Dynamo for this Python, no Triton for the GPU (e.g. on
+    Windows), no C++ compiler for the CPU (`cpp_compiler_problem`)."""
     import torch._dynamo
 
     if not torch._dynamo.is_dynamo_supported():
@@ -200,6 +213,4 @@ def compile_problem(dev: torch.device) -> str | None:
         from torch.utils._triton import has_triton
         if not has_triton():
             return "torch.compile needs Triton for the GPU, and it is not installed"
-    if dev.type == "cpu" and not any(shutil.which(c) for c in ("c++", "g++", "clang++", "cl")):
-        return "torch.compile needs a C++ compiler for the CPU, and none was found"
-    return None
+    return cpp_compiler_problem() if dev.type == "cpu" else None

@@ -96,6 +96,7 @@ def test_generation_is_eager_while_compiling_then_compiled_and_one_generation_at
 def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_when_it_cannot(monkeypatch):
     asked = []
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
+    monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
     monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: asked.append("aot") or {})
     monkeypatch.setattr(torch, "compile", lambda step, **kw: asked.append(kw) or step)
@@ -112,7 +113,7 @@ def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_
     with pytest.raises(Unavailable, match="standalone bundle"):
         decode_step.default_compiler(on("cpu"))
     assert asked[0] == "aot" and len(asked) == 3  # the bundle did not try
-    monkeypatch.setattr(decode_step, "compile_problem", lambda dev: "no C++ compiler")
+    monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: "no C++ compiler")  # the CPU's only check here
     with pytest.raises(Unavailable, match="no C"):
         decode_step.default_compiler(on("cpu"))
 

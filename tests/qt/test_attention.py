@@ -171,6 +171,10 @@ def test_new_maps_open_on_the_most_informative_head_until_the_user_chooses_one(p
     assert (panel.layer, panel.head) == (0, 2)  # … is kept
     panel.set_probes(list_probes(tmp_path))
     assert (panel.layer, panel.head) == (0, 2)
+    (tmp_path / "other" / "probes").mkdir(parents=True)
+    save_probe(tmp_path / "other", 10, one_sharp_head((1, 1)))
+    panel.set_probes(list_probes(tmp_path / "other"))  # another run's: the choice was for the last run
+    assert (panel.layer, panel.head) == (1, 1) and not panel.head_chosen
 
 
 def test_hover_shows_weight_and_tokens(qtbot, panel):

@@ -142,6 +142,7 @@ class AttentionMaps:
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     ids: list[int] | None = None
     context_ids: list[int] | None = None
+    _entropies: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)  # `entropy`s
 
     # ---- what there is ----
     def kinds(self) -> list[str]:
@@ -177,8 +178,11 @@ class AttentionMaps:
         return A[head]
 
     def entropy(self, name: str) -> np.ndarray:
-        """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0)."""
-        return attention_entropy(self.maps[name])
+        """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0). Computed once per
+        map (the grid, the view and `focused_head` each ask)."""
+        if name not in self._entropies:
+            self._entropies[name] = attention_entropy(self.maps[name])
+        return self._entropies[name]
 
     def mean_entropy(self, name: str) -> float:
         """The entropy (as in `entropy`) of the mean over heads of map ``name``."""

@@ -34,10 +34,11 @@ import torch
 from torch import nn
 
 from ..config import ModelConfig
-from ..device import model_device
+from ..device import model_device, model_dtype
 from ..files import cache_folder
 from ..model import Transformer, build_model
 from ..model.attention import StaticKVCache
+from ..resources import child_env
 
 FORMAT = 1  # of a package folder; part of its key
 OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
@@ -159,7 +160,7 @@ def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[in
         (work / REQUEST).write_text(json.dumps(request), encoding="utf-8")
         child = subprocess.Popen([sys.executable, "-m", __name__, str(work / REQUEST), str(work)],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                 env=child_env(OMP_NUM_THREADS="1"))
         _children.add(child)
         try:
             _, err = child.communicate()
@@ -174,28 +175,26 @@ def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[in
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _dtype(model: Transformer) -> torch.dtype:
-    return next(model.parameters()).dtype
-
-
 def _folder(model: Transformer, lengths: Sequence[int]) -> Path:
-    return cache_folder("decode") / package_key(model.config, _dtype(model), lengths)
+    return cache_folder("decode") / package_key(model.config, model_dtype(model), lengths)
+
+
+def is_cached(model: Transformer, lengths: Sequence[int]) -> bool:
+    """Whether the cache folder has the packages of ``model``'s shape."""
+    return all(package_path(_folder(model, lengths), T).is_file() for T in lengths)
 
 
 def cached_steps(model: Transformer, cache: StaticKVCache,
                  lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]] | None:
     """The steps of ``model`` over ``cache`` (allocated: `allocated_cache`) from the packages of its shape in the
     cache folder, or None if they are not there."""
-    folder = _folder(model, lengths)
-    if not all(package_path(folder, T).is_file() for T in lengths):
-        return None
-    return load_steps(folder, model, cache, lengths)
+    return load_steps(_folder(model, lengths), model, cache, lengths) if is_cached(model, lengths) else None
 
 
 def aot_compile(model: Transformer, cache: StaticKVCache,
                 lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
     """The steps compiled in a child process into the cache folder, then loaded as `cached_steps` loads them."""
-    _compile_in_child(model.config, _dtype(model), lengths, _folder(model, lengths))
+    _compile_in_child(model.config, model_dtype(model), lengths, _folder(model, lengths))
     return load_steps(_folder(model, lengths), model, cache, lengths)
 
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
-from ..device import compile_problem, model_device
+from ..device import compile_problem, cpp_compiler_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
-from .decode_export import allocated_cache, aot_compile, cached_steps
+from .decode_export import allocated_cache, aot_compile, cached_steps, is_cached
 from .prompting import default_slide
 
 if TYPE_CHECKING:
@@ -51,10 +51,10 @@ class Unavailable(RuntimeError):
 
 def torch_compile(decoder: DecodeStep) -> dict[int, Step]:
     """torch.compile in this process, one graph of fixed shapes (no graph breaks) per length, with CUDA graphs:
-    the cache's tensors are marked static, for the graphs write to them in place."""
-    for k, v in decoder.cache.tensors().values():
-        torch._dynamo.mark_static_address(k)
-        torch._dynamo.mark_static_address(v)
+    the cache's tensors and its position are marked static, for the graphs write to them in place (a mutated
+    input that is not static turns CUDA graphs off)."""
+    for t in (decoder.cache.position, *(t for kv in decoder.cache.tensors().values() for t in kv)):
+        torch._dynamo.mark_static_address(t)
     return {T: torch.compile(decoder.own_step(), fullgraph=True, dynamic=False, mode="reduce-overhead")
             for T in decoder.lengths}
 
@@ -65,8 +65,8 @@ def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
     on CUDA `torch_compile`."""
     if decoder.device.type == "cpu" and (steps := cached_steps(*decoder.parts())) is not None:
         return steps
-    problem = compile_problem(decoder.device)
-    if problem is not None:
+    problem = cpp_compiler_problem() if decoder.device.type == "cpu" else compile_problem(decoder.device)
+    if problem is not None:  # on the CPU the child says any other problem (its last line, in the note)
         raise Unavailable(problem)
     if decoder.device.type == "cuda":
         return torch_compile(decoder)
@@ -166,7 +166,7 @@ class DecodeStep:
             if self._started:
                 return self.ready
             self._started = True
-        if self.problem() is None and self.device.type == "cpu":
+        if self.problem() is None and self.device.type == "cpu" and is_cached(self.model, self.lengths):
             with contextlib.suppress(Exception), self._in_use:  # a package that cannot be loaded: eager
                 self.cache = allocated_cache(self.model)
                 self._graphs = cached_steps(*self.parts()) or {}
@@ -224,7 +224,7 @@ class DecodeStep:
 def decode_step_of(loaded: LoadedModel) -> DecodeStep:
     """The loaded model's DecodeStep, made at the first call and kept on it (``loaded.decoder``): one per loaded
     model, so it compiles once, in the background, at its first use."""
-    if not isinstance(loaded.decoder, DecodeStep):
+    if not isinstance(loaded.decoder, DecodeStep) or loaded.decoder.model is not loaded.model:  # a copy's: another model
         loaded.decoder = DecodeStep(loaded.model)
     return loaded.decoder
 

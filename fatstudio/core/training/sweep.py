@@ -11,7 +11,6 @@ import io
 import itertools
 import json
 import math
-import os
 import statistics
 import subprocess
 import sys
@@ -25,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig, parse_value
+from ..resources import child_env
 from ..runs.folder import Run, default_runs_root
 from .estimate import estimate
-
-PACKAGE_ROOT = Path(__file__).resolve().parents[3]  # where ``import fatstudio`` finds this copy
 
 
 # ---- the plan ---------------------------------------------------------------------------------------------
@@ -240,17 +238,11 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
     return sweep
 
 
-def _child_env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
 def _train_one(config_file: Path, run_dir: Path, stop: threading.Event | None) -> tuple[float | None, str | None]:
     """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value in bits per byte, or why none."""
     cmd = [sys.executable, "-m", "fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=_child_env())
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env())
         while p.poll() is None:
             if stop is None:
                 p.wait()

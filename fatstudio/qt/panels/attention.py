@@ -98,7 +98,8 @@ class AttentionPanel(QWidget):
         self.kind: str | None = None
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
-        self.head_chosen = False  # the user chose the layer or head: new maps keep it
+        self.head_chosen = False  # the user chose the layer or head: new maps keep it (until another run's probes)
+        self.probe_folder: Path | None = None  # the folder of the run's probes shown (`set_probes`)
         self.query: int | None = None
         self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)

@@ -19,6 +19,9 @@ def set_probes(panel: AttentionPanel, paths: Mapping[int, str | Path]) -> None:
     panel.probeTimeline.stop()
     panel.lensView.forget_probes()
     probe_paths = {int(k): Path(v) for k, v in sorted(paths.items())}
+    folder = next(iter(probe_paths.values())).parent if probe_paths else None
+    if folder != panel.probe_folder:  # another run: its maps open on their most informative head again
+        panel.probe_folder, panel.head_chosen = folder, False
     panel.scoreHistory.set_history(score_history(probe_paths))  # another run: its own most moving score
     sync_probe_slider(panel, probe_paths)
     if probe_paths:
