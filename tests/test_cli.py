@@ -1,4 +1,5 @@
 """The command line as a user runs it: train, generate, attention, resume after SIGKILL, clear errors."""
+import gc
 import io
 import json
 import os
@@ -128,6 +129,23 @@ def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert "TORCH False" in r.stdout and "GUI []" in r.stdout, r.stdout + r.stderr
     assert "COMPILER []" in r.stdout, r.stdout + r.stderr
+
+
+def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is_left_at_exit(tmp_path, monkeypatch):
+    """`fatstudio …` as a process: torch is imported with the collector paused and what it made is frozen, and
+    at exit everything is (the interpreter's last collections would walk it all, ~0.5 s); commands that do not
+    import torch only freeze at exit, and a call from Python does neither."""
+    calls = []
+    for name in ("disable", "enable", "freeze"):
+        monkeypatch.setattr(gc, name, lambda name=name: calls.append(name))
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
+    monkeypatch.setattr(sys, "argv", ["fatstudio", "generate", str(tmp_path), "--prompt", "x"])
+    assert main() == EXIT_ERROR and calls == ["disable", "freeze", "enable", "freeze"]
+    calls.clear()
+    monkeypatch.setattr(sys, "argv", ["fatstudio", "cache"])
+    assert main() == 0 and calls == ["freeze"]
+    calls.clear()
+    assert main(["generate", str(tmp_path), "--prompt", "x"]) == EXIT_ERROR and calls == []
 
 
 @pytest.mark.parametrize("args,words", [
