@@ -121,7 +121,8 @@ def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_
 @pytest.mark.skipif(compile_problem(torch.device("cpu")) is not None, reason="no C++ compiler here")
 def test_compiled_ahead_of_time_once_per_shape_it_gives_the_eager_tokens_of_any_weights(tmp_path, monkeypatch):
     """The real compiler: the packages are made by a child process into the cache folder, then a model of the
-    same shape with other weights (a snapshot) uses them without compiling again, on its own weights."""
+    same shape with other weights (a snapshot; and another dropout, which is off in the step) uses them without
+    compiling again, on its own weights."""
     monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
     model = tiny("gpt", positions="rope", L=1)
     decoder = DecodeStep(model)
@@ -132,7 +133,7 @@ def test_compiled_ahead_of_time_once_per_shape_it_gives_the_eager_tokens_of_any_
     assert max(abs(a.prob - b.prob) for a, b in zip(compiled, eager)) < 1e-5
 
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **kw: pytest.fail("compiled again"))
-    other = tiny("gpt", seed=1, positions="rope", L=1)
+    other = tiny("gpt", seed=1, positions="rope", L=1, dropout=0.1)
     decoder = DecodeStep(other)
     assert decoder.wait(60) and decoder.take_note() is None and decoder.ready
     eager, compiled = run(other, slide=None), run(other, decoder, slide=None)

@@ -74,9 +74,11 @@ def _flat(cache: StaticKVCache) -> list[torch.Tensor]:
 
 
 def package_key(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int]) -> str:
-    """The cache key of a model shape's packages, on this kind of CPU (a cache folder shared by machines)."""
-    what = {"model": cfg.to_dict(), "dtype": str(dtype), "lengths": sorted(lengths), "torch": torch.__version__,
-            "cpu": [platform.machine(), torch.backends.cpu.get_cpu_capability()], "format": FORMAT}
+    """The cache key of a model shape's packages, on this kind of CPU (a cache folder shared by machines); not of
+    its dropout, which the exported (eval) step leaves out."""
+    what = {"model": cfg.replace(dropout=0.0).to_dict(), "dtype": str(dtype), "lengths": sorted(lengths),
+            "torch": torch.__version__, "cpu": [platform.machine(), torch.backends.cpu.get_cpu_capability()],
+            "format": FORMAT}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:24]
 
 
