@@ -99,6 +99,12 @@ def focused_maps(sharp: tuple[int, int], L=2, H=3, T=6) -> AttentionMaps:
 def test_the_view_opens_on_the_lesson_kind_and_its_most_informative_head():
     assert focused_maps((1, 2)).focused_head("self") == (1, 2)  # the one not uniform, whatever its layer
     assert focused_maps((0, 1)).focused_head("self") == (0, 1)
+    maps, first = focused_maps((1, 2)), np.eye(6)[[0] * 6]
+    maps.maps["self/0"][0] = first  # a sink: every query on the first key, as sharp as (1, 2) and before it
+    assert maps.entropy("self/0")[0] <= maps.entropy("self/1")[2] and list(maps.sinks("self/0")) == [True, False, False]
+    assert maps.focused_head("self") == (1, 2)  # passed over while another head is not one
+    only_sinks = AttentionMaps(list("abcdef"), None, {"self/0": np.stack([0.8 * first + 0.2 / 6, first])})
+    assert only_sinks.focused_head("self") == (0, 1)  # only sinks: the sharpest
     maps = edt_maps()
     assert maps.lesson_kind() == "cross"
     maps.maps["cross/0"][1] = np.eye(3, 5)  # sharper than any head of the last layer, but not the lesson's layer

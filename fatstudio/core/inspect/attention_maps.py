@@ -33,6 +33,7 @@ KIND_TITLES = {  # in the order the kinds are listed
     "cross": "Cross-attention (decoder → encoder)",
 }
 MEAN_HEAD = -1  # the head index that stands for the mean over a layer's heads
+SINK = 0.5  # a head whose queries put more than this on the first key, on average, is a sink (`AttentionMaps.sinks`)
 SAVE_SUFFIXES = (".json", ".npz", ".csv")  # the files `AttentionMaps.save` writes (pictures: the Qt layer's)
 PICTURES = ("a picture is the Qt layer's: fatstudio.qt.widgets.attention_png.save_attention_png, or "
             "'fatstudio attention … --out maps.png'")
@@ -201,13 +202,21 @@ class AttentionMaps:
     def focused_head(self, kind: str) -> tuple[int, int]:
         """(l, h): the most informative head of ``kind`` to show first, the one with the lowest `entropy` (a
         uniform head has the highest, log T_key) of all its layers, or of the last for cross-attention (an
-        edt's lesson: the head reading the source in order or reversed)."""
+        edt's lesson: the head reading the source in order or reversed). Sinks (`sinks`: as sharp, and
+        showing nothing) are passed over while another head is not one."""
         layers = self.layers(kind)
         if not layers:
             raise ValueError(f"these maps have no {kind!r} attention; they have {', '.join(self.kinds())}.")
-        _, l, h = min((float(e), l, h) for l in (layers[-1:] if kind == "cross" else layers)
-                      for h, e in enumerate(self.entropy(map_name(kind, l))))
+        heads = [(bool(sink), float(e), l, h) for l in (layers[-1:] if kind == "cross" else layers)
+                 for h, (e, sink) in enumerate(zip(self.entropy(map_name(kind, l)), self.sinks(map_name(kind, l))))]
+        _, _, l, h = min(heads)
         return l, h
+
+    def sinks(self, name: str) -> np.ndarray:
+        """(H,): whether each head of map ``name`` is an attention sink: its queries (after the first, which has
+        only the first key in a causal map) put more than `SINK` of their weight, on average, on the first key."""
+        a = self.maps[name]
+        return a[:, 1:, 0].mean(1) > SINK if a.shape[1] > 1 else a[:, 0, 0] > SINK
 
     # ---- JSON ----
     def to_json_dict(self) -> dict[str, Any]:
