@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
     g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set with mass ≥ p")
     g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--compile", action="store_true",
+                   help="compile the decode step of this model's shape first, if no earlier compile left it in the "
+                        "cache folder (once per shape; ~40 s for the recipe's model on a CPU): generation is then "
+                        "~2x faster, here and in every later generate of that shape (gpt and gopher)")
 
     a = sub.add_parser("attention", help="export the attention maps of one forward pass, or the probe maps "
                        "saved at an evaluation step (--step)")
@@ -401,7 +405,11 @@ def cmd_generate(args) -> int:
     loaded = Run.open(args.run_dir).load_model()
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
     prompt = prompting.encode_prompt(loaded.tokenizer, args.prompt, mode, l_max=loaded.model.config.l_max)
-    compiled = mode == "generate" and compiling_enabled() and decode_step_of(loaded).load_cached()  # never compiles
+    if args.compile and mode != "generate":
+        print(f"fatstudio generate: --compile is for generating text (gpt, gopher); {str(mode).replace('_', '-')} "
+              "has no decode step to compile.", file=sys.stderr)
+    compiled = mode == "generate" and (_compile_step(loaded) if args.compile else
+                                       compiling_enabled() and decode_step_of(loaded).load_cached())
     events = prompt_events(loaded, prompt, tokens=args.tokens, temperature=args.temperature, top_k=args.top_k,
                            top_p=args.top_p, seed=args.seed, alternatives=0, attention=False,
                            compiled=compiled)  # the panel's events
@@ -418,6 +426,23 @@ def cmd_generate(args) -> int:
             for label, p in ev.probabilities:
                 print(f"{label}\t{p:.4f}")
     return 0
+
+
+def _compile_step(loaded) -> bool:
+    """`generate --compile`: the decode step of ``loaded``'s shape, from the cache folder or compiled (in a child
+    process, into it), saying on stderr what it did or why generation stays eager. True if it is ready."""
+    from .core.inspect.decode_export import is_cached
+    from .core.inspect.decode_step import decode_step_of
+
+    decoder = decode_step_of(loaded)
+    kept = is_cached(decoder.model, decoder.lengths)
+    if not kept:
+        print("fatstudio generate: compiling the decode step, once for this model shape…", file=sys.stderr, flush=True)
+    decoder.wait()
+    how = "from the cache folder" if kept else f"compiled in {decoder.compile_s or 0:.0f} s, kept in the cache folder"
+    print(f"fatstudio generate: {decoder.take_note() or f'the compiled decode step is ready ({how}).'}",
+          file=sys.stderr, flush=True)
+    return decoder.ready
 
 
 def _write_by_line(pieces: Iterable[str]) -> None:

@@ -101,6 +101,33 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     assert main(args) == 0 and capsys.readouterr().out == eager and len(calls) == 39  # the prefill is eager
 
 
+def test_generate_compile_compiles_the_step_once_then_uses_it_with_the_same_text(trained_run, monkeypatch, capsys):
+    """--compile: the step from the cache folder, else compiled (even where the tests turn the background compile
+    off), said on stderr; the text is the eager one's."""
+    args = ["generate", str(trained_run), "--prompt", "hello", "--tokens", "40", "--seed", "1"]
+    assert main(args) == 0
+    eager = capsys.readouterr().out
+    calls, compiles = [], []
+
+    def steps(model, cache, lengths):
+        return dict.fromkeys(lengths, lambda x: calls.append(x) or model(x, cache=cache))
+    monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
+    monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: compiles.append(1) or steps(*parts))
+    assert main([*args, "--compile"]) == 0
+    out, err = capsys.readouterr()
+    assert out == eager and compiles == [1] and len(calls) == 39 + 2  # the prefill is eager; a first call per length
+    assert "the compiled decode step is ready" in err
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled again"))
+    monkeypatch.setattr(decode_step, "cached_steps", steps)
+    assert main([*args, "--compile"]) == 0 and capsys.readouterr().out == eager
+    monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
+    monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: "no C++ compiler (g++) was found")
+    assert main([*args, "--compile"]) == 0
+    out, err = capsys.readouterr()
+    assert out == eager and "Generation runs eagerly (not compiled): no C++ compiler (g++) was found." in err
+
+
 def test_cache_lists_and_clears_the_compiled_decode_steps(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
     for key in ("a1", "b2", ".c3.work"):  # two packages of model shapes, one compile under way
