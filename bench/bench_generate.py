@@ -12,7 +12,7 @@
     `fatstudio generate RUN_DIR --prompt "\\n" --tokens 500 --temperature 0.8 --top-k 200 --seed 1` against
     nanoGPT's `sample.py --out_dir=OUT --device=cpu --num_samples=1 --max_new_tokens=500 --compile=False`
     (target ≥ 1.5x), fatstudio with an empty cache folder (a first use: eager) and with the one (a) compiled
-    into (the command line loads a compiled step it finds, never compiles). RUN_DIR and OUT come from --run /
+    into (without --compile the command line loads a compiled step it finds, never compiles). RUN_DIR and OUT come from --run /
     --out-dir, or from short trainings of the recipe (--train-steps, 50 by default) made here first.
 """
 from __future__ import annotations
