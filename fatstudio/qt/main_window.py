@@ -219,6 +219,7 @@ class MainWindow(QMainWindow):
         tv.estimateRequested.connect(self.estimate_time)
         self.runs_list.resumeRequested.connect(self.resume_run)
         self.runs_list.fineTuneRequested.connect(self.runs.fine_tune)
+        self.runs_list.settingsRequested.connect(self.use_run_settings)
         self.runs.fineTuneReady.connect(self.start_new_run)
         self.plots.exported.connect(lambda message: self.statusBar().showMessage(message, 8000))
         for control in (self.training, self.runs):
@@ -308,6 +309,10 @@ class MainWindow(QMainWindow):
     def apply_preset(self, preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
         settings_control.apply_preset(self, preset)
+
+    def use_run_settings(self, run) -> None:
+        """Set the model, corpus and training settings from a run's (the panels follow)."""
+        settings_control.use_run_settings(self, run)
 
     def revalidate(self, *_args) -> str | None:
         """Explain a problem of the settings or the corpus inline; Train stays disabled until it is fixed."""

@@ -1,6 +1,6 @@
 """What the main window does with the settings: validate them (inline, and Train disabled until they are
 fixed), say what they apply to (the settings note), show their plan on the empty loss plot, time them (the
-estimate), set them from a preset or the last session's choice, and take a corpus dropped on the window."""
+estimate), set them from a preset, a run or the last session's choice, and take a corpus dropped on the window."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QScrollArea
 
 from fatstudio.core.config import RunConfig
+from fatstudio.core.runs.presets import preset_of
 from fatstudio.core.workspace import TrainingState
 from fatstudio.qt import state
 from fatstudio.qt.workers import call_in_thread
@@ -78,6 +79,18 @@ def apply_preset(window: MainWindow, preset) -> None:
     keep = cfg.model.replace(vocab_size=window.settings.model.vocab_size)
     window.settings.replace(RunConfig(model=keep, data=cfg.data, train=cfg.train))
     window.model_panel.select_preset(preset.key)
+
+
+def use_run_settings(window: MainWindow, run) -> None:
+    """Set the model, corpus and training settings from ``run``'s config, as `apply_preset` does from a preset's
+    (N_V stays the tokenizer's), showing the preset they are, if they are one's: a new run trains a variant."""
+    cfg: RunConfig = run.config
+    window.settings.replace(RunConfig(model=cfg.model.replace(vocab_size=window.settings.model.vocab_size),
+                                      data=cfg.data, train=cfg.train))
+    chosen = preset_of(cfg, window.presets)
+    window.model_panel.select_preset(chosen.key if chosen is not None else None)
+    window.statusBar().showMessage(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")
+                                   + ": ▶ Train starts a new run with them.", 8000)
 
 
 def revalidate(window: MainWindow, *_args) -> str | None:

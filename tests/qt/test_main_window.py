@@ -217,6 +217,31 @@ def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
     assert w.plots.overlays() == []
 
 
+def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, runs_root):
+    """"Use settings" on a run puts its model, corpus and training settings in the panels (N_V stays the
+    tokenizer's, as with a preset), showing the preset they are, else "(custom)"."""
+    from fatstudio.core.runs.folder import Run
+    w, preset = window, window.presets[1]
+    varied_cfg = preset.config.with_overrides(["model.L=1", "train.steps=7"])
+    varied = Run.create(varied_cfg.validate(), root=runs_root, name="varied")
+    as_preset = Run.create(preset.config.with_overrides(["model.vocab_size=40"]).validate(), root=runs_root,
+                           name="as-preset")
+    w.refresh_runs()
+    qtbot.waitUntil(lambda: not w.runs_loading and w.train_view.runs.tree.topLevelItemCount() == 2, timeout=LONG)
+    runs, button = w.train_view.runs, w.findChild(QPushButton, "useRunSettingsButton")
+    vocab = w.settings.model.vocab_size
+    runs.select_path(varied.path)
+    button.click()
+    cfg = w.settings.config
+    assert (cfg.model, cfg.data, cfg.train) == (varied_cfg.model.replace(vocab_size=vocab), varied_cfg.data,
+                                                varied_cfg.train)
+    assert w.model_panel.chosen_preset() is None and w.model_panel.presetCombo.currentText() == "(custom)"
+    runs.select_path(as_preset.path)
+    button.click()
+    assert w.model_panel.chosen_preset() == preset and w.settings.model.L == preset.config.model.L
+    assert w.statusBar().currentMessage().startswith(f"The settings are as-preset's (the {preset.name} preset)")
+
+
 def test_bad_corpus_gets_a_message(qtbot, window, tmp_path):
     w = window
     empty = tmp_path / "empty.txt"

@@ -30,12 +30,22 @@ class Preset:
         """What to say before training ``config``, this preset's model and data with train.steps perhaps
         fewer than `demo_steps`: "" when they are enough, or when the model or data are no longer the preset's
         (its walkthrough does not speak of them)."""
-        mine, steps = self.config, config.train.steps
-        model = config.model.replace(vocab_size=mine.model.vocab_size, n_classes=mine.model.n_classes)  # the data's
-        if steps >= self.demo_steps or model != mine.model or config.data != mine.data:
+        steps = config.train.steps
+        if steps >= self.demo_steps or not self.has_model_and_data_of(config):
             return ""
         return (f"The {self.name} walkthrough needs about {self.demo_steps:,} steps; with train.steps = {steps:,} "
                 f"what it describes may not happen yet.")
+
+
+    def has_model_and_data_of(self, config: RunConfig) -> bool:
+        """Whether ``config`` has this preset's model (N_V and the class count aside: the data's) and data."""
+        mine = self.config.model.replace(vocab_size=config.model.vocab_size, n_classes=config.model.n_classes)
+        return config.model == mine and config.data == self.config.data
+
+
+def preset_of(config: RunConfig, presets: list[Preset]) -> Preset | None:
+    """The preset whose settings ``config`` has (N_V and the class count aside), or None."""
+    return next((p for p in presets if p.has_model_and_data_of(config) and config.train == p.config.train), None)
 
 
 def _paragraph(text: object) -> str:

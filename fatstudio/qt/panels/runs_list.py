@@ -1,5 +1,5 @@
 """The runs list beside the training view: earlier runs (newest first) to open, resume (to a step), overlay,
-export (Hugging Face) or delete."""
+take the settings of, fine-tune, export (Hugging Face) or delete."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -37,6 +37,7 @@ class RunsList(QWidget):
     deleteRequested = Signal(object)
     exportRequested = Signal(object)  # a runs.Run to write as a Hugging Face transformers folder
     fineTuneRequested = Signal(object)  # a runs.Run whose weights and tokenizer a new run starts from
+    settingsRequested = Signal(object)  # a runs.Run whose model, corpus and training settings the panels take
     refreshRequested = Signal()
 
     def __init__(self, parent=None):
@@ -51,7 +52,10 @@ class RunsList(QWidget):
         self.folderLabel = QLabel(objectName="runsFolderLabel")
         self.folderLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.folderLabel.setWordWrap(True)
-        lay.addWidget(self.folderLabel)
+        folder = QHBoxLayout()  # the folder, and ↻ to read it again
+        folder.addWidget(self.folderLabel, 1)
+        folder.addWidget(self.refreshButton)
+        lay.addLayout(folder)
         self._selection_changed()
 
     def _build_tree(self) -> QTreeWidget:
@@ -88,6 +92,9 @@ class RunsList(QWidget):
         self.fineTuneButton = button("Fine-tune…", "fineTuneRunButton",
                                      "Start a new run from this run's weights and tokenizer (an imported model too), "
                                      "on the Corpus and Train settings; the model settings are this run's.")
+        self.useSettingsButton = button("Use settings", "useRunSettingsButton",
+                                        "Put this run's model, corpus and training settings in the Model, Corpus and "
+                                        "Train panels, to train a variant of it (▶ Train starts a new run).")
         self.refreshButton = button("↻", "refreshRunsButton", "Read the runs folder again.")
         self.refreshButton.setMaximumWidth(32)
         self.resumeSpin = QSpinBox(objectName="resumeStepsSpin")
@@ -99,13 +106,14 @@ class RunsList(QWidget):
         self.deleteButton.clicked.connect(lambda: self._emit(self.deleteRequested))
         self.exportButton.clicked.connect(lambda: self._emit(self.exportRequested))
         self.fineTuneButton.clicked.connect(lambda: self._emit(self.fineTuneRequested))
+        self.useSettingsButton.clicked.connect(lambda: self._emit(self.settingsRequested))
         self.resumeButton.clicked.connect(self._resume_clicked)
         self.refreshButton.clicked.connect(self.refreshRequested)
         first, second = QHBoxLayout(), QHBoxLayout()  # two rows: the samples beside them get the width
         for w in (self.openButton, self.overlayButton, self.resumeButton, self.resumeSpin):
             first.addWidget(w)
         first.addStretch(1)
-        for w in (self.fineTuneButton, self.exportButton, self.deleteButton, self.refreshButton):
+        for w in (self.useSettingsButton, self.fineTuneButton, self.exportButton, self.deleteButton):
             second.addWidget(w)
         second.addStretch(1)
         buttons = QVBoxLayout()
@@ -185,6 +193,7 @@ class RunsList(QWidget):
         self.resumeSpin.setEnabled(has and not self._busy)
         self.deleteButton.setEnabled(has and not self._busy)
         self.fineTuneButton.setEnabled(has and not self._busy)
+        self.useSettingsButton.setEnabled(has and not self._busy)
         self.overlayButton.setEnabled(has)
         self.exportButton.setEnabled(has)
         if has:
