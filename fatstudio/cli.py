@@ -86,9 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("--runs-dir", metavar="DIR", help="where the run folders go (default: the runs directory)")
     sw.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
-    c = sub.add_parser("cache", help="the token files of large corpora: where they are and how much they hold "
-                       "(bounded by FATSTUDIO_CACHE_MB; the least recently used go first), and the compiled "
-                       "decode steps")
+    c = sub.add_parser("cache", help="the token files of large corpora and the compiled decode steps: where they "
+                       "are and how much they hold (both bounded together by FATSTUDIO_CACHE_MB; the least recently "
+                       "used go first)")
     c.add_argument("--clear", action="store_true", help="remove every token file and compiled decode step (each "
                    "is made again when needed)")
 
@@ -515,25 +515,20 @@ def cmd_attention(args) -> int:
 
 # ---- cache ------------------------------------------------------------------------------------------------
 def cmd_cache(args) -> int:
-    import shutil
+    from .core.cache import DECODE, TOKENS, cache_cap, entries, prune
 
-    from .core.data.streaming import cache_cap, cache_root, cached_folders, prune
-    from .core.files import cache_folder
-
-    root, decode = cache_root(), cache_folder("decode")
-    steps = sorted(p for p in decode.glob("*") if p.is_dir() and not p.name.startswith("."))  # not compiles under way
     if args.clear:
-        removed = prune(root, cap=0)
-        for p in steps:
-            shutil.rmtree(p, ignore_errors=True)
-        print(f"removed {len(removed)} token file(s) from {root} and {len(steps)} compiled decode step(s) from "
-              f"{decode}")
+        removed = prune(cap=0)
+        n_tokens, n_steps = (sum(p.parent == kind.root() for p in removed) for kind in (TOKENS, DECODE))
+        print(f"removed {n_tokens} token file(s) from {TOKENS.root()} and {n_steps} compiled decode step(s) from "
+              f"{DECODE.root()}")
         return 0
-    found = cached_folders(root)
-    print(f"{root}: {len(found)} token file(s), {sum(n for _, n, _ in found) / 1e6:,.1f} MB of at most "
-          f"{cache_cap() / 1e6:,.0f} MB (FATSTUDIO_CACHE_MB)")
-    size = sum(f.stat().st_size for p in steps for f in p.iterdir())
-    print(f"{decode}: {len(steps)} compiled decode step(s) (one per model shape), {size / 1e6:,.1f} MB")
+    tokens, steps = entries(TOKENS), entries(DECODE)
+    print(f"{TOKENS.root()}: {len(tokens)} token file(s), {sum(e.size for e in tokens) / 1e6:,.1f} MB")
+    print(f"{DECODE.root()}: {len(steps)} compiled decode step(s) (one per model shape), "
+          f"{sum(e.size for e in steps) / 1e6:,.1f} MB")
+    print(f"in all {sum(e.size for e in tokens + steps) / 1e6:,.1f} MB of at most {cache_cap() / 1e6:,.0f} MB "
+          "(FATSTUDIO_CACHE_MB; the least recently used go first)")
     return 0
 
 

@@ -9,6 +9,7 @@ import torch
 from training_helpers import tiny_config
 
 from fatstudio.core import training
+from fatstudio.core.cache import TOKENS, entries
 from fatstudio.core.data import streaming
 from fatstudio.core.data.chars import chars_per_token
 from fatstudio.core.data.corpora import build_dataset, load_corpus
@@ -147,7 +148,7 @@ def test_a_half_written_token_folder_is_never_used(big, monkeypatch, tmp_path):
     corpus = load_corpus(str(big))
     tok = train_tokenizer("char", corpus.texts())
     root = tmp_path / "cache" / "tokens"
-    partial = root / f"{corpus.source.key(tok)}.partial-1-1"  # what a build killed midway leaves
+    partial = root / f".{corpus.source.key(tok)}.killed"  # what a build killed midway leaves
     partial.mkdir(parents=True)
     (partial / "tokens.bin").write_bytes(b"\xff" * 1000)
     (partial / "meta.json").write_text(json.dumps({"format": 1, "dtype": "uint16", "tokens": 500, "chars": 500}))
@@ -155,7 +156,7 @@ def test_a_half_written_token_folder_is_never_used(big, monkeypatch, tmp_path):
     assert len(encoded) == 1
     memory = build_dataset(_in_memory(big, monkeypatch), tok, "next_token", l_max=16)
     np.testing.assert_array_equal(ds._data["train"], memory._data["train"])
-    assert not any(p.name.startswith(corpus.source.key(tok) + ".partial-") and p != partial for p in root.iterdir())
+    assert [p.name for p in root.iterdir() if p.name.startswith(".")] == [partial.name]  # fresh: not stale yet
 
     def failing(tokenizer, pieces, folder, *args, **kwargs):  # a build that fails leaves nothing behind
         (folder / "tokens.bin").write_bytes(b"\0" * 10)
@@ -165,7 +166,7 @@ def test_a_half_written_token_folder_is_never_used(big, monkeypatch, tmp_path):
     other = train_tokenizer("word", corpus.texts(), 300)
     with pytest.raises(ValueError, match="cannot write the token file .* No space left on device; set FATSTUDIO_CACHE"):
         build_dataset(corpus, other, "next_token", l_max=16)
-    assert not any(p.name.startswith(corpus.source.key(other)) for p in root.iterdir())
+    assert not any(corpus.source.key(other) in p.name for p in root.iterdir())
 
 
 def test_training_on_a_streamed_corpus_runs_and_resumes(big, tmp_path):
@@ -199,18 +200,18 @@ def test_the_token_cache_is_bounded_least_recently_used_first(big, monkeypatch, 
     char, word = train_tokenizer("char", corpus.texts()), train_tokenizer("word", corpus.texts(), vocab_size=200)
     build_dataset(corpus, char, "next_token", l_max=16)
     build_dataset(corpus, word, "next_token", l_max=16)
-    sizes = {f.name: n for f, n, _ in streaming.cached_folders(root)}
+    sizes = {f.name: n for f, n, _ in entries(TOKENS)}
     assert set(sizes) == {corpus.source.key(char), corpus.source.key(word)}
     monkeypatch.setenv("FATSTUDIO_CACHE_MB", str(max(sizes.values()) / 1e6))  # room for one of them
     os.utime(root / corpus.source.key(char) / "meta.json", (1, 1))  # char's used long ago …
     build_dataset(corpus, word, "next_token", l_max=16)  # … word's now: char's goes
-    assert [f.name for f, _, _ in streaming.cached_folders(root)] == [corpus.source.key(word)]
+    assert [f.name for f, _, _ in entries(TOKENS)] == [corpus.source.key(word)]
     build_dataset(corpus, char, "next_token", l_max=16)  # the one in use stays, the older goes
-    assert [f.name for f, _, _ in streaming.cached_folders(root)] == [corpus.source.key(char)]
+    assert [f.name for f, _, _ in entries(TOKENS)] == [corpus.source.key(char)]
 
     assert main(["cache"]) == 0
     assert "1 token file(s)" in capsys.readouterr().out
     assert main(["cache", "--clear"]) == 0
-    assert "removed 1" in capsys.readouterr().out and streaming.cached_folders(root) == []
+    assert "removed 1" in capsys.readouterr().out and entries(TOKENS) == []
     monkeypatch.setenv("FATSTUDIO_CACHE_MB", "lots")
     assert main(["cache"]) != 0 and "FATSTUDIO_CACHE_MB" in capsys.readouterr().err

@@ -6,23 +6,20 @@ bounded sample spread over it (``SAMPLE_CHARS``, what a tokenizer is trained on 
 `Source.tokens` then encodes it in chunks into a file of token ids in the cache folder (``$FATSTUDIO_CACHE``,
 else the platform's user cache folder for fatstudio, then ``tokens``), keyed by the files (path, size,
 modification time) and the tokenizer, and returns it as a read-only ``np.memmap``. The folder is written
-under a temporary name and renamed when complete, so a half-written one is never used; a later run on the
-same files with the same tokenizer skips the work. The cache is bounded: past `cache_cap` bytes (``$FATSTUDIO_CACHE_MB``,
-else `CACHE_MB`), the token folders used least recently are removed (`prune`); ``fatstudio cache --clear`` empties
-it. The pieces encoded are exactly those `encode_corpus`
-encodes for the whole text in memory, so the token stream is the same.
+under a hidden work name and renamed when complete (`cache.work_folder`), so a half-written one is never used; a
+later run on the same files with the same tokenizer skips the work. The cache is bounded, with the compiled
+decode steps beside the token files: past `cache.cache_cap` bytes in all (``$FATSTUDIO_CACHE_MB``), the entries
+used least recently are removed (`cache.prune`); ``fatstudio cache --clear`` empties it. The pieces encoded are
+exactly those `encode_corpus` encodes for the whole text in memory, so the token stream is the same.
 
 Memory stays near one chunk of text (``READ_BYTES``) and one batch of ids, whatever the corpus's size.
 """
 from __future__ import annotations
 
 import codecs
-import contextlib
 import hashlib
 import json
-import os
 import shutil
-import time
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..files import cache_folder, open_regular
+from ..cache import TOKENS, mark_used, prune, work_folder
+from ..files import open_regular
 from .tokenization import BATCH_PIECES, CHUNK_CHARS, Progress, Tokenizer, split_text, token_dtype
 
 STREAM_BYTES = 8 << 20  # a text corpus larger than this (in bytes, all files) is streamed (held in memory, it
@@ -39,13 +37,11 @@ READ_BYTES = 4 << 20  # bytes read and decoded at a time
 SAMPLE_CHARS = 8 << 20  # characters of the sample (for the tokenizer and the preview)…
 SAMPLE_BLOCKS = 32  # …in this many blocks spread evenly over the corpus, the first at its start
 FORMAT = 1  # of a token folder; part of its key
-_STALE_SECONDS = 3600  # a temporary token folder untouched this long belongs to a build that died
-CACHE_MB = 20_000  # the token cache's default bound, in MB (10⁶ bytes): least recently used folders go past it
 
 
 def cache_root() -> Path:
     """Where token files are kept: ``$FATSTUDIO_CACHE/tokens``, else ``tokens`` in the user cache folder."""
-    return cache_folder("tokens")
+    return TOKENS.root()
 
 
 @dataclass(frozen=True)
@@ -173,11 +169,9 @@ class Source:
         key = self.key(tokenizer)
         folder = root / key
         if not (folder / "meta.json").exists():
-            partial = root / f"{key}.partial-{os.getpid()}-{time.monotonic_ns()}"
+            partial = None
             try:
-                root.mkdir(parents=True, exist_ok=True)
-                _remove_stale(root, key)
-                partial.mkdir()
+                partial = work_folder(TOKENS, key)
                 pieces = split_stream(chunks(self.files, self.newline_after_last))
                 encode_to_folder(tokenizer, pieces, partial, self.chars, progress)
                 partial.rename(folder)
@@ -186,67 +180,14 @@ class Source:
                     raise ValueError(f"cannot write the token file of this large corpus in {root}: "
                                      f"{e.strerror or e}; set FATSTUDIO_CACHE to a folder with room.") from None
             finally:
-                shutil.rmtree(partial, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.utime(folder / "meta.json")  # used now: the last to go when the cache is pruned
-            if progress:
-                progress(1.0, f"using the token file cached in {folder}")
+                if partial is not None:
+                    shutil.rmtree(partial, ignore_errors=True)
+        elif progress:
+            progress(1.0, f"using the token file cached in {folder}")
+        mark_used(TOKENS, folder)  # the last to go when the cache is pruned
         tokens = TokenFile.open(folder)
-        prune(root, keep=folder)
+        prune(keep=folder)
         return tokens
-
-
-def cache_cap() -> int:
-    """The token cache's bound in bytes: ``$FATSTUDIO_CACHE_MB`` (MB), else `CACHE_MB`."""
-    raw = os.environ.get("FATSTUDIO_CACHE_MB", "").strip()
-    try:
-        mb = float(raw) if raw else CACHE_MB
-    except ValueError:
-        raise ValueError(f"FATSTUDIO_CACHE_MB = {raw!r} is not a number of megabytes.") from None
-    return max(0, int(mb * 1e6))
-
-
-def cached_folders(root: Path | None = None) -> list[tuple[Path, int, float]]:
-    """The complete token folders of the cache: (folder, bytes, last used), least recently used first."""
-    root = root or cache_root()
-    found = []
-    for folder in root.glob("*") if root.is_dir() else ():
-        meta = folder / "meta.json"
-        if ".partial-" in folder.name or not meta.is_file():
-            continue
-        with contextlib.suppress(OSError):
-            found.append((folder, sum(f.stat().st_size for f in folder.iterdir()), meta.stat().st_mtime))
-    return sorted(found, key=lambda f: f[2])
-
-
-def prune(root: Path | None = None, keep: Path | None = None, cap: int | None = None) -> list[Path]:
-    """Remove the least recently used token folders until the cache holds at most ``cap`` bytes (`cache_cap`),
-    never ``keep`` (the one in use); return those removed. A folder another process has mapped stays readable
-    to it (its files are unlinked, not truncated)."""
-    found = cached_folders(root)
-    total, cap = sum(n for _, n, _ in found), cache_cap() if cap is None else cap
-    removed = []
-    for folder, n, _ in found:
-        if total <= cap:
-            break
-        if keep is not None and folder == keep:
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        total -= n
-        removed.append(folder)
-    return removed
-
-
-def _remove_stale(root: Path, key: str) -> None:
-    """Temporary folders of ``key`` that no build has written to for a while (a build that died)."""
-    for old in root.glob(f"{key}.partial-*"):
-        try:
-            newest = max((p.stat().st_mtime for p in old.iterdir()), default=old.stat().st_mtime)
-        except OSError:
-            continue
-        if time.time() - newest > _STALE_SECONDS:
-            shutil.rmtree(old, ignore_errors=True)
 
 
 def encode_to_folder(tokenizer: Tokenizer, pieces: Iterable[str], folder: Path, total_chars: int,

@@ -7,7 +7,9 @@ instead of 838 tokens/s), so a child process does it (`aot_compile`), at the low
 process only loads what it wrote (milliseconds). The weights are not in the package: it runs on the loaded
 model's own tensors (user-managed constants, no copy), so one package serves every model of that shape (each
 snapshot, each run, the next session's) and it is kept in the cache folder (``decode``), keyed by the model's
-config, the dtype, the lengths and torch's version. The KV cache's tensors and the position are inputs, written
+config, the dtype, the lengths and torch's version: an entry of `cache`, made in a hidden work folder then
+renamed, marked used when loaded, and bounded with the token files by ``$FATSTUDIO_CACHE_MB`` (the least
+recently used go first; a compile prunes the cache). The KV cache's tensors and the position are inputs, written
 in place, so the graph of a token and that of the refilled window share them. One-token matrix products are
 decomposed into fused loops (inductor's ``decompose_mm_pass``: on the CPU a library call costs more than a
 1 × d_e product), which halves the step of a small model.
@@ -25,17 +27,15 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from torch import nn
 
+from ..cache import DECODE, mark_used, prune, work_folder
 from ..config import ModelConfig
 from ..device import model_device, model_dtype
-from ..files import cache_folder
 from ..model import Transformer, build_model
 from ..model.attention import StaticKVCache
 from ..resources import child_env
@@ -44,7 +44,6 @@ FORMAT = 1  # of a package folder; part of its key
 OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
            "post_grad_fusion_options": {"decompose_mm_pass": {}}}
 REQUEST = "request.json"
-STALE_S = 3600  # a hidden work folder untouched this long belongs to a compile that was killed
 
 
 class ExportedStep(nn.Module):
@@ -151,12 +150,7 @@ def _end_children() -> None:
 def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], folder: Path) -> None:
     """Run this module in a child process to fill ``folder`` (made whole, or not at all); RuntimeError with the
     child's last line if it fails."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    for stale in folder.parent.glob(".*"):  # the work of a process that was killed
-        with contextlib.suppress(OSError):
-            if time.time() - stale.stat().st_mtime > STALE_S:
-                shutil.rmtree(stale)
-    work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    work = work_folder(DECODE, folder.name)
     try:
         request = {"model": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."), "lengths": list(lengths)}
         (work / REQUEST).write_text(json.dumps(request), encoding="utf-8")
@@ -178,7 +172,16 @@ def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[in
 
 
 def _folder(model: Transformer, lengths: Sequence[int]) -> Path:
-    return cache_folder("decode") / package_key(model.config, model_dtype(model), lengths)
+    return DECODE.root() / package_key(model.config, model_dtype(model), lengths)
+
+
+def _load_cached(model: Transformer, cache: StaticKVCache,
+                 lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+    """`load_steps` of the packages of ``model``'s shape in the cache folder, which are marked used now."""
+    folder = _folder(model, lengths)
+    steps = load_steps(folder, model, cache, lengths)
+    mark_used(DECODE, folder)
+    return steps
 
 
 def is_cached(model: Transformer, lengths: Sequence[int]) -> bool:
@@ -189,15 +192,18 @@ def is_cached(model: Transformer, lengths: Sequence[int]) -> bool:
 def cached_steps(model: Transformer, cache: StaticKVCache,
                  lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]] | None:
     """The steps of ``model`` over ``cache`` (allocated: `allocated_cache`) from the packages of its shape in the
-    cache folder, or None if they are not there."""
-    return load_steps(_folder(model, lengths), model, cache, lengths) if is_cached(model, lengths) else None
+    cache folder (marked used), or None if they are not there."""
+    return _load_cached(model, cache, lengths) if is_cached(model, lengths) else None
 
 
 def aot_compile(model: Transformer, cache: StaticKVCache,
                 lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
-    """The steps compiled in a child process into the cache folder, then loaded as `cached_steps` loads them."""
+    """The steps compiled in a child process into the cache folder, then loaded as `cached_steps` loads them; the
+    cache is then pruned to its bound (`cache.prune`), never of these packages."""
     _compile_in_child(model.config, model_dtype(model), lengths, _folder(model, lengths))
-    return load_steps(_folder(model, lengths), model, cache, lengths)
+    steps = _load_cached(model, cache, lengths)
+    prune(keep=_folder(model, lengths))
+    return steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
