@@ -74,7 +74,8 @@ def _parser() -> argparse.ArgumentParser:
     intervention_parsers(sub)
 
     sw = sub.add_parser("sweep", help="train every combination of some keys' values for N seeds, each run its own "
-                        "process, and compare each variant's validation bits per byte with the baseline's")
+                        "process, and compare each variant's validation bits per byte (bits per token where there are no bytes "
+                        "to count: modadd, seq2seq, classification) with the baseline's")
     sw.add_argument("config", help="CONFIG.toml with [model], [data], [train] tables (train.seed: the first seed)")
     sw.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2",
                     help="a key and its values, the first the baseline's (e.g. train.optimizer=adamw,muon); repeatable")
@@ -543,16 +544,17 @@ def cmd_sweep(args) -> int:
     n = len(plan.variants()) * args.seeds
 
     def progress(sweep, done) -> None:
-        got = f"{done.value:.4f} bits/byte" if done.value is not None else f"missing ({done.error})"
+        got = f"{done.value:.4f} {sweep.unit}" if done.value is not None else f"missing ({done.error})"
         print(f"[{sum(len(r.values) for r in sweep.rows)}/{n}] variant {done.row + 1}, seed {done.seed}: {got}", flush=True)
 
     sweep = run_sweep(plan, Path(args.runs_dir) if args.runs_dir else None, progress=progress)
     write(out, sweep.to_dict(), sweep.csv)
+    unit = f" {sweep.unit}" if sweep.unit else ""
     for i, r in enumerate(sweep.rows):
         mean = "n/a" if r.mean is None else f"{r.mean:.4f}"
         sd = "" if r.sd is None else f" ± {r.sd:.4f}"
         p = sweep.p_value(i)
-        print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean}{sd} bits/byte "
+        print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean}{sd}{unit} "
               f"({len(r.present)}/{len(r.values)} runs)" + ("" if p is None else f", p = {p:.3g}"))
     missing = sweep.missing()
     for line in missing:

@@ -5,7 +5,7 @@ import json
 import math
 
 import pytest
-from cli_helpers import write_config
+from cli_helpers import TRAIN, toml_table, write_config
 from scipy.stats import ttest_ind
 
 from fatstudio.cli import main
@@ -22,7 +22,9 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
     rc = main(["sweep", str(cfg_file), "--vary", "train.lr=1e-3,1e-2,0.0", "--seeds", "2", "--budget-steps", "6",
                "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
     assert rc == 0
-    rows = json.loads(out.read_text())["rows"]
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert result["unit"] == "bits/byte"
     assert [r["variant"] for r in rows] == [{"train.lr": 0.001}, {"train.lr": 0.01}, {"train.lr": 0.0}]
     for r in rows[:2]:
         assert len(r["values"]) == 2 and all(isinstance(v, float) and 0 < v < 10 for v in r["values"])
@@ -47,6 +49,26 @@ def test_sweep_writes_csv_and_refuses_bad_keys(cfg_file, tmp_path, capsys):
                  "--runs-dir", str(tmp_path / "runs"), "--out", str(out)]) == 0
     (row,) = list(csv.DictReader(out.open(encoding="utf-8")))
     assert row["model.d_e"] == "16" and float(row["mean"]) == float(row["value_1"]) and row["sd"] == ""
+    assert row["unit"] == "bits/byte"
     assert Run.open(row["runs"]).config.model.d_e == 16
     assert main(["sweep", str(cfg_file), "--vary", "model.width=1,2", "--seeds", "1", "--out", str(out)]) == 2
     assert "no such key" in capsys.readouterr().err
+
+
+def test_a_sweep_on_modadd_scores_bits_per_token(tmp_path, capsys):
+    """The modadd corpus has no bytes to count its answers by: its runs are scored in bits per token (the
+    validation loss / ln 2), not all missing."""
+    cfg = tmp_path / "modadd.toml"
+    cfg.write_text(toml_table("model", dict(l_max=4, L=1, H=2, d_e=16, d_mlp=32))
+                   + toml_table("data", dict(corpus="modadd", tokenizer="word", modadd_p=7, vocab_size=20,
+                                             val_fraction=0.5))
+                   + toml_table("train", dict(TRAIN, batch_size=8, sample_tokens=0)), encoding="utf-8")
+    out = tmp_path / "sweep.json"
+    assert main(["sweep", str(cfg), "--vary", "train.weight_decay=1.0,0.0", "--seeds", "1", "--budget-steps", "4",
+                 "--runs-dir", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["unit"] == "bits/token"
+    for r in result["rows"]:
+        info = Run.open(r["runs"][0]).info
+        assert info.val_bits_per_byte is None and r["values"] == [pytest.approx(info.val_loss / math.log(2))]
+    assert "bits/token" in capsys.readouterr().out

@@ -15,9 +15,10 @@ from fatstudio.core.config import RunConfig
 from fatstudio.core.data.chars import val_bytes_per_token
 from fatstudio.core.data.corpora import build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.records import RunMeta
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import train
-from fatstudio.core.training.sweep import Plan, Row, Sweep, parse_vary, welch_p
+from fatstudio.core.training.sweep import Plan, Row, Sweep, parse_vary, run_value, welch_p
 
 MULTI = "héllo wörld ☃ naïve café — über straße, 東京 and 🙂.\n"
 
@@ -67,6 +68,20 @@ def test_p_values_are_welchs_as_scipy_computes_them_and_missing_values_are_left_
     assert [r["train.lr"] for r in rows] == ["0.001", "0.003", "0.01"]
     assert rows[1]["value_2"] == "" and float(rows[1]["p_value"]) == pytest.approx(expected) and rows[0]["p_value"] == ""
     assert sweep.missing() == ["train.lr=0.003, seed 1338: the run exited with code 2"]
+
+
+def test_a_runs_value_is_bits_per_byte_else_bits_per_token_and_a_sweep_keeps_one_unit():
+    text = RunMeta({"val_loss": 2.0, "val_bytes_per_token": 1.25})
+    pairs = RunMeta({"val_loss": 2.0})  # modadd, seq2seq, classification: no bytes per token
+    assert run_value(text) == (pytest.approx(2.0 / math.log(2) / 1.25), "bits/byte")
+    assert run_value(pairs) == (pytest.approx(2.0 / math.log(2)), "bits/token")
+    assert run_value(RunMeta({})) is None
+    sweep = Sweep([Row({"train.lr": 1e-3})])
+    assert sweep.unit is None and sweep.take(None, "the run exited with code 2") == (None, "the run exited with code 2")
+    assert sweep.take(run_value(pairs), None) == (pytest.approx(2.885, abs=1e-3), None) and sweep.unit == "bits/token"
+    value, why = sweep.take(run_value(text), None)
+    assert value is None and why == "its value is in bits/byte, the sweep's others in bits/token: they do not compare"
+    assert sweep.to_dict()["unit"] == "bits/token" and list(csv.DictReader(io.StringIO(sweep.csv())))[0]["unit"] == "bits/token"
 
 
 @pytest.mark.parametrize("kind", ["char", "word", "bpe"])

@@ -1,8 +1,9 @@
 """Experiments over seeds: every combination of some config keys' values, trained for N seeds under one budget,
 each run its own process (``python -m fatstudio train``), so that a run that crashes is recorded as missing and
 the sweep goes on. A run's value is its final validation loss in bits per byte (`RunMeta.val_bits_per_byte`),
-which tokenizers share; each variant is compared with the baseline (the first value of every key) by Welch's
-t-test, as ``scipy.stats.ttest_ind(equal_var=False)`` computes it.
+which tokenizers share, or in bits per token where it has no bytes to count them by (`run_value`: the modadd
+corpus's answers, seq2seq targets, class labels); each variant is compared with the baseline (the first value of
+every key) by Welch's t-test, as ``scipy.stats.ttest_ind(equal_var=False)`` computes it.
 """
 from __future__ import annotations
 
@@ -24,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig, parse_value
+from ..records import RunMeta
 from ..resources import child_env
 from ..runs.folder import Run, default_runs_root
 from .estimate import estimate
+
+BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`run_value`)
 
 
 # ---- the plan ---------------------------------------------------------------------------------------------
@@ -150,30 +154,43 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
 
 @dataclass
 class Sweep:
-    """The rows, the baseline first, as they fill."""
+    """The rows, the baseline first, as they fill; ``unit`` that of their values (None until one has come)."""
 
     rows: list[Row]
+    unit: str | None = None
+
+    def take(self, scored: tuple[float, str] | None, why: str | None) -> tuple[float | None, str | None]:
+        """A run's value and why it has none, from `_train_one`: the first value sets `unit`; a value in another
+        unit is missing (the runs are not comparable)."""
+        if scored is None:
+            return None, why
+        value, unit = scored
+        self.unit = self.unit or unit
+        if unit != self.unit:
+            return None, f"its value is in {unit}, the sweep's others in {self.unit}: they do not compare"
+        return value, None
 
     def p_value(self, i: int) -> float | None:
         return None if i == 0 else welch_p(self.rows[i].present, self.rows[0].present)
 
     def to_dict(self) -> dict:
-        return {"rows": [{"variant": r.variant, "values": r.values, "mean": r.mean, "sd": r.sd,
+        return {"unit": self.unit, "rows": [{"variant": r.variant, "values": r.values, "mean": r.mean, "sd": r.sd,
                           "p_value": self.p_value(i), "runs": r.runs, "seeds": r.seeds,
                           "errors": {str(s): e for s, e in r.errors.items()},
                           **({"steps": r.steps} if r.steps is not None else {})}
                          for i, r in enumerate(self.rows)]}
 
     def csv(self) -> str:
-        """One line per variant: its keys, mean, sd, p_value, the value of each seed and the run folders."""
+        """One line per variant: its keys, mean, sd, p_value, the value of each seed, the run folders, why values
+        are missing, and the values' unit."""
         keys = list(self.rows[0].variant) if self.rows else []
         n = max((len(r.values) for r in self.rows), default=0)
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
-        w.writerow([*keys, "mean", "sd", "p_value", *(f"value_{i + 1}" for i in range(n)), "runs", "errors"])
+        w.writerow([*keys, "mean", "sd", "p_value", *(f"value_{i + 1}" for i in range(n)), "runs", "errors", "unit"])
         for i, r in enumerate(self.rows):
             w.writerow([*(r.variant[k] for k in keys), _cell(r.mean), _cell(r.sd), _cell(self.p_value(i)),
-                        *(_cell(v) for v in r.values), ";".join(r.runs), "; ".join(r.errors.values())])
+                        *(_cell(v) for v in r.values), ";".join(r.runs), "; ".join(r.errors.values()), self.unit or ""])
         return out.getvalue()
 
     def missing(self) -> list[str]:
@@ -227,7 +244,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
                 else:
                     cfg = Path(tmp) / f"v{i + 1}-s{seed}.json"
                     cfg.write_text(json.dumps(plan.config_of(row.variant, seed, steps)), encoding="utf-8")
-                    value, why = _train_one(cfg, run_dir, stop)
+                    value, why = sweep.take(*_train_one(cfg, run_dir, stop))
                 row.values.append(value)
                 row.seeds.append(seed)
                 row.runs.append(str(run_dir))
@@ -238,8 +255,9 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
     return sweep
 
 
-def _train_one(config_file: Path, run_dir: Path, stop: threading.Event | None) -> tuple[float | None, str | None]:
-    """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value in bits per byte, or why none."""
+def _train_one(config_file: Path, run_dir: Path,
+               stop: threading.Event | None) -> tuple[tuple[float, str] | None, str | None]:
+    """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value and unit (`run_value`), or why none."""
     cmd = [sys.executable, "-m", "fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
         p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env())
@@ -261,9 +279,17 @@ def _train_one(config_file: Path, run_dir: Path, stop: threading.Event | None) -
         return None, str(e)
     if info.status != "finished":
         return None, f"the run ended {info.status or 'without a status'}"
-    value = info.val_bits_per_byte
-    return (value, None) if value is not None else \
-        (None, "no validation loss in bits per byte (a token stream with a validation split is needed)")
+    scored = run_value(info)
+    return (scored, None) if scored is not None else (None, "the run has no validation loss")
+
+
+def run_value(info: RunMeta) -> tuple[float, str] | None:
+    """A run's value and its unit: its final validation loss in bits per byte (`BITS_PER_BYTE`), else, where it has
+    no bytes per token (paired or labelled data: the modadd corpus, seq2seq, classification), in bits per token
+    (`BITS_PER_TOKEN`: nats / ln 2); None without a validation loss."""
+    if info.val_bits_per_byte is not None:
+        return info.val_bits_per_byte, BITS_PER_BYTE
+    return (info.val_loss / math.log(2), BITS_PER_TOKEN) if info.val_loss is not None else None
 
 
 def _steps_in(plan: Plan, variant: dict[str, Any], seconds: float) -> tuple[int | None, str | None]:

@@ -1,6 +1,6 @@
 """Experiments panel: a sweep over seeds of the current settings (`core.training.sweep`). The keys to vary and
 their values, the seeds and the budget are asked here; the sweep runs in a worker thread, each run its own
-process, and the table fills as runs finish: each variant's validation bits per byte per seed, mean, sd and
+process, and the table fills as runs finish: each variant's validation bits per byte (or token) per seed, mean, sd and
 Welch's p against the baseline (the first row). A row's runs open in the Training tab or overlay its plot."""
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ class ExperimentsPanel(QWidget):
         lay = QVBoxLayout(self)
         lay.addWidget(QLabel("<b>Experiments over seeds</b>: the current settings, with the keys below varied. "
                              "Each run trains in its own process; each value is the final validation loss in "
-                             "bits per byte (comparable across tokenizers).", wordWrap=True))
+                             "bits per byte (comparable across tokenizers), or in bits per token where there are no "
+                             "bytes to count (modadd, seq2seq, classification).", wordWrap=True))
         lay.addWidget(self._build_plan())
         self.statusLabel = QLabel(objectName="sweepStatus", wordWrap=True)
         lay.addWidget(self.statusLabel)
@@ -221,7 +222,8 @@ class ExperimentsPanel(QWidget):
         self.rows = rows
         n = max(len(r["values"]) for r in rows)
         seeds = max(self.seedsSpin.value(), n)
-        columns = ("variant", *(f"seed {i + 1}" for i in range(seeds)), "mean", "sd", "p (Welch)")
+        unit = f" ({sweep['unit']})" if sweep.get("unit") else ""
+        columns = ("variant", *(f"seed {i + 1}" for i in range(seeds)), f"mean{unit}", "sd", "p (Welch)")
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(len(rows))
