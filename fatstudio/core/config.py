@@ -4,6 +4,7 @@ the training. Plain dataclasses with validation that names the field, the value 
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import json
@@ -62,10 +63,19 @@ def _names(keys: list[str]) -> str:
     return ", ".join(shown) + (f" and {len(keys) - 8} more" if len(keys) > 8 else "")
 
 
+def _quotes_hint(value: Any) -> str:
+    """For a number written in quotes ("12"): say to leave them out; for anything else, nothing."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            float(value)
+            return " (written in quotes: leave them out)"
+    return ""
+
+
 def _whole(name: str, value: Any, lo: int, what: str) -> None:
     """ValueError unless ``value`` is a whole number in [lo, INT64_MAX] (a boolean or a string is not one)."""
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= INT64_MAX:
-        hint = " (written in quotes: leave them out)" if isinstance(value, str) else ""
+        hint = _quotes_hint(value)
         big = " up to 2⁶³ - 1" if isinstance(value, int) and value > INT64_MAX else ""
         raise ValueError(f"{name} = {_shown(value)}{hint} is not allowed; it must be a whole number {what}{big}.")
 
@@ -86,8 +96,7 @@ def _check_number(name: str, value: Any, lo: float, hi: float, hi_open: bool = T
         ok = (value > lo if lo_open else value >= lo) and (value < hi if hi_open else value <= hi)
     if not ok:
         rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
-        hint = " (written in quotes: leave them out)" if isinstance(value, str) else ""
-        raise ValueError(f"{name} = {_shown(value)}{hint} is not allowed; it must be a number in {rng}.")
+        raise ValueError(f"{name} = {_shown(value)}{_quotes_hint(value)} is not allowed; it must be a number in {rng}.")
 
 
 _C = TypeVar("_C", bound="_Config")

@@ -50,7 +50,9 @@ def refused(path, *words):
     ('{"train": {"lr": false}}', ["train.lr = false", "a number"]),
     ('{"data": {"val_fraction": true}}', ["data.val_fraction = true"]),
     ('{"train": {"lr": "3e-4"}}', ["train.lr = '3e-4'", "leave them out"]),
-    ('{"model": {"L": "2"}}', ["L = '2'", "whole number"]),
+    ('{"model": {"L": "2"}}', ["L = '2' (written in quotes: leave them out)", "whole number"]),
+    ('{"model": {"d_e": "abc"}}', ["d_e = 'abc' is not allowed", "whole number"]),  # no quotes to leave out
+    ('{"train": {"lr": "fast"}}', ["train.lr = 'fast' is not allowed", "a number"]),
     ('{"train": {"compile": "true"}}', ["train.compile = 'true'", "true or false"]),
     ('{"model": {"arch": ["gpt"]}}', ["arch = ['gpt']", "choose one of"]),
     ('{"data": {"corpus": {"path": "x"}}}', ["data.corpus = {'path': 'x'}", "must be a string"]),
