@@ -81,7 +81,7 @@ class MainWindow(QMainWindow):
     def __init__(self, parent=None, runs_root: str | Path | None = None):
         super().__init__(parent)
         self.setObjectName("mainWindow")
-        self.setWindowTitle("fatstudio — Formal Algorithms for Transformers")
+        self.setWindowTitle("Formal Algorithms for Transformers")  # Qt appends " — fatstudio", the display name
         self.setAcceptDrops(True)
         self.presets = load_presets()
         pool = QThreadPool.globalInstance()  # training holds one thread; corpus, model loading and prompting
