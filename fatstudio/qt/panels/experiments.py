@@ -61,6 +61,7 @@ class ExperimentsPanel(QWidget):
         self.setObjectName("experimentsPanel")
         self.settings, self.runs_root = settings, runs_root
         self.rows: list[dict] = []  # the sweep's rows as last reported
+        self._seeds = 0  # the seeds per variant of the sweep running
         self._call: Call | None = None
         self._stop = threading.Event()
         self._reports = _Reports(self)
@@ -175,7 +176,7 @@ class ExperimentsPanel(QWidget):
         seconds = self.budgetKind.value() == "seconds"
         budget = self.budgetSpin.value()
         self._stop = threading.Event()
-        self.rows = []
+        self.rows, self._seeds = [], self.seedsSpin.value()
         self.table.setRowCount(0)
         self.runButton.setEnabled(False)
         self.stopButton.setEnabled(True)
@@ -240,7 +241,7 @@ class ExperimentsPanel(QWidget):
                                                         "Welch's t-test against the baseline row"))
         done = sum(len(r["values"]) for r in rows)
         if self.running:
-            self._say(f"Running: {done} runs done.")
+            self._say(f"Running: {done} of {len(rows) * self._seeds} runs done.")
         if selected is not None and selected < len(rows):
             self.table.selectRow(selected)
 
