@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QRect, QSize, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -52,6 +52,15 @@ if TYPE_CHECKING:  # made on first use (their modules import pyqtgraph's heavier
     from fatstudio.qt.panels.prompt import PromptPanel
 
 log = logging.getLogger("fatstudio.qt")
+
+FIRST_SIZE = QSize(1440, 920)  # the window's size the first time, where the screen has room for it
+FRAME = QSize(16, 48)  # room left for the window manager's frame and title bar
+
+
+def first_size(available: QRect) -> QSize:
+    """`FIRST_SIZE`, or as much of it as fits in ``available`` (the screen less its panels) with the frame, so
+    that the status bar is on screen."""
+    return FIRST_SIZE.boundedTo(available.size() - FRAME)
 
 
 def _scroll(widget: QWidget) -> QScrollArea:
@@ -99,7 +108,7 @@ class MainWindow(QMainWindow):
                                 runs_root=Path(runs_root) if runs_root else None, parent=self)
         self.probes = ProbeFeed(self.workspace, parent=self)
         self.setCentralWidget(self._build_layout())
-        self.resize(1440, 920)
+        self.resize(first_size(self.screen().availableGeometry()))
         self.statusBar().showMessage("Ready: press Train to train the selected preset.")
         self._build_menu()
         self._connect()

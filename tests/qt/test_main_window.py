@@ -59,6 +59,21 @@ def test_window_opens_without_torch_and_ready_to_train(tmp_path):
     assert "HEAVY [] True" in out.stdout, out.stdout + out.stderr
 
 
+def test_the_first_size_fits_the_screen(qtbot, runs_root):
+    from PySide6.QtCore import QRect, QSize
+
+    from fatstudio.app import MainWindow
+    from fatstudio.qt.main_window import first_size
+
+    assert first_size(QRect(0, 0, 1920, 1050)) == QSize(1440, 920)  # room for it: the size it was made for
+    assert first_size(QRect(0, 27, 1440, 873)).height() <= 873 - 40  # 1440×900 less a top bar: title bar too
+    w = MainWindow()  # offscreen: an 800×800 screen
+    qtbot.addWidget(w)
+    w.confirm_close = lambda: True
+    available = w.screen().availableGeometry()
+    assert available.height() < 920 and w.height() < available.height()  # the status bar on screen
+
+
 def test_object_names_and_defaults(window):
     w = window
     for cls, name in ((QComboBox, "archCombo"), (QComboBox, "presetCombo"), (QPushButton, "corpusButton"),
