@@ -185,6 +185,8 @@ def test_pause_resume_and_stop(qtbot, window):
     m = meta(w.run_dir)
     assert m["status"] == "stopped" and 0 < m["step"] < 100_000
     assert (Path(w.run_dir) / "model.safetensors").exists()
+    said = w.train_view.statusLabel.text()  # the status said once
+    assert said.startswith(f"Run stopped at step {m['step']}, checkpoint saved  ·  "), said
 
 
 def _headless_run(runs_root, steps=20):
