@@ -114,6 +114,7 @@ def test_one_click_training(qtbot, window, runs_root):
     runs = [p for p in runs_root.iterdir() if p.is_dir()]
     assert len(runs) == 1 and (runs[0] / "metrics.jsonl").exists()
     assert meta(runs[0])["status"] == "finished"
+    assert w.train_view.progressBar.format().endswith(" · finished")
     assert w.train_view.samplesView.toPlainText().strip()
     healthy = diagnostics_lines(w)  # a healthy run: nothing to flag, and it says so
     assert len(healthy) == 1 and healthy[0].startswith("Nothing unusual at step 30: loss finite and falling"), healthy
@@ -227,6 +228,8 @@ def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
     assert meta(run_a)["step"] == 30 and w.plots.n_points() == 30
+    bar = w.train_view.progressBar.format()  # says it finished, no ETA left over
+    assert bar.startswith("step 30 / 30 · loss ") and bar.endswith(" · finished") and "ETA" not in bar, bar
     # delete the second (confirmation answered yes)
     runs.select_path(run_b)
     w.findChild(QPushButton, "deleteRunButton").click()
