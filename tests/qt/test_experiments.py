@@ -54,7 +54,14 @@ def test_bad_keys_are_said_inline(qtbot, window):
     ex.set_plan([("train.nope", "1, 2")], seeds=1, budget=3)
     ex.start()
     qtbot.waitUntil(lambda: not ex.running, timeout=60_000)
-    assert "no such key" in ex.statusLabel.text() and ex.runButton.isEnabled()
+    said = ex.statusLabel.text()  # the core's message, without the command line's "--vary"
+    assert said.startswith("train.nope: no such key; give table.key") and ex.runButton.isEnabled(), said
     ex.set_plan([], seeds=1, budget=3)
     ex.start()
     assert "at least one key" in ex.statusLabel.text() and not ex.running
+    ex.set_plan([("train.lr", " ")], seeds=1, budget=3)
+    ex.start()
+    assert ex.statusLabel.text().startswith("train.lr: give its values") and not ex.running
+    ex.set_plan([("train.lr", "1e-3"), ("train.lr", "3e-3")], seeds=1, budget=3)
+    ex.start()
+    assert ex.statusLabel.text().startswith("train.lr is in two rows") and not ex.running
