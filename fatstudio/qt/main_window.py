@@ -362,6 +362,8 @@ class MainWindow(QMainWindow):
         cfg, upto = RunConfig.from_dict(run.config.to_dict()), run.info.checkpoint_step
         cfg.train.steps = int(total_steps)
         rows = [r for r in run.metrics() if r.get("step", 0) <= upto]
+        if str(run.path) != self.run_dir:  # another run than the one shown: its overlays compared that one
+            self.plots.clear_overlays()
         self.plots.load_metrics(rows)
         self.workspace.show_rows(rows, {})
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])

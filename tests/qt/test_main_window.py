@@ -237,6 +237,26 @@ def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
     assert w.plots.overlays() == []
 
 
+def test_opening_or_resuming_another_run_clears_the_overlays(qtbot, window, runs_root):
+    from fatstudio.core.runs.folder import Run
+
+    w = window
+    a, b, c = (Run.open(_headless_run(runs_root, steps=10)[1]) for _ in range(3))
+    w.open_run(a)
+    w.runs.overlay_run(b)
+    assert w.plots.overlays() == [b.name]
+    w.open_run(c)  # another comparison starts
+    assert w.run_dir == str(c.path) and w.plots.overlays() == []
+    w.runs.open_folders([str(a.path), str(b.path), str(c.path)])  # a sweep's row: the first, the others overlaid
+    assert w.run_dir == str(a.path) and w.plots.overlays() == [b.name, c.name]
+    assert w.resume_run(a, 12)  # the run shown, resumed: its comparison stays
+    wait_idle(qtbot, w)
+    assert w.plots.overlays() == [b.name, c.name]
+    assert w.resume_run(Run.open(b.path), 12)  # another run resumed
+    assert w.plots.overlays() == []
+    wait_idle(qtbot, w)
+
+
 def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, runs_root):
     """"Use settings" on a run puts its model, corpus and training settings in the panels (N_V stays the
     tokenizer's, as with a preset), showing the preset they are, else "(custom)"."""
