@@ -534,13 +534,23 @@ def cmd_cache(args) -> int:
 
 
 # ---- sweep ------------------------------------------------------------------------------------------------
+def _vary(config, spec: str):
+    """One ``--vary KEY=V1,V2`` (`parse_vary`), a bad one's message naming the flag."""
+    from .core.training.sweep import parse_vary
+
+    try:
+        return parse_vary(config, spec)
+    except ValueError as e:
+        raise ValueError(f"--vary {e}") from None
+
+
 def cmd_sweep(args) -> int:
     from .core.config import RunConfig
-    from .core.training.sweep import Plan, parse_vary, run_sweep, variant_label
+    from .core.training.sweep import Plan, run_sweep, variant_label
 
     out = out_file(args.out, (".json", ".csv"))
     config = RunConfig.load(args.config)
-    plan = Plan(config, [parse_vary(config, v) for v in args.vary], args.seeds, args.budget_steps, args.budget_seconds)
+    plan = Plan(config, [_vary(config, v) for v in args.vary], args.seeds, args.budget_steps, args.budget_seconds)
     n = len(plan.variants()) * args.seeds
 
     def progress(sweep, done) -> None:

@@ -52,7 +52,9 @@ def test_sweep_writes_csv_and_refuses_bad_keys(cfg_file, tmp_path, capsys):
     assert row["unit"] == "bits/byte"
     assert Run.open(row["runs"]).config.model.d_e == 16
     assert main(["sweep", str(cfg_file), "--vary", "model.width=1,2", "--seeds", "1", "--out", str(out)]) == 2
-    assert "no such key" in capsys.readouterr().err
+    assert "error: --vary model.width: no such key" in capsys.readouterr().err  # the flag named on the command line
+    assert main(["sweep", str(cfg_file), "--vary", "model.d_e", "--seeds", "1", "--out", str(out)]) == 2
+    assert "error: --vary 'model.d_e' is not of the form KEY=V1,V2" in capsys.readouterr().err
 
 
 def test_a_sweep_on_modadd_scores_bits_per_token(tmp_path, capsys):

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QRect, QSize, Qt, QThreadPool, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -53,6 +53,15 @@ if TYPE_CHECKING:  # made on first use (their modules import pyqtgraph's heavier
 
 log = logging.getLogger("fatstudio.qt")
 
+FIRST_SIZE = QSize(1440, 920)  # the window's size the first time, where the screen has room for it
+FRAME = QSize(16, 48)  # room left for the window manager's frame and title bar
+
+
+def first_size(available: QRect) -> QSize:
+    """`FIRST_SIZE`, or as much of it as fits in ``available`` (the screen less its panels) with the frame, so
+    that the status bar is on screen."""
+    return FIRST_SIZE.boundedTo(available.size() - FRAME)
+
 
 def _scroll(widget: QWidget) -> QScrollArea:
     return ColumnScrollArea(widget)  # never narrower than its fields need
@@ -81,7 +90,7 @@ class MainWindow(QMainWindow):
     def __init__(self, parent=None, runs_root: str | Path | None = None):
         super().__init__(parent)
         self.setObjectName("mainWindow")
-        self.setWindowTitle("fatstudio — Formal Algorithms for Transformers")
+        self.setWindowTitle("Formal Algorithms for Transformers")  # Qt appends " — fatstudio", the display name
         self.setAcceptDrops(True)
         self.presets = load_presets()
         pool = QThreadPool.globalInstance()  # training holds one thread; corpus, model loading and prompting
@@ -99,7 +108,7 @@ class MainWindow(QMainWindow):
                                 runs_root=Path(runs_root) if runs_root else None, parent=self)
         self.probes = ProbeFeed(self.workspace, parent=self)
         self.setCentralWidget(self._build_layout())
-        self.resize(1440, 920)
+        self.resize(first_size(self.screen().availableGeometry()))
         self.statusBar().showMessage("Ready: press Train to train the selected preset.")
         self._build_menu()
         self._connect()
@@ -353,6 +362,8 @@ class MainWindow(QMainWindow):
         cfg, upto = RunConfig.from_dict(run.config.to_dict()), run.info.checkpoint_step
         cfg.train.steps = int(total_steps)
         rows = [r for r in run.metrics() if r.get("step", 0) <= upto]
+        if str(run.path) != self.run_dir:  # another run than the one shown: its overlays compared that one
+            self.plots.clear_overlays()
         self.plots.load_metrics(rows)
         self.workspace.show_rows(rows, {})
         self.train_view.set_samples([r for r in run.samples() if r.get("step", 0) <= upto])

@@ -119,7 +119,8 @@ class RunsControl(QObject):
                 self.error.emit(str(e), True)
 
     def open_run(self, run) -> None:
-        """Show a run's curves and samples and load its model for prompting."""
+        """Show a run's curves and samples and load its model for prompting; the overlays of the run shown before
+        go (`open_folders` overlays a row's other runs after)."""
         if self.workspace.busy:
             return
         from fatstudio.core.runs.folder import Run
@@ -129,6 +130,7 @@ class RunsControl(QObject):
             self.error.emit(str(e), True)
             return
         state.add_recent_run(str(run.path))
+        self.plots.clear_overlays()  # they compared the run shown before with others
         rows = run.metrics()  # one read of metrics.jsonl for the curves and the diagnosis
         self.plots.load_metrics(rows)
         self.plots.set_run(run.config, run.info.chars_per_token)

@@ -19,6 +19,7 @@ def window(qtbot, runs_root):
     from fatstudio.app import MainWindow
 
     w = MainWindow()
+    w.resize(1440, 920)  # the size the tests lay out at (the offscreen screen, 800×800, made the window fit it)
     w.confirm_close = lambda: True  # the questions a person would answer
     w.confirm_delete = lambda run: True
     qtbot.addWidget(w)

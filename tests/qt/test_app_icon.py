@@ -39,6 +39,8 @@ def test_the_app_and_its_window_get_the_icon(qapp, runs_root):
         w = MainWindow()
         try:
             assert not w.windowIcon().isNull()  # a window without its own icon shows the application's
+            # Qt shows "title — display name": the name must not be in the title as well
+            assert qapp.applicationDisplayName() == "fatstudio" and "fatstudio" not in w.windowTitle()
         finally:
             w.confirm_close = lambda: True
             w.close()

@@ -1,6 +1,7 @@
 """The attention panel: the numbers drawn are the reference's softmax(S/√d_attn) exactly, switching
 kind/layer/head shows that head, clicking a query lays its row over the text, export to PNG and CSV."""
 import csv
+import html
 
 import numpy as np
 import pytest
@@ -201,7 +202,10 @@ def test_click_query_lays_row_over_text(qtbot, panel):
     row = maps.maps["self/0"][0][4]
     alphas = [strip.color(j).alphaF() for j in range(len(row))]
     assert np.argmax(alphas) == np.argmax(row)
-    assert panel.strips.stripCaption.text().startswith("Attention of query 5 ")  # counted from 1, as the paper does
+    caption = panel.strips.stripCaption.text()
+    assert caption.startswith("Attention of query 5 ")  # counted from 1, as the paper does
+    token = html.escape(display_token(maps.tokens[4]))
+    assert f"query 5 “<b><code>{token}</code></b>” over the text" in caption  # the token quoted, not bare
     assert strip.tooltip(0).startswith("key 1 ") and strip.tooltip(4).startswith("key 5 ")
     assert all(alphas[j] < 1e-2 for j in range(5, len(row)))  # causal: no weight on later keys
     assert "weight" in strip.tooltip(0)

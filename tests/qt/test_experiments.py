@@ -20,13 +20,15 @@ def test_a_tiny_sweep_fills_the_table_and_its_rows_open_and_overlay(qtbot, windo
     ex = w.experiments_panel
     w.viewTabs.setCurrentWidget(ex)
     ex.set_plan([("train.lr", "1e-3, 3e-2"), ("train.optimizer", "adamw")], seeds=1, budget=4)
-    filled = []
+    filled, said = [], []
     ex._reports.rowsChanged.connect(lambda d: filled.append(sum(len(r["values"]) for r in d["rows"])))
+    ex._reports.rowsChanged.connect(lambda d: said.append(ex.statusLabel.text()))  # after the panel's own slot
     with qtbot.waitSignal(ex.sweepFinished, timeout=SWEEP_WAIT) as done:
         ex.findChild(QPushButton, "runSweepButton").click()
         assert ex.running and not ex.runButton.isEnabled()
     rows = done.args[0]["rows"]
     assert filled == [1, 2]  # the table was filled run by run
+    assert said == ["Running: 1 of 2 runs done.", "Running: 2 of 2 runs done."]
     assert [r["variant"] for r in rows] == [{"train.lr": 0.001, "train.optimizer": "adamw"},
                                            {"train.lr": 0.03, "train.optimizer": "adamw"}]
     assert all(isinstance(r["values"][0], float) for r in rows)
@@ -52,7 +54,14 @@ def test_bad_keys_are_said_inline(qtbot, window):
     ex.set_plan([("train.nope", "1, 2")], seeds=1, budget=3)
     ex.start()
     qtbot.waitUntil(lambda: not ex.running, timeout=60_000)
-    assert "no such key" in ex.statusLabel.text() and ex.runButton.isEnabled()
+    said = ex.statusLabel.text()  # the core's message, without the command line's "--vary"
+    assert said.startswith("train.nope: no such key; give table.key") and ex.runButton.isEnabled(), said
     ex.set_plan([], seeds=1, budget=3)
     ex.start()
     assert "at least one key" in ex.statusLabel.text() and not ex.running
+    ex.set_plan([("train.lr", " ")], seeds=1, budget=3)
+    ex.start()
+    assert ex.statusLabel.text().startswith("train.lr: give its values") and not ex.running
+    ex.set_plan([("train.lr", "1e-3"), ("train.lr", "3e-3")], seeds=1, budget=3)
+    ex.start()
+    assert ex.statusLabel.text().startswith("train.lr is in two rows") and not ex.running

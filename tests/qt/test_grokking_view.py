@@ -56,3 +56,20 @@ def test_the_grokking_preset_shows_the_grokking_views_and_marks_95_percent(qtbot
     combo.activated.emit(0)
     qtbot.waitUntil(lambda: not g.isVisible(), timeout=5000)
     assert w.plots.lrPlot.isVisible() and w.plots.gradPlot.isVisible() and w.plots.speedPlot.isVisible()
+
+
+@pytest.mark.parametrize("accuracies", [[0.1, 0.3, 0.5, 0.7, 0.96],  # passed at the last evaluation: right edge
+                                        [0.1, 0.3, 0.96, 1.0, 1.0], [0.96, 1.0, 1.0, 1.0, 1.0]])
+def test_the_95_percent_label_stays_inside_the_accuracy_plot(qtbot, accuracies):
+    from fatstudio.qt.widgets.grokking_plots import GrokkingPlots
+
+    g = GrokkingPlots()
+    qtbot.addWidget(g)
+    g.resize(1000, 250)  # the accuracy plot about as wide as in the window
+    g.show()
+    g.load_metrics(_rows(accuracies))
+    view = g.accuracyPlot.getPlotItem().getViewBox()
+    qtbot.waitUntil(lambda: view.viewRange()[0][1] >= g.grokked_step, timeout=5000)
+    assert view.sceneBoundingRect().contains(g.marker.label.sceneBoundingRect())
+    g.resize(1400, 250)
+    qtbot.waitUntil(lambda: view.sceneBoundingRect().contains(g.marker.label.sceneBoundingRect()), timeout=5000)

@@ -59,6 +59,21 @@ def test_window_opens_without_torch_and_ready_to_train(tmp_path):
     assert "HEAVY [] True" in out.stdout, out.stdout + out.stderr
 
 
+def test_the_first_size_fits_the_screen(qtbot, runs_root):
+    from PySide6.QtCore import QRect, QSize
+
+    from fatstudio.app import MainWindow
+    from fatstudio.qt.main_window import first_size
+
+    assert first_size(QRect(0, 0, 1920, 1050)) == QSize(1440, 920)  # room for it: the size it was made for
+    assert first_size(QRect(0, 27, 1440, 873)).height() <= 873 - 40  # 1440×900 less a top bar: title bar too
+    w = MainWindow()  # offscreen: an 800×800 screen
+    qtbot.addWidget(w)
+    w.confirm_close = lambda: True
+    available = w.screen().availableGeometry()
+    assert available.height() < 920 and w.height() < available.height()  # the status bar on screen
+
+
 def test_object_names_and_defaults(window):
     w = window
     for cls, name in ((QComboBox, "archCombo"), (QComboBox, "presetCombo"), (QPushButton, "corpusButton"),
@@ -99,6 +114,7 @@ def test_one_click_training(qtbot, window, runs_root):
     runs = [p for p in runs_root.iterdir() if p.is_dir()]
     assert len(runs) == 1 and (runs[0] / "metrics.jsonl").exists()
     assert meta(runs[0])["status"] == "finished"
+    assert w.train_view.progressBar.format().endswith(" · finished")
     assert w.train_view.samplesView.toPlainText().strip()
     healthy = diagnostics_lines(w)  # a healthy run: nothing to flag, and it says so
     assert len(healthy) == 1 and healthy[0].startswith("Nothing unusual at step 30: loss finite and falling"), healthy
@@ -170,6 +186,8 @@ def test_pause_resume_and_stop(qtbot, window):
     m = meta(w.run_dir)
     assert m["status"] == "stopped" and 0 < m["step"] < 100_000
     assert (Path(w.run_dir) / "model.safetensors").exists()
+    said = w.train_view.statusLabel.text()  # the status said once
+    assert said.startswith(f"Run stopped at step {m['step']}, checkpoint saved  ·  "), said
 
 
 def _headless_run(runs_root, steps=20):
@@ -210,11 +228,33 @@ def test_reopen_resume_overlay_delete(qtbot, window, runs_root):
     wait_idle(qtbot, w)
     assert w.last_status == "finished", w.last_error
     assert meta(run_a)["step"] == 30 and w.plots.n_points() == 30
+    bar = w.train_view.progressBar.format()  # says it finished, no ETA left over
+    assert bar.startswith("step 30 / 30 · loss ") and bar.endswith(" · finished") and "ETA" not in bar, bar
     # delete the second (confirmation answered yes)
     runs.select_path(run_b)
     w.findChild(QPushButton, "deleteRunButton").click()
     assert not Path(run_b).exists() and runs.tree.topLevelItemCount() == 1
     assert w.plots.overlays() == []
+
+
+def test_opening_or_resuming_another_run_clears_the_overlays(qtbot, window, runs_root):
+    from fatstudio.core.runs.folder import Run
+
+    w = window
+    a, b, c = (Run.open(_headless_run(runs_root, steps=10)[1]) for _ in range(3))
+    w.open_run(a)
+    w.runs.overlay_run(b)
+    assert w.plots.overlays() == [b.name]
+    w.open_run(c)  # another comparison starts
+    assert w.run_dir == str(c.path) and w.plots.overlays() == []
+    w.runs.open_folders([str(a.path), str(b.path), str(c.path)])  # a sweep's row: the first, the others overlaid
+    assert w.run_dir == str(a.path) and w.plots.overlays() == [b.name, c.name]
+    assert w.resume_run(a, 12)  # the run shown, resumed: its comparison stays
+    wait_idle(qtbot, w)
+    assert w.plots.overlays() == [b.name, c.name]
+    assert w.resume_run(Run.open(b.path), 12)  # another run resumed
+    assert w.plots.overlays() == []
+    wait_idle(qtbot, w)
 
 
 def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, runs_root):

@@ -229,3 +229,27 @@ def test_settings_widgets_and_headers_fit(qtbot, window, size):
         text = tree.topLevelItem(0).text(i)
         assert header.sectionSize(i) >= tree.fontMetrics().horizontalAdvance(text), text
     assert header.length() <= tree.viewport().width()  # no sideways scrolling
+
+
+def test_runs_list_elides_names_in_the_middle_and_says_best_val(qtbot):
+    """A sweep's runs differ only at the end of their names: the name column keeps the end; the loss column is
+    the best validation loss and says so."""
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QStyle
+
+    from fatstudio.core.runs.folder import Run
+    from fatstudio.qt.panels.runs_list import RunsList
+
+    runs = RunsList()
+    qtbot.addWidget(runs)
+    names = [f"sweep-20261126-210159-v{v}-s{s}" for v, s in ((1, 1337), (2, 1338))]
+    runs.set_runs([Run(Path("/runs") / n, RunConfig(), {"status": "finished", "step": 150, "total_steps": 150,
+                                                        "best_val_loss": 4.5115, "created": 1.7e9}) for n in names])
+    runs.resize(runs.minimumSizeHint().width(), 300)
+    runs.show()
+    tree = runs.tree
+    room = tree.header().sectionSize(0) - 2 * tree.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) - 4
+    shown = [tree.fontMetrics().elidedText(n, tree.textElideMode(), room) for n in names]
+    assert all("…" in s for s in shown) and shown[0] != shown[1], shown  # cut, the ends that differ kept
+    assert tree.headerItem().text(3) == "best val" and "best" in tree.headerItem().toolTip(3)

@@ -41,7 +41,7 @@ def typed_value(config: RunConfig, key: str, raw: str) -> Any:
     fields = {f.name: f for f in getattr(config, table).__dataclass_fields__.values()} if table in \
         ("model", "data", "train") else {}
     if name not in fields:
-        raise ValueError(f"--vary {key}: no such key; give table.key with table model, data or train "
+        raise ValueError(f"{key}: no such key; give table.key with table model, data or train "
                          f"(e.g. train.lr, model.d_e).")
     kind = str(fields[name].type)
     value = parse_value(raw.strip())
@@ -52,7 +52,7 @@ def typed_value(config: RunConfig, key: str, raw: str) -> Any:
           "float": isinstance(value, (int, float)) and not isinstance(value, bool),
           "bool": isinstance(value, bool), "str": True}[base]
     if not ok:
-        raise ValueError(f"--vary {key}: {raw.strip()!r} is not a {_WORDS[base]}.")
+        raise ValueError(f"{key}: {raw.strip()!r} is not a {_WORDS[base]}.")
     return float(value) if base == "float" else str(value) if base == "str" else value
 
 
@@ -60,11 +60,12 @@ _WORDS = {"int": "whole number", "float": "number", "bool": "true or false", "st
 
 
 def parse_vary(config: RunConfig, spec: str) -> tuple[str, list[Any]]:
-    """``KEY=V1,V2,…`` as (KEY, values typed as `typed_value` does); the first value is the baseline's."""
+    """``KEY=V1,V2,…`` as (KEY, values typed as `typed_value` does); the first value is the baseline's. Its
+    messages name no command-line flag (the command line adds ``--vary``, the Experiments tab needs none)."""
     key, sep, values = spec.partition("=")
     key = key.strip()
     if not sep or not values.strip():
-        raise ValueError(f"--vary {spec!r} is not of the form KEY=V1,V2 (e.g. train.lr=1e-3,3e-3).")
+        raise ValueError(f"{spec!r} is not of the form KEY=V1,V2 (e.g. train.lr=1e-3,3e-3).")
     return key, [typed_value(config, key, v) for v in values.split(",")]
 
 

@@ -48,6 +48,19 @@ def _run_sweep(config, vary: list[str], seeds: int, steps: int | None, seconds: 
                      stop=stop).to_dict()
 
 
+def _plan_problem(vary: list[str]) -> str | None:
+    """What the form's KEY=V1,V2 rows lack, in the tab's words (the core's messages name the command line's
+    flags); None when the sweep can start (a key or value the config refuses is said by `parse_vary`)."""
+    if not vary:
+        return "Give at least one key to vary, e.g. train.lr with 1e-3, 3e-3."
+    keys = [v.partition("=")[0] for v in vary]
+    empty = [k for k, v in zip(keys, vary) if not v.partition("=")[2].strip()]
+    if empty:
+        return f"{empty[0]}: give its values, separated by commas (e.g. 1e-3, 3e-3)."
+    twice = [k for k in keys if keys.count(k) > 1]
+    return f"{twice[0]} is in two rows: give each key once, its values separated by commas." if twice else None
+
+
 class ExperimentsPanel(QWidget):
     """Queue a sweep of ``settings``' config into ``runs_root()`` and show its table as it fills. Signals
     ``openRequested(list)`` and ``overlayRequested(list)`` with a row's run folders (the finished ones)."""
@@ -61,6 +74,7 @@ class ExperimentsPanel(QWidget):
         self.setObjectName("experimentsPanel")
         self.settings, self.runs_root = settings, runs_root
         self.rows: list[dict] = []  # the sweep's rows as last reported
+        self._seeds = 0  # the seeds per variant of the sweep running
         self._call: Call | None = None
         self._stop = threading.Event()
         self._reports = _Reports(self)
@@ -170,13 +184,14 @@ class ExperimentsPanel(QWidget):
         if self.running:
             return
         vary = self.vary()
-        if not vary:
-            self._say("Give at least one key to vary, e.g. train.lr with 1e-3, 3e-3.", error=True)
+        problem = _plan_problem(vary)
+        if problem:
+            self._say(problem, error=True)
             return
         seconds = self.budgetKind.value() == "seconds"
         budget = self.budgetSpin.value()
         self._stop = threading.Event()
-        self.rows = []
+        self.rows, self._seeds = [], self.seedsSpin.value()
         self.table.setRowCount(0)
         self.runButton.setEnabled(False)
         self.stopButton.setEnabled(True)
@@ -242,7 +257,7 @@ class ExperimentsPanel(QWidget):
                                                         "Welch's t-test against the baseline row"))
         done = sum(len(r["values"]) for r in rows)
         if self.running:
-            self._say(f"Running: {done} runs done.")
+            self._say(f"Running: {done} of {len(rows) * self._seeds} runs done.")
         if selected is not None and selected < len(rows):
             self.table.selectRow(selected)
 

@@ -60,10 +60,13 @@ class RunsList(QWidget):
 
     def _build_tree(self) -> QTreeWidget:
         self.tree = QTreeWidget(objectName="runsList")
-        self.tree.setHeaderLabels(["run", "status", "step", "val loss", "created"])
+        self.tree.setHeaderLabels(["run", "status", "step", "best val", "created"])
+        self.tree.headerItem().setToolTip(3, "The run's best (lowest) validation loss, nats per token.")
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a sweep's runs differ at the end of the name
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.tree.header().setStretchLastSection(False)  # the run's name takes the room left, not the date too
         self.tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for i in range(1, 5):
             self.tree.header().setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)

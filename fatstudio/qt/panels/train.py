@@ -251,6 +251,7 @@ class TrainView(QWidget):
         self.runs = runs if runs is not None else RunsList()
         self._last_progress = -1e9
         self._pending_progress: tuple[int, int, float | None, float | None, str | None] | None = None
+        self._shown_progress: tuple[int, int, str | None] = (0, 0, None)  # step, total, text on the bar
         self._progress_timer = QTimer(self, singleShot=True)
         self._progress_timer.timeout.connect(self.flush_progress)
         self._estimating = False
@@ -380,7 +381,10 @@ class TrainView(QWidget):
         self.statusLabel.setText(text)
 
     def show_complete(self) -> None:
-        """The run finished: a full progress bar."""
+        """The run finished: a full progress bar that says so, its last step and loss (no throughput, no ETA)."""
+        self.flush_progress()
+        step, total, text = self._shown_progress
+        self.show_progress(step, total, text=" · ".join(t for t in (text, "finished") if t))
         self.progressBar.setValue(1000)
 
     def show_ended(self, label: str | None) -> None:
@@ -486,6 +490,7 @@ class TrainView(QWidget):
         self._progress_timer.stop()
         self._pending_progress = None
         self._last_progress = time.perf_counter()
+        self._shown_progress = (step, total, text)
         self.progressBar.setValue(int(1000 * step / total) if total else 0)
         parts = [f"step {step:,} / {total:,}"]
         if tokens_per_s:

@@ -39,10 +39,13 @@ class GrokkingPlots(QWidget):
         self.trainAccCurve = new_curve(self.accuracyPlot, TRAIN_COLOR, 2)
         self.valAccCurve = new_curve(self.accuracyPlot, VAL_COLOR, 2)
         pen = pg.mkPen(color=MARKER_COLOR, width=1.5, style=Qt.PenStyle.DashLine)
-        self.marker = pg.InfiniteLine(angle=90, pen=pen, movable=False,
-                                      label="", labelOpts={"position": 0.12, "color": MARKER_COLOR, "anchors": [(0, 0), (0, 0)]})
+        self.marker = pg.InfiniteLine(angle=90, pen=pen, movable=False, label="",
+                                      labelOpts={"position": 0.12, "color": MARKER_COLOR})
         self.marker.setVisible(False)
         self.accuracyPlot.addItem(self.marker)
+        view = self.accuracyPlot.getPlotItem().getViewBox()
+        for moved in (view.sigXRangeChanged, view.sigResized):
+            moved.connect(self._place_marker_label)
         self.scrubLine = pg.InfiniteLine(angle=90, pen=pg.mkPen(color=(120, 120, 120), width=1), movable=False)
         self.scrubLine.setVisible(False)
         self.accuracyPlot.addItem(self.scrubLine)
@@ -119,7 +122,8 @@ class GrokkingPlots(QWidget):
         self.marker.setVisible(step is not None)
         if step is not None:
             self.marker.setValue(step)
-            self.marker.label.setFormat(f" validation ≥ {GROKKED_ACCURACY:.0%} at step {step:,}")
+            self.marker.label.setFormat(f" validation ≥ {GROKKED_ACCURACY:.0%} at step {step:,} ")
+            self._place_marker_label()
         self.accuracyLegend.setText(self._legend(step))
         n = sum(1 for r in self.rows if r.get(EMBED_FOURIER))
         self.stepSlider.blockSignals(True)
@@ -137,6 +141,17 @@ class GrokkingPlots(QWidget):
         parts.append(swatch(MARKER_COLOR, f"╎ validation ≥ {GROKKED_ACCURACY:.0%} at step {step:,}") if step is not None
                      else f"<span style='color:#666'>validation has not reached {GROKKED_ACCURACY:.0%} yet</span>")
         return "&nbsp;&nbsp;&nbsp;".join(parts)
+
+    def _place_marker_label(self) -> None:
+        """The marker's label right of it where it fits in the plot, else left of it, else across it (its anchor
+        at the marker's place in the view), so the label stays inside the plot whatever the step."""
+        vb = self.accuracyPlot.getPlotItem().getViewBox()
+        (x0, x1), _ = vb.viewRange()
+        f = min(max((self.marker.value() - x0) / (x1 - x0), 0.0), 1.0) if x1 > x0 else 0.0
+        room, width = vb.width(), self.marker.label.boundingRect().width()  # pixels
+        x = 0.0 if f * room + width <= room else 1.0 if f * room >= width else f
+        self.marker.label.anchors = [(x, 1), (x, 1)]  # above the point the label is pinned to
+        self.marker.label.updatePosition()
 
     def _show_index(self, index: int, follow: bool = False) -> None:
         """Show the Fourier energy of the ``index``-th evaluation that has it."""

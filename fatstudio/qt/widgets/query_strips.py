@@ -89,7 +89,7 @@ class QueryStrips(QWidget):
         else:
             self.tokenStrip.set_marked(q)
         self.stripCaption.setText(
-            f"Attention of query {q + 1} <b><code>{html.escape(display_token(queries[q]))}</code></b> over the "
+            f"Attention of query {q + 1} “<b><code>{html.escape(display_token(queries[q]))}</code></b>” over the "
             f"{over}: the more orange, the larger the weight "
             f"(√ of the 0-1 scale; largest here {row.max():.3f}, hover a token for its weight). "
             "Click a token to choose another query.")
