@@ -138,7 +138,8 @@ def update_settings_note(window: MainWindow, *_args) -> None:
         m = window.loaded_model.config.model
         if window.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both from the data
             note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
-                    f"{window.loaded_model.label or 'the open model'} ({m.arch}).")
+                    f"{window.loaded_model.label or 'the open model'} ({m.arch}); Use settings under the runs "
+                    "list takes a run's settings.")
     chosen = window.model_panel.chosen_preset()
     if window.state == TrainingState.IDLE and chosen is not None:
         note = " ".join(filter(None, (chosen.steps_note(window.settings.config), note)))

@@ -234,7 +234,7 @@ def test_switching_architecture_or_preset_leaves_the_open_run_working(qtbot, win
     assert w.loaded_model is loaded and w.prompt_panel.loaded is loaded  # the open run stays in the Prompt tab
     note = w.findChild(type(w.validationLabel), "settingsNoteLabel")
     assert note is not None and not note.isHidden() and "next run" in note.text()
-    assert Path(run_dir).name in note.text()
+    assert Path(run_dir).name in note.text() and "Use settings" in note.text()  # the way to its settings
     # prompting and attention still work on the open run
     p = w.prompt_panel
     p.promptEdit.setPlainText("abc")
