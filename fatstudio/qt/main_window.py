@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QScrollArea,
     QSplitter,
     QTabWidget,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -182,7 +183,7 @@ class MainWindow(QMainWindow):
         self.settingsNoteLabel.setWordWrap(True)
         self.settingsNoteLabel.setStyleSheet("color: #555; padding: 4px;")
         self.settingsNoteLabel.hide()
-        left = QWidget()
+        left = self.settingsColumn = QWidget(objectName="settingsColumn")
         ll = QVBoxLayout(left)
         ll.setContentsMargins(4, 4, 0, 4)
         ll.addWidget(self.settingsTabs, 1)
@@ -221,6 +222,14 @@ class MainWindow(QMainWindow):
         run_menu.addAction(QAction("&Pause / Resume", self, triggered=self.toggle_pause, shortcut="Ctrl+P"))
         run_menu.addAction(QAction("S&tep (while paused)", self, triggered=self.step_once))
         run_menu.addAction(QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+."))
+        self.settingsColumnAction = QAction("&Settings column", self, checkable=True, checked=True, shortcut="Ctrl+B",
+                                            objectName="settingsColumnAction")
+        self.menuBar().addMenu("&View").addAction(self.settingsColumnAction)
+        button = self.settingsColumnButton = QToolButton(objectName="settingsColumnButton", autoRaise=True)
+        button.clicked.connect(self.settingsColumnAction.toggle)
+        self.viewTabs.setCornerWidget(button, Qt.Corner.TopLeftCorner)  # beside the views' tabs
+        self.settingsColumnAction.toggled.connect(self.show_settings_column)
+        self.show_settings_column(True)
 
     def _connect(self) -> None:
         ws, tv = self.workspace, self.train_view
@@ -318,6 +327,16 @@ class MainWindow(QMainWindow):
     def apply_preset(self, preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
         settings_control.apply_preset(self, preset)
+
+    def show_settings_column(self, shown: bool) -> None:
+        """Show or hide the settings column (View → Settings column, Ctrl+B, the ◂ beside the views' tabs):
+        hidden, the views get its width."""
+        self.settingsColumnAction.setChecked(shown)
+        self.settingsColumn.setVisible(shown)
+        button = self.settingsColumnButton
+        button.setText("◂" if shown else "▸ Settings")
+        button.setToolTip(f"{'Hide' if shown else 'Show'} the settings column (Ctrl+B): "
+                          f"{'the views get its width' if shown else 'Model, Corpus and Train'}.")
 
     def use_run_settings(self, run) -> None:
         """Set the model, corpus and training settings from a run's (the panels follow)."""

@@ -101,6 +101,8 @@ def revalidate(window: MainWindow, *_args) -> str | None:
     if message is None and corpus.error and not corpus.loading:
         message = f"Corpus: {corpus.error}"
     window.validation_error = message
+    if message and not window.settingsColumnAction.isChecked():  # the message is there: show it
+        window.show_settings_column(True)
     window.validationLabel.setText(message or "")
     window.validationLabel.setVisible(bool(message))
     update_train_enabled(window)

@@ -282,6 +282,25 @@ def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, 
     assert w.statusBar().currentMessage().startswith(f"The settings are as-preset's (the {preset.name} preset)")
 
 
+def test_the_settings_column_hides_and_the_views_get_its_width(qtbot, window):
+    """The ◂ beside the views' tabs (or View → Settings column, Ctrl+B) hides the settings column and the views
+    take its width; a settings problem shows it again, with its message."""
+    from PySide6.QtGui import QAction
+    from PySide6.QtWidgets import QToolButton
+
+    w = window
+    action, button = w.findChild(QAction, "settingsColumnAction"), w.findChild(QToolButton, "settingsColumnButton")
+    width = w.viewTabs.width()
+    button.click()
+    qtbot.waitUntil(lambda: w.viewTabs.width() > width + 300)
+    assert w.settingsColumn.isHidden() and not action.isChecked() and "Settings" in button.text()
+    action.trigger()
+    assert not w.settingsColumn.isHidden() and action.isChecked() and button.text() == "◂"
+    action.trigger()
+    w.settings.update("model", H_kv=3)  # H = 4: not allowed
+    assert not w.settingsColumn.isHidden() and "H_kv" in w.validationLabel.text()
+
+
 def test_bad_corpus_gets_a_message(qtbot, window, tmp_path):
     w = window
     empty = tmp_path / "empty.txt"
