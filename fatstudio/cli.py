@@ -393,7 +393,7 @@ class _ProgressBar:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        self._out(f"{ev.status}: {ev.message}")
+        self._out(ev.said)
 
 
 # ---- generate / attention ---------------------------------------------------------------------------

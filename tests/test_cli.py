@@ -15,6 +15,7 @@ from cli_helpers import train_tiny, write_config
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inspect import decode_step, inference
 from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.training.events import Finished
 
 
 @pytest.fixture
@@ -237,7 +238,7 @@ def test_ctrl_c_or_sigterm_stops_after_the_step_checkpoints_and_says_so(sig, cfg
     assert p.returncode == 0 and "Traceback" not in err, err
     meta = json.loads((run / "meta.json").read_text())
     assert meta["status"] == "stopped" and meta["checkpoint_step"] == meta["step"] > 0  # nothing lost
-    assert f"stopped: stopped at step {meta['step']}, checkpoint saved" in err
+    assert f"stopped at step {meta['step']}, checkpoint saved" in err.splitlines()  # the status said once
     rows = (run / "metrics.jsonl").read_text().splitlines()
     assert json.loads(rows[-1])["step"] == meta["step"]
 
@@ -345,7 +346,7 @@ def _show(bar):
     bar.update(steps(2))
     bar.evaluation(E(step=2, eval_train_loss=1.25, val_loss=1.5, accuracy=None))
     bar.update(steps(4))
-    bar.finish(E(status="finished", message="done"))
+    bar.finish(Finished(step=4, status="finished", message="trained 4 steps"))
 
 
 def test_progress_off_a_terminal_is_plain_lines(capsys):
@@ -355,7 +356,7 @@ def test_progress_off_a_terminal_is_plain_lines(capsys):
     assert capsys.readouterr().err.splitlines() == [
         "Tokenizing…", "run r: 1,234 parameters on cpu in fp32, steps 0→4",
         "1/4 loss 2.0000 12.3k tok/s ETA 1m05s",  # then at most one progress line every 10 s
-        "step 2: train loss 1.2500, val loss 1.5000", "finished: done"]
+        "step 2: train loss 1.2500, val loss 1.5000", "finished: trained 4 steps"]
     _show(_ProgressBar(enabled=False))  # --quiet
     assert capsys.readouterr().err == ""
 
@@ -376,4 +377,4 @@ def test_progress_on_a_terminal_is_a_tqdm_bar(monkeypatch):
     assert "\r" in out and "4/4" in out and "loss 0.5000 val 1.5000 12.3k tok/s ETA 1m05s" in out
     lines = [l.strip() for l in out.replace("\r", "\n").splitlines() if l.strip()]
     assert lines[:2] == ["Tokenizing…", "run r: 1,234 parameters on cpu in fp32, steps 0→4"]
-    assert "step 2: train loss 1.2500, val loss 1.5000" in lines and lines[-1] == "finished: done"
+    assert "step 2: train loss 1.2500, val loss 1.5000" in lines and lines[-1] == "finished: trained 4 steps"

@@ -169,9 +169,7 @@ class TrainingControl(QObject):
     def _on_finished(self, ev) -> None:
         ws = self.workspace
         evaluated = f"  ·  last evaluation, {ws.last_evaluation}" if ws.last_evaluation else ""
-        said = (f"Run {ev.message}" if ev.message.startswith(f"{ev.status} ")  # "stopped at step 506, …"
-                else f"Run {ev.status}: {ev.message}")
-        self.view.show_status(f"{said}{evaluated}  ·  {ws.run_dir}")
+        self.view.show_status(f"Run {ev.said}{evaluated}  ·  {ws.run_dir}")
         if ev.status == "failed":
             self.error.emit(f"Training failed: {ev.message}")
         elif ev.status == "finished":

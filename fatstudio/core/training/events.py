@@ -113,3 +113,9 @@ class Finished(Event):
     status: str  # "finished" | "stopped" | "failed"
     message: str
     diverged: dict | None = None  # a non-finite step: {"step", "train_loss", "grad_norm"}, the numbers as strings
+
+    @property
+    def said(self) -> str:
+        """The status and the message, the status said once: "stopped at step 506, checkpoint saved" (a message
+        that starts with it), "finished: trained 2000 steps"."""
+        return self.message if self.message.startswith(f"{self.status} ") else f"{self.status}: {self.message}"
