@@ -18,14 +18,14 @@ from pathlib import Path
 
 def main(argv: list[str] | None = None) -> int:
     from fatstudio.core import training
-    from fatstudio.core.runs.presets import load_presets
+    from fatstudio.core.runs.presets import key_of, load_presets
     from fatstudio.core.training.estimate import duration, estimate
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("presets", nargs="*", help="preset keys (default: all)")
     ap.add_argument("--steps", type=int, help="override train.steps")
     args = ap.parse_args(argv)
-    chosen = [p for p in load_presets() if not args.presets or p.key in args.presets or p.key.split("-", 1)[-1] in args.presets]
+    chosen = [p for p in load_presets() if not args.presets or p.key in {key_of(k) for k in args.presets}]
     print(f"{'preset':20s} {'estimate':>12s} {'run':>12s} {'run/est':>8s} {'start-up':>9s}")
     for p in chosen:
         cfg = p.config if args.steps is None else p.config.with_overrides([f"train.steps={args.steps}"])

@@ -1,7 +1,7 @@
 """What saving the logit lens and the attribution with the probe maps adds to an evaluation (a benchmark, not a
 test). Run with one CPU thread:
 
-    OMP_NUM_THREADS=1 python bench/bench_probe_lens.py [--preset 1-gpt-char] [--repeat 7] [--steps 0]
+    OMP_NUM_THREADS=1 python bench/bench_probe_lens.py [--preset gpt-char] [--repeat 7] [--steps 0]
 
 For a preset's model and data (``--steps`` training steps first, 0: its initial weights), an evaluation as the
 trainer runs one: `loss.evaluate` on both splits, then the probe's maps, head scores and file
@@ -25,7 +25,7 @@ import torch
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--preset", default="1-gpt-char")
+    ap.add_argument("--preset", default="gpt-char")
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--steps", type=int, default=0)
     a = ap.parse_args()

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QScrollArea
 
 from fatstudio.core.config import RunConfig
-from fatstudio.core.runs.presets import preset_of
+from fatstudio.core.runs.presets import key_of, preset_of
 from fatstudio.core.workspace import TrainingState
 from fatstudio.qt import state
 from fatstudio.qt.workers import call_in_thread
@@ -63,7 +63,7 @@ def estimate_time(window: MainWindow) -> None:
 def restore_choice(window: MainWindow) -> None:
     """The preset and corpus of the last session (`state`), else the first preset."""
     key, corpus = state.last_choice()
-    chosen = next((p for p in window.presets if p.key == key), None)
+    chosen = next((p for p in window.presets if key and p.key == key_of(key)), None)  # an older key: its number too
     if chosen is not None:
         window.apply_preset(chosen)
     elif window.presets:

@@ -314,14 +314,14 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
         measured = RunConfig.from_dict(settings["config"])
         assert same_settings(measured, preset.config) and measured.train.steps == preset.config.train.steps, \
             f"{preset.key} changed: measure it again (bench/diagnose_presets.py --save {RUNS})"
-        allowed = ("spike",) if preset.key == "7-grokking" else ()
+        allowed = ("spike",) if preset.key == "grokking" else ()
         for found in calls:
             assert [f.line for f in found if f.warning and f.kind not in allowed] == [], preset.key
         if not allowed:
             assert diagnosis.summary(calls[-1]).startswith("Nothing unusual at step"), preset.key
         notes[preset.key] = kinds(calls[-1])
-    assert notes["3-bert-mlm"][0] == "clipping"  # the intended clipping is said, as a note
-    assert notes["4-edt-reverse"] == []  # solved: no head lines at all
+    assert notes["bert-mlm"][0] == "clipping"  # the intended clipping is said, as a note
+    assert notes["edt-reverse"] == []  # solved: no head lines at all
 
 
 def test_the_shipped_reference_curves_raise_no_warning():
@@ -341,5 +341,5 @@ def test_the_shipped_reference_curves_raise_no_warning():
         rows.sort(key=lambda r: r["step"])
         unigram = json.loads(str(np.load(RUNS / f"{ref.preset}.npz")["settings"]))["unigram"]
         found = d.diagnose(rows, ref.config.train.grad_clip, unigram, ref.config.train.warmup)
-        allowed = ("spike",) if ref.preset == "7-grokking" else ()
+        allowed = ("spike",) if ref.preset == "grokking" else ()
         assert [f.line for f in found if f.warning and f.kind not in allowed] == [], ref.preset

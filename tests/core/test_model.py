@@ -173,7 +173,11 @@ def test_paper_defaults_per_architecture():
 def test_a_preset_file_loads_as_a_config_file():
     from fatstudio.core.config import RunConfig
     from fatstudio.core.resources import resource_path
-    from fatstudio.core.runs.presets import load_presets
+    from fatstudio.core.runs.presets import key_of, load_presets, preset
 
-    for p in load_presets():
-        assert RunConfig.load(resource_path("presets") / f"{p.key}.toml") == p.config
+    paths, presets = sorted(resource_path("presets").glob("*.toml")), load_presets()
+    assert [p.key for p in presets] == [key_of(path.stem) for path in paths]  # in the files' order
+    for path, p in zip(paths, presets):
+        assert RunConfig.load(path) == p.config
+    assert {"gpt-char", "gpt-induction", "grokking"} <= {p.key for p in presets}  # the keys api.md names, exactly
+    assert preset("7-grokking").key == preset("grokking").key == "grokking"  # the file stem, an older key

@@ -130,9 +130,9 @@ def test_the_script_measures_a_preset_into_a_valid_reference(tmp_path, capsys):
     spec.loader.exec_module(script)
     from fatstudio.core.runs.presets import preset
 
-    p = preset("4-edt-reverse")
-    assert script.main(["4-edt-reverse", "--steps", "3", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path)]) == 0
-    ref = load_reference(tmp_path / "4-edt-reverse.json")
+    p = preset("edt-reverse")
+    assert script.main(["edt-reverse", "--steps", "3", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    ref = load_reference(tmp_path / "edt-reverse.json")
     assert ref.preset == p.key and ref.name == p.name and ref.seeds == [p.config.train.seed, p.config.train.seed + 1]
     assert ref.train.step == [1.0, 2.0, 3.0] and ref.val.step == [3.0]  # evaluated at the last step
     assert all(lo <= m <= hi for lo, m, hi in zip(ref.train.min, ref.train.mean, ref.train.max))

@@ -24,8 +24,8 @@ def _rows(accuracies):
 def test_the_grokking_preset_shows_the_grokking_views_and_marks_95_percent(qtbot, window):
     w = window
     combo = w.findChild(QComboBox, "presetCombo")
-    assert combo.findData("7-grokking") >= 0
-    combo.setCurrentIndex(combo.findData("7-grokking"))
+    assert combo.findData("grokking") >= 0
+    combo.setCurrentIndex(combo.findData("grokking"))
     combo.activated.emit(combo.currentIndex())  # as a user's pick
     g = w.plots.grokking
     qtbot.waitUntil(lambda: g.isVisible(), timeout=5000)

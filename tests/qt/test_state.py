@@ -65,6 +65,16 @@ def test_the_window_comes_back_as_it_was_left(qtbot, tmp_path):
     _close(again)
 
 
+def test_a_preset_remembered_by_its_older_key_comes_back(qtbot, tmp_path):
+    """Keys were file stems ("4-edt-reverse") before they lost the number that orders the files."""
+    from fatstudio.qt import state
+
+    state.remember_choice("4-edt-reverse", "copy")
+    w = _window(qtbot, tmp_path / "runs")
+    assert w.model_panel.presetCombo.currentData() == "edt-reverse" and w.settings.model.arch == "edt"
+    _close(w)
+
+
 def test_a_corpus_file_that_is_gone_is_not_restored(qtbot, tmp_path):
     corpus = tmp_path / "mine.txt"
     corpus.write_text("hello there\n" * 50, encoding="utf-8")

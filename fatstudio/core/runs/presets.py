@@ -6,6 +6,7 @@ Beside the [model], [data] and [train] tables a preset file has ``name`` (what a
 walkthrough holds)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import tomllib
@@ -16,9 +17,15 @@ from ..resources import resource_path
 MAX_WALKTHROUGH = 3  # steps a walkthrough may have
 
 
+def key_of(name: str) -> str:
+    """A preset's key from its file stem or an older key: without the number that orders the files
+    ("7-grokking" → "grokking")."""
+    return re.sub(r"^\d+-", "", name)
+
+
 @dataclass(frozen=True)
 class Preset:
-    key: str  # the file stem, e.g. "1-gpt-char"
+    key: str  # the file stem without its order number (`key_of`), e.g. "gpt-char", "grokking"
     name: str  # what a person reads
     config: RunConfig
     description: str = ""  # what it teaches
@@ -53,7 +60,7 @@ def _paragraph(text: object) -> str:
 
 
 def load_presets() -> list[Preset]:
-    """Every preset, in file-name order (the first is the app's default)."""
+    """Every preset, in file-name order (the first is the app's default), keyed by `key_of` its file stem."""
     out: list[Preset] = []
     for path in sorted(resource_path("presets").glob("*.toml")):
         d = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -62,7 +69,7 @@ def load_presets() -> list[Preset]:
         if len(walkthrough) > MAX_WALKTHROUGH:
             raise ValueError(f"preset {path.stem}: a walkthrough has at most {MAX_WALKTHROUGH} steps, not "
                              f"{len(walkthrough)}.")
-        out.append(Preset(path.stem, str(info.get("name") or path.stem), RunConfig.from_dict(d),
+        out.append(Preset(key_of(path.stem), str(info.get("name") or path.stem), RunConfig.from_dict(d),
                           _paragraph(info.get("description", "")), walkthrough, _paragraph(info.get("details", "")),
                           int(info.get("demo_steps", 0))))
     return out
@@ -70,6 +77,6 @@ def load_presets() -> list[Preset]:
 
 def preset(key_or_name: str) -> Preset:
     for p in load_presets():
-        if key_or_name in (p.key, p.name, p.key.split("-", 1)[-1]):
+        if key_or_name == p.name or key_of(key_or_name) == p.key:  # "7-grokking": the file stem, an older key
             return p
     raise ValueError(f"no preset {key_or_name!r}; presets are: {', '.join(p.key for p in load_presets())}.")

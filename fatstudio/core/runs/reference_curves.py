@@ -3,7 +3,7 @@ settings, over a few seeds, to draw faintly behind a run of the same settings. `
 measures them; they ship as ``resources/reference-curves/<preset key>.json``:
 
     {"format": "fatstudio-reference-curve", "version": 1,
-     "preset": "4-edt-reverse", "name": "Encoder-decoder · reverse (seq2seq)",
+     "preset": "edt-reverse", "name": "Encoder-decoder · reverse (seq2seq)",
      "config": {...},            # the RunConfig measured (the first seed's; model.vocab_size is the tokenizer's)
      "seeds": [1337, 1338],
      "loss_unit": "nats/token",
@@ -76,7 +76,7 @@ class SeedCurves:
 class ReferenceCurve:
     """One preset's reference: its curves over seeds and what they were measured at (see the module)."""
 
-    preset: str  # the preset's key, e.g. "4-edt-reverse"
+    preset: str  # the preset's key, e.g. "edt-reverse"
     name: str  # what a person reads
     config: RunConfig
     seeds: list[int]
