@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--compile", action="store_true",
                    help="compile the decode step of this model's shape first, if no earlier compile left it in the "
                         "cache folder (once per shape; ~40 s for the recipe's model on a CPU): generation is then "
-                        "~2x faster, here and in every later generate of that shape (gpt and gopher)")
+                        "~2x faster, here and in every later generate of that shape (gpt and gopher, not with relative "
+                        "positions)")
 
     a = sub.add_parser("attention", help="export the attention maps of one forward pass, or the probe maps "
                        "saved at an evaluation step (--step)")
@@ -437,7 +438,7 @@ def _compile_step(loaded) -> bool:
 
     decoder = decode_step_of(loaded)
     kept = is_cached(decoder.model, decoder.lengths)
-    if not kept:
+    if not kept and decoder.problem() is None:  # else nothing compiles: the note says why
         print("fatstudio generate: compiling the decode step, once for this model shape…", file=sys.stderr, flush=True)
     decoder.wait()
     how = "from the cache folder" if kept else f"compiled in {decoder.compile_s or 0:.0f} s, kept in the cache folder"

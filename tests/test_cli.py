@@ -129,6 +129,16 @@ def test_generate_compile_compiles_the_step_once_then_uses_it_with_the_same_text
     assert out == eager and "Generation runs eagerly (not compiled): no C++ compiler (g++) was found." in err
 
 
+def test_generate_compile_says_no_compile_is_starting_for_a_model_that_has_no_step(trained_run, monkeypatch, capsys):
+    """A model whose step cannot be compiled (a gopher's relative positions): --compile says why generation stays
+    eager, and not that it is compiling."""
+    monkeypatch.setattr(decode_step.DecodeStep, "problem", lambda self: "relative positions slice their table")
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    assert main(["generate", str(trained_run), "--prompt", "hello", "--tokens", "5", "--seed", "1", "--compile"]) == 0
+    err = capsys.readouterr().err
+    assert "compiling" not in err and "Generation runs eagerly (not compiled): relative positions" in err, err
+
+
 def test_cache_lists_and_clears_the_compiled_decode_steps(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
     for key in ("a1", "b2", ".c3.work"):  # two packages of model shapes, one compile under way

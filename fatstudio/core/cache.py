@@ -7,7 +7,8 @@ half-made one is never listed (`entries`); a work folder untouched for ``STALE_S
 died and is removed (`remove_stale`). An entry's marker (a file of it, or the folder itself) says that it is
 complete and, by its modification time, when it was last used (`mark_used`, when it is made or loaded). Past
 `cache_cap` bytes in all (``$FATSTUDIO_CACHE_MB``, else `CACHE_MB`), `prune` removes the entries used least
-recently, whatever their kind, never the one in use."""
+recently, whatever their kind, never the one in use, each renamed to a hidden name before its files go (so
+one removed part way is not listed either)."""
 from __future__ import annotations
 
 import contextlib
@@ -127,7 +128,19 @@ def prune(keep: Path | None = None, cap: int | None = None) -> list[Path]:
             break
         if keep is not None and e.folder == keep:
             continue
-        shutil.rmtree(e.folder, ignore_errors=True)
-        total -= e.size
-        removed.append(e.folder)
+        if _remove(e.folder):
+            total -= e.size
+            removed.append(e.folder)
     return removed
+
+
+def _remove(entry: Path) -> bool:
+    """Remove ``entry``, first renamed to a hidden work name, so that one removed part way (its process killed,
+    a file held open) is never listed as complete but removed as stale (`remove_stale`); whether it is gone."""
+    gone = entry.with_name(f".{entry.name}.removed-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        entry.rename(gone)
+    except OSError:  # removed by another process meanwhile, or held open where that forbids a rename
+        return not entry.exists()
+    shutil.rmtree(gone, ignore_errors=True)
+    return True

@@ -62,6 +62,18 @@ def test_the_least_recently_used_go_first_whatever_their_kind_never_the_one_in_u
     assert prune(keep=steps, cap=0) == [] and prune(cap=0) == [steps]
 
 
+def test_an_entry_removed_part_way_is_no_longer_listed(monkeypatch):
+    steps, tokens = decode_entry("d1", 400, 100), token_entry("t1", 400, 200)
+
+    def part_way(path, ignore_errors=False):  # a process killed after the first file, or a file held open
+        min(path.iterdir()).unlink()
+
+    monkeypatch.setattr(cache.shutil, "rmtree", part_way)
+    assert prune(cap=0) == [steps, tokens]
+    assert entries(DECODE) == entries(TOKENS) == []  # not a decode step without its packages
+    assert not steps.exists() and not tokens.exists()  # the key is free for the next compile's rename
+
+
 def test_the_cap_is_read_from_fatstudio_cache_mb(monkeypatch):
     assert cache.cache_cap() == cache.CACHE_MB * 10**6
     monkeypatch.setenv("FATSTUDIO_CACHE_MB", " 1.5 ")
