@@ -61,15 +61,20 @@ def estimate_time(window: MainWindow) -> None:
 
 
 def restore_choice(window: MainWindow) -> None:
-    """The preset and corpus of the last session (`state`), else the first preset."""
+    """The preset and corpus of the last session (`state`), else the first preset; the corpus only where these
+    settings take it (custom settings are not kept: a corpus they alone allowed, modadd with its word tokens,
+    would leave the first preset's refused)."""
     key, corpus = state.last_choice()
     chosen = next((p for p in window.presets if key and p.key == key_of(key)), None)  # an older key: its number too
     if chosen is not None:
         window.apply_preset(chosen)
     elif window.presets:
         window.model_panel.select_preset(window.presets[0].key)
-    if corpus and corpus != window.settings.data.corpus:
+    before = window.settings.data.corpus
+    if corpus and corpus != before:
         window.settings.update("data", corpus=corpus)
+        if window.settings.error is not None:
+            window.settings.update("data", corpus=before)
 
 
 def apply_preset(window: MainWindow, preset) -> None:

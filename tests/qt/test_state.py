@@ -75,6 +75,18 @@ def test_a_preset_remembered_by_its_older_key_comes_back(qtbot, tmp_path):
     _close(w)
 
 
+def test_a_corpus_the_first_preset_refuses_is_not_restored(qtbot, tmp_path):
+    """Custom settings on modadd (word tokens) when the window closed: the next session starts on the first
+    preset, which modadd's char tokenizer would refuse, so on the preset's own corpus."""
+    from fatstudio.qt import state
+
+    state.remember_choice(None, "modadd")
+    w = _window(qtbot, tmp_path / "runs")
+    assert w.settings.error is None and w.settings.data.corpus == w.presets[0].config.data.corpus
+    assert w.trainAction.isEnabled()
+    _close(w)
+
+
 def test_a_corpus_file_that_is_gone_is_not_restored(qtbot, tmp_path):
     corpus = tmp_path / "mine.txt"
     corpus.write_text("hello there\n" * 50, encoding="utf-8")
