@@ -265,6 +265,18 @@ def test_classify_too_long_is_a_message(panel):
     assert "l_max = 8" in panel.messageLabel.text()  # the core's length check (the panel's own copy is gone)
 
 
+def test_another_model_of_the_same_kind_clears_the_last_ones_output(qtbot, panel):
+    panel.set_model(make_loaded("gpt"))
+    panel.promptEdit.setPlainText("lazy")
+    panel.tokensSpin.setValue(5)
+    run_and_wait(qtbot, panel)
+    assert panel.output_text() and panel.statusLabel.text()
+    temperature = panel.temperatureSpin.value()
+    panel.set_model(make_loaded("gpt", seed=1))  # another run's model, prompted the same way
+    assert panel.output_text() == "" and panel.statusLabel.text() == "" and panel.promptEdit.toPlainText() == "lazy"
+    assert panel.temperatureSpin.value() == temperature  # the controls stay as they were
+
+
 def test_new_model_while_generating(qtbot, panel):
     panel.set_model(make_loaded("gpt"))
     panel.promptEdit.setPlainText("a")

@@ -304,7 +304,7 @@ class PromptPanel(QWidget):
         if self.is_running():
             self._stop.set()
             self._run_id += 1  # what the old run still yields is ignored
-        old_mode, self.loaded, self.mode = self.mode, loaded, prompt_mode(loaded)
+        old_mode, old_loaded, self.loaded, self.mode = self.mode, self.loaded, loaded, prompt_mode(loaded)
         m = self.mode
         decoderish = m in ("generate", "translate")
         c = self.controls
@@ -326,6 +326,8 @@ class PromptPanel(QWidget):
                 self.temperatureSpin.setValue(0.0)  # EDInference is greedy by default
             elif m == "generate":
                 self.temperatureSpin.setValue(1.0)
+        if m != old_mode or loaded is not old_loaded:  # another model's output would sit under this one's name
+            self.generated, self.predictions, self.class_probabilities = [], [], []
             self.outputView.clear_tokens()
             self.maskTable.setRowCount(0)
             self.classTable.setRowCount(0)
