@@ -205,6 +205,22 @@ def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tm
     assert 1 <= len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 
+def test_a_run_is_found_by_the_name_the_runs_list_shows(trained_run, tmp_path, monkeypatch, capsys):
+    """A bare name that is no folder here is the run of that name in the runs folder; else the message says where
+    it was looked for, and a file is said to be one."""
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(trained_run.parent))
+    monkeypatch.chdir(tmp_path)
+    args = ["--prompt", "hello", "--tokens", "5", "--seed", "1"]
+    assert main(["generate", trained_run.name, *args]) == 0
+    by_name = capsys.readouterr().out
+    assert main(["generate", str(trained_run), *args]) == 0 and capsys.readouterr().out == by_name
+    assert main(["generate", "no-such-run", *args]) == EXIT_ERROR
+    assert f"no-such-run is not a fatstudio run: no such folder here or in the runs folder {trained_run.parent}." \
+        in capsys.readouterr().err
+    assert main(["generate", str(trained_run / "metrics.jsonl"), *args]) == EXIT_ERROR
+    assert "metrics.jsonl is not a fatstudio run: a file, not a run folder." in capsys.readouterr().err
+
+
 def test_attention_on_a_text_longer_than_l_max_is_refused_in_a_line(trained_run, tmp_path, capsys):
     assert main(["attention", str(trained_run), "--prompt", "hello " * 10, "--out", str(tmp_path / "m.json")]) == EXIT_ERROR
     err = capsys.readouterr().err

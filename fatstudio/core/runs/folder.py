@@ -146,10 +146,17 @@ class Run(RunWeights):
     def open(cls, path: str | Path) -> Run:
         """The run at ``path`` (no lock: reading is never blocked). ValueError, naming the file, for a folder
         that is not a run, a missing, unreadable or truncated config.json or meta.json, a run file that is not a
-        regular file (`files.NotAFile`), and a run written by a newer fatstudio (a newer ``format_version``)."""
+        regular file (`files.NotAFile`), and a run written by a newer fatstudio (a newer ``format_version``).
+        A bare name that is no folder here is looked for in the runs folder (`default_runs_root`): the name the
+        runs list shows."""
         path = Path(path)
         if not path.is_dir():
-            raise ValueError(f"{path} is not a fatstudio run: no such folder.")
+            root = default_runs_root()
+            if len(path.parts) == 1 and not path.exists() and (root / path).is_dir():
+                return cls.open(root / path)
+            where = f" here or in the runs folder {root}" if len(path.parts) == 1 else ""
+            raise ValueError(f"{path} is not a fatstudio run: "
+                             f"{'a file, not a run folder' if path.exists() else f'no such folder{where}'}.")
         for name in RUN_FILES:  # a FIFO, a device or a socket in their place is refused here, never read
             if (path / name).exists():
                 regular_file(path / name)
