@@ -58,9 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=None)
     g.add_argument("--compile", action="store_true",
                    help="compile the decode step of this model's shape first, if no earlier compile left it in the "
-                        "cache folder (once per shape; ~40 s for the recipe's model on a CPU): generation is then "
-                        "~2x faster, here and in every later generate of that shape (gpt and gopher, not with relative "
-                        "positions)")
+                        "cache folder (once per shape; ~40 s for the recipe's model on a CPU): each token then takes "
+                        "~2x less time, here and in every later generate of that shape, though a short command, "
+                        "mostly Python and torch starting, gains less (gpt and gopher, not with relative positions)")
 
     a = sub.add_parser("attention", help="export the attention maps of one forward pass, or the probe maps "
                        "saved at an evaluation step (--step)")
