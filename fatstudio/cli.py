@@ -562,10 +562,9 @@ def cmd_sweep(args) -> int:
     write(out, sweep.to_dict(), sweep.csv)
     unit = f" {sweep.unit}" if sweep.unit else ""
     for i, r in enumerate(sweep.rows):
-        mean = "n/a" if r.mean is None else f"{r.mean:.4f}"
-        sd = "" if r.sd is None else f" ± {r.sd:.4f}"
+        mean = "n/a" if r.mean is None else f"{r.mean:.4f}{'' if r.sd is None else f' ± {r.sd:.4f}'}{unit}"
         p = sweep.p_value(i)
-        print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean}{sd}{unit} "
+        print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean} "
               f"({len(r.present)}/{len(r.values)} runs)" + ("" if p is None else f", p = {p:.3g}"))
     missing = sweep.missing()
     for line in missing:

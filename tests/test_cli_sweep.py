@@ -38,7 +38,8 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
     assert rows[1]["p_value"] == pytest.approx(expected, rel=1e-12) and not math.isnan(expected)
     crashed = rows[2]  # lr = 0 is refused by the run's own process: recorded, and the sweep went on
     assert crashed["values"] == [None, None] and crashed["mean"] is None and crashed["p_value"] is None
-    assert all("train.lr = 0.0 is not allowed" in e for e in crashed["errors"].values())
+    assert all(e.startswith("the run exited with code 2: train.lr = 0.0 is not allowed")  # not the sweep's own file
+               for e in crashed["errors"].values())
     err = capsys.readouterr().err
     assert err.count("missing: train.lr=0.0") == 2
 

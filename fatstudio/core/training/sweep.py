@@ -272,8 +272,9 @@ def _train_one(config_file: Path, run_dir: Path,
         err.seek(0)
         said = [line.strip() for line in err.read().splitlines() if line.strip()]
     if p.returncode != 0:
-        why = said[-1] if said else ""
-        return None, f"the run exited with code {p.returncode}" + (f": {why.removeprefix('fatstudio train: ')}" if why else "")
+        why = (said[-1] if said else "").removeprefix("fatstudio train: ").removeprefix("error: ")
+        why = why.removeprefix(f"{config_file}: ")  # the sweep's own file of the run's config, not the user's
+        return None, f"the run exited with code {p.returncode}" + (f": {why}" if why else "")
     try:
         info = Run.open(run_dir).info
     except ValueError as e:

@@ -32,6 +32,10 @@ BUDGET_TIP = ("steps: train.steps of every run. seconds: each variant trains as 
               "many seconds here (timed first, as Estimate time does), its schedule ending there.")
 
 
+def _label(variant: dict) -> str:
+    return ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
+
+
 class _Reports(QObject):
     """The worker's reports: ``rowsChanged(dict)`` with the sweep so far (`Sweep.to_dict`) after each run."""
 
@@ -211,7 +215,10 @@ class ExperimentsPanel(QWidget):
         self._idle()
         done = sum(v is not None for r in self.rows for v in r["values"])
         total = sum(len(r["values"]) for r in self.rows)
-        self._say(f"Sweep done: {done} of {total} runs gave a value.", error=done < total)
+        missing = next(((r, seed, e) for r in self.rows for seed, e in r["errors"].items()), None)
+        why = "" if missing is None else \
+            f" The first missing, {_label(missing[0]['variant'])} with seed {missing[1]}: {missing[2]}"
+        self._say(f"Sweep done: {done} of {total} runs gave a value.{why}", error=done < total)
         self.sweepFinished.emit(result)
 
     def _failed(self, message: str) -> None:
@@ -243,7 +250,7 @@ class ExperimentsPanel(QWidget):
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
-            label = ", ".join(f"{k} = {json.dumps(v)}" for k, v in r["variant"].items())
+            label = _label(r["variant"])
             self.table.setItem(i, 0, table_item(label + (" (baseline)" if i == 0 else ""), align_right=False))
             for j in range(seeds):
                 value = r["values"][j] if j < len(r["values"]) else None
