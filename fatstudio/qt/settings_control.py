@@ -94,8 +94,9 @@ def use_run_settings(window: MainWindow, run) -> None:
                                       data=cfg.data, train=cfg.train))
     chosen = preset_of(cfg, window.presets)
     window.model_panel.select_preset(chosen.key if chosen is not None else None)
+    imported = " (from its random start: Fine-tune… starts from its weights)" if run.meta.get("hf_class") else ""
     window.statusBar().showMessage(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")
-                                   + ": ▶ Train starts a new run with them.", 8000)
+                                   + f": ▶ Train starts a new run with them{imported}.", 8000)
 
 
 def revalidate(window: MainWindow, *_args) -> str | None:

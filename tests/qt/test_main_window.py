@@ -264,6 +264,7 @@ def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, 
     w, preset = window, window.presets[1]
     varied_cfg = preset.config.with_overrides(["model.L=1", "train.steps=7"])
     varied = Run.create(varied_cfg.validate(), root=runs_root, name="varied")
+    varied.write_meta(hf_class="GPT2LMHeadModel")  # as `fatstudio import` records
     as_preset = Run.create(preset.config.with_overrides(["model.vocab_size=40"]).validate(), root=runs_root,
                            name="as-preset")
     w.refresh_runs()
@@ -276,10 +277,12 @@ def test_use_settings_takes_a_runs_settings_and_shows_its_preset(qtbot, window, 
     assert (cfg.model, cfg.data, cfg.train) == (varied_cfg.model.replace(vocab_size=vocab), varied_cfg.data,
                                                 varied_cfg.train)
     assert w.model_panel.chosen_preset() is None and w.model_panel.presetCombo.currentText() == "(custom)"
+    assert "Fine-tune… starts from its weights" in w.statusBar().currentMessage()  # an imported model's settings
     runs.select_path(as_preset.path)
     button.click()
     assert w.model_panel.chosen_preset() == preset and w.settings.model.L == preset.config.model.L
-    assert w.statusBar().currentMessage().startswith(f"The settings are as-preset's (the {preset.name} preset)")
+    message = w.statusBar().currentMessage()
+    assert message.startswith(f"The settings are as-preset's (the {preset.name} preset)") and "Fine-tune" not in message
 
 
 def test_the_settings_column_hides_and_the_views_get_its_width(qtbot, window):
