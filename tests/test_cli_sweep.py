@@ -3,6 +3,7 @@ variant crashing (an invalid value) while the sweep goes on, the p-values scipy'
 import csv
 import json
 import math
+from pathlib import Path
 
 import pytest
 from cli_helpers import TRAIN, toml_table, write_config
@@ -33,6 +34,8 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
             run = Run.open(run_dir)
             assert run.config.train.seed == seed and run.info.step == 6 and run.info.status == "finished"
             assert run.info.val_bits_per_byte == r["values"][r["runs"].index(run_dir)]
+            assert run.meta["variant"] == r["variant"] and run.meta["sweep"] == Path(run_dir).name.rsplit("-v", 1)[0]
+            assert run.info.sweep_variant == f"{run.meta['sweep']}: train.lr = {r['variant']['train.lr']}"
     assert rows[0]["p_value"] is None
     expected = ttest_ind(rows[1]["values"], rows[0]["values"], equal_var=False).pvalue
     assert rows[1]["p_value"] == pytest.approx(expected, rel=1e-12) and not math.isnan(expected)

@@ -195,6 +195,14 @@ class RunMeta:
         return loss / math.log(2) / per_token if loss is not None and per_token else None
 
     @property
+    def sweep_variant(self) -> str | None:
+        """"sweep NAME: key = value, …": the sweep that trained the run and the values it varied, or None."""
+        sweep, variant = self.data.get("sweep"), self.data.get("variant")
+        if not isinstance(sweep, str) or not isinstance(variant, dict):
+            return None
+        return f"{sweep}: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
+
+    @property
     def created(self) -> float | None:
         """When the run was made (seconds since the epoch)."""
         return _number(self.data.get("created"))

@@ -47,6 +47,9 @@ def test_a_tiny_sweep_fills_the_table_and_its_rows_open_and_overlay(qtbot, windo
     assert w.plots.overlays() == [Path(rows[1]["runs"][0]).name]
     names = {Path(r["runs"][0]).name for r in rows}  # the runs list shows them
     qtbot.waitUntil(lambda: names <= {run.name for run in w.runs_list.runs}, timeout=60_000)
+    tree = w.runs_list.tree
+    tips = [tree.topLevelItem(i).toolTip(0) for i in range(tree.topLevelItemCount())]
+    assert any('train.lr = 0.03, train.optimizer = "adamw", seed 1337' in tip for tip in tips), tips  # its variant
 
 
 def test_bad_keys_are_said_inline(qtbot, window):

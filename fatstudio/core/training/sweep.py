@@ -7,6 +7,7 @@ every key) by Welch's t-test, as ``scipy.stats.ttest_ind(equal_var=False)`` comp
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -246,6 +247,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
                     cfg = Path(tmp) / f"v{i + 1}-s{seed}.json"
                     cfg.write_text(json.dumps(plan.config_of(row.variant, seed, steps)), encoding="utf-8")
                     value, why = sweep.take(*_train_one(cfg, run_dir, stop))
+                    _mark(run_dir, name, row.variant)
                 row.values.append(value)
                 row.seeds.append(seed)
                 row.runs.append(str(run_dir))
@@ -254,6 +256,12 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
                 if progress:
                     progress(sweep, RunDone(i, seed, value, why, str(run_dir)))
     return sweep
+
+
+def _mark(run_dir: Path, sweep: str, variant: dict[str, Any]) -> None:
+    """Record in the run's meta.json the sweep and the variant it ran (the runs list says so)."""
+    with contextlib.suppress(ValueError, OSError):  # a run refused before it began has no folder
+        Run.open(run_dir).write_meta(sweep=sweep, variant=variant)
 
 
 def _train_one(config_file: Path, run_dir: Path,

@@ -156,7 +156,8 @@ class RunsList(QWidget):
         item = QTreeWidgetItem([run.name, m.status or "?", f"{m.step}/{m.total_steps(run.config.train.steps)}",
                                 f"{val:.4f}" if val is not None else "", _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
-                           f"({run.config.data.task}, {run.config.data.tokenizer} tokens)")
+                           f"({run.config.data.task}, {run.config.data.tokenizer} tokens)"
+                           + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else ""))
         item.setToolTip(4, _when(m.created))
         return item
 
