@@ -98,16 +98,6 @@ class Settings:
             self._announce({section: changed})
         return bool(changed)
 
-    def allows(self, section: str, **values: Any) -> bool:
-        """Whether setting these fields of ``section`` would leave the settings valid; nothing is set."""
-        config = self.config
-        setattr(config, section, dataclasses.replace(self.section(section), **values))
-        try:
-            config.validate()
-        except ValueError:
-            return False
-        return True
-
     def set_section(self, section: str, value: Any) -> bool:
         """Set a whole section (a ModelConfig, DataConfig or TrainConfig)."""
         return self.update(section, **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)})

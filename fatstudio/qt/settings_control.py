@@ -70,27 +70,30 @@ def restore_choice(window: MainWindow) -> None:
         window.apply_preset(chosen)
     elif window.presets:
         window.model_panel.select_preset(window.presets[0].key)
-    if corpus and corpus != window.settings.data.corpus and window.settings.allows("data", corpus=corpus):
+    before = window.settings.data.corpus
+    if corpus and corpus != before:
         window.settings.update("data", corpus=corpus)
+        if window.settings.error is not None:
+            window.settings.update("data", corpus=before)
 
 
 def apply_preset(window: MainWindow, preset) -> None:
     """Set the model, corpus and training settings from a Preset (the panels follow)."""
-    _take(window, preset.config, preset.key)
-
-
-def _take(window: MainWindow, cfg: RunConfig, key: str | None) -> None:
-    """Set every setting from ``cfg`` but N_V, the tokenizer's (it stays until the panel has trained ``cfg``'s
-    tokenizer), and show preset ``key`` chosen (None: "(custom)")."""
-    window.settings.replace(cfg.replace(model=cfg.model.replace(vocab_size=window.settings.model.vocab_size)))
-    window.model_panel.select_preset(key)
+    cfg: RunConfig = preset.config
+    # N_V is the tokenizer's: it stays until the panel has trained the preset's tokenizer
+    keep = cfg.model.replace(vocab_size=window.settings.model.vocab_size)
+    window.settings.replace(RunConfig(model=keep, data=cfg.data, train=cfg.train))
+    window.model_panel.select_preset(preset.key)
 
 
 def use_run_settings(window: MainWindow, run) -> None:
     """Set the model, corpus and training settings from ``run``'s config, as `apply_preset` does from a preset's
     (N_V stays the tokenizer's), showing the preset they are, if they are one's: a new run trains a variant."""
-    chosen = preset_of(run.config, window.presets)
-    _take(window, run.config, chosen.key if chosen is not None else None)
+    cfg: RunConfig = run.config
+    window.settings.replace(RunConfig(model=cfg.model.replace(vocab_size=window.settings.model.vocab_size),
+                                      data=cfg.data, train=cfg.train))
+    chosen = preset_of(cfg, window.presets)
+    window.model_panel.select_preset(chosen.key if chosen is not None else None)
     imported = " (from its random start: Fine-tune… starts from its weights)" if run.meta.get("hf_class") else ""
     window.statusBar().showMessage(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")
                                    + f": ▶ Train starts a new run with them{imported}.", 8000)

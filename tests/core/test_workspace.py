@@ -187,12 +187,3 @@ def test_the_workspace_imports_no_qt_and_no_torch(module):
             "print(sorted(m for m in ('PySide6', 'superqt', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
-
-
-def test_settings_say_whether_values_would_be_allowed_without_setting_them():
-    s = Settings()
-    heard = []
-    s.changed.connect(heard.append)
-    assert s.allows("train", lr=3e-3) and not s.allows("train", lr=-1.0)
-    assert not s.allows("data", corpus="modadd")  # the char tokenizer: modadd needs word tokens
-    assert s.train.lr != 3e-3 and s.data.corpus != "modadd" and heard == [] and s.error is None  # nothing set
