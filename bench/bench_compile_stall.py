@@ -41,8 +41,8 @@ def main() -> None:
     from fatstudio import ModelConfig, RunConfig, build_model
     from fatstudio.core.config import DataConfig
     from fatstudio.core.data.tokenization import train_tokenizer
-    from fatstudio.core.inspect.decode_step import decode_step_of
-    from fatstudio.core.inspect.loaded import LoadedModel
+    from fatstudio.core.inference.decode_step import decode_step_of
+    from fatstudio.core.inference.loaded import LoadedModel
     from fatstudio.qt.panels.prompt import PromptPanel
 
     app = QApplication(["bench_compile_stall"])

@@ -3,7 +3,7 @@
     OMP_NUM_THREADS=1 python bench/bench_generate.py [--repeats 5] [--run RUN_DIR] [--out-dir NANOGPT_OUT]
 
 (a) inside the process: the recipe-size model (4 layers, 4 heads, d_e 128, l_max 64, no biases, random
-    init) on each side, fatstudio through fatstudio.core.inspect.inference.generate (every TokenChoice consumed, no
+    init) on each side, fatstudio through fatstudio.core.inference.generation.generate (every TokenChoice consumed, no
     alternatives computed), eagerly and through the compiled decode step (compiled first, into a temporary
     cache folder), nanoGPT through its model.generate on GPT(GPTConfig(n_layer=4, n_head=4,
     n_embd=128, block_size=64, vocab_size=65, bias=False, dropout=0.0)); both start from "\\n", one warm-up
@@ -40,8 +40,8 @@ def fatstudio_generators(text: str) -> dict:
 
     from fatstudio import RunConfig, build_model
     from fatstudio.core.data.tokenization import train_tokenizer
-    from fatstudio.core.inspect.decode_step import DecodeStep
-    from fatstudio.core.inspect.inference import generate
+    from fatstudio.core.inference.decode_step import DecodeStep
+    from fatstudio.core.inference.generation import generate
 
     tok = train_tokenizer("char", [text])
     torch.manual_seed(0)

@@ -1,5 +1,5 @@
 """Benchmark: generating in the app's long-lived process, today's eager step against the static decode step run
-eagerly and compiled (fatstudio.core.inspect.decode_step.DecodeStep), and nanoGPT's model.generate when its
+eagerly and compiled (fatstudio.core.inference.decode_step.DecodeStep), and nanoGPT's model.generate when its
 checkout is found (bench_generate's side, in the process).
 
     OMP_NUM_THREADS=1 python bench/bench_generate_app.py [--repeats 5]
@@ -36,11 +36,11 @@ def main(argv=None) -> int:
 
     from fatstudio import RunConfig, build_model
     from fatstudio.core.data.tokenization import train_tokenizer
-    from fatstudio.core.inspect.decode_step import DecodeStep
-    from fatstudio.core.inspect.inference import generate
-    from fatstudio.core.inspect.loaded import LoadedModel
-    from fatstudio.core.inspect.prompt_events import Tokens, prompt_events
-    from fatstudio.core.inspect.prompting import encode_prompt
+    from fatstudio.core.inference.decode_step import DecodeStep
+    from fatstudio.core.inference.generation import generate
+    from fatstudio.core.inference.loaded import LoadedModel
+    from fatstudio.core.inference.prompt_events import Tokens, prompt_events
+    from fatstudio.core.inference.prompting import encode_prompt
 
     peers.header("bench_generate_app")
     checkout = peers.find_nanogpt()

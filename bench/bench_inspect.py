@@ -32,7 +32,7 @@ def build(l_max: int, L: int, H: int, d_e: int):
     from fatstudio import ModelConfig, RunConfig, build_model
     from fatstudio.core.config import DataConfig
     from fatstudio.core.data.tokenization import train_tokenizer
-    from fatstudio.core.inspect.loaded import LoadedModel
+    from fatstudio.core.inference.loaded import LoadedModel
 
     text = "".join(chr(c) for c in range(32, 127)) + "\n"
     tok = train_tokenizer("char", [text])
@@ -54,8 +54,8 @@ def timeit(fn, repeat: int) -> float:
 
 
 def bench_capture(loaded, T: int, repeat: int) -> dict:
-    from fatstudio.core.inspect import inference
-    from fatstudio.core.inspect.inference import attention_maps_for_ids as capture_attention
+    from fatstudio.core.inference import generation
+    from fatstudio.core.inference.generation import attention_maps_for_ids as capture_attention
 
     model, tok = loaded.model, loaded.tokenizer
     g = torch.Generator().manual_seed(0)
@@ -66,7 +66,7 @@ def bench_capture(loaded, T: int, repeat: int) -> dict:
         plain = timeit(lambda: model(x), repeat)
         attn = timeit(lambda: model(x, return_attention=True), repeat)
     panel = timeit(lambda: capture_attention(model, tok, ids), repeat)
-    core = timeit(lambda: inference.attention_maps(model, tok, text), repeat)
+    core = timeit(lambda: generation.attention_maps(model, tok, text), repeat)
     return {"plain_forward_ms": plain * 1e3, "forward_with_attention_ms": attn * 1e3,
             "ratio_forward": attn / plain, "panel_capture_ms": panel * 1e3, "ratio_panel_capture": panel / plain,
             "inference_attention_maps_ms": core * 1e3, "ratio_inference_attention_maps": core / plain}
@@ -75,7 +75,7 @@ def bench_capture(loaded, T: int, repeat: int) -> dict:
 def bench_grid(loaded, T: int, repeat: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
-    from fatstudio.core.inspect.inference import attention_maps_for_ids as capture_attention
+    from fatstudio.core.inference.generation import attention_maps_for_ids as capture_attention
     from fatstudio.qt.panels.attention import AttentionPanel
 
     app = QApplication.instance() or QApplication([])

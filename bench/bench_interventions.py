@@ -25,7 +25,7 @@ import torch
 def loaded_preset(corpus: str | None = None):
     from fatstudio.core.data.corpora import load_corpus
     from fatstudio.core.data.tokenization import train_tokenizer
-    from fatstudio.core.inspect.loaded import LoadedModel
+    from fatstudio.core.inference.loaded import LoadedModel
     from fatstudio.core.model import build_model
     from fatstudio.core.runs.presets import preset
 

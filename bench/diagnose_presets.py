@@ -49,8 +49,8 @@ def replay(events) -> tuple[list[str], dict]:
     """Feed ``events`` to `diagnostics.Diagnosis` as the main window does: the lines shown after each probe
     (warnings marked "!"), and what ``--save`` writes."""
     from fatstudio.core import training
-    from fatstudio.core.inspect import diagnostics
     from fatstudio.core.inspect.probes import load_probe_file
+    from fatstudio.core.training import diagnostics
 
     diagnosis = diagnostics.Diagnosis()
     config: dict = {}

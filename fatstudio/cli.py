@@ -302,7 +302,7 @@ def _next_commands(run_dir: str) -> str | None:
     probe for generate, its line with [MASK] for fill-mask, its source for an encoder-decoder, its text to
     classify), and draw the attention maps the probe got at the last evaluation. None for a run with no
     weights."""
-    from .core.inspect.prompting import MASK_MARKER, model_mode
+    from .core.inference.prompting import MASK_MARKER, model_mode
     from .core.runs.folder import Run
 
     run = Run.open(run_dir)
@@ -399,9 +399,9 @@ class _ProgressBar:
 
 # ---- generate / attention ---------------------------------------------------------------------------
 def cmd_generate(args) -> int:
-    from .core.inspect import prompting
-    from .core.inspect.decode_step import compiling_enabled, decode_step_of
-    from .core.inspect.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
+    from .core.inference import prompting
+    from .core.inference.decode_step import compiling_enabled, decode_step_of
+    from .core.inference.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
     from .core.runs.folder import Run
 
     loaded = Run.open(args.run_dir).load_model()
@@ -433,8 +433,8 @@ def cmd_generate(args) -> int:
 def _compile_step(loaded) -> bool:
     """`generate --compile`: the decode step of ``loaded``'s shape, from the cache folder or compiled (in a child
     process, into it), saying on stderr what it did or why generation stays eager. True if it is ready."""
-    from .core.inspect.decode_export import is_cached
-    from .core.inspect.decode_step import decode_step_of
+    from .core.inference.decode_export import is_cached
+    from .core.inference.decode_step import decode_step_of
 
     decoder = decode_step_of(loaded)
     kept = is_cached(decoder.model, decoder.lengths)
@@ -476,14 +476,14 @@ def _save_maps(maps, out: Path) -> None:
 
 def _maps_in_words(maps) -> str:
     """The maps as a person counts them (from 1, the kind in words): "encoder layer 1, decoder layer 1, …"."""
-    from .core.inspect.attention_maps import layer_label
+    from .core.inference.attention_maps import layer_label
 
     return ", ".join(layer_label(name) for name in maps.maps)
 
 
 def cmd_attention(args) -> int:
-    from .core.inspect import inference
-    from .core.inspect.attention_maps import SAVE_SUFFIXES
+    from .core.inference import generation
+    from .core.inference.attention_maps import SAVE_SUFFIXES
     from .core.inspect.probes import MissingProbe, probe_path, probe_scores
     from .core.runs.folder import Run
 
@@ -509,7 +509,7 @@ def cmd_attention(args) -> int:
     loaded = Run.open(args.run_dir).load_model()
     if loaded.config.model.arch == "edt" and not args.source:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")
-    maps = inference.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
+    maps = generation.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)
     _save_maps(maps, out)
     print(f"wrote {len(maps.maps)} attention maps ({_maps_in_words(maps)}) to {out}")
     return 0

@@ -13,8 +13,8 @@ import pytest
 from cli_helpers import train_tiny, write_config
 
 from fatstudio.cli import EXIT_ERROR, main
-from fatstudio.core.inspect import decode_step, inference
-from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.inference import decode_step, generation
+from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.training.events import Finished
 
 
@@ -77,8 +77,8 @@ class CountingOut(io.StringIO):
 
 def test_generate_writes_a_line_at_a_time_and_asks_for_no_alternatives(trained_run, monkeypatch):
     asked = {}
-    generate = inference.generate
-    monkeypatch.setattr(inference, "generate", lambda *a, **kw: asked.update(kw) or generate(*a, **kw))
+    generate = generation.generate
+    monkeypatch.setattr(generation, "generate", lambda *a, **kw: asked.update(kw) or generate(*a, **kw))
     monkeypatch.setattr(sys, "stdout", out := CountingOut())
     assert main(["generate", str(trained_run), "--prompt", "hello", "--tokens", "60", "--seed", "1"]) == 0
     text = out.getvalue()

@@ -1,6 +1,6 @@
 """One source of truth for the settings, and one binding of every settings form to it.
 
-``Settings`` (Qt-free: `core.workspace.Settings`) holds the one ``RunConfig`` the window trains with. Every
+``Settings`` (Qt-free: `core.app.settings.Settings`) holds the one ``RunConfig`` the window trains with. Every
 change goes through it: ``update`` (some fields of one section: "model", "data" or "train"), ``set_section`` (a
 whole section) or ``replace`` (the whole config, e.g. a preset). Each change is validated once, then announced
 once by ``changed(Change)``, which names the fields that changed. The panels listen to it for what they depend
@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtWidgets import QCheckBox, QDoubleSpinBox, QSpinBox, QWidget
 
-from fatstudio.core.workspace import DERIVED, SECTIONS, Change, Settings
+from fatstudio.core.app.settings import DERIVED, SECTIONS, Change, Settings
 from fatstudio.qt.widgets.forms import ValueCombo
 
 __all__ = ["DERIVED", "SECTIONS", "Binding", "Change", "Editor", "Settings", "editor"]  # the settings are the core's

@@ -1,5 +1,5 @@
 """The main window: a column of settings tabs (Model | Corpus | Train) beside the views (Training | Prompt |
-Attention | Paper | Experiments). It assembles the window around one `core.workspace.Workspace` (the settings, the corpus,
+Attention | Paper | Experiments). It assembles the window around one `core.app.workspace.Workspace` (the settings, the corpus,
 the training state, the run shown, the model prompted) and routes the menus. Training runs through
 `training_control.TrainingControl` (a worker thread feeding the workspace), the runs folder through
 `runs_control.RunsControl`; the panels subscribe to the workspace and call it.
@@ -28,10 +28,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fatstudio.core.app.settings import Settings
+from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import RunConfig
 from fatstudio.core.memory import OVERRIDE
 from fatstudio.core.runs.presets import load_presets
-from fatstudio.core.workspace import Settings, TrainingState, Workspace
 from fatstudio.qt import closing, settings_control, state
 from fatstudio.qt.binding import SECTIONS
 from fatstudio.qt.panels.corpus import CorpusPanel

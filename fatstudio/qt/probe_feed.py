@@ -8,7 +8,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject
 
-from fatstudio.core.workspace import Workspace
+from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt.workers import call_in_thread
 
 
@@ -35,7 +35,7 @@ class ProbeFeed(QObject):
         self.deliver()
 
     def _listed(self, run_dir: str) -> None:
-        from fatstudio.core.inspect.diagnostics import latest_head_findings
+        from fatstudio.core.training.diagnostics import latest_head_findings
 
         self.pending = []  # the folder lists them all
         ws = self.workspace

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 
-from ..core.inspect.prompt_events import Failed, Finished, PromptEvent
+from ..core.inference.prompt_events import Failed, Finished, PromptEvent
 from .workers import describe_error
 
 

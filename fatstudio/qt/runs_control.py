@@ -10,7 +10,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
-from fatstudio.core.workspace import Workspace
+from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt import state
 from fatstudio.qt.panels.train import TrainView
 from fatstudio.qt.workers import call_in_thread

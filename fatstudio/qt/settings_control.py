@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QScrollArea
 
+from fatstudio.core.app.workspace import TrainingState
 from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.presets import key_of, preset_of
-from fatstudio.core.workspace import TrainingState
 from fatstudio.qt import state
 from fatstudio.qt.workers import call_in_thread
 

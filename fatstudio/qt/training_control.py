@@ -11,8 +11,8 @@ from typing import Any
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from fatstudio.core import memory
+from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import RunConfig
-from fatstudio.core.workspace import TrainingState, Workspace
 from fatstudio.qt import state
 from fatstudio.qt.panels.train import TrainView
 from fatstudio.qt.workers import TrainingJob

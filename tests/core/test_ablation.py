@@ -155,8 +155,8 @@ def _next_token_probs(model, ids):
 
 def test_a_component_knocked_out_on_a_text_changes_each_token_s_probability_as_computed_by_hand(char_data):
     from fatstudio.core.config import RunConfig
+    from fatstudio.core.inference.loaded import LoadedModel
     from fatstudio.core.inspect.ablation import text_ablation
-    from fatstudio.core.inspect.loaded import LoadedModel
 
     corpus, tok = char_data
     model = tiny("gpt", vocab_size=tok.vocab_size)

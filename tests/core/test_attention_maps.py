@@ -6,7 +6,7 @@ import io
 import numpy as np
 import pytest
 
-from fatstudio.core.inspect.attention_maps import (
+from fatstudio.core.inference.attention_maps import (
     MEAN_HEAD,
     VIRIDIS,
     AttentionMaps,

@@ -15,7 +15,7 @@ from fatstudio.core.cache import DECODE, TOKENS, entries, prune
 from fatstudio.core.data import streaming
 from fatstudio.core.data.corpora import load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import decode_export
+from fatstudio.core.inference import decode_export
 from fatstudio.core.model.attention import StaticKVCache
 
 LENGTHS = [1, 15]

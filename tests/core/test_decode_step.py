@@ -12,9 +12,9 @@ import torch
 from test_inference import TOK, tiny
 
 from fatstudio.core.device import compile_problem
-from fatstudio.core.inspect import decode_step
-from fatstudio.core.inspect.decode_step import DecodeStep, Unavailable
-from fatstudio.core.inspect.inference import generate
+from fatstudio.core.inference import decode_step
+from fatstudio.core.inference.decode_step import DecodeStep, Unavailable
+from fatstudio.core.inference.generation import generate
 from fatstudio.core.model.attention import StaticKVCache
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fatstudio.core.inspect import diagnostics as d
-from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.inference.attention_maps import AttentionMaps
+from fatstudio.core.training import diagnostics as d
 
 
 def healthy(n=1000, seed=0, start=4.2, end=1.6, noise=0.05, grad=0.6, evals=100):

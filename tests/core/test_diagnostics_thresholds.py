@@ -9,8 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from fatstudio.core.inspect import diagnostics as d
-from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.inference.attention_maps import AttentionMaps
+from fatstudio.core.training import diagnostics as d
 
 
 def rows_of(losses, grads=None, first=1):

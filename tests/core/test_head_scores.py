@@ -9,8 +9,8 @@ import torch
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect import head_scores as hs
-from fatstudio.core.inspect.attention_maps import AttentionMaps
 
 CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 0123456789"]
 
@@ -122,10 +122,10 @@ def test_real_tiny_models_give_scores_in_0_1(arch):
                       d_mlp=16)
     torch.manual_seed(0)
     model = build_model(cfg).eval()
-    from fatstudio.core.inspect import inference
+    from fatstudio.core.inference import generation
 
     ids = tok.encode("the fox")
-    maps = inference.attention_maps_for_ids(model, tok, ids, ids if arch == "edt" else None)
+    maps = generation.attention_maps_for_ids(model, tok, ids, ids if arch == "edt" else None)
     out = hs.head_scores(model, tok, maps)
     expected = {n for n in maps.maps if not n.startswith("cross/")}
     assert set(out.names()) == expected and out.n == 5

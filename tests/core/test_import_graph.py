@@ -16,8 +16,8 @@ PACKAGE = "fatstudio.core"
 LAZY = {
     ("data.preview", "data.corpora"), ("data.preview", "data.tokenization"),
     ("runs.tokenizer_lab", "data.chars"),
-    ("inspect.head_scores", "inspect.inference"), ("inspect.head_scores", "data.tokenization"),
-    ("inspect.probes", "inspect.inference"),
+    ("inspect.head_scores", "inference.generation"), ("inspect.head_scores", "data.tokenization"),
+    ("inspect.probes", "inference.generation"),
     ("runs.folder", "runs.tensorboard_log"), ("runs.folder", "inspect.probes"), ("runs.weights", "device"),
     ("runs.weights", "model"), ("runs.folder", "data.tokenization"),
     ("runs.export_hf", "model.positions"), ("runs.export_hf", "data.tokenization"), ("runs.export_hf", "runs.folder"),
@@ -25,7 +25,7 @@ LAZY = {
     ("runs.tokenizer_lab", "data.corpora"), ("runs.tokenizer_lab", "runs.folder"),
     ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
     ("training.estimate", "training.trainer"),
-    ("workspace", "training"),  # the application model reads training's events; the window opens without torch
+    ("app.workspace", "training"),  # the application model reads training's events; the window opens without torch
 }
 
 
@@ -119,5 +119,5 @@ def test_imports_inside_functions_are_only_the_deliberate_lazy_ones():
 def test_the_check_sees_a_circle_closed_inside_a_function():
     edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}}
     assert find_cycle(edges) == ["a", "b", "c", "a"]
-    path = CORE / "inspect" / "diagnostics.py"
-    assert ("data.stats", False) in imports("inspect.diagnostics", path, set(modules()))
+    path = CORE / "training" / "diagnostics.py"
+    assert ("data.stats", False) in imports("training.diagnostics", path, set(modules()))

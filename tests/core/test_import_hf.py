@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from fatstudio.core.inspect.inference import fill_mask, generate
+from fatstudio.core.inference.generation import fill_mask, generate
 from fatstudio.core.paper.paper_check import check_against_paper
 from fatstudio.core.runs.export_hf import export_hf
 from fatstudio.core.runs.folder import Run

@@ -11,7 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import POSITIONS
-from fatstudio.core.inspect.inference import (
+from fatstudio.core.inference.generation import (
     AttentionMaps,
     Generation,
     MaskPrediction,
@@ -26,7 +26,7 @@ from fatstudio.core.inspect.inference import (
     sample_next,
     translate,
 )
-from fatstudio.core.inspect.prompting import encode_prompt
+from fatstudio.core.inference.prompting import encode_prompt
 
 
 class CharTok:

@@ -9,8 +9,8 @@ import torch
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.data.tokenization import train_tokenizer
+from fatstudio.core.inference.generation import generate
 from fatstudio.core.inspect import head_scores as hs
-from fatstudio.core.inspect.inference import generate
 
 TOK = train_tokenizer("char", ["abcdefghijklmnopqrstuvwxyz .,"])
 L_MAX = 16

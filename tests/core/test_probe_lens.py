@@ -6,8 +6,8 @@ import torch
 from interventions_helpers import ARCHS, inputs, tiny
 from test_probes import TINY, config, text_file  # noqa: F401 (a fixture)
 
+from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect import probes
-from fatstudio.core.inspect.attention_maps import AttentionMaps
 from fatstudio.core.inspect.lens import attribute, lens, lens_probs
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
 from fatstudio.core.runs.folder import Run

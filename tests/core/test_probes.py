@@ -7,8 +7,8 @@ import pytest
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
+from fatstudio.core.inference.generation import attention_maps_for_ids
 from fatstudio.core.inspect import probes
-from fatstudio.core.inspect.inference import attention_maps_for_ids
 from fatstudio.core.inspect.probes import ProbeInput
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Evaluation, Probe, train
@@ -137,7 +137,7 @@ def test_measuring_the_scores_keeps_the_model_training_and_gradient_free():
 def test_probe_files_without_scores_still_load_and_the_history_mixes_them(tmp_path):
     from safetensors.numpy import save
 
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.head_scores import HeadScores
 
     T = 4

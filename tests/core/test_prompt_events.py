@@ -8,9 +8,9 @@ import torch
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import inference, prompting
-from fatstudio.core.inspect.loaded import LoadedModel
-from fatstudio.core.inspect.prompt_events import (
+from fatstudio.core.inference import generation, prompting
+from fatstudio.core.inference.loaded import LoadedModel
+from fatstudio.core.inference.prompt_events import (
     Attention,
     ClassProbabilities,
     Finished,
@@ -41,7 +41,7 @@ def test_generate_yields_the_sampled_tokens_then_attention_then_finished():
     events = list(prompt_events(m, encoded(m, "the"), tokens=5, seed=1, alternatives=2))
     assert [type(e) for e in events] == [Tokens] * 5 + [Attention, Finished]
     choices = [c for e in events[:5] for c in e.choices]
-    expected = list(inference.generate(m.model, m.tokenizer, "the", tokens=5, seed=1, alternatives=2))
+    expected = list(generation.generate(m.model, m.tokenizer, "the", tokens=5, seed=1, alternatives=2))
     assert [c.id for c in choices] == [c.id for c in expected]
     assert events[-1] == Finished("finished")
     assert events[-2].maps.tokens[:3] == m.tokenizer.token_strings(m.tokenizer.encode("the"))
@@ -60,7 +60,7 @@ def test_a_stop_ends_after_the_token_being_sampled_and_batches_keep_every_token(
 
 def test_tokens_sampled_before_an_error_come_before_it():
     m = loaded("gpt", "next_token")
-    generation = inference.generate(m.model, m.tokenizer, encoded(m, "the"), tokens=5, seed=1)
+    running = generation.generate(m.model, m.tokenizer, encoded(m, "the"), tokens=5, seed=1)
 
     class Broken:  # the generation fails at its third token
         def __init__(self):
@@ -73,9 +73,9 @@ def test_tokens_sampled_before_an_error_come_before_it():
             self.n += 1
             if self.n == 3:
                 raise RuntimeError("boom")
-            return next(generation)
+            return next(running)
 
-        close = generation.close
+        close = running.close
 
     events = generation_events(Broken())
     assert [len(next(events).choices), len(next(events).choices)] == [1, 1]

@@ -7,7 +7,7 @@ import pytest
 from fatstudio import ModelConfig, RunConfig
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect.prompting import (
+from fatstudio.core.inference.prompting import (
     MASK_MARKER,
     MODES,
     EncodedPrompt,

@@ -11,8 +11,8 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core import training
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import scoring
-from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inference import scoring
+from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.runs.folder import Run
 
 TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt": "seq2seq", "cls": "classification"}

@@ -5,7 +5,7 @@ import math
 from fatstudio import ModelConfig
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.data.corpora import load_corpus
-from fatstudio.core.inspect import inference
+from fatstudio.core.inference import generation
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import train
 
@@ -28,7 +28,7 @@ def test_seq2seq_reverse_exact_match_on_held_out_pairs(tmp_path):
     seen = {src for src, _ in load_corpus("reverse", "seq2seq", seed=run.config.train.seed).pairs}
     held_out = [(s, t) for s, t in load_corpus("reverse", "seq2seq", seed=12345).pairs if s not in seen][:60]
     assert len(held_out) >= 30
-    hits = sum("".join(c.text for c in inference.translate(loaded.model, loaded.tokenizer, s)) == t for s, t in held_out)
+    hits = sum("".join(c.text for c in generation.translate(loaded.model, loaded.tokenizer, s)) == t for s, t in held_out)
     assert hits / len(held_out) >= 0.9, f"exact match {hits}/{len(held_out)}"
 
 

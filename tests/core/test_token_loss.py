@@ -11,8 +11,8 @@ from interventions_helpers import tiny
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.data.corpora import IGNORE
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect.loaded import LoadedModel
-from fatstudio.core.inspect.scoring import window_starts
+from fatstudio.core.inference.loaded import LoadedModel
+from fatstudio.core.inference.scoring import window_starts
 from fatstudio.core.inspect.token_classes import (
     KINDS,
     UNSEEN,

@@ -11,7 +11,7 @@ import torch
 
 from fatstudio.core import device, training
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from fatstudio.core.inspect import inference
+from fatstudio.core.inference import generation
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Control, train
 
@@ -76,13 +76,13 @@ def test_every_task_trains_and_prompts_on_every_device(task, dev, precision, tmp
     loaded = Run.open(tmp_path / "run").load_model(device=dev)
     tok = loaded.tokenizer
     if task == "next_token":
-        assert len(list(inference.generate(loaded.model, tok, "def ", tokens=5, seed=0))) == 5
+        assert len(list(generation.generate(loaded.model, tok, "def ", tokens=5, seed=0))) == 5
     elif task == "masked_lm":
-        assert inference.fill_mask(loaded.model, tok, "de[MASK] f")[0].candidates
+        assert generation.fill_mask(loaded.model, tok, "de[MASK] f")[0].candidates
     elif task == "seq2seq":
-        list(inference.translate(loaded.model, tok, "abc", max_tokens=4))
+        list(generation.translate(loaded.model, tok, "abc", max_tokens=4))
     else:
-        probs = inference.classify(loaded.model, tok, "abc", loaded.class_names)
+        probs = generation.classify(loaded.model, tok, "abc", loaded.class_names)
         assert sum(p for _, p in probs) == pytest.approx(1.0, abs=1e-4)
 
 
@@ -135,9 +135,9 @@ def test_every_model_call_gets_its_inputs_through_to_device(task, tmp_path, monk
         monkeypatch.setattr(probes, name, capture(getattr(probes, name)))
     from fatstudio.core.inspect import probe_lens
     monkeypatch.setattr(probe_lens, "measure", capture(probe_lens.measure))  # the probe's lens and attribution
-    monkeypatch.setattr(inference, "generate", lambda *a, **k: iter(()))  # inference has its own tests
-    monkeypatch.setattr(inference, "translate", lambda *a, **k: iter(()))
-    monkeypatch.setattr(inference, "classify", lambda *a, **k: [("x", 1.0)])
+    monkeypatch.setattr(generation, "generate", lambda *a, **k: iter(()))  # inference has its own tests
+    monkeypatch.setattr(generation, "translate", lambda *a, **k: iter(()))
+    monkeypatch.setattr(generation, "classify", lambda *a, **k: [("x", 1.0)])
     events = list(train(config(task), run_dir=tmp_path / "run", prepared=_prepared_for(task, stdlib_prepared)))
     assert events[-1].status == "finished"
     assert strays == []

@@ -1,4 +1,4 @@
-"""The application's model outside the window (`core.workspace`): the training state as an enum through a run's
+"""The application's model outside the window (`core.app`): the training state as an enum through a run's
 commands and events, what it announces, the diagnostics it keeps, and that it needs no Qt."""
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from fatstudio.core.app.settings import Change, Settings
+from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import RunConfig, TrainConfig
 from fatstudio.core.training import Evaluation, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
-from fatstudio.core.workspace import Change, Settings, TrainingState, Workspace
 
 S = TrainingState
 
@@ -181,7 +182,7 @@ def test_settings_validate_and_announce_each_change_once():
     assert changes[-1].touches("derived", "precision") and settings.derived["precision"] == "bf16"
 
 
-@pytest.mark.parametrize("module", ["fatstudio.core.workspace"])
+@pytest.mark.parametrize("module", ["fatstudio.core.app.workspace"])
 def test_the_workspace_imports_no_qt_and_no_torch(module):
     code = (f"import sys, {module}\n"
             "print(sorted(m for m in ('PySide6', 'superqt', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")

@@ -13,9 +13,9 @@ from PySide6.QtWidgets import QAbstractSlider, QApplication
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import inference
-from fatstudio.core.inspect.loaded import LoadedModel
-from fatstudio.core.inspect.prompting import display_token
+from fatstudio.core.inference import generation
+from fatstudio.core.inference.loaded import LoadedModel
+from fatstudio.core.inference.prompting import display_token
 from fatstudio.core.paper.reference import ReferenceTransformer
 from fatstudio.qt.panels.attention import MEAN, AttentionPanel
 from fatstudio.qt.panels.prompt import PromptPanel
@@ -46,7 +46,7 @@ def panel(qtbot):
 
 def gpt_maps(text="the quick fox"):
     loaded = make_loaded("gpt")
-    return inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode(text))
+    return generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode(text))
 
 
 PROMPTS = {"gpt": "the fox", "gopher": "lazy dog", "bert": "the [MASK]ox jumps", "edt": "hello world"}
@@ -137,7 +137,7 @@ def test_new_maps_keep_the_view(panel):
 
 def one_sharp_head(sharp, L=2, H=3, T=6):
     """A bert's maps (every head uniform, the uninformative kind) but head ``sharp`` = (l, h): previous token."""
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
 
     A = np.full((L, H, T, T), 1.0 / T)
     A[sharp] = np.eye(T, k=-1) + np.eye(T, k=T - 1)
@@ -160,7 +160,7 @@ def test_new_maps_open_on_the_most_informative_head_until_the_user_chooses_one(p
     assert panel.probe_step == 10 and (panel.layer, panel.head) == (1, 1)
     edt = make_loaded("edt")
     tok = edt.tokenizer
-    maps = inference.attention_maps_for_ids(edt.model, tok, [tok.bos_id, *tok.encode("dog")],
+    maps = generation.attention_maps_for_ids(edt.model, tok, [tok.bos_id, *tok.encode("dog")],
                                             [tok.bos_id, *tok.encode("hello"), tok.eos_id])
     panel.show_maps(maps)  # the lesson's layer, the last of the cross-attention
     assert (panel.kind, panel.layer, panel.head) == ("cross", 1, maps.focused_head("cross")[1])
@@ -220,7 +220,7 @@ def test_encoder_decoder_kinds(qtbot, panel):
     loaded = make_loaded("edt")
     tok = loaded.tokenizer
     z = [tok.bos_id] + tok.encode("hello world") + [tok.eos_id]
-    maps = inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z)
+    maps = generation.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z)
     panel.show_maps(maps)
     assert [panel.kindCombo.itemData(i) for i in range(panel.kindCombo.count())] == ["enc", "dec", "cross"]
     # an encoder-decoder opens on its lesson: cross-attention in the last layer
@@ -262,7 +262,7 @@ def test_cross_attention_query_is_marked_on_the_query_strip_while_hidden(panel):
     loaded = make_loaded("edt")  # the panel is never shown, as when maps arrive while another tab is open
     tok = loaded.tokenizer
     z = [tok.bos_id] + tok.encode("hello world") + [tok.eos_id]
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
     panel.set_view(kind="cross", layer=0, head=0)
     panel.select_query(3)
     assert panel.queryStrip._marked == 3  # the decoder query "g"
@@ -294,7 +294,7 @@ def test_entropy_table_shows_head_scores_sortable(qtbot, panel):
     from fatstudio.core.inspect.head_scores import SCORES, head_scores
 
     loaded = make_loaded("gpt")
-    maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the quick fox"))
+    maps = generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the quick fox"))
     panel.show_maps(maps)
     qtbot.waitUntil(lambda: panel.scores is not None, timeout=10000)
     rows = panel.score_table()
@@ -331,7 +331,7 @@ def test_entropy_table_shows_head_scores_sortable(qtbot, panel):
     assert panel.layer == int(top["layer"]) - 1
     assert panel.head == (MEAN if top["head"] == "mean" else int(top["head"]) - 1)
     # new maps: the old scores go, the new ones come
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("hello")))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("hello")))
     qtbot.waitUntil(lambda: panel.scores is not None and panel.score_table()[0]["prev"] != "", timeout=10000)
     assert panel.headGrid.badges and len(panel.headGrid.badges[0]) == 4
 
@@ -491,7 +491,7 @@ def test_grid_scores_are_each_probe_steps_saved_scores(qtbot, panel, probe_run):
 
 def test_an_older_runs_probe_files_without_scores(qtbot, panel, tmp_path):
     """Probe files written before scores were saved: prev/diag/sink from their maps, no induction line."""
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.probes import list_probes, save_probe
 
     rng = np.random.default_rng(0)
@@ -515,11 +515,11 @@ def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_r
 
     from PySide6.QtWidgets import QListWidget
 
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
-    from fatstudio.core.inspect.diagnostics import head_findings
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.probes import save_probe
     from fatstudio.core.runs.folder import Run
     from fatstudio.core.training import Probe
+    from fatstudio.core.training.diagnostics import head_findings
     from fatstudio.qt.main_window import MainWindow
 
     monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path))
@@ -688,7 +688,7 @@ def test_layers_and_heads_are_counted_from_1_everywhere(qtbot, panel):
     loaded = make_loaded("edt")
     tok = loaded.tokenizer
     z = [tok.bos_id] + tok.encode("hello") + [tok.eos_id]
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
     assert [label.text for label in panel.headGrid.row_labels] == ["cross-attention<br>layer 1",
                                                                     "cross-attention<br>layer 2"]
     assert "cross-attention layer 2 · head" in panel.attentionView.plot.titleLabel.text
@@ -696,7 +696,7 @@ def test_layers_and_heads_are_counted_from_1_everywhere(qtbot, panel):
 
 def _probe_files(tmp_path, prev_by_step: dict[int, float]):
     """Probe files of a 1-layer, 2-head model whose head 0 puts ``prev`` on the previous token at each step."""
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.probes import list_probes, save_probe
 
     T = 6
@@ -734,7 +734,7 @@ def test_head_scores_plot_opens_on_the_score_that_moves_and_folds_when_flat(qtbo
 def test_head_scores_plot_opens_on_the_score_that_rises_not_one_that_only_falls(qtbot, panel, tmp_path):
     """As in the default preset's run: a previous-token head forms (0.1 → 0.5) while another head's
     first-token weight falls further (0.9 → 0.2); the plot opens on the head forming."""
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.probes import list_probes, save_probe
 
     T = 6
@@ -757,7 +757,7 @@ def test_64_tokens_get_64_labels_on_each_axis_at_the_default_window_size(qtbot, 
     panel = w.attention_panel
     loaded = make_loaded("gpt", l_max=64, H=4)
     text = ("the quick brown fox jumps over the lazy dog. " * 2)[:64]
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode(text)))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode(text)))
     w.viewTabs.setCurrentWidget(w._attention_host)
     qtbot.waitExposed(panel)
     view = panel.attentionView
@@ -785,7 +785,7 @@ def test_the_text_strip_shows_four_lines_of_a_long_text_beside_the_map_and_the_l
 
     def show(text: str) -> None:  # generated in the Prompt tab, then looked at
         w.viewTabs.setCurrentWidget(w._prompt_host)
-        panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, tok.encode(text)))
+        panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, tok.encode(text)))
         w.viewTabs.setCurrentWidget(w._attention_host)
         qtbot.waitExposed(panel)
         qtbot.waitUntil(lambda: lens.lens is not None and lens.lens.tokens == list(text) and not lens.folded(),
@@ -813,7 +813,7 @@ def test_the_head_combo_is_not_cut_beside_the_kind_combo(qtbot, window, size):
     tok = loaded.tokenizer
     z = [tok.bos_id] + tok.encode("hello") + [tok.eos_id]
     panel = w.attention_panel
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
     w.viewTabs.setCurrentWidget(w._attention_host)
     qtbot.waitExposed(panel)
     QApplication.processEvents()
@@ -828,7 +828,7 @@ def test_nothing_is_cut_colour_bar_kind_combo_and_table_headers(qtbot, panel):
     loaded = make_loaded("edt")
     tok = loaded.tokenizer
     z = [tok.bos_id] + tok.encode("hello") + [tok.eos_id]
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, [tok.bos_id] + tok.encode("dog"), z))
     panel.resize(700, 500)  # narrow
     panel.show()
     qtbot.waitExposed(panel)

@@ -12,7 +12,7 @@ from test_attention import make_loaded
 
 from fatstudio import ModelConfig, RunConfig
 from fatstudio.core.config import DataConfig, TrainConfig
-from fatstudio.core.inspect import inference
+from fatstudio.core.inference import generation
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
 from fatstudio.core.inspect.probes import list_probes, load_probe_lens
 from fatstudio.qt.panels.attention import AttentionPanel
@@ -83,7 +83,7 @@ def test_the_lens_fills_from_the_probe_files_and_the_slider_scrubs_it(qtbot, pan
 
 
 def test_a_run_without_a_saved_lens_says_so(qtbot, panel, tmp_path):
-    from fatstudio.core.inspect.attention_maps import AttentionMaps
+    from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.probes import save_probe
 
     A = np.tile(np.eye(5, dtype=np.float32), (2, 1, 1))
@@ -102,7 +102,7 @@ def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
     else:
         ids, ctx = ([tok.bos_id, *tok.encode("the fox"), tok.eos_id] if arch == "bert" else tok.encode("the fox")), None
     panel.set_model(loaded)
-    panel.show_maps(inference.attention_maps_for_ids(loaded.model, tok, ids, ctx))
+    panel.show_maps(generation.attention_maps_for_ids(loaded.model, tok, ids, ctx))
     view = panel.lensView
     qtbot.waitUntil(lambda: view.lens is not None, timeout=LONG)
     want = measure(loaded.model, tok, ids, ctx, attributed=TEXT_ATTRIBUTED)

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QRect
 from PySide6.QtGui import QImage
 
-from fatstudio.core.inspect.attention_maps import MEAN_HEAD, VIRIDIS, AttentionMaps, colormap
+from fatstudio.core.inference.attention_maps import MEAN_HEAD, VIRIDIS, AttentionMaps, colormap
 from fatstudio.qt.widgets import attention_png
 from fatstudio.qt.widgets.attention_png import render_attention_maps, save_attention_png, tile_title
 

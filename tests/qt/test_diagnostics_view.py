@@ -9,10 +9,10 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QListWidget
 
-from fatstudio.core.inspect.attention_maps import AttentionMaps
-from fatstudio.core.inspect.diagnostics import head_findings
+from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect.probes import save_probe
 from fatstudio.core.training import Evaluation, Probe
+from fatstudio.core.training.diagnostics import head_findings
 
 
 def lines(w) -> list[str]:
@@ -77,7 +77,7 @@ def test_an_opened_runs_latest_probe_is_read_in_a_worker(qtbot, window, monkeypa
     thread, never on the GUI thread, and its heads join the list when it is read."""
     import threading
 
-    from fatstudio.core.inspect import diagnostics
+    from fatstudio.core.training import diagnostics
 
     read_in = []
     latest = diagnostics.latest_head_findings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fatstudio.core.inspect.attention_maps import AttentionMaps
+from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect.probes import save_probe
 from fatstudio.core.training import Probe
 

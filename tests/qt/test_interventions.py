@@ -11,7 +11,8 @@ from conftest import LONG
 from PySide6.QtCore import Qt
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
-from fatstudio.core.inspect import inference, probes
+from fatstudio.core.inference import generation
+from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
 from fatstudio.core.runs.folder import Run, load_at_step
 from fatstudio.qt.panels import attention_head_ablation
@@ -44,7 +45,7 @@ def panel(qtbot, run_dir):
     p.resize(1300, 800)
     loaded = Run.open(run_dir).load_model()
     p.set_model(loaded)
-    p.show_maps(inference.attention_maps_for_ids(loaded.model, loaded.tokenizer,
+    p.show_maps(generation.attention_maps_for_ids(loaded.model, loaded.tokenizer,
                                                  loaded.tokenizer.encode("the lazy fox")))
     p.show()
     return p

@@ -49,7 +49,7 @@ def test_window_opens_without_torch_and_ready_to_train(tmp_path):
         "from fatstudio.app import MainWindow\n"
         "w = MainWindow(); w.show()\n"
         "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training', 'fatstudio.core.data.corpora',"
-        " 'fatstudio.core.inspect.inference') if m in sys.modules]\n"
+        " 'fatstudio.core.inference.generation') if m in sys.modules]\n"
         "print('HEAVY', heavy, w.train_view.trainButton.isEnabled())\n"
         "from PySide6.QtCore import QThreadPool\n"
         "app.processEvents(); QThreadPool.globalInstance().waitForDone(60000)\n"

@@ -20,8 +20,8 @@ from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QTextBrowser,
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import inference
-from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inference import generation
+from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.paper import fidelity
 from fatstudio.core.paper.pseudocode import tensor_stats
 from fatstudio.qt.binding import Settings
@@ -304,7 +304,7 @@ def test_a_head_clicked_in_the_attention_grid_highlights_its_line(qtbot, window)
     w = window
     loaded = make_loaded("gpt")
     w.workspace.set_model(loaded)
-    maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the fox"))
+    maps = generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, loaded.tokenizer.encode("the fox"))
     w.attention_panel.show_maps(maps)
     w.attention_panel.headGrid.headClicked.emit(1, 2)  # a click on the thumbnail of layer 1, head 2 (0-based)
     line = w.paper_panel.selected_line()

@@ -11,10 +11,10 @@ from PySide6.QtWidgets import QPlainTextEdit, QPushButton
 from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect import inference, scoring
-from fatstudio.core.inspect.decode_step import DecodeStep, decode_step_of
-from fatstudio.core.inspect.loaded import LoadedModel
-from fatstudio.core.inspect.prompting import display_token
+from fatstudio.core.inference import generation, scoring
+from fatstudio.core.inference.decode_step import DecodeStep, decode_step_of
+from fatstudio.core.inference.loaded import LoadedModel
+from fatstudio.core.inference.prompting import display_token
 from fatstudio.qt.panels import prompt as prompt_module
 from fatstudio.qt.panels.prompt import PromptPanel, mode_for
 from fatstudio.qt.widgets.token_view import LossStrip, TokenView
@@ -82,7 +82,7 @@ def test_generate_streams_tokens_and_emits_attention(qtbot, panel, monkeypatch):
     assert status == "finished"
     assert len(batches) == 40  # streamed one by one, not all at the end
     assert panel.outputView.token_count() == 40
-    expected = list(inference.generate(loaded.model, loaded.tokenizer, "the fox", tokens=40, seed=3,
+    expected = list(generation.generate(loaded.model, loaded.tokenizer, "the fox", tokens=40, seed=3,
                                        temperature=1.0, top_k=0, top_p=1.0))
     assert [c.id for c in panel.generated] == [c.id for c in expected]
     assert panel.output_text() == "".join(c.text for c in expected)
@@ -229,7 +229,7 @@ def test_translate(qtbot, panel):
     maps = []
     panel.attentionReady.connect(maps.append)
     run_and_wait(qtbot, panel)
-    expected = list(inference.translate(loaded.model, loaded.tokenizer, "hello world", temperature=0.0,
+    expected = list(generation.translate(loaded.model, loaded.tokenizer, "hello world", temperature=0.0,
                                         max_tokens=panel.tokensSpin.value()))
     assert panel.output_text() == "".join(c.text for c in expected)
     assert panel.outputView.token_count() == len(expected)
@@ -294,7 +294,7 @@ def test_new_model_while_generating(qtbot, panel):
 def test_capture_attention_keeps_dtype():
     loaded = make_loaded("gpt", dtype=torch.float64)
     ids = loaded.tokenizer.encode("hello")
-    maps = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, ids)
+    maps = generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, ids)
     assert maps.maps["self/0"].dtype.name == "float64"
     assert maps.tokens == list("hello")
 

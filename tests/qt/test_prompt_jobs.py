@@ -1,6 +1,6 @@
 """The Prompt panel's worker protocol: `guarded` tags events with their run and ends every job with `Done`,
 an exception turned into `Failed` in words and a "failed" `Finished`."""
-from fatstudio.core.inspect.prompt_events import Failed, Finished, Tokens
+from fatstudio.core.inference.prompt_events import Failed, Finished, Tokens
 from fatstudio.qt.prompt_jobs import Done, RunEvent, guarded
 
 

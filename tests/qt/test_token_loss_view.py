@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QWidget
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
-from fatstudio.core.inspect.loaded import LoadedModel
+from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.inspect.token_loss import token_losses
 from fatstudio.core.model import build_model
 from fatstudio.qt.panels.token_loss import EARLIER, TokenLossPanel

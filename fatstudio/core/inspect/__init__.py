@@ -1,1 +1,1 @@
-"""Looking into a trained model: inference, prompting, scoring, attention maps, head scores, probes, diagnostics."""
+"""Measuring a trained model: head scores, probes, ablation, patching, the logit lens and attribution, token loss."""

@@ -25,15 +25,15 @@ from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..data.datasets import StreamDataset
 from ..device import at_least_fp32, model_device
 from ..files import csv_text
+from ..inference.generation import eval_mode
+from ..inference.scoring import rows_per_pass, score_text
 from .components import Component, Replace, component, components, recorded, replaced
-from .inference import eval_mode
-from .scoring import rows_per_pass, score_text
 
 if TYPE_CHECKING:
     from ..config import RunConfig
     from ..data.corpora import Dataset
     from ..data.tokenization import Tokenizer
-    from .loaded import LoadedModel
+    from ..inference.loaded import LoadedModel
 
 KINDS = ("zero", "mean", "resample")
 

@@ -30,9 +30,9 @@ from typing import Any, cast
 import torch
 from torch import nn
 
+from ..inference.generation import eval_mode
 from ..model.norm import Norm
 from .components import Component, components, recorded, stacks
-from .inference import eval_mode
 
 
 @dataclass

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .attention_maps import head_label, layer_label
+from ..inference.attention_maps import head_label, layer_label
 
 Replace = Callable[[torch.Tensor], torch.Tensor]  # a component's output (B, T, d) -> what the model uses instead
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .attention_maps import AttentionMaps, head_label, parse_map_name
+from ..inference.attention_maps import AttentionMaps, head_label, parse_map_name
 
 if TYPE_CHECKING:
     import torch
@@ -146,7 +146,7 @@ def induction_maps(model: torch.nn.Module, tokenizer: TokenizerLike, n: int | No
                          f"{n} random tokens twice; induction scores need l_max ≥ 3.")
     import torch
 
-    from .inference import attention_maps_for_ids
+    from ..inference.generation import attention_maps_for_ids
 
     ids = repeated_tokens(tokenizer, n, seed)
     arch = getattr(getattr(model, "config", None), "arch", "")

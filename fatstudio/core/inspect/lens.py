@@ -24,10 +24,10 @@ import torch
 import torch.nn.functional as F
 
 from ..device import model_device
+from ..inference.generation import eval_mode
+from ..inference.prompting import check_length, encode_prompt
 from .attribution import Attribution, attribute, check_attributable
 from .components import outputs_of, stacks
-from .inference import eval_mode
-from .prompting import check_length, encode_prompt
 
 if TYPE_CHECKING:
     from ..data.tokenization import TokenizerLike

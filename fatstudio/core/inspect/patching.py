@@ -36,8 +36,8 @@ from torch import nn
 
 from ..device import model_device
 from ..files import csv_text
+from ..inference.generation import eval_mode
 from .components import Component, components, recorded, replaced, stacks
-from .inference import eval_mode
 from .lens import encode
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ validation window with its masked positions written ``[MASK]``; edt seq2seq: a v
 pair, the decoder reading [bos] + target; classification: a validation text, its label recorded beside it.
 
 At every evaluation the trainer runs the model once on the probe (`probe_maps`, exactly
-`inference.attention_maps_for_ids`), measures that step's head scores (`measure_scores`: prev, diag and sink
+`generation.attention_maps_for_ids`), measures that step's head scores (`measure_scores`: prev, diag and sink
 of the probe's maps, induction from one more forward pass of the model at that step on random tokens
 repeated twice, see `head_scores`), and `save_probe` writes both to ``probes/step-NNNNNNNN.safetensors``:
 one float16 tensor (H, T_query, T_key) per map, named as the model names it ("self/0", "cross/1", …); in
@@ -37,9 +37,9 @@ import numpy as np
 
 from ..config import RunConfig
 from ..files import NotAFile, atomic_write, regular_file, step_files
-from .attention_maps import AttentionMaps, parse_map_name
+from ..inference.attention_maps import AttentionMaps, parse_map_name
+from ..inference.prompting import MASK_MARKER, check_length, encode_prompt
 from .head_scores import HeadScores, head_scores, map_scores
-from .prompting import MASK_MARKER, check_length, encode_prompt
 from .saved_lens import META_KEY as LENS_KEY
 from .saved_lens import PREFIX as LENS_PREFIX
 from .saved_lens import SavedLens
@@ -156,10 +156,10 @@ def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: str, l_max: 
 
 # ------------------------------------------------------------------------------------------------ the maps
 def probe_maps(model, tokenizer: TokenizerLike, ids: list[int], context_ids: list[int] | None) -> AttentionMaps:
-    """Every head's attention for the probe: one forward pass (`inference.attention_maps_for_ids`)."""
-    from . import inference
+    """Every head's attention for the probe: one forward pass (`generation.attention_maps_for_ids`)."""
+    from ..inference import generation
 
-    return inference.attention_maps_for_ids(model, tokenizer, ids, context_ids)
+    return generation.attention_maps_for_ids(model, tokenizer, ids, context_ids)
 
 
 def measure_scores(model, tokenizer: TokenizerLike, maps: AttentionMaps) -> HeadScores:

@@ -35,12 +35,12 @@ from ..data.corpora import IGNORE
 from ..data.datasets import StreamDataset
 from ..device import at_least_fp32, model_device
 from ..files import csv_text
+from ..inference.generation import eval_mode
+from ..inference.scoring import window_starts
 from .ablation import task_logits, validation_dataset
-from .inference import eval_mode
-from .scoring import window_starts
 
 if TYPE_CHECKING:
-    from .loaded import LoadedModel
+    from ..inference.loaded import LoadedModel
 
 TASKS = ("next_token", "masked_lm", "seq2seq")
 ROW_TOKENS = 4096  # positions per forward pass: small enough to stay in the CPU's caches

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..config import ModelConfig
-from ..inspect.prompting import encode_prompt
+from ..inference.prompting import encode_prompt
 from ..model import ETransformer, Transformer, build_model
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer

@@ -36,7 +36,7 @@ import platformdirs
 
 from ..config import RunConfig
 from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
-from ..inspect.loaded import LoadedModel
+from ..inference.loaded import LoadedModel
 from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
 from . import agreement, snapshots
 from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGHTS, RunWeights
@@ -44,7 +44,7 @@ from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGH
 if TYPE_CHECKING:
     from filelock import BaseFileLock
 
-    from ..inspect.attention_maps import AttentionMaps
+    from ..inference.attention_maps import AttentionMaps
     from ..inspect.probes import ProbeInput
     from .tensorboard_log import TensorBoardLog
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..files import os_error_in, regular_file, why_not_written
-from ..inspect.loaded import LoadedModel
+from ..inference.loaded import LoadedModel
 from ..memory import check_fits
 from . import agreement, snapshots
 

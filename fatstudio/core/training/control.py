@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import threading
 
-from ..inspect.loaded import LoadedModel
+from ..inference.loaded import LoadedModel
 
 
 class Control:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import RunConfig
-from ..inspect.diagnostics import Finding
+from .diagnostics import Finding
 
 
 @dataclass(frozen=True)

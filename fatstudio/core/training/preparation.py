@@ -12,6 +12,7 @@ from ..data.corpora import Dataset, Prepared  # corpora.load_corpus etc. looked 
 from ..data.tokenization import Tokenizer
 from ..distributed import World
 from ..runs.folder import Run
+from ..threads import spawn
 from .events import Prepare
 
 
@@ -100,8 +101,7 @@ def _with_progress(fn, lo: float, hi: float):
         except BaseException as e:  # re-raised in the generator's thread below
             result["error"] = e
 
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
+    worker = spawn(target, "prepare")
     try:
         while worker.is_alive():
             worker.join(0.1)

@@ -6,7 +6,7 @@ import torch
 from ..config import TrainConfig
 from ..data.corpora import IGNORE
 from ..device import model_device, to_device
-from ..inspect import inference
+from ..inference import generation
 
 
 def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int, split: str = "val") -> str:
@@ -15,17 +15,17 @@ def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int,
     batch = dataset.batch(split, 1, g)
     if task == "next_token":
         prompt = tokenizer.decode(batch["x"][0, :8].tolist())
-        text = "".join(c.text for c in inference.generate(model, tokenizer, prompt, tokens=t.sample_tokens,
+        text = "".join(c.text for c in generation.generate(model, tokenizer, prompt, tokens=t.sample_tokens,
                                                           temperature=0.8, seed=seed))
         return prompt + text
     if task == "seq2seq":
         source = tokenizer.decode(batch["z"][0].tolist())
         target = tokenizer.decode(batch["y"][0][batch["y"][0] != IGNORE].tolist())
-        out = "".join(c.text for c in inference.translate(model, tokenizer, source))
+        out = "".join(c.text for c in generation.translate(model, tokenizer, source))
         return f"{source} → {out}   (target: {target})"
     if task == "classification":
         text = tokenizer.decode(batch["x"][0][batch["x_pad_mask"][0]].tolist())
-        probs = inference.classify(model, tokenizer, text, dataset.class_names)
+        probs = generation.classify(model, tokenizer, text, dataset.class_names)
         truth = dataset.class_names[int(batch["label"][0])]
         return f"{text} → {probs[0][0]} ({probs[0][1]:.0%})   (true: {truth})"
     x = batch["x"][0]

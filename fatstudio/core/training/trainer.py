@@ -33,14 +33,14 @@ from ..device import (
     set_rng_state,
 )
 from ..distributed import World
+from ..inference.loaded import LoadedModel
 from ..inspect import grokking, probe_lens, probes
-from ..inspect.diagnostics import head_findings
-from ..inspect.loaded import LoadedModel
 from ..inspect.probes import ProbeInput
 from ..memory import check_fits
 from ..runs import snapshots
 from ..runs.folder import Run
 from .control import Control
+from .diagnostics import head_findings
 from .events import (
     Checkpoint,
     Evaluation,

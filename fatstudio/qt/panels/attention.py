@@ -58,7 +58,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
+from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
 from ...core.inspect.head_scores import HeadScores  # torch-free at import
 from ..widgets.head_score_history import HeadScoreHistory
 from ..widgets.map_browser import MapBrowser

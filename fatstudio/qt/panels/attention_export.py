@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
 
-from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, map_name
+from ...core.inference.attention_maps import MEAN_HEAD, AttentionMaps, map_name
 from ...core.runs.targets import check_output
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.data.tokenization import SPECIALS
-from ...core.inspect.attention_maps import AttentionMaps, head_label, map_name
-from ...core.inspect.prompting import display_token
+from ...core.inference.attention_maps import AttentionMaps, head_label, map_name
+from ...core.inference.prompting import display_token
 from ..widgets.token_view import TokenView, signed_tint
 from ..workers import call_in_thread
 from .attention_ablation import weights_at

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.files import atomic_write, csv_text
-from ...core.inspect.prompting import display_token
+from ...core.inference.prompting import display_token
 from ...core.inspect.saved_lens import SavedLens
 from ..widgets.attribution_bars import AttributionBars
 from ..widgets.lens_grid import LensGrid, RowLabels

@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inspect.attention_maps import head_label, layer_label
-from ...core.inspect.prompting import display_token
+from ...core.inference.attention_maps import head_label, layer_label
+from ...core.inference.prompting import display_token
 from ..widgets.heatmap import HeatmapView
 from ..widgets.token_view import signed_tint
 from ..workers import call_in_thread

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...core.inspect.attention_maps import AttentionMaps
+from ...core.inference.attention_maps import AttentionMaps
 from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
 from ..workers import call_in_thread
 from .attention_export import show_message

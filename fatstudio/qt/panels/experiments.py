@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.workspace import Settings
+from fatstudio.core.app.settings import Settings
 from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
 from fatstudio.qt.workers import Call, call_in_thread, register_stoppable
 

@@ -42,11 +42,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import ARCH_NAMES, ModelConfig
-from fatstudio.core.inspect.attention_maps import head_label, map_name
+from fatstudio.core.inference.attention_maps import head_label, map_name
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
-from fatstudio.core.workspace import TrainingState, Workspace
 from fatstudio.qt.binding import Change, Settings
 from fatstudio.qt.workers import call_in_thread
 
@@ -93,7 +93,7 @@ def _check_job(subject: Subject, cached, prepared):
 def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap]):
     """Worker: one traced forward pass on ``text`` as the Prompt tab would read it (`paper_check.model_input`);
     returns (Trace, the input in words, the model)."""
-    from fatstudio.core.inspect.prompting import model_mode, prompt_mode
+    from fatstudio.core.inference.prompting import model_mode, prompt_mode
     from fatstudio.core.paper.paper_check import model_input
     from fatstudio.core.paper.pseudocode import trace
 

@@ -26,7 +26,7 @@ once, in words), and that `EncodedPrompt` is what the inference call reads. All 
 worker thread; the GUI thread only appends what the worker yields (batched to at most ~30 updates a second).
 Each run ends with the attention maps of its text, which the panel emits with ``attentionReady``: fill-mask
 and classify return those of their own forward pass; generate and translate make one more pass over the text
-they end with (`inference.Generation.attention`: prompt + output, or source and output).
+they end with (`generation.Generation.attention`: prompt + output, or source and output).
 """
 from __future__ import annotations
 
@@ -51,11 +51,11 @@ from PySide6.QtWidgets import (
 )
 from superqt.utils import GeneratorWorker
 
-from ...core.inspect import inference, prompting, scoring
-from ...core.inspect.attention_maps import AttentionMaps
-from ...core.inspect.decode_step import compiling_enabled, decode_step_of
-from ...core.inspect.inference import MaskPrediction, TokenChoice
-from ...core.inspect.prompt_events import (
+from ...core.inference import generation, prompting, scoring
+from ...core.inference.attention_maps import AttentionMaps
+from ...core.inference.decode_step import compiling_enabled, decode_step_of
+from ...core.inference.generation import MaskPrediction, TokenChoice
+from ...core.inference.prompt_events import (
     Attention,
     AttentionFailed,
     ClassProbabilities,
@@ -68,8 +68,8 @@ from ...core.inspect.prompt_events import (
     prompt_events,
     score_events,
 )
-from ...core.inspect.prompting import EncodedPrompt, prompt_mode
-from ...core.inspect.scoring import TextScore
+from ...core.inference.prompting import EncodedPrompt, prompt_mode
+from ...core.inference.scoring import TextScore
 from ..prompt_jobs import Done, RunEvent, guarded
 from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
 from ..widgets.prompt_controls import PromptControls
@@ -174,10 +174,10 @@ def _prompt_notes(tokenizer, prompt: EncodedPrompt) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ panel
 class PromptPanel(QWidget):
-    """Prompt a LoadedModel. Given a ``workspace`` (`core.workspace.Workspace`), it prompts the workspace's
+    """Prompt a LoadedModel. Given a ``workspace`` (`core.app.workspace.Workspace`), it prompts the workspace's
     model and writes its text there; the main window connects `attentionReady`."""
 
-    attentionReady = Signal(object)  # an inference.AttentionMaps of the last forward pass
+    attentionReady = Signal(object)  # an generation.AttentionMaps of the last forward pass
     openOfferedRun = Signal()  # the user takes the run `offer_run` offered
     runStarted = Signal()
     runFinished = Signal(str)  # "finished" | "stopped" | "failed"
@@ -561,7 +561,7 @@ class PromptPanel(QWidget):
         self.predictions = list(preds)
         view = self.outputView
         view.clear_tokens()
-        for piece in inference.fill_in(self.last_prompt.text if self.last_prompt is not None else "", self.predictions):
+        for piece in generation.fill_in(self.last_prompt.text if self.last_prompt is not None else "", self.predictions):
             if isinstance(piece, str):
                 view.append_text(piece)
             else:

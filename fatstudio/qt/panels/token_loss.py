@@ -95,7 +95,7 @@ def other_runs(corpus: str, task: str, exclude: str | None, root) -> list[tuple[
 
 def how_scored(task: str, l_max: int) -> str:
     """What each token's loss is, in a sentence."""
-    from ...core.inspect.scoring import context_kept
+    from ...core.inference.scoring import context_kept
 
     if task == "masked_lm":
         return ("Each token masked once, as validation masks (about p_mask of its window masked), and predicted from "

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from fatstudio.core.inspect.prompting import display_token
+from fatstudio.core.inference.prompting import display_token
 from fatstudio.core.runs.tokenizer_lab import (
     DEFAULT_SPECS,
     LabResult,

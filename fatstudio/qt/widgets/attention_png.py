@@ -27,7 +27,7 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QApplication
 
-from ...core.inspect.attention_maps import (
+from ...core.inference.attention_maps import (
     KIND_TITLES,
     LEVELS,
     MEAN_HEAD,
@@ -36,7 +36,7 @@ from ...core.inspect.attention_maps import (
     head_label,
     parse_map_name,
 )
-from ...core.inspect.prompting import display_token
+from ...core.inference.prompting import display_token
 
 __all__ = ["Layout", "by_kind", "ensure_gui_application", "render_attention_maps", "save_attention_png", "tile_title"]
 

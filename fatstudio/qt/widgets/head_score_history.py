@@ -11,7 +11,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD, parse_map_name
+from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, parse_map_name
 from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, score_movement
 from ...core.inspect.probes import probe_scores, score_series
 from .curves import new_curve, new_plot

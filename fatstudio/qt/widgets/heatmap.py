@@ -17,8 +17,8 @@ from PySide6.QtCore import QPoint, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontInfo, QFontMetricsF, QPalette, QPen
 from PySide6.QtWidgets import QGraphicsRectItem, QWidget
 
-from ...core.inspect.attention_maps import LEVELS, VIRIDIS, VIRIDIS_POSITIONS, max_pool
-from ...core.inspect.prompting import display_token
+from ...core.inference.attention_maps import LEVELS, VIRIDIS, VIRIDIS_POSITIONS, max_pool
+from ...core.inference.prompting import display_token
 
 COLORMAP = pg.ColorMap(VIRIDIS_POSITIONS, VIRIDIS, name="viridis")
 

@@ -10,8 +10,8 @@ from PySide6.QtCore import QEvent, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from ...core.inspect.attention_maps import colormap
-from ...core.inspect.prompting import display_token
+from ...core.inference.attention_maps import colormap
+from ...core.inference.prompting import display_token
 from ...core.inspect.saved_lens import SavedLens
 
 

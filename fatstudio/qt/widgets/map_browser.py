@@ -24,9 +24,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inspect.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
+from ...core.inference.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
+from ...core.inference.prompting import display_token
 from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
-from ...core.inspect.prompting import display_token
 from .forms import set_header_tip
 from .heatmap import HeadGrid, HeatmapView
 

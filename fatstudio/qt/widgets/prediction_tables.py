@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inspect.inference import MaskPrediction
-from ...core.inspect.prompting import display_token
+from ...core.inference.generation import MaskPrediction
+from ...core.inference.prompting import display_token
 from .token_view import probability_color, probability_gradient_css
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ...core.inspect.prompting import display_token
+from ...core.inference.prompting import display_token
 from .token_view import TokenView, weight_tint
 
 

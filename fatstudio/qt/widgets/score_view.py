@@ -8,9 +8,9 @@ import math
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
-from ...core.inspect import scoring
-from ...core.inspect.prompting import display_token
-from ...core.inspect.scoring import TextScore
+from ...core.inference import scoring
+from ...core.inference.prompting import display_token
+from ...core.inference.scoring import TextScore
 from .token_tooltips import score_tooltip
 from .token_view import LossStrip, TokenView, probability_color
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import html
 import math
 
-from ...core.inspect.inference import TokenChoice
-from ...core.inspect.prompting import display_token
-from ...core.inspect.scoring import ScoredToken
+from ...core.inference.generation import TokenChoice
+from ...core.inference.prompting import display_token
+from ...core.inference.scoring import ScoredToken
 
 
 def token_lines(text: str, prob: float, alternatives, heading: str, cut=lambda p: False) -> list[str]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from ...core.inspect.attention_maps import KIND_TITLES, MEAN_HEAD
+from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD
 
 
 class ViewBar(QWidget):

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..device import at_least_fp32, model_device
-from .inference import eval_mode
+from .generation import eval_mode
 from .prompting import check_length, framed, has_mask_marker, prompt_mode
 
 if TYPE_CHECKING:

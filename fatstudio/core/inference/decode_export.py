@@ -14,7 +14,7 @@ in place, so the graph of a token and that of the refilled window share them. On
 decomposed into fused loops (inductor's ``decompose_mm_pass``: on the CPU a library call costs more than a
 1 × d_e product), which halves the step of a small model.
 
-    python -m fatstudio.core.inspect.decode_export REQUEST.json OUT_FOLDER    (what `aot_compile` runs)
+    python -m fatstudio.core.inference.decode_export REQUEST.json OUT_FOLDER    (what `aot_compile` runs)
 """
 from __future__ import annotations
 

@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from ..data.stats import unigram_entropy
+from ..inference.attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
+from ..inspect.probes import list_probes, load_probe_file
 from ..records import ACCURACY, GRAD_NORM, TRAIN_LOSS, VAL_LOSS, eval_train_loss, is_evaluated, row_number, row_step
-from .attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
-from .probes import list_probes, load_probe_file
 
 SPIKE_WINDOW = 50  # steps of history a spike is measured against
 SPIKE_MIN_HISTORY = 20  # no spike is called before this many earlier steps

@@ -16,10 +16,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from . import inference, scoring
+from . import generation, scoring
 from .attention_maps import AttentionMaps
 from .decode_step import decode_step_of
-from .inference import Generation, MaskPrediction, TokenChoice
+from .generation import Generation, MaskPrediction, TokenChoice
 from .prompting import EncodedPrompt
 from .scoring import ScoreInput, TextScore
 
@@ -101,13 +101,13 @@ def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 2
     if prompt.mode == "classify":
         return _classify_events(loaded, prompt, attention)
     if prompt.mode == "generate":
-        generation = inference.generate(model, tok, prompt, tokens=tokens, temperature=temperature, top_k=top_k,
-                                        top_p=top_p, seed=seed, alternatives=alternatives,
-                                        decoder=decode_step_of(loaded) if compiled else None)
+        running = generation.generate(model, tok, prompt, tokens=tokens, temperature=temperature, top_k=top_k,
+                                     top_p=top_p, seed=seed, alternatives=alternatives,
+                                     decoder=decode_step_of(loaded) if compiled else None)
     else:
-        generation = inference.translate(model, tok, prompt, max_tokens=tokens, temperature=temperature, top_k=top_k,
-                                         top_p=top_p, seed=seed, alternatives=alternatives)
-    return generation_events(generation, stop=stop, batch_s=batch_s, attention=attention)
+        running = generation.translate(model, tok, prompt, max_tokens=tokens, temperature=temperature, top_k=top_k,
+                                      top_p=top_p, seed=seed, alternatives=alternatives)
+    return generation_events(running, stop=stop, batch_s=batch_s, attention=attention)
 
 
 def generation_events(generation: Generation, *, stop: threading.Event | None = None, batch_s: float = 0.0,
@@ -149,7 +149,7 @@ def _attention(compute) -> Attention | AttentionFailed:
 
 
 def _fill_mask_events(loaded: LoadedModel, prompt: EncodedPrompt, top: int, attention: bool) -> Iterator[PromptEvent]:
-    preds, maps = inference.fill_mask(loaded.model, loaded.tokenizer, prompt, top=top, return_attention=True)
+    preds, maps = generation.fill_mask(loaded.model, loaded.tokenizer, prompt, top=top, return_attention=True)
     yield MaskPredictions(preds)
     if attention:
         yield Attention(maps)
@@ -157,7 +157,7 @@ def _fill_mask_events(loaded: LoadedModel, prompt: EncodedPrompt, top: int, atte
 
 
 def _classify_events(loaded: LoadedModel, prompt: EncodedPrompt, attention: bool) -> Iterator[PromptEvent]:
-    probs, maps = inference.classify(loaded.model, loaded.tokenizer, prompt, loaded.class_names or None,
+    probs, maps = generation.classify(loaded.model, loaded.tokenizer, prompt, loaded.class_names or None,
                                      return_attention=True)
     yield ClassProbabilities(probs)
     if attention:
@@ -170,9 +170,9 @@ def score_events(loaded: LoadedModel, inp: ScoreInput, *, alternatives: int = 5)
     text with their caption, `Finished`."""
     yield Scored(scoring.score(loaded.model, loaded.tokenizer, inp, alternatives=alternatives))
 
-    def maps() -> inference.TextAttention:
-        m = inference.attention_maps_for_ids(loaded.model, loaded.tokenizer, *inp.attention_input(loaded.tokenizer.bos_id))
-        return inference.TextAttention(m.tokens, m.context_tokens, m.maps, m.ids, m.context_ids, inp.attention_caption())
+    def maps() -> generation.TextAttention:
+        m = generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, *inp.attention_input(loaded.tokenizer.bos_id))
+        return generation.TextAttention(m.tokens, m.context_tokens, m.maps, m.ids, m.context_ids, inp.attention_caption())
 
     yield _attention(maps)
     yield Finished("finished")

@@ -30,6 +30,7 @@ import torch
 from ..device import compile_problem, cpp_compiler_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
+from ..threads import spawn
 from .decode_export import allocated_cache, aot_compile, cached_steps, is_cached
 from .prompting import default_slide
 
@@ -135,7 +136,7 @@ class DecodeStep:
             if self._started:
                 return
             self._started = True
-        threading.Thread(target=self._compile, name="fatstudio-decode-step", daemon=True).start()
+        spawn(self._compile, "decode-step")
 
     def _compile(self) -> None:
         _lower_priority()
