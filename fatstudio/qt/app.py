@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow()
     window.show()
     _close_on_sigint(window)
-    return int(app.exec())  # the worker threads still running are stopped and waited for on aboutToQuit (workers)
+    return int(app.exec())  # the jobs still running are stopped and waited for on aboutToQuit (`qt.jobs.shutdown`)
 
 
 if __name__ == "__main__":

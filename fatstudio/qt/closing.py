@@ -1,11 +1,10 @@
 """Closing the main window: while a run trains, ask, stop it (it is checkpointed and kept) and close when it has
-ended; then close what is still open, stop the workers and remember the window and the settings' choice."""
+ended; then close what is still open, stop the window's jobs and remember the window and the settings' choice."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from fatstudio.qt import state
-from fatstudio.qt.workers import shutdown_workers
 
 if TYPE_CHECKING:
     from fatstudio.qt.main_window import MainWindow
@@ -13,7 +12,7 @@ if TYPE_CHECKING:
 
 def may_close(window: MainWindow, event) -> bool:
     """Whether ``window`` closes now (the close ``event`` is ignored otherwise)."""
-    if window.job is not None and window.job.running:
+    if window.workspace.busy:
         if not window._close_pending:
             if not window.confirm_close():
                 event.ignore()
@@ -30,7 +29,7 @@ def may_close(window: MainWindow, event) -> bool:
         window._error_box.close()
     if window.corpus_panel.tokenizer_lab is not None:
         window.corpus_panel.tokenizer_lab.close()  # its comparison's result is dropped
-    shutdown_workers(0)  # a generation stops after its token, no result lands on a closed window; no wait
+    window.workspace.jobs.shutdown(0)  # a generation stops after its token, no result lands on a closed window; no wait
     state.save_window(window)
     state.remember_choice(window.model_panel.preset_key(), window.settings.data.corpus)
     return True

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QRect, QSize, Qt, QThreadPool, QTimer, Signal
+from PySide6.QtCore import QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -35,6 +35,7 @@ from fatstudio.core.memory import OVERRIDE
 from fatstudio.core.runs.presets import load_presets
 from fatstudio.qt import closing, settings_control, state
 from fatstudio.qt.binding import SECTIONS
+from fatstudio.qt.jobs import new_jobs
 from fatstudio.qt.panels.corpus import CorpusPanel
 from fatstudio.qt.panels.experiments import ExperimentsPanel
 from fatstudio.qt.panels.model import ModelPanel
@@ -47,7 +48,6 @@ from fatstudio.qt.runs_control import RunsControl
 from fatstudio.qt.training_control import TrainingControl
 from fatstudio.qt.widgets.forms import ColumnScrollArea
 from fatstudio.qt.widgets.plots import TrainingPlots
-from fatstudio.qt.workers import call_in_thread, install_shutdown, register_stoppable
 
 if TYPE_CHECKING:  # made on first use (their modules import pyqtgraph's heavier parts)
     from fatstudio.qt.panels.attention import AttentionPanel
@@ -95,14 +95,12 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Formal Algorithms for Transformers")  # Qt appends " — fatstudio", the display name
         self.setAcceptDrops(True)
         self.presets = load_presets()
-        pool = QThreadPool.globalInstance()  # training holds one thread; corpus, model loading and prompting
-        pool.setMaxThreadCount(max(pool.maxThreadCount(), 4))  # must never queue behind it (1-CPU machines)
         self.last_error: str | None = None
         self.validation_error: str | None = None
         self._close_pending = False
         self._error_box: QMessageBox | None = None
         # the settings: the first preset's, ready to train
-        self.workspace = Workspace(Settings(self.presets[0].config if self.presets else None))
+        self.workspace = Workspace(Settings(self.presets[0].config if self.presets else None), jobs=new_jobs())
         self.settings = self.workspace.settings
         self._build_panels()
         self.training = TrainingControl(self.workspace, self.train_view, parent=self)
@@ -117,7 +115,6 @@ class MainWindow(QMainWindow):
         settings_control.restore_choice(self)
         state.restore_window(self)
         self.revalidate()
-        install_shutdown()  # no worker thread outlives the application
         QTimer.singleShot(0, self._after_start)
 
     # ==================================================================== the workspace, for tests and scripts
@@ -139,7 +136,7 @@ class MainWindow(QMainWindow):
 
     @property
     def job(self):
-        """The TrainingJob of the run training (None: none)."""
+        """The Control of the run training (None: none)."""
         return self.training.job
 
     @property
@@ -152,14 +149,14 @@ class MainWindow(QMainWindow):
         are made once their modules are imported in a worker thread (the prompt panel imports torch);
         ``prompt_panel`` / ``attention_panel`` make them on first use."""
         self.model_panel = ModelPanel(self.presets, settings=self.settings)
-        self.corpus_panel = CorpusPanel(settings=self.settings)
-        self.train_panel = TrainPanel(settings=self.settings)
+        self.corpus_panel = CorpusPanel(self.workspace)
+        self.train_panel = TrainPanel(self.workspace)
         self.plots = TrainingPlots()
         self.runs_list = RunsList()
         self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
-        self.paper_panel = PaperPanel(workspace=self.workspace)  # the pseudocode, linked; the check; deviations
-        self.token_loss_panel = TokenLossPanel(workspace=self.workspace, runs_root=lambda: self.runs.root())
-        self.experiments_panel = ExperimentsPanel(self.settings, runs_root=lambda: self.runs.root())  # sweeps
+        self.paper_panel = PaperPanel(self.workspace)  # the pseudocode, linked; the check; deviations
+        self.token_loss_panel = TokenLossPanel(self.workspace, runs_root=lambda: self.runs.root())
+        self.experiments_panel = ExperimentsPanel(self.workspace, runs_root=lambda: self.runs.root())  # sweeps
         self._prompt_panel: PromptPanel | None = None
         self._attention_panel: AttentionPanel | None = None
         self._prompt_host = QWidget(objectName="promptHost")
@@ -280,7 +277,7 @@ class MainWindow(QMainWindow):
             self.corpus_panel.reload()
         self.refresh_runs()
         if self._prompt_panel is None:
-            call_in_thread(_import_view_panels, on_result=lambda _ok: self._ensure_view_panels())
+            self.workspace.jobs.submit("import-views", _import_view_panels, on_result=lambda _ok: self._ensure_view_panels())
 
     @property
     def prompt_panel(self):
@@ -300,8 +297,8 @@ class MainWindow(QMainWindow):
         from fatstudio.qt.panels.attention import AttentionPanel
         from fatstudio.qt.panels.prompt import PromptPanel
 
-        prompt = self._prompt_panel = PromptPanel(self._prompt_host, workspace=self.workspace)
-        attention = self._attention_panel = AttentionPanel(self._attention_host, workspace=self.workspace)
+        prompt = self._prompt_panel = PromptPanel(self.workspace, self._prompt_host)
+        attention = self._attention_panel = AttentionPanel(self.workspace, self._attention_host)
         for host, panel in ((self._prompt_host, prompt), (self._attention_host, attention)):
             lay = host.layout()
             assert lay is not None  # each host is made with its layout (_build_panels)
@@ -311,7 +308,6 @@ class MainWindow(QMainWindow):
                     placeholder.deleteLater()
             lay.addWidget(panel)
         prompt.attentionReady.connect(attention.show_maps)
-        register_stoppable(prompt)  # a generation stops when the application ends
         prompt.openOfferedRun.connect(self.runs.open_latest)
         prompt.offer_run(Path(self.runs.latest).name if self.runs.latest else None)
         attention.headClicked.connect(self.paper_panel.show_head)  # the line that made the head

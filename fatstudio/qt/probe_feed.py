@@ -9,7 +9,6 @@ from typing import Any
 from PySide6.QtCore import QObject
 
 from fatstudio.core.app.workspace import Workspace
-from fatstudio.qt.workers import call_in_thread
 
 
 class ProbeFeed(QObject):
@@ -39,7 +38,7 @@ class ProbeFeed(QObject):
 
         self.pending = []  # the folder lists them all
         ws = self.workspace
-        call_in_thread(latest_head_findings, run_dir, on_result=lambda heads: ws.set_heads(run_dir, heads))
+        ws.jobs.submit("head-findings", latest_head_findings, run_dir, on_result=lambda heads: ws.set_heads(run_dir, heads))
         if self.panel is not None:
             self._show_folder(run_dir)
 

@@ -13,7 +13,6 @@ from PySide6.QtWidgets import QFileDialog
 from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt import state
 from fatstudio.qt.panels.train import TrainView
-from fatstudio.qt.workers import call_in_thread
 
 
 def _export_hf(run_dir: str, out_dir: str):
@@ -31,6 +30,9 @@ def _import_hf(source: str, out: str, progress):
 def _load_model(path: str):
     from fatstudio.core.runs.folder import Run
     return Run.open(path).load_model("cpu")
+
+
+LOAD_MODEL = "load-model"  # the job loading the model of the run opened
 
 
 def _list_runs(root: str):
@@ -59,10 +61,8 @@ class RunsControl(QObject):
         self.runs_root = runs_root
         self.loading = False
         self.latest: str | None = None  # the run the Prompt tab offers while there is no model
-        self._call: Any = None  # the Call reading the runs folder in a worker
         self._select: str | None = None  # the run to select once it has been read
-        self._model_call: Any = None
-        self._model_call_path: str | None = None
+        self._model_call_path: str | None = None  # the run whose model the job "load-model" loads
         runs = view.runs
         runs.openRequested.connect(self.open_run)
         runs.overlayRequested.connect(self.overlay_run)
@@ -80,20 +80,16 @@ class RunsControl(QObject):
         """Read the runs folder again in a worker thread (hundreds of runs take a while); the list is filled
         when it has been read (``loading`` until then), with ``select`` selected if given."""
         root = self.root()
-        if self._call is not None:
-            self._call.cancel()  # a newer reading wins, selecting what the older one would have
+        if self.loading:  # a newer reading wins, selecting what the older one would have
             select = select or self._select
         self.loading = True
         self.view.runs.show_reading(root)
-        call = call_in_thread(_list_runs, str(root))
-        call.result.connect(lambda runs, c=call: self._listed(c, root, runs, select))
-        call.failed.connect(lambda message, c=call: self._listed(c, root, [], select, message))
-        self._call, self._select = call, select
+        self._select = select
+        self.workspace.jobs.submit("runs-list", _list_runs, str(root),
+                                   on_result=lambda runs: self._listed(root, runs, select),
+                                   on_error=lambda message: self._listed(root, [], select, message))
 
-    def _listed(self, call, root, runs: list, select: str | None, error: str | None = None) -> None:
-        if call is not self._call:
-            return
-        self._call = None
+    def _listed(self, root, runs: list, select: str | None, error: str | None = None) -> None:
         self.loading = False
         if error:
             self.error.emit(f"Cannot read the runs folder {root}: {error}", False)
@@ -153,15 +149,12 @@ class RunsControl(QObject):
 
     def load_model(self, path: str) -> None:
         """Load the model of the run folder ``path`` in a worker; the workspace gets it."""
-        if self._model_call is not None:
-            self._model_call.cancel()
         self.message.emit(f"Loading the model of {Path(path).name}…", 0)
         self._model_call_path = path
-        self._model_call = call_in_thread(_load_model, path, on_result=lambda m, p=path: self._model_loaded(m, p),
-                                          on_error=lambda msg: self.error.emit(f"Cannot load the model: {msg}", True))
+        self.workspace.jobs.submit(LOAD_MODEL, _load_model, path, on_result=lambda m: self._model_loaded(m, path),
+                                   on_error=lambda msg: self.error.emit(f"Cannot load the model: {msg}", True))
 
     def _model_loaded(self, loaded, path: str) -> None:
-        self._model_call = None
         self.workspace.set_model(loaded, path)
         self.message.emit(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
 
@@ -195,8 +188,7 @@ class RunsControl(QObject):
     def open_in(self, run) -> list[str]:
         """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
         path = str(run.path)
-        call = self._model_call
-        loading = call is not None and call.running and self._model_call_path == path
+        loading = self.workspace.jobs.busy(LOAD_MODEL) and self._model_call_path == path
         return [tab for tab, here in (("Training", self.workspace.run_dir == path),
                                       ("Prompt", self.workspace.loaded_dir == path or loading)) if here]
 
@@ -239,9 +231,8 @@ class RunsControl(QObject):
             self.workspace.show_run(None, [], {})
             self.view.show_status(f"Deleted {run.name}.")
         if "Prompt" in tabs:
-            if self._model_call is not None and self._model_call_path == str(run.path):
-                self._model_call.cancel()  # its model would arrive for a folder that is gone
-                self._model_call = None
+            if self._model_call_path == str(run.path):
+                self.workspace.jobs.cancel(LOAD_MODEL)  # its model would arrive for a folder that is gone
             if self.workspace.loaded_dir == str(run.path):
                 self.workspace.set_model(None)
             message += "; open another run to prompt it"
@@ -257,11 +248,11 @@ class RunsControl(QObject):
         out = Path(parent) / f"{run.name}-hf"
         self.error.emit(None, False)
         self.message.emit(f"Exporting {run.name} to {out}…", 0)
-        call_in_thread(_export_hf, str(run.path), str(out),
-                       on_result=lambda r: self.message.emit(
-                           f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}",
-                           30000),
-                       on_error=lambda message: self.error.emit(f"Cannot export {run.name}: {message}", True))
+        self.workspace.jobs.submit(
+            "export", _export_hf, str(run.path), str(out),
+            on_result=lambda r: self.message.emit(
+                f"Exported {run.name} as a Hugging Face {r.model_class} to {r.out_dir}. Note: {r.note}", 30000),
+            on_error=lambda message: self.error.emit(f"Cannot export {run.name}: {message}", True))
 
     # -- Hugging Face models in, runs fine-tuned ---------------------------------------------------------------
     def ask_import_folder(self) -> str:
@@ -282,10 +273,10 @@ class RunsControl(QObject):
             out = self.root() / f"{name}-{i}"
         self.error.emit(None, False)
         self.message.emit(f"Importing {source}…", 0)
-        call_in_thread(_import_hf, source, str(out), with_progress=True, owner=self,
-                       on_progress=lambda fraction, text: self.message.emit(f"Importing {name}: {text} ({fraction:.0%})", 0),
-                       on_result=self._imported,
-                       on_error=lambda text: self.error.emit(f"Cannot import {source}: {text}", True))
+        self.workspace.jobs.submit(
+            "import", _import_hf, source, str(out), progress=True,
+            on_progress=lambda fraction, text: self.message.emit(f"Importing {name}: {text} ({fraction:.0%})", 0),
+            on_result=self._imported, on_error=lambda text: self.error.emit(f"Cannot import {source}: {text}", True))
 
     def _imported(self, done) -> None:
         from fatstudio.core.runs.folder import Run

@@ -229,8 +229,6 @@ class _SelfTest:
     def close(self) -> None:
         from PySide6.QtCore import QCoreApplication
 
-        from .workers import wait_for_workers
-
         w, self.window = self.window, None
         if w is None:
             return
@@ -239,7 +237,7 @@ class _SelfTest:
             w.job.stop()
             _wait(lambda: w.job is None, "stopping the training")
         w.close()
-        wait_for_workers(int(WAIT_S * 1000))  # nothing may still write into the temporary folder
+        w.workspace.jobs.wait(WAIT_S)  # nothing may still write into the temporary folder
         QCoreApplication.processEvents()  # their results, delivered to the closed window
         w.deleteLater()
 

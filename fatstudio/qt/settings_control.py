@@ -11,7 +11,6 @@ from fatstudio.core.app.workspace import TrainingState
 from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.presets import key_of, preset_of
 from fatstudio.qt import state
-from fatstudio.qt.workers import call_in_thread
 
 if TYPE_CHECKING:
     from fatstudio.qt.main_window import MainWindow
@@ -54,10 +53,10 @@ def estimate_time(window: MainWindow) -> None:
         panel.show_estimate(text if window.settings.config == asked else "", details)
 
     panel.show_estimate("estimating…", busy=True)
-    call_in_thread(_estimate, asked, window.workspace.prepared, with_progress=True,
-                   on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
-                   on_result=lambda e: show(e.describe(), e.details()),
-                   on_error=lambda message: show(f"⚠ {message}"))
+    window.workspace.jobs.submit("estimate", _estimate, asked, window.workspace.prepared, progress=True,
+                                 on_progress=lambda f, message: panel.show_estimate(f"estimating: {message}…", busy=True),
+                                 on_result=lambda e: show(e.describe(), e.details()),
+                                 on_error=lambda message: show(f"⚠ {message}"))
 
 
 def restore_choice(window: MainWindow) -> None:

@@ -1,6 +1,6 @@
-"""Training in the window: ``TrainingControl`` runs the core's trainer in a worker thread (`workers.TrainingJob`),
-hands each of its events to the `Workspace` on the GUI thread, and shows them in the Training view (plots,
-progress, status line, samples, diagnostics). The workspace holds the state; this only drives and shows."""
+"""Training in the window: ``TrainingControl`` starts runs in the workspace (`Workspace.train`: the trainer as a job,
+its events taken in on the GUI thread) and shows each event in the Training view (plots, progress, status line,
+samples, diagnostics). The workspace holds the state; this only drives and shows."""
 from __future__ import annotations
 
 import os
@@ -13,9 +13,22 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from fatstudio.core import memory
 from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import RunConfig
+from fatstudio.core.training.events import (
+    Checkpoint,
+    Evaluation,
+    Event,
+    Finished,
+    Note,
+    Paused,
+    Prepare,
+    Resumed,
+    Sample,
+    Snapshot,
+    Started,
+    Steps,
+)
 from fatstudio.qt import state
 from fatstudio.qt.panels.train import TrainView
-from fatstudio.qt.workers import TrainingJob
 
 
 class TrainingControl(QObject):
@@ -34,16 +47,26 @@ class TrainingControl(QObject):
     def __init__(self, workspace: Workspace, view: TrainView, parent: QObject | None = None):
         super().__init__(parent)
         self.workspace, self.view, self.plots = workspace, view, view.plots
-        self.job: TrainingJob | None = None
         self._started: tuple | None = None  # the latest start's arguments
         self.refused: tuple | None = None  # those of a start refused for memory (`train_anyway`)
-        self._handlers: dict[type, Callable[[Any], None]] | None = None
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            Prepare: lambda ev: self.view.show_preparing(ev.message, ev.fraction),
+            Started: self._on_started, Steps: self._on_steps, Evaluation: self._on_evaluation,
+            Sample: lambda ev: self.view.add_sample(ev.step, ev.text),
+            Checkpoint: lambda ev: self.message.emit(f"Checkpoint at step {ev.step:,} saved.", 4000),
+            Paused: lambda ev: self._on_pause(f"Paused at step {ev.step:,}.", 0),
+            Resumed: lambda ev: self._on_pause(f"Resumed at step {ev.step:,}.", 4000),
+            Note: lambda ev: self.message.emit(ev.message, 10000),
+            Snapshot: self._on_snapshot, Finished: self._on_finished,
+        }
         self._runs_stale = False  # an evaluation arrived; the trainer writes meta.json after its sample
         self.diag_timer = QTimer(self, singleShot=True, interval=self.DIAGNOSE_MS)
         self.diag_timer.timeout.connect(workspace.diagnose)
         workspace.diagnostics_due.connect(self._schedule_diagnostics)
         workspace.diagnosed.connect(self._show_diagnostics)
         workspace.event.connect(self._show_event)
+        workspace.failed.connect(self._on_failed)
+        workspace.ended.connect(self._on_ended)
         workspace.state_changed.connect(lambda s: view.set_state(s.value))
         view.pauseRequested.connect(self.toggle_pause)
         view.stopRequested.connect(self.stop)
@@ -52,21 +75,18 @@ class TrainingControl(QObject):
         view.snapshotRequested.connect(self.prompt_with_snapshot)
 
     # ---- commands --------------------------------------------------------------------------------------
+    @property
+    def job(self):
+        """The running run's `Control` (None: no run)."""
+        return self.workspace.runner
+
     def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None, init_from: str | None = None) -> bool:
-        """Start a run (``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights) in a
-        worker thread."""
+        """Start a run (``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights) as the
+        workspace's training job."""
         self._started, self.refused = (cfg, run_dir, resume, probe, init_from), None
-        job = TrainingJob(cfg, run_dir=run_dir, resume=resume, prepared=self.workspace.prepared, probe=probe,
-                          parent=self, init_from=init_from)
-        if not self.workspace.start(job, run_dir):
-            job.deleteLater()
+        if not self.workspace.train(cfg, run_dir=run_dir, resume=resume, probe=probe, init_from=init_from):
             return False
-        self.job = job
-        job.event.connect(self.workspace.take)
-        job.failed.connect(self._on_failed)
-        job.done.connect(self._on_done)
         self.view.show_preparing("starting", 0.0)
-        job.start()
         return True
 
     def toggle_pause(self) -> None:
@@ -108,26 +128,10 @@ class TrainingControl(QObject):
         self.view.set_diagnostics(findings, summary)
 
     # ---- the trainer's events, shown ---------------------------------------------------------------------
-    def _show_event(self, ev) -> None:
-        handler = self._event_handlers().get(type(ev))
+    def _show_event(self, ev: Event) -> None:
+        handler = self._handlers.get(type(ev))
         if handler is not None:
             handler(ev)
-
-    def _event_handlers(self) -> dict[type, Callable[[Any], None]]:
-        if self._handlers is None:
-            from fatstudio.core import training as t  # imported by the worker already: the events are its
-
-            self._handlers = {
-                t.Prepare: lambda ev: self.view.show_preparing(ev.message, ev.fraction),
-                t.Started: self._on_started, t.Steps: self._on_steps, t.Evaluation: self._on_evaluation,
-                t.Sample: lambda ev: self.view.add_sample(ev.step, ev.text),
-                t.Checkpoint: lambda ev: self.message.emit(f"Checkpoint at step {ev.step:,} saved.", 4000),
-                t.Paused: lambda ev: self._on_pause(f"Paused at step {ev.step:,}.", 0),
-                t.Resumed: lambda ev: self._on_pause(f"Resumed at step {ev.step:,}.", 4000),
-                t.Note: lambda ev: self.message.emit(ev.message, 10000),
-                t.Snapshot: self._on_snapshot, t.Finished: self._on_finished,
-            }
-        return self._handlers
 
     def _on_pause(self, message: str, ms: int) -> None:
         self.view.set_state(self.workspace.state.value)  # paused again after one step: Step can be clicked
@@ -178,7 +182,6 @@ class TrainingControl(QObject):
                 state.add_recent_run(ws.run_dir)
 
     def _on_failed(self, message: str) -> None:
-        self.workspace.fail(message)
         self.refused = self._started if memory.OVERRIDE in message else None  # `memory.DoesNotFit`'s words
         self.error.emit(message)
 
@@ -189,11 +192,6 @@ class TrainingControl(QObject):
             os.environ[memory.IGNORE_ENV] = "1"
             self.start(*self.refused)
 
-    def _on_done(self) -> None:
-        job, self.job = self.job, None
+    def _on_ended(self, status: str) -> None:
         self.plots.flush()
-        status = self.workspace.last_status
         self.view.show_ended(None if status == "finished" else (status or "ended"))  # finished keeps its text
-        if job is not None:
-            job.deleteLater()
-        self.workspace.end()

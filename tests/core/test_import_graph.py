@@ -25,7 +25,7 @@ LAZY = {
     ("runs.tokenizer_lab", "data.corpora"), ("runs.tokenizer_lab", "runs.folder"),
     ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
     ("training.estimate", "training.trainer"),
-    ("app.workspace", "training"),  # the application model reads training's events; the window opens without torch
+    ("app.workspace", "training.trainer"),  # the training job imports the trainer (torch) in its own thread
 }
 
 

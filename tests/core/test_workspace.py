@@ -185,6 +185,6 @@ def test_settings_validate_and_announce_each_change_once():
 @pytest.mark.parametrize("module", ["fatstudio.core.app.workspace"])
 def test_the_workspace_imports_no_qt_and_no_torch(module):
     code = (f"import sys, {module}\n"
-            "print(sorted(m for m in ('PySide6', 'superqt', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")
+            "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

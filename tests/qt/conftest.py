@@ -1,4 +1,5 @@
-"""Fixtures the Qt tests share: a runs folder of the test's own and a main window on it."""
+"""Fixtures the Qt tests share: a runs folder of the test's own, a workspace whose jobs report on the GUI thread,
+and a main window on it."""
 import pytest
 
 LONG = 60_000  # ms: generous ceilings for waits on a slow, shared 2-CPU machine
@@ -12,10 +13,27 @@ def runs_root(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def workspace(qapp):
+    """An application model for a panel on its own; its jobs are waited for at the end."""
+    from fatstudio.core.app.workspace import Workspace
+    from fatstudio.qt.jobs import new_jobs
+
+    ws = Workspace(jobs=new_jobs())
+    yield ws
+    ws.jobs.shutdown()
+
+
+@pytest.fixture
+def wait_for_jobs(qtbot):
+    """``wait_for_jobs(workspace)``: until every job of ``workspace`` has ended and what it posted has been delivered."""
+    def wait(workspace, timeout: int = LONG) -> None:
+        qtbot.waitUntil(lambda: workspace.jobs.idle, timeout=timeout)
+    return wait
+
+
+@pytest.fixture
 def window(qtbot, runs_root):
     """The main window, shown; closing and deleting answer yes; a run still training is stopped at the end."""
-    from PySide6.QtCore import QThreadPool
-
     from fatstudio.app import MainWindow
 
     w = MainWindow()
@@ -28,4 +46,4 @@ def window(qtbot, runs_root):
     if w.job is not None:
         w.job.stop()
         qtbot.waitUntil(lambda: w.job is None, timeout=LONG)
-    QThreadPool.globalInstance().waitForDone(LONG)
+    w.workspace.jobs.shutdown()

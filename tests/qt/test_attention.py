@@ -37,8 +37,8 @@ def make_loaded(arch, dtype=torch.float32, l_max=16, H=3, L=2):
 
 
 @pytest.fixture
-def panel(qtbot):
-    p = AttentionPanel()
+def panel(qtbot, workspace):
+    p = AttentionPanel(workspace)
     qtbot.addWidget(p)
     p.resize(1100, 700)
     return p
@@ -57,7 +57,7 @@ def test_drawn_numbers_are_the_reference(qtbot, panel, arch):
     """Prompt a float64 model in the prompt panel; every map the attention panel draws (large view and grid)
     equals the literal reference's softmax(S/√d_attn) for the same weights and tokens within 1e-9."""
     loaded = make_loaded(arch, dtype=torch.float64)
-    prompt = PromptPanel()
+    prompt = PromptPanel(panel.workspace)
     qtbot.addWidget(prompt)
     prompt.attentionReady.connect(panel.show_maps)
     prompt.set_model(loaded)
@@ -653,7 +653,7 @@ def test_the_users_text_and_the_training_probe_are_both_reachable(qtbot, panel, 
 def test_after_generate_the_view_shows_the_prompt_and_says_so(qtbot, panel):
     """l_max = 16 and 40 generated tokens: the maps start at the prompt (the last l_max tokens lost it)."""
     loaded = make_loaded("gpt")
-    prompt = PromptPanel()
+    prompt = PromptPanel(panel.workspace)
     qtbot.addWidget(prompt)
     prompt.attentionReady.connect(panel.show_maps)
     prompt.set_model(loaded)

@@ -38,8 +38,8 @@ def lens_run(tmp_path_factory):
 
 
 @pytest.fixture
-def panel(qtbot):
-    p = AttentionPanel()
+def panel(qtbot, workspace):
+    p = AttentionPanel(workspace)
     qtbot.addWidget(p)
     p.resize(1100, 900)
     p.show()

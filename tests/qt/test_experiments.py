@@ -21,8 +21,8 @@ def test_a_tiny_sweep_fills_the_table_and_its_rows_open_and_overlay(qtbot, windo
     w.viewTabs.setCurrentWidget(ex)
     ex.set_plan([("train.lr", "1e-3, 3e-2"), ("train.optimizer", "adamw")], seeds=1, budget=4)
     filled, said = [], []
-    ex._reports.rowsChanged.connect(lambda d: filled.append(sum(len(r["values"]) for r in d["rows"])))
-    ex._reports.rowsChanged.connect(lambda d: said.append(ex.statusLabel.text()))  # after the panel's own slot
+    ex.sweepReported.connect(lambda d: filled.append(sum(len(r["values"]) for r in d["rows"])))
+    ex.sweepReported.connect(lambda d: said.append(ex.statusLabel.text()))  # after the table shows it
     with qtbot.waitSignal(ex.sweepFinished, timeout=SWEEP_WAIT) as done:
         ex.findChild(QPushButton, "runSweepButton").click()
         assert ex.running and not ex.runButton.isEnabled()

@@ -39,8 +39,8 @@ def run_dir(tmp_path_factory):
 
 
 @pytest.fixture
-def panel(qtbot, run_dir):
-    p = AttentionPanel()
+def panel(qtbot, run_dir, workspace):
+    p = AttentionPanel(workspace)
     qtbot.addWidget(p)
     p.resize(1300, 800)
     loaded = Run.open(run_dir).load_model()
@@ -211,10 +211,10 @@ def other_models(tmp_path_factory, run_dir):
             "edt": _trained(tmp, "edt", "edt", "seq2seq", "reverse")}
 
 
-def test_patching_a_bert_reads_the_first_mask_or_the_position_given(qtbot, other_models):
+def test_patching_a_bert_reads_the_first_mask_or_the_position_given(qtbot, other_models, workspace):
     from fatstudio.core.inspect.patching import patch
 
-    view, loaded = PatchingView(), other_models["bert"]
+    view, loaded = PatchingView(workspace), other_models["bert"]
     qtbot.addWidget(view)
     view.set_model(loaded)
     assert view.prefixEdit.isHidden() and view.streamCombo.isHidden()
@@ -237,10 +237,10 @@ def test_patching_a_bert_reads_the_first_mask_or_the_position_given(qtbot, other
     assert view.result.position == n - 2 if view.result else "same logit difference" in view.message.text()
 
 
-def test_patching_an_encoder_decoder_patches_the_sources_and_shows_the_decoder_s_stream(qtbot, other_models):
+def test_patching_an_encoder_decoder_patches_the_sources_and_shows_the_decoder_s_stream(qtbot, other_models, workspace):
     from fatstudio.core.inspect.patching import patch
 
-    view, loaded = PatchingView(), other_models["edt"]
+    view, loaded = PatchingView(workspace), other_models["edt"]
     qtbot.addWidget(view)
     view.set_model(loaded)
     assert not view.prefixEdit.isHidden() and not view.streamCombo.isHidden()
@@ -259,7 +259,9 @@ def test_patching_an_encoder_decoder_patches_the_sources_and_shows_the_decoder_s
     assert view.map.key_tokens == want.corrupt_tokens
     view.streamCombo.setCurrentIndex(view.streamCombo.findData("dec"))
     assert view.map.matrix == pytest.approx(np.asarray(want.decoder_residual))
-    assert view.map.matrix[-1, -1] == pytest.approx(1.0, abs=1e-5)  # the decoder's last stream, where it is read
+    # the decoder's last stream, where it is read: all of the clean difference, up to float32 rounding of a ratio
+    # whose denominator (d_clean - d_corrupted) is small for a model trained a few steps
+    assert view.map.matrix[-1, -1] == pytest.approx(1.0, abs=1e-3)
     labels = [view.heads.verticalHeaderItem(i).text() for i in range(view.heads.rowCount())]
     assert labels == ["encoder layer 1", "decoder layer 1", "cross-attention layer 1"]
     assert view.heads.item(2, 1).text() == f"{want.heads['cross/0'][1]:.2f}"
@@ -290,10 +292,10 @@ def test_a_right_click_on_a_thumbnail_asks_for_its_menu(qtbot, panel):
         grid._on_clicked(event)
 
 
-def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot):
+def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot, workspace):
     from fatstudio.core.inspect.ablation import TextAblation
 
-    view = attention_head_ablation.HeadAblationView()
+    view = attention_head_ablation.HeadAblationView(workspace)
     qtbot.addWidget(view)
     view._on_result(TextAblation("self/0/1", "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35]))
     assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag

@@ -48,11 +48,10 @@ def test_window_opens_without_torch_and_ready_to_train(tmp_path):
         "app = QApplication([])\n"
         "from fatstudio.app import MainWindow\n"
         "w = MainWindow(); w.show()\n"
-        "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training', 'fatstudio.core.data.corpora',"
+        "heavy = [m for m in ('torch', 'tokenizers', 'fatstudio.core.training.trainer', 'fatstudio.core.data.corpora',"
         " 'fatstudio.core.inference.generation') if m in sys.modules]\n"
         "print('HEAVY', heavy, w.train_view.trainButton.isEnabled())\n"
-        "from PySide6.QtCore import QThreadPool\n"
-        "app.processEvents(); QThreadPool.globalInstance().waitForDone(60000)\n"
+        "app.processEvents(); w.workspace.jobs.wait(60)\n"
     )
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "FATSTUDIO_RUNS": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)

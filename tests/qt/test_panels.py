@@ -124,8 +124,8 @@ def test_arch_change_resets_variations_to_the_paper(qtbot):
     assert (c.norm, c.positions, c.norm_position, c.activation) == ("layer", "learned", "post", "relu")
 
 
-def test_train_panel_round_trip(qtbot):
-    panel = TrainPanel()
+def test_train_panel_round_trip(qtbot, workspace):
+    panel = TrainPanel(workspace)
     qtbot.addWidget(panel)
     t = TrainConfig(steps=123, batch_size=7, optimizer="sgd", lr=3e-4, warmup=5, lr_schedule="constant", min_lr=1e-5,
                     weight_decay=0.05, grad_clip=0.5, eval_interval=11, eval_iters=3, checkpoint_interval=50,
@@ -135,12 +135,12 @@ def test_train_panel_round_trip(qtbot):
     assert panel.fields["lr"].text() == "3e-4"
 
 
-def test_train_panel_turns_tensorboard_on(qtbot, monkeypatch):
+def test_train_panel_turns_tensorboard_on(qtbot, monkeypatch, workspace):
     from PySide6.QtWidgets import QCheckBox
 
     from fatstudio.core.config import TENSORBOARD_MISSING
 
-    panel = TrainPanel()
+    panel = TrainPanel(workspace)
     qtbot.addWidget(panel)
     box = panel.fields["tensorboard"]
     assert isinstance(box, QCheckBox) and box.objectName() == "train.tensorboard"
@@ -161,8 +161,8 @@ def test_tokens_html_shows_boundaries():
     assert "↵" in html and "→" in html
 
 
-def test_train_panel_says_what_auto_precision_chooses_here(qtbot):
-    panel = TrainPanel()
+def test_train_panel_says_what_auto_precision_chooses_here(qtbot, workspace):
+    panel = TrainPanel(workspace)
     qtbot.addWidget(panel)
     assert panel.config().precision == "auto"  # the default
     with qtbot.waitSignal(panel.precisionResolved, timeout=30000) as resolved:
@@ -209,11 +209,9 @@ def test_settings_validate_once_and_announce_what_changed(qtbot, monkeypatch):
     assert settings.config.model.H_kv == 3 and settings.config is not settings.config  # copies to keep
 
 
-def test_one_binding_over_the_fields(qtbot):
-    from fatstudio.qt.binding import Settings
-
-    settings = Settings()
-    model, train = ModelPanel(settings=settings), TrainPanel(settings=settings)
+def test_one_binding_over_the_fields(qtbot, workspace):
+    settings = workspace.settings
+    model, train = ModelPanel(settings=settings), TrainPanel(workspace)
     qtbot.addWidget(model)
     qtbot.addWidget(train)
     assert set(train.binding.editors) == {f.name for f in dataclasses.fields(TrainConfig)}  # every field, no code each
@@ -233,11 +231,9 @@ def test_one_binding_over_the_fields(qtbot):
     assert model.fields["d_e"].text() == "256" and settings.model.d_e == 128
 
 
-def test_panels_follow_the_settings_not_each_other(qtbot):
-    from fatstudio.qt.binding import Settings
-
-    settings = Settings()
-    model, train = ModelPanel(settings=settings), TrainPanel(settings=settings)
+def test_panels_follow_the_settings_not_each_other(qtbot, workspace):
+    settings = workspace.settings
+    model, train = ModelPanel(settings=settings), TrainPanel(workspace)
     qtbot.addWidget(model)
     qtbot.addWidget(train)
     train.fields["batch_size"].setValue(5)

@@ -14,10 +14,11 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 import torch
-from PySide6.QtCore import QPoint, Qt, QThreadPool
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QPlainTextEdit, QPushButton, QTextBrowser, QWidget
 
 from fatstudio import ModelConfig, RunConfig, build_model
+from fatstudio.core.app.workspace import Workspace
 from fatstudio.core.config import DataConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference import generation
@@ -25,6 +26,7 @@ from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.paper import fidelity
 from fatstudio.core.paper.pseudocode import tensor_stats
 from fatstudio.qt.binding import Settings
+from fatstudio.qt.jobs import new_jobs
 from fatstudio.qt.panels.model import ModelPanel
 from fatstudio.qt.panels.paper import PaperPanel
 
@@ -39,15 +41,19 @@ TASKS = {"gpt": "next_token", "gopher": "next_token", "bert": "masked_lm", "edt"
 
 @pytest.fixture
 def make_panel(qtbot):
+    made = []
+
     def make(arch="gpt", **kw):
         settings = Settings(RunConfig(model=ModelConfig(arch=arch, **{**TINY, **kw}), train=TrainConfig(seed=7)))
-        panel = PaperPanel(settings=settings)
+        panel = PaperPanel(Workspace(settings, jobs=new_jobs()))
+        made.append(panel)
         qtbot.addWidget(panel)
         panel.resize(1500, 1000)
         panel.show()
         return panel
     yield make
-    QThreadPool.globalInstance().waitForDone(LONG)
+    for panel in made:
+        panel.workspace.jobs.shutdown()
 
 
 def line_index(panel, pred) -> int:

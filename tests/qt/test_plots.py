@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pyqtgraph")
 
-from PySide6.QtCore import Qt, QThreadPool
+from PySide6.QtCore import Qt
 
 from fatstudio.qt.widgets.curves import Series, SmoothedSeries
 from fatstudio.qt.widgets.forms import SciSpinBox, sci
@@ -261,7 +261,7 @@ def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_onl
     assert p.reference is None and len(item.listDataItems()) == 3 and band.scene() is None
 
 
-def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch):
+def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch, wait_for_jobs):
     from fatstudio.app import MainWindow
     from fatstudio.core import training
     from fatstudio.core.runs import reference_curves
@@ -289,7 +289,7 @@ def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, 
     assert w.plots.reference is None
     w.workspace.take(started)  # a live run's Started event
     assert w.plots.reference is not None and w.plots._chars == {"train": 1.0, "val": 1.0}
-    QThreadPool.globalInstance().waitForDone(60_000)  # the opened runs' models, loaded in the background
+    wait_for_jobs(w.workspace)  # the opened runs' models, loaded in the background
 
 
 def test_the_x_range_grows_in_jumps_and_stops_at_the_runs_planned_steps(qtbot):

@@ -37,8 +37,8 @@ def make_loaded(kind="gpt", l_max=24, dtype=torch.float32, seed=0):
 
 
 @pytest.fixture
-def panel(qtbot):
-    p = PromptPanel()
+def panel(qtbot, workspace):
+    p = PromptPanel(workspace)
     qtbot.addWidget(p)
     yield p
     p.shutdown()
@@ -288,7 +288,7 @@ def test_new_model_while_generating(qtbot, panel):
     panel.promptEdit.setPlainText("the [MASK]ox")
     run_and_wait(qtbot, panel)
     assert len(panel.predictions) == 1
-    qtbot.waitUntil(lambda: not panel._active, timeout=5000)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=5000)
 
 
 def test_capture_attention_keeps_dtype():

@@ -50,17 +50,7 @@ CLOSE_SCRIPT = textwrap.dedent(r"""
     from PySide6.QtWidgets import QApplication
 
     app = QApplication([])
-    from superqt.utils import _qthreading
-
-    RUNNING = set()  # the app's workers (superqt runnables) whose run() has not returned
-    _run = _qthreading.WorkerBase.run
-    def run(self):
-        RUNNING.add(id(self))
-        try:
-            return _run(self)
-        finally:
-            RUNNING.discard(id(self))
-    _qthreading.WorkerBase.run = run
+    import threading
 
     from fatstudio.app import MainWindow
 
@@ -133,7 +123,7 @@ CLOSE_SCRIPT = textwrap.dedent(r"""
             return w.state == "running" and w.plots.val.n >= 1
         close_when(training, lambda: report.update(run_dir=w.run_dir))
     app.exec()
-    report["threads_left"] = len(RUNNING)  # once the app has quit
+    report["threads_left"] = sum(t.name.startswith("fatstudio-job") for t in threading.enumerate())  # once it quit
     report["app_quit_s"] = time.time() - report.get("closing", time.time())
     print("REPORT " + json.dumps(report), flush=True)
 """)
@@ -310,7 +300,7 @@ def test_deleting_the_run_open_in_the_prompt_tab_closes_it_with_a_message(qtbot,
     assert not w.prompt_panel.run()  # nothing to prompt: says so
 
 
-def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root):
+def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root, wait_for_jobs):
     from fatstudio.core.runs.folder import Run
 
     w = window
@@ -318,9 +308,7 @@ def test_deleting_the_open_run_while_its_model_loads(qtbot, window, runs_root):
     w.open_run(Run.open(run_a))
     w.delete_run(Run.open(run_a))  # the model of the run is still loading
     qtbot.wait(500)
-    from PySide6.QtCore import QThreadPool
-    QThreadPool.globalInstance().waitForDone(LONG)
-    qtbot.wait(100)
+    wait_for_jobs(w.workspace)
     assert w.loaded_model is None and w.run_dir is None
     assert w.last_error is None  # the load was cancelled, not failed on the missing files
 

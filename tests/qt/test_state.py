@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import QThreadPool
 from PySide6.QtWidgets import QPushButton, QSplitter
 
 LONG = 60_000
@@ -28,7 +27,7 @@ def _window(qtbot, runs_root):
 
 def _close(w) -> None:
     w.close()
-    QThreadPool.globalInstance().waitForDone(LONG)
+    w.workspace.jobs.wait(LONG / 1000)
 
 
 def _finished_run(runs_root, name):

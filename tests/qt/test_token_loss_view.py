@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt, QThreadPool
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QWidget
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
@@ -37,13 +37,13 @@ def make(tmp_path):
 
 
 @pytest.fixture
-def panel(qtbot, tmp_path):
-    p = TokenLossPanel(runs_root=tmp_path / "runs")
+def panel(qtbot, tmp_path, workspace, wait_for_jobs):
+    p = TokenLossPanel(workspace, runs_root=tmp_path / "runs")
     p.resize(1100, 600)
     qtbot.addWidget(p)
     p.show()
     yield p
-    QThreadPool.globalInstance().waitForDone(LONG)
+    wait_for_jobs(workspace)
 
 
 def score_and_wait(qtbot, panel):
@@ -159,12 +159,12 @@ def test_export_dialog_keeps_the_summary_and_refuses_a_folder(qtbot, panel, make
     assert panel.summaryLabel.text().startswith("Export failed:") and "is a folder" in panel.summaryLabel.text()
 
 
-def test_cancel_drops_the_scoring_and_a_classifier_has_no_scoring(qtbot, panel, make):
+def test_cancel_drops_the_scoring_and_a_classifier_has_no_scoring(qtbot, panel, make, wait_for_jobs):
     panel.set_model(make())
     assert panel.score() and panel.busy and panel.cancelButton.isVisible()
     panel.cancel()
     assert not panel.busy and "cancelled" in panel.summaryLabel.text()
-    QThreadPool.globalInstance().waitForDone(LONG)
+    wait_for_jobs(panel.workspace)
     qtbot.wait(50)
     assert panel.scored is None
     loaded = make()

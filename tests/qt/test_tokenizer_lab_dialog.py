@@ -24,15 +24,17 @@ LONG = 60_000
 
 
 def lab(qtbot, corpus, spec, **kw) -> TokenizerLab:
-    dialog = TokenizerLab(corpus, spec, **kw)
+    from fatstudio.qt.jobs import new_jobs
+
+    dialog = TokenizerLab(new_jobs(), corpus, spec, **kw)
     qtbot.addWidget(dialog)
     qtbot.waitUntil(lambda: not dialog.running, timeout=LONG)
     return dialog
 
 
-def test_the_corpus_tab_opens_the_lab_on_the_loaded_corpus(qtbot, tmp_path, monkeypatch):
+def test_the_corpus_tab_opens_the_lab_on_the_loaded_corpus(qtbot, tmp_path, monkeypatch, workspace):
     monkeypatch.setenv("FATSTUDIO_RUNS", str(tmp_path))
-    panel = CorpusPanel()
+    panel = CorpusPanel(workspace)
     qtbot.addWidget(panel)
     assert not panel.labButton.isEnabled()  # nothing loaded yet
     panel.set_corpus("reverse")

@@ -2,12 +2,13 @@
 
 A `Workspace` holds what the app works on: the `Settings` a new run starts with, the prepared corpus, the
 training state (`TrainingState`), the run shown, the model (or snapshot) loaded for prompting, the Prompt
-tab's text, the run's probe folder and its "is this normal?" diagnostics. Panels subscribe to its signals and
-call its commands; none of them pushes values into another.
+tab's text, the run's probe folder and its "is this normal?" diagnostics, and the job system (`jobs`) that runs
+all of the app's background work. Panels subscribe to its signals and call its commands; none of them pushes
+values into another.
 
-Threading is not its business: training runs behind a `Runner` (the Qt layer's ``TrainingJob`` iterates the
-trainer's generator in a worker thread) and the caller hands each trainer event to `Workspace.take` on one
-thread, and `Workspace.end` once the runner has ended.
+Training runs as the job "training" (`train`): the trainer's generator in a job thread, each of its events taken
+in here (`take`) on the owner's thread, and `end` once the job has ended. A `Runner` (the trainer's `Control`)
+takes the commands meanwhile.
 """
 from __future__ import annotations
 
@@ -19,8 +20,13 @@ from typing import Any, Protocol
 from psygnal import Signal
 
 from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, row_step
+from ..training.control import Control
 from ..training.diagnostics import Diagnosis
+from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
+from .jobs import Jobs, Mailbox
 from .settings import Settings
+
+TRAINING = "training"  # the training run's job
 
 EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among the last this many rows
 
@@ -126,8 +132,9 @@ class RunDiagnostics:
 class Workspace:
     """What the app works on, and the commands that change it; each change is announced by a signal.
 
-    ``state`` (a `TrainingState`), ``run_dir`` (the run shown or training), ``last_status`` (the last run's
-    Finished status, "error" when its worker failed), ``loaded`` (the model prompted: a run's or a snapshot,
+    ``jobs`` (the job system: the caller's, else one posting to ``mailbox``, which the caller drains), ``state``
+    (a `TrainingState`), ``run_dir`` (the run shown or training), ``last_status`` (the last run's Finished
+    status, "error" when its job failed), ``loaded`` (the model prompted: a run's or a snapshot,
     or None) and ``loaded_dir`` (its run folder; None for a snapshot), ``prepared`` (the corpus panel's
     `data.Prepared`, or None), ``prompt_text`` (the Prompt tab's text), ``probe_dir`` (the run whose probe
     maps the Attention tab lists), ``diagnostics`` (`RunDiagnostics`).
@@ -136,6 +143,7 @@ class Workspace:
     state_changed = Signal(object)  # the new TrainingState
     event = Signal(object)  # a trainer event, once the workspace has taken it in
     ended = Signal(str)  # the runner has ended: the last status ("finished" | "stopped" | "failed" | "error")
+    failed = Signal(str)  # the training job failed outside the trainer: what went wrong, in words
     model_changed = Signal(object)  # the model to prompt (None: none)
     corpus_changed = Signal(object)  # the prepared corpus (None: none current)
     prompt_text_changed = Signal(str)
@@ -145,8 +153,13 @@ class Workspace:
     diagnostics_due = Signal()  # rows or head findings arrived: `diagnose` when convenient
     diagnosed = Signal(list, str)  # the findings (line, warning) and the summary
 
-    def __init__(self, settings: Settings | None = None):
+    def __init__(self, settings: Settings | None = None, jobs: Jobs | None = None):
         self.settings = settings if settings is not None else Settings()
+        self.mailbox: Mailbox | None = None
+        if jobs is None:
+            self.mailbox = Mailbox()
+            jobs = Jobs(self.mailbox.post)
+        self.jobs = jobs
         self.state = TrainingState.IDLE
         self.runner: Runner | None = None
         self.run_dir: str | None = None
@@ -158,7 +171,9 @@ class Workspace:
         self.prompt_text = ""
         self.probe_dir: str | None = None
         self.diagnostics = RunDiagnostics()
-        self._handlers: dict[type, Callable[[Any], None]] | None = None
+        self._handlers: dict[type[Event], Callable[[Any], None]] = {
+            Started: self._on_started, Steps: self._on_steps, Evaluation: self._on_evaluation, Paused: self._on_paused,
+            Resumed: self._on_resumed, Probe: self._on_probe, Snapshot: self._on_snapshot, Finished: self._on_finished}
 
     # ---- state ----------------------------------------------------------------------------------------
     def _set_state(self, state: TrainingState) -> None:
@@ -213,6 +228,18 @@ class Workspace:
         self.diagnosed.emit(*self.diagnostics.diagnose())
 
     # ---- training commands -------------------------------------------------------------------------------
+    def train(self, config: Any, run_dir: str | None = None, resume: bool = False, probe: Any = None,
+              init_from: str | None = None) -> bool:
+        """Start a run of ``config`` (a RunConfig) as the job "training", with the corpus prepared (if it is the
+        settings'); ``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights. False if
+        a run is already under way."""
+        control = Control()
+        if not self.start(control, run_dir):
+            return False
+        self.jobs.submit(TRAINING, _train, config, run_dir, resume, self.prepared, probe, init_from, control,
+                         on_item=self.take, on_error=self.fail, on_end=lambda _status: self.end(), stop=control.stop)
+        return True
+
     def start(self, runner: Runner, run_dir: str | None = None) -> bool:
         """A run starts behind ``runner`` (``run_dir``: the folder a resumed run continues)."""
         if self.busy:
@@ -259,8 +286,9 @@ class Workspace:
         return True
 
     def fail(self, message: str) -> None:
-        """The runner failed outside the trainer (its message is shown by whoever shows errors)."""
+        """The runner failed outside the trainer (``failed`` tells whoever shows errors)."""
         self.last_status = "error"
+        self.failed.emit(message)
 
     def end(self) -> None:
         """The runner has ended (after its last event): idle again."""
@@ -269,63 +297,61 @@ class Workspace:
         self.ended.emit(self.last_status or "error")
 
     # ---- the trainer's events ------------------------------------------------------------------------------
-    def take(self, ev: Any) -> None:
+    def take(self, ev: Event) -> None:
         """Take in one of the trainer's events (by type), then announce it with ``event``."""
-        handler = self._event_handlers().get(type(ev))
+        handler = self._handlers.get(type(ev))
         if handler is not None:
             handler(ev)
         self.event.emit(ev)
 
-    def _event_handlers(self) -> dict[type, Callable[[Any], None]]:
-        if self._handlers is None:
-            # imported here, not above: training imports torch, which the window opens without; by the
-            # time an event arrives the worker has imported it
-            from .. import training as t
-
-            self._handlers = {t.Started: self._on_started, t.Steps: self._on_steps,
-                              t.Evaluation: self._on_evaluation, t.Paused: self._on_paused,
-                              t.Resumed: self._on_resumed, t.Probe: self._on_probe,
-                              t.Snapshot: self._on_snapshot, t.Finished: self._on_finished}
-        return self._handlers
-
-    def _on_started(self, ev: Any) -> None:
+    def _on_started(self, ev: Started) -> None:
         self.run_dir = ev.run_dir
         self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy)  # a resumed run's rows are read
         if self.state is TrainingState.STARTING:
             self._set_state(TrainingState.RUNNING)
 
-    def _on_steps(self, ev: Any) -> None:
+    def _on_steps(self, ev: Steps) -> None:
         self.diagnostics.add_rows([{STEP: s, TRAIN_LOSS: loss, LR: lr, GRAD_NORM: g}
                                    for s, loss, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)])
         self.diagnostics_due.emit()
 
-    def _on_evaluation(self, ev: Any) -> None:
+    def _on_evaluation(self, ev: Evaluation) -> None:
         self.diagnostics.add_evaluation(ev.step, eval_train_loss=ev.eval_train_loss, val_loss=ev.val_loss,
                                         accuracy=ev.accuracy)
         self.diagnostics_due.emit()
         acc = f", accuracy {ev.accuracy:.1%}" if ev.accuracy is not None else ""
         self.last_evaluation = f"step {ev.step:,}: train loss {ev.eval_train_loss:.4f}, validation loss {ev.val_loss:.4f}{acc}"
 
-    def _on_paused(self, ev: Any) -> None:
+    def _on_paused(self, ev: Paused) -> None:
         if self.state is not TrainingState.STOPPING:
             self._set_state(TrainingState.PAUSED)
 
-    def _on_resumed(self, ev: Any) -> None:
+    def _on_resumed(self, ev: Resumed) -> None:
         if self.state is not TrainingState.STOPPING:
             self._set_state(TrainingState.RUNNING)
 
-    def _on_probe(self, ev: Any) -> None:
+    def _on_probe(self, ev: Probe) -> None:
         self.diagnostics.heads = (ev.step, list(ev.findings))
         self.diagnostics_due.emit()
         self.probe_added.emit(ev.step, ev.path, ev.scores)
 
-    def _on_snapshot(self, ev: Any) -> None:
+    def _on_snapshot(self, ev: Snapshot) -> None:
         loaded = self.runner.take_snapshot() if self.runner is not None else None
         if not ev.message and loaded is not None:
             self.set_model(loaded)
 
-    def _on_finished(self, ev: Any) -> None:
+    def _on_finished(self, ev: Finished) -> None:
         self.last_status = ev.status
         if ev.diverged:
             self.diagnostics.add_rows([diverged_row(ev.diverged)])
         self.diagnose()
+
+
+def _train(config: Any, run_dir: str | None, resume: bool, prepared: Any, probe: Any, init_from: str | None,
+           control: Control) -> Any:
+    """In the training job's thread: the trainer's generator (importing it imports torch, there and not in the
+    owner's thread)."""
+    from ..training.trainer import train
+
+    return train(config, run_dir=run_dir, resume=resume, control=control, prepared=prepared, probe=probe,
+                 init_from=init_from)

@@ -5,7 +5,7 @@ in order: `Tokens` (generate, translate: the sampled tokens, in batches), `MaskP
 `ClassProbabilities` (classify); then, when asked for, the attention maps of the text (`Attention`, or
 `AttentionFailed` with the reason they could not be drawn); last `Finished`. `score_events` does the same for
 scoring a text (`Scored`). The call's arguments are checked when it is made (a ValueError in words); the model
-work runs as the events are read, and an error there is raised to the reader (who may report it as `Failed`).
+work runs as the events are read, and an error there is raised to the reader.
 """
 from __future__ import annotations
 
@@ -70,20 +70,13 @@ class AttentionFailed:
 
 
 @dataclass(frozen=True)
-class Failed:
-    """The call failed: what went wrong, in words (made by the reader of the events, e.g. the panel's worker)."""
-
-    message: str
-
-
-@dataclass(frozen=True)
 class Finished:
     """The last event: ``status`` is "finished", "stopped" (asked to stop early) or "failed"."""
 
     status: str
 
 
-PromptEvent = Tokens | MaskPredictions | ClassProbabilities | Scored | Attention | AttentionFailed | Failed | Finished
+PromptEvent = Tokens | MaskPredictions | ClassProbabilities | Scored | Attention | AttentionFailed | Finished
 
 
 def prompt_events(loaded: LoadedModel, prompt: EncodedPrompt, *, tokens: int = 200, top: int = 5,
@@ -178,5 +171,5 @@ def score_events(loaded: LoadedModel, inp: ScoreInput, *, alternatives: int = 5)
     yield Finished("finished")
 
 
-__all__ = ["Tokens", "MaskPredictions", "ClassProbabilities", "Scored", "Attention", "AttentionFailed", "Failed",
+__all__ = ["Tokens", "MaskPredictions", "ClassProbabilities", "Scored", "Attention", "AttentionFailed",
            "Finished", "PromptEvent", "prompt_events", "generation_events", "score_events"]

@@ -72,6 +72,8 @@ from .attention_lens import LensView
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QTableWidget
 
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from .attention_ablation import AblationView
     from .attention_head_ablation import HeadAblationView
     from .attention_patching import PatchingView
@@ -91,7 +93,7 @@ class AttentionPanel(QWidget):
     patchingView: PatchingView
     headAblationView: HeadAblationView
 
-    def __init__(self, parent=None, workspace=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.maps: AttentionMaps | None = None  # the maps shown: `text_maps` or a probe step's
         self.text_maps: AttentionMaps | None = None  # the user's text's (`show_maps`), kept while a probe is shown
@@ -103,17 +105,16 @@ class AttentionPanel(QWidget):
         self.query: int | None = None
         self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
-        self._scores_call = None
+        self._scores_call: Job | None = None
         self._scores_for: object = None  # the maps the call in flight measures
         self.probe_step: int | None = None  # the step whose probe maps were shown last
         self._probe_maps: AttentionMaps | None = None
         self.workspace = workspace
         self._build()
-        if workspace is not None:  # the head scores are the workspace's model's; none: nothing shown
-            workspace.model_changed.connect(self._model_changed)
-            workspace.run_changed.connect(self._refresh_sources)
-            if workspace.loaded is not None:
-                self.set_model(workspace.loaded)
+        workspace.model_changed.connect(self._model_changed)  # the head scores are the workspace's model's
+        workspace.run_changed.connect(self._refresh_sources)
+        if workspace.loaded is not None:
+            self.set_model(workspace.loaded)
 
     def _model_changed(self, loaded) -> None:
         self.set_model(loaded)
@@ -147,7 +148,7 @@ class AttentionPanel(QWidget):
         self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
-        self.lensView = LensView()  # the logit lens of the text shown, under the maps (`attention_lens`)
+        self.lensView = LensView(self.workspace)  # the logit lens of the text shown, under the maps (`attention_lens`)
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
         vsplit.addWidget(self.browser)

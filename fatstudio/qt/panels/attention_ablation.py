@@ -34,10 +34,11 @@ from PySide6.QtWidgets import (
 
 from ...core.inspect.components import component_label
 from ..widgets.token_view import signed_tint
-from ..workers import call_in_thread
 from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from ...core.inspect.ablation import KnockoutRow, KnockoutTable
     from .attention import AttentionPanel
 
@@ -52,8 +53,8 @@ def add_experiments(panel: AttentionPanel) -> None:
     from . import attention_head_ablation
     from .attention_patching import PatchingView
 
-    panel.ablationView, panel.patchingView = AblationView(), PatchingView()
-    panel.headAblationView = attention_head_ablation.HeadAblationView()
+    panel.ablationView, panel.patchingView = AblationView(panel.workspace), PatchingView(panel.workspace)
+    panel.headAblationView = attention_head_ablation.HeadAblationView(panel.workspace)
     for view, title in ((panel.ablationView, "Knock-out table"), (panel.patchingView, "Patching"),
                         (panel.headAblationView, "Head knocked out")):
         panel.browser.viewTabs.addTab(view, title)
@@ -65,7 +66,7 @@ def add_experiments(panel: AttentionPanel) -> None:
 def refresh_sources(panel: AttentionPanel) -> None:
     """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
     ws = panel.workspace
-    panel.ablationView.set_sources(panel.loaded, getattr(ws, "loaded_dir", None), getattr(ws, "run_dir", None),
+    panel.ablationView.set_sources(panel.loaded, ws.loaded_dir, ws.run_dir,
                                    panel.probe_steps())
 
 
@@ -108,8 +109,9 @@ class AblationView(QWidget):
     """Kind and weights choosers, Run and Cancel, a status line and the ``ablationTable``; `set_sources` says
     what can be measured."""
 
-    def __init__(self, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
+        self.workspace = workspace
         self.loaded = None
         self.rows: list[KnockoutRow] = []  # measured so far, in the order measured
         self.baseline: float | None = None
@@ -117,7 +119,7 @@ class AblationView(QWidget):
         self.step: int | None = None  # the step of the weights measured
         self.folder: str | None = None  # the run whose saved steps the chooser lists
         self.complete = False
-        self._call = None
+        self._call: Job | None = None
         self._stop = threading.Event()
         self._sink: list = []
         self._started = 0.0
@@ -207,7 +209,7 @@ class AblationView(QWidget):
             combo.setCurrentIndex(i)  # the choice stays while a training run adds steps
         combo.blockSignals(False)
         combo.setEnabled(combo.count() > 0)
-        self.runButton.setEnabled(self._call is None and self.chosen_weights() is not False)
+        self.runButton.setEnabled(not self.running and self.chosen_weights() is not False)
 
     def follow_step(self, step: int) -> None:
         """The probe slider is at ``step``: choose its weights, if they are saved and "follow the slider" is on
@@ -228,7 +230,7 @@ class AblationView(QWidget):
     # ---- measuring --------------------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._call is not None
+        return self._call is not None and self._call.running
 
     def start(self) -> None:
         """Measure the table in a worker; the rows appear as they come."""
@@ -243,9 +245,9 @@ class AblationView(QWidget):
         self.table.setRowCount(0)
         self._stop, self._sink = threading.Event(), []
         self._started = time.monotonic()
-        self._call = call_in_thread(measure, self.loaded, source, self.kind, self._stop, self._sink,
-                                    with_progress=True, owner=self, on_progress=self._on_progress,
-                                    on_result=self._on_result, on_error=self._on_error)
+        self._call = self.workspace.jobs.submit(
+            "knockout", measure, self.loaded, source, self.kind, self._stop, self._sink, progress=True,
+            on_progress=self._on_progress, on_result=self._on_result, on_error=self._on_error)
         self.runButton.setEnabled(False)
         self.cancelButton.setEnabled(True)
         self._timer.start()

@@ -27,11 +27,12 @@ from ...core.data.tokenization import SPECIALS
 from ...core.inference.attention_maps import AttentionMaps, head_label, map_name
 from ...core.inference.prompting import display_token
 from ..widgets.token_view import TokenView, signed_tint
-from ..workers import call_in_thread
 from .attention_ablation import weights_at
 from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from ...core.inspect.ablation import TextAblation
     from .attention import AttentionPanel
 
@@ -96,11 +97,12 @@ class HeadAblationView(QWidget):
     """A summary line, the text coloured by Δp (``headAblationText``) and the per-position table
     (``headAblationTable``)."""
 
-    def __init__(self, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
+        self.workspace = workspace
         self.setObjectName("headAblationView")
         self.result: TextAblation | None = None
-        self._call = None
+        self._call: Job | None = None
         self._step = 0  # the step of the weights ablated
         self.summary = QLabel(objectName="headAblationSummary")
         self.summary.setWordWrap(True)
@@ -129,7 +131,7 @@ class HeadAblationView(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._call is not None
+        return self._call is not None and self._call.running
 
     def start(self, loaded, name: str, text: str, kind: str, source: str | None,
               where: tuple[str, int] | None = None) -> None:
@@ -139,8 +141,8 @@ class HeadAblationView(QWidget):
         self._step = where[1] if where else loaded.step
         label = head_label(name.rsplit("/", 1)[0], int(name.rsplit("/", 1)[1]))
         self.say(f"Scoring the text with {label} knocked out ({kind})…")
-        self._call = call_in_thread(ablate_on_text, loaded, name, text, kind, source, where, owner=self,
-                                    on_result=self._on_result, on_error=self._on_error)
+        self._call = self.workspace.jobs.submit("head-ablation", ablate_on_text, loaded, name, text, kind, source, where,
+                                                on_result=self._on_result, on_error=self._on_error)
 
     def _on_result(self, result: TextAblation) -> None:
         self._call, self.result = None, result

@@ -33,10 +33,11 @@ from ...core.inference.prompting import display_token
 from ...core.inspect.saved_lens import SavedLens
 from ..widgets.attribution_bars import AttributionBars
 from ..widgets.lens_grid import LensGrid, RowLabels
-from ..workers import call_in_thread
 from .attention_export import save_with_dialog
 
 if TYPE_CHECKING:
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from .attention import AttentionPanel
 
 NO_LENS = ("No lens saved for this run: its probe files were written before the logit lens was saved with them "
@@ -85,8 +86,9 @@ class LensView(QWidget):
     heightWanted = Signal(int)
     BARS_MIN, BARS_MAX_W = 120, 470  # px: the attribution chart's least height and its most width
 
-    def __init__(self, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent, objectName="lensView")
+        self.workspace = workspace
         self.lens: SavedLens | None = None  # the lens shown
         self.position: int | None = None  # the column whose attribution is shown
         self.loaded = None
@@ -94,7 +96,7 @@ class LensView(QWidget):
         self._text_key: object = None  # the text maps whose lens is shown or measured
         self._measured: dict[int, tuple[object, SavedLens]] = {}  # id(maps) → (maps, lens of "Your text"), the last few
         self._read: dict[tuple[str, int], SavedLens | None] = {}  # (probe file, step) → its lens (None: it has none)
-        self._call = None
+        self._call: Job | None = None
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
         bar = QHBoxLayout()
@@ -193,9 +195,10 @@ class LensView(QWidget):
         self.clear("Reading the lens of your text…")
         self._text_key = maps
         loaded = self.loaded
-        self._call = call_in_thread(_measure, maps, loaded.model, loaded.tokenizer, list(maps.ids),
-                                    None if maps.context_ids is None else list(maps.context_ids), owner=self,
-                                    on_result=self._text_measured, on_error=self._text_failed)
+        self._call = self.workspace.jobs.submit(
+            "lens", _measure, maps, loaded.model, loaded.tokenizer, list(maps.ids),
+            None if maps.context_ids is None else list(maps.context_ids),
+            on_result=self._text_measured, on_error=self._text_failed)
 
     def pending(self) -> bool:
         return self._call is not None and self._call.running

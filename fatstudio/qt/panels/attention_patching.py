@@ -36,10 +36,11 @@ from ...core.inference.attention_maps import head_label, layer_label
 from ...core.inference.prompting import display_token
 from ..widgets.heatmap import HeatmapView
 from ..widgets.token_view import signed_tint
-from ..workers import call_in_thread
 from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from ...core.inspect.patching import PatchResult
 
 HINT = "Write a clean and a corrupted prompt of the same number of tokens."
@@ -73,12 +74,13 @@ def prompt_lengths(loaded, clean: str, corrupt: str, prefix: str) -> tuple[list[
 class PatchingView(QWidget):
     """Fields, Run and export buttons, ``patchingMessage``, the map ``patchingMap`` and ``patchingHeads``."""
 
-    def __init__(self, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
+        self.workspace = workspace
         self.setObjectName("patchingView")
         self.loaded = None
         self.result: PatchResult | None = None
-        self._call = None
+        self._call: Job | None = None
         self.cleanEdit = QLineEdit(objectName="patchingClean", placeholderText="e.g. the cat sat on the mat")
         self.corruptEdit = QLineEdit(objectName="patchingCorrupt", placeholderText="e.g. the dog sat on the mat")
         self.targetEdit = QLineEdit(objectName="patchingTarget", placeholderText="the clean run's top token")
@@ -212,7 +214,7 @@ class PatchingView(QWidget):
         """Say under the fields what is wrong with them (nothing: how long they are); Run only when they can be
         patched."""
         problem = self.problem()
-        self.runButton.setEnabled(problem is None and self._call is None)
+        self.runButton.setEnabled(problem is None and not self.running)
         if problem is not None:
             show_message(self.message, html.escape(problem), error=problem != HINT)
         elif self.result is None:
@@ -221,17 +223,21 @@ class PatchingView(QWidget):
         return problem is None
 
     # ---- running -----------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self._call is not None and self._call.running
+
     def start(self) -> None:
-        if self._call is not None or not self.check():
+        if self.running or not self.check():
             return
         assert self.loaded is not None  # `check` says so
         target = self.targetEdit.text() or None
         prefix = self.prefixEdit.text() if self.loaded.model.config.arch == "edt" else None
         self.runButton.setEnabled(False)
         show_message(self.message, "Patching…")
-        self._call = call_in_thread(run_patch, self.loaded, self.cleanEdit.text(), self.corruptEdit.text(), target,
-                                    self.position(), prefix, owner=self, on_result=self._on_result,
-                                    on_error=self._on_error)
+        self._call = self.workspace.jobs.submit(
+            "patching", run_patch, self.loaded, self.cleanEdit.text(), self.corruptEdit.text(), target, self.position(),
+            prefix, on_result=self._on_result, on_error=self._on_error)
 
     def _on_error(self, message: str) -> None:
         self._call = None

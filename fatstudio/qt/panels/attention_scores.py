@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 from ...core.inference.attention_maps import AttentionMaps
 from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
-from ..workers import call_in_thread
 from .attention_export import show_message
 
 if TYPE_CHECKING:
@@ -28,11 +27,12 @@ def request_scores(panel: AttentionPanel) -> None:
 
     # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
     if loaded is None or getattr(loaded, "model", None) is None or getattr(panel, "showing_probe", False):
-        panel._scores_call = call_in_thread(map_scores, maps, on_result=on_result,  # prev, diag, sink: no model
-                                            on_error=lambda message: on_scores_failed(panel, message))
+        panel._scores_call = panel.workspace.jobs.submit(  # prev, diag, sink: no model
+            "head-scores", map_scores, maps, on_result=on_result, on_error=lambda message: on_scores_failed(panel, message))
     else:
-        panel._scores_call = call_in_thread(head_scores, loaded.model, loaded.tokenizer, maps, on_result=on_result,
-                                            on_error=lambda message: on_scores_failed(panel, message))
+        panel._scores_call = panel.workspace.jobs.submit(
+            "head-scores", head_scores, loaded.model, loaded.tokenizer, maps, on_result=on_result,
+            on_error=lambda message: on_scores_failed(panel, message))
 
 
 def saved_scores(panel: AttentionPanel) -> HeadScores | None:

@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import MODADD_MAX_P, MODADD_P, TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
 from fatstudio.core.data import preview
 from fatstudio.core.data.preview import CorpusPreview, Piece
-from fatstudio.qt.binding import Binding, Change, Settings
+from fatstudio.qt.binding import Binding, Change
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
-from fatstudio.qt.workers import Call, call_in_thread
 
 if TYPE_CHECKING:
+    from fatstudio.core.app.workspace import Workspace
     from fatstudio.qt.panels.tokenizer_lab import TokenizerLab
 
 TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Alg. 12)",
@@ -84,14 +84,13 @@ class CorpusPanel(QWidget):
 
     statusChanged = Signal()
 
-    def __init__(self, settings: Settings | None = None, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
-        self.settings = settings if settings is not None else Settings()
+        self.workspace = workspace
+        self.settings = workspace.settings
         self.info: CorpusPreview | None = None
         self.error: str | None = None
         self.loading = False
-        self._call: Call | None = None
-        self._job = 0
         self.builtins: dict = {}
         self.builtin_tasks: dict = {}
         self.tokenizer_lab: TokenizerLab | None = None  # the open TokenizerLab dialog, if any
@@ -304,36 +303,26 @@ class CorpusPanel(QWidget):
     def _start(self, func, *args, **kwargs) -> None:
         if not self.spec:
             return
-        if self._call is not None:
-            self._call.cancel()  # its result, if any, is stale
-        self._job += 1
-        job = self._job
         self.loading = True
         self._set_error(None)
         self.progressBar.setValue(0)
         self.progressBar.setFormat("%p%")
         self.progressBar.show()
         self.statusChanged.emit()
-        self._call = call_in_thread(func, *args, with_progress=True, owner=self, **kwargs,
-                                    on_result=lambda info, j=job: self._loaded(j, info),
-                                    on_error=lambda msg, j=job: self._failed(j, msg),
-                                    on_progress=lambda f, m, j=job: self._progress(j, f, m))
+        self.workspace.jobs.submit("corpus", func, *args, progress=True, **kwargs, on_result=self._loaded,
+                                   on_error=self._failed, on_progress=self._progress)  # an earlier one's result is stale
 
-    def _progress(self, job: int, fraction: float, message: str) -> None:
-        if job == self._job:
-            self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
-            if message:
-                self.progressBar.setFormat(f"{message} – %p%")
+    def _progress(self, fraction: float, message: str) -> None:
+        self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
+        if message:
+            self.progressBar.setFormat(f"{message} – %p%")
 
     def _finish(self) -> None:
         self.loading = False
-        self._call = None
         self.progressBar.hide()
         self.statusChanged.emit()
 
-    def _loaded(self, job: int, info: CorpusPreview) -> None:
-        if job != self._job:
-            return
+    def _loaded(self, info: CorpusPreview) -> None:
         self.info = info
         if info.builtins and not self.builtins:
             self.builtin_tasks = dict(info.builtin_tasks)
@@ -345,9 +334,7 @@ class CorpusPanel(QWidget):
         if info.seeded and info.seed != self.seed:  # the seed changed while it loaded
             self._reload_timer.start()
 
-    def _failed(self, job: int, message: str) -> None:
-        if job != self._job:
-            return
+    def _failed(self, message: str) -> None:
         self.info = None
         self.statsLabel.setText("–")
         self.previewView.setPlainText("")
@@ -426,8 +413,8 @@ class CorpusPanel(QWidget):
         if self.tokenizer_lab is not None:
             self.tokenizer_lab.close()
         d = self.settings.data
-        lab = self.tokenizer_lab = TokenizerLab(self.info.corpus, self.info.spec, self.info.task, self.info.seed,
-                                          d.val_fraction or 0.1, getattr(self.window(), "runs_root", None), parent=self)
+        lab = self.tokenizer_lab = TokenizerLab(self.workspace.jobs, self.info.corpus, self.info.spec, self.info.task,
+                                                self.info.seed, d.val_fraction or 0.1, parent=self)
         lab.show()
 
     def _builtin_activated(self, _index: int) -> None:

@@ -8,8 +8,9 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -22,9 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.app.settings import Settings
 from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
-from fatstudio.qt.workers import Call, call_in_thread, register_stoppable
+
+if TYPE_CHECKING:
+    from fatstudio.core.app.jobs import Job, Progress
+    from fatstudio.core.app.workspace import Workspace
 
 VARY_TIP = ("A config key (table.key: train.lr, train.optimizer, model.d_e, data.tokenizer…) and its values, "
             "separated by commas; the first value of every key is the baseline. Every combination is trained.")
@@ -36,19 +39,14 @@ def _label(variant: dict) -> str:
     return ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
 
 
-class _Reports(QObject):
-    """The worker's reports: ``rowsChanged(dict)`` with the sweep so far (`Sweep.to_dict`) after each run."""
-
-    rowsChanged = Signal(object)
-
-
 def _run_sweep(config, vary: list[str], seeds: int, steps: int | None, seconds: float | None, runs_root: str,
-               reports: _Reports, stop: threading.Event) -> dict:
-    """Worker: the sweep (`run_sweep`), each finished run reported; the whole sweep's dict at the end."""
+               stop: threading.Event, progress: Progress) -> dict:
+    """In the sweep's job: the sweep (`run_sweep`), the sweep so far sent after each run (`Sweep.to_dict`); the
+    whole sweep's dict at the end."""
     from fatstudio.core.training.sweep import Plan, parse_vary, run_sweep
 
     plan = Plan(config, [parse_vary(config, v) for v in vary], seeds, steps, seconds)
-    return run_sweep(plan, Path(runs_root), progress=lambda sweep, done: reports.rowsChanged.emit(sweep.to_dict()),
+    return run_sweep(plan, Path(runs_root), progress=lambda sweep, done: progress.send(sweep.to_dict()),
                      stop=stop).to_dict()
 
 
@@ -72,18 +70,16 @@ class ExperimentsPanel(QWidget):
     openRequested = Signal(object)
     overlayRequested = Signal(object)
     sweepFinished = Signal(object)  # the sweep's dict (see `Sweep.to_dict`)
+    sweepReported = Signal(object)  # the sweep so far, after each of its runs, once the table shows it
 
-    def __init__(self, settings: Settings, runs_root: Callable[[], Path], parent=None):
+    def __init__(self, workspace: Workspace, runs_root: Callable[[], Path], parent=None):
         super().__init__(parent)
         self.setObjectName("experimentsPanel")
-        self.settings, self.runs_root = settings, runs_root
+        self.workspace, self.settings, self.runs_root = workspace, workspace.settings, runs_root
         self.rows: list[dict] = []  # the sweep's rows as last reported
         self._seeds = 0  # the seeds per variant of the sweep running
-        self._call: Call | None = None
+        self._call: Job | None = None
         self._stop = threading.Event()
-        self._reports = _Reports(self)
-        self._reports.rowsChanged.connect(self.show_rows)
-        register_stoppable(self)
         lay = QVBoxLayout(self)
         lay.addWidget(QLabel("<b>Experiments over seeds</b>: the current settings, with the keys below varied. "
                              "Each run trains in its own process; each value is the final validation loss in "
@@ -181,7 +177,7 @@ class ExperimentsPanel(QWidget):
 
     @property
     def running(self) -> bool:
-        return self._call is not None
+        return self._call is not None and self._call.running
 
     def start(self) -> None:
         """Queue the sweep in a worker thread."""
@@ -200,10 +196,14 @@ class ExperimentsPanel(QWidget):
         self.runButton.setEnabled(False)
         self.stopButton.setEnabled(True)
         self._say("Starting the sweep…")
-        self._call = call_in_thread(_run_sweep, self.settings.config, vary, self.seedsSpin.value(),
-                                    None if seconds else budget, float(budget) if seconds else None,
-                                    str(self.runs_root()), self._reports, self._stop,
-                                    on_result=self._finished, on_error=self._failed, owner=self)
+        self._call = self.workspace.jobs.submit(
+            "sweep", _run_sweep, self.settings.config, vary, self.seedsSpin.value(), None if seconds else budget,
+            float(budget) if seconds else None, str(self.runs_root()), self._stop, progress=True,
+            on_item=self._reported, on_result=self._finished, on_error=self._failed, stop=self._stop.set)
+
+    def _reported(self, sweep: dict) -> None:
+        self.show_rows(sweep)
+        self.sweepReported.emit(sweep)
 
     def stop(self) -> None:
         """End the run in progress (its process is ended) and leave the rest out."""

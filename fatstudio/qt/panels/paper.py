@@ -47,8 +47,7 @@ from fatstudio.core.config import ARCH_NAMES, ModelConfig
 from fatstudio.core.inference.attention_maps import head_label, map_name
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
-from fatstudio.qt.binding import Change, Settings
-from fatstudio.qt.workers import call_in_thread
+from fatstudio.qt.binding import Change
 
 TOLERANCE = 1e-9  # float64 agreement the reference tests ask for
 _SELECTED = QColor(255, 224, 138)  # the clicked line, as the Model panel marks its rows
@@ -117,9 +116,9 @@ class PaperPanel(QWidget):
 
     fieldsChosen = Signal(list)  # the ModelConfig fields the clicked line uses
 
-    def __init__(self, settings: Settings | None = None, parent=None, workspace: Workspace | None = None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
-        self.workspace = workspace if workspace is not None else Workspace(settings)
+        self.workspace = workspace
         self.settings = self.workspace.settings
         self.loaded = None
         self.training = False  # see `set_training`
@@ -469,13 +468,13 @@ class PaperPanel(QWidget):
                 if key == "check":
                     self.checkPaperLabel.setText(f"Could not check: {message}")
 
-        def finished() -> None:
+        def finished(_status) -> None:
             self._calls.pop(key, None)
             (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
 
         (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
-        self._calls[key] = call_in_thread(func, subject, cached, self.workspace.prepared, *args, on_result=done,
-                                          on_error=failed, on_done=finished)
+        self._calls[key] = self.workspace.jobs.submit(f"paper-{key}", func, subject, cached, self.workspace.prepared,
+                                                      *args, on_result=done, on_error=failed, on_end=finished)
         return True
 
     def busy(self) -> bool:

@@ -22,8 +22,8 @@ Sampling draws with a fresh random seed unless one is set; the result line names
 ``reuseSeedButton`` puts it in the seed box to draw the same sample again.
 
 The text is encoded once, in the GUI thread (`prompting.encode_prompt`: cheap, so bad input is reported at
-once, in words), and that `EncodedPrompt` is what the inference call reads. All model work runs in a superqt
-worker thread; the GUI thread only appends what the worker yields (batched to at most ~30 updates a second).
+once, in words), and that `EncodedPrompt` is what the inference call reads. All model work runs as the job
+"prompt" (`core.app.jobs`); the GUI thread only appends what it yields (batched to at most ~30 updates a second).
 Each run ends with the attention maps of its text, which the panel emits with ``attentionReady``: fill-mask
 and classify return those of their own forward pass; generate and translate make one more pass over the text
 they end with (`generation.Generation.attention`: prompt + output, or source and output).
@@ -49,8 +49,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
-from superqt.utils import GeneratorWorker
 
+from ...core.app.jobs import Job, describe_error
 from ...core.inference import generation, prompting, scoring
 from ...core.inference.attention_maps import AttentionMaps
 from ...core.inference.decode_step import compiling_enabled, decode_step_of
@@ -59,7 +59,6 @@ from ...core.inference.prompt_events import (
     Attention,
     AttentionFailed,
     ClassProbabilities,
-    Failed,
     Finished,
     MaskPredictions,
     PromptEvent,
@@ -70,16 +69,19 @@ from ...core.inference.prompt_events import (
 )
 from ...core.inference.prompting import EncodedPrompt, prompt_mode
 from ...core.inference.scoring import TextScore
-from ..prompt_jobs import Done, RunEvent, guarded
 from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
 from ..widgets.prompt_controls import PromptControls
 from ..widgets.score_view import ScoreView
 from ..widgets.token_tooltips import candidates_tooltip, choice_tooltip
 from ..widgets.token_view import TokenView, probability_color
-from ..workers import describe_error, start_now
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from ...core.app.workspace import Workspace
     from ...core.runs.folder import LoadedModel
+
+PROMPT = "prompt"  # the prompt's job
 
 
 class _Sampling(TypedDict):
@@ -182,8 +184,9 @@ class PromptPanel(QWidget):
     runStarted = Signal()
     runFinished = Signal(str)  # "finished" | "stopped" | "failed"
 
-    def __init__(self, parent=None, workspace=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
+        self.workspace = workspace
         self.loaded: LoadedModel | None = None
         self.mode: str | None = None
         self.generated: list[TokenChoice] = []
@@ -195,19 +198,16 @@ class PromptPanel(QWidget):
         self.last_score: TextScore | None = None  # of the last Score text
         self.last_seed: int | None = None  # the seed the last sampled generation used (None: greedy or none yet)
         self._scoring = False  # whether the last run scored (else it ran the mode's call)
-        self._worker: GeneratorWorker | None = None
-        self._active: set[int] = set()  # runs whose worker has not yet said "done"
+        self._job: Job | None = None  # the prompt's job ("prompt") while it runs
         self._stop = threading.Event()
-        self._run_id = 0
         self._sampling = _Sampling(temperature=1.0, top_k=0, top_p=1.0)
         self._build()
         self.set_model(None)
-        if workspace is not None:
-            self.promptEdit.textChanged.connect(lambda: workspace.set_prompt_text(self.promptEdit.toPlainText()))
-            workspace.set_prompt_text(self.promptEdit.toPlainText())
-            workspace.model_changed.connect(self.set_model)
-            if workspace.loaded is not None:
-                self.set_model(workspace.loaded)
+        self.promptEdit.textChanged.connect(lambda: workspace.set_prompt_text(self.promptEdit.toPlainText()))
+        workspace.set_prompt_text(self.promptEdit.toPlainText())
+        workspace.model_changed.connect(self.set_model)
+        if workspace.loaded is not None:
+            self.set_model(workspace.loaded)
 
     # ---- layout ----------------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -302,8 +302,8 @@ class PromptPanel(QWidget):
 
         A generation still running on the previous model is asked to stop; its output is discarded."""
         if self.is_running():
-            self._stop.set()
-            self._run_id += 1  # what the old run still yields is ignored
+            self.workspace.jobs.cancel(PROMPT)  # it stops after its token; nothing more of it arrives
+            self._job = None
         old_mode, old_loaded, self.loaded, self.mode = self.mode, self.loaded, loaded, prompt_mode(loaded)
         m = self.mode
         decoderish = m in ("generate", "translate")
@@ -350,7 +350,7 @@ class PromptPanel(QWidget):
     # ---- state -------------------------------------------------------------------------------------------
     def is_running(self) -> bool:
         """Whether a run for the current model is still going."""
-        return self._run_id in self._active
+        return self._job is not None
 
     def output_text(self) -> str:
         """The text shown in the output (generated text without the prompt for generate/translate)."""
@@ -465,19 +465,16 @@ class PromptPanel(QWidget):
             self.outputView.append_text(text, QColor(110, 110, 110))
         return job, notes
 
-    def _start(self, job) -> None:
-        self._run_id += 1
-        run_id = self._run_id
-        self._active.add(run_id)
-        worker = GeneratorWorker(guarded, job, run_id)
-        worker.yielded.connect(self._on_event)  # a bound method: disconnected if the panel is deleted
-        self._worker = worker
+    def _start(self, events: Iterator[PromptEvent]) -> None:
+        """Run the prompt's events as the job "prompt" (its iterator is advanced in the job's thread)."""
         self.last_status = None
         self.statusLabel.setText("running…")
         self.reuseSeedButton.hide()
+        stop = self._stop
+        self._job = self.workspace.jobs.submit(PROMPT, lambda: events, on_item=self._show_event,
+                                               on_error=self._on_failed, on_end=self._on_end, stop=stop.set)
         self._update_buttons()
         self.runStarted.emit()
-        start_now(worker)
 
     def stop(self) -> None:
         """Ask the running generation to stop after the current token (the attention of what was generated
@@ -487,27 +484,23 @@ class PromptPanel(QWidget):
             self._update_buttons()
 
     def shutdown(self, timeout_s: float = 5.0) -> bool:
-        """Stop and wait (up to ``timeout_s``, processing events) until no worker of this panel runs, e.g.
-        before the window closes. Returns whether they all ended."""
+        """Stop and wait (up to ``timeout_s``, processing events) until this panel's job has ended, e.g. before
+        the window closes. Returns whether it did."""
         self.stop()
         deadline = time.monotonic() + timeout_s
-        while self._active and time.monotonic() < deadline:
+        while self._job is not None and time.monotonic() < deadline:
             QCoreApplication.processEvents()
             time.sleep(0.005)
-        return not self._active
+        return self._job is None
 
-    # ---- events from the worker (GUI thread) ---------------------------------------------------------------
-    def _on_event(self, tagged: RunEvent) -> None:
-        run_id, event = tagged.run_id, tagged.event
-        if isinstance(event, Done):
-            self._active.discard(run_id)
-            if run_id == self._run_id:
-                self._worker = None
-                self._finish()
-            return
-        if run_id != self._run_id:
-            return  # a run on a model that has since been replaced
-        self._show_event(event)
+    # ---- the job's events (GUI thread) ---------------------------------------------------------------------
+    def _on_failed(self, message: str) -> None:
+        self._show_message(message)
+        self.last_status = "failed"
+
+    def _on_end(self, _status) -> None:
+        self._job = None
+        self._finish()
 
     def _show_event(self, event: PromptEvent) -> None:
         if isinstance(event, Tokens):
@@ -524,8 +517,6 @@ class PromptPanel(QWidget):
             self.attentionReady.emit(event.maps)
         elif isinstance(event, AttentionFailed):
             self._show_message(f"No attention maps: {describe_error(event.error)}", "info")
-        elif isinstance(event, Failed):
-            self._show_message(event.message)
         elif isinstance(event, Finished):
             self.last_status = event.status
 

@@ -31,10 +31,11 @@ from PySide6.QtWidgets import (
 
 from ..widgets.loss_text import LossText
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
-from ..workers import call_in_thread
 from .attention_export import save_with_dialog
 
 if TYPE_CHECKING:
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
     from ...core.inspect.token_classes import ClassRow, WorstToken
     from ...core.inspect.token_loss import TokenLoss, TokenLossDiff
 
@@ -42,6 +43,7 @@ N_WORST = 100
 DELTA_SCALE = 1.0  # nats: a change this large or larger gets the full colour
 EARLIER = "scoring:"  # an against choice "scoring:LABEL": this tab's earlier scoring of the model LABEL
 KEPT_SCORINGS = 5  # earlier scorings kept to compare with
+TOKEN_LOSS = "token-loss"  # the scoring's job
 FAMILY_TITLES = {"kind": "by kind of token", "frequency": "by how often the token is in the training split"}
 
 
@@ -130,7 +132,7 @@ class TokenLossPanel(QWidget):
     """The tab. ``score()`` starts a scoring of the loaded model (against the choice of ``againstCombo``),
     ``cancel()`` abandons it; ``scored`` is the last `Scored` (None: none yet)."""
 
-    def __init__(self, parent=None, workspace=None, runs_root=None):
+    def __init__(self, workspace: Workspace, runs_root=None, parent=None):
         super().__init__(parent)
         self.setObjectName("tokenLossView")
         self.workspace, self.runs_root = workspace, runs_root
@@ -138,11 +140,10 @@ class TokenLossPanel(QWidget):
         self.scored: Scored | None = None
         self.earlier: dict[str, TokenLoss] = {}  # the last scorings by model label, to compare a later one with
         self._runs: list[tuple[str, str]] = []  # (name, folder) of the runs to compare with
-        self._call = None
+        self._call: Job | None = None
         self._build()
-        if workspace is not None:
-            workspace.model_changed.connect(self.set_model)
-            self.set_model(workspace.loaded)
+        workspace.model_changed.connect(self.set_model)
+        self.set_model(workspace.loaded)
 
     def _build(self) -> None:
         self.scoreButton = QPushButton("Score the validation split", objectName="tokenLossScoreButton")
@@ -235,9 +236,8 @@ class TokenLossPanel(QWidget):
             self._say(f"{loaded.label}: press “Score the validation split” to colour every validation token by the "
                       "model's probability of it.")
             root = self.runs_root() if callable(self.runs_root) else self.runs_root
-            call_in_thread(other_runs, loaded.config.data.corpus, task,
-                           self.workspace.loaded_dir if self.workspace is not None else None, root,
-                           on_result=self._set_runs, owner=self)
+            self.workspace.jobs.submit("token-loss-runs", other_runs, loaded.config.data.corpus, task,
+                                       self.workspace.loaded_dir, root, on_result=self._set_runs)
         self._set_runs([])
         self._update_buttons()
 
@@ -258,7 +258,7 @@ class TokenLossPanel(QWidget):
         return self.loaded is not None and self.loaded.config.data.task in ("next_token", "masked_lm", "seq2seq")
 
     def _update_buttons(self) -> None:
-        busy = self._call is not None
+        busy = self.busy
         self.scoreButton.setEnabled(self._scorable() and not busy)
         self.cancelButton.setVisible(busy)
         self.progressBar.setVisible(busy)
@@ -272,7 +272,7 @@ class TokenLossPanel(QWidget):
     # ---- scoring ----------------------------------------------------------------------------------------
     @property
     def busy(self) -> bool:
-        return self._call is not None
+        return self._call is not None and self._call.running
 
     def score(self) -> bool:
         """Score the loaded model's validation split in a worker (against the chosen scoring or run)."""
@@ -282,17 +282,17 @@ class TokenLossPanel(QWidget):
         choice = self.againstCombo.currentData()
         against = self.earlier[choice[len(EARLIER):]] if choice and choice.startswith(EARLIER) else choice
         self.progressBar.setValue(0)
-        self._call = call_in_thread(score_validation, loaded, against, with_progress=True, owner=self,
-                                    on_result=self._show, on_error=self._failed, on_progress=self._progress,
-                                    on_done=self._done)
+        self._call = self.workspace.jobs.submit(TOKEN_LOSS, score_validation, loaded, against, progress=True,
+                                                on_result=self._show, on_error=self._failed,
+                                                on_progress=self._progress, on_end=self._done)
         self._say(f"Scoring the validation split of {loaded.label}…")
         self._update_buttons()
         return True
 
     def cancel(self) -> None:
         """Abandon a scoring in flight (it stops at its next forward pass; nothing arrives)."""
-        if self._call is not None:
-            self._call.cancel()
+        if self.busy:
+            self.workspace.jobs.cancel(TOKEN_LOSS)
             self._call = None
             self._say("Scoring cancelled.")
             self._update_buttons()
@@ -301,7 +301,7 @@ class TokenLossPanel(QWidget):
         self.progressBar.setValue(round(fraction * 1000))
         self.progressBar.setFormat(message)
 
-    def _done(self) -> None:
+    def _done(self, _status) -> None:
         self._call = None
         self._update_buttons()
 

@@ -39,9 +39,9 @@ from fatstudio.core.runs.tokenizer_lab import (
 from fatstudio.qt.widgets.curves import OVERLAY_COLORS, TRAIN_COLOR, VAL_COLOR, new_plot
 from fatstudio.qt.widgets.forms import read_only_table, set_header_tip, table_item
 from fatstudio.qt.widgets.token_view import TokenView
-from fatstudio.qt.workers import Call, call_in_thread
 
 if TYPE_CHECKING:
+    from fatstudio.core.app.jobs import Job, Jobs
     from fatstudio.core.data.corpora import Corpus
 
 LAB_COLUMNS = ("tokenizer", "N_V", "tokens / char", "unknown", "median", "p90", "max", "train (s)")
@@ -59,14 +59,19 @@ def _lab_and_runs(corpus, specs, val_fraction, sentence, spec, task, seed, runs_
     return lab, runs
 
 
+TOKENIZER_LAB = "tokenizer-lab"  # the comparison's job
+
+
 class TokenizerLab(QDialog):
     """The tokenizers ``specs`` compared on ``corpus`` (loaded from ``spec`` for ``task`` with ``seed``),
     measured on its last ``val_fraction``; the finished runs under ``runs_root`` on the same corpus and task.
     The comparison starts at once; ``result`` and ``runs`` hold the latest."""
 
-    def __init__(self, corpus: Corpus, spec: str, task: str = "next_token", seed: int = 0, val_fraction: float = 0.1,
-                 runs_root: str | Path | None = None, specs: Sequence[Spec] = DEFAULT_SPECS, parent=None):
+    def __init__(self, jobs: Jobs, corpus: Corpus, spec: str, task: str = "next_token", seed: int = 0,
+                 val_fraction: float = 0.1, runs_root: str | Path | None = None, specs: Sequence[Spec] = DEFAULT_SPECS,
+                 parent=None):
         super().__init__(parent)
+        self.jobs = jobs
         self.setObjectName("tokenizerLab")
         self.setWindowTitle(f"Tokenizer lab – {corpus.name}")
         self.corpus, self.spec, self.task, self.seed = corpus, spec, task, seed
@@ -75,7 +80,7 @@ class TokenizerLab(QDialog):
         self.runs: list[RunScore] = []
         self.sentenceViews: list[TokenView] = []
         self._sentenceLabels: list[QLabel] = []
-        self._call: Call | None = None
+        self._call: Job | None = None
 
         outer = QVBoxLayout(self)
         outer.addLayout(self._build_controls(specs))
@@ -165,7 +170,7 @@ class TokenizerLab(QDialog):
     # -- the worker ----------------------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
-        return self._call is not None
+        return self._call is not None and self._call.running
 
     def compare(self) -> None:
         """Train and measure the tokenizers of ``specsEdit`` in a worker thread."""
@@ -174,26 +179,21 @@ class TokenizerLab(QDialog):
         except ValueError as e:
             self._set_error(str(e))
             return
-        if self._call is not None:
-            self._call.cancel()
         self._set_error(None)
         self.compareButton.setEnabled(False)
         self.progressBar.setValue(0)
         self.progressBar.show()
         sentence = self.sentenceEdit.text() or None
-        call = call_in_thread(_lab_and_runs, self.corpus, specs, self.val_fraction, sentence, self.spec, self.task,
-                              self.seed, self.runs_root, with_progress=True, on_progress=self._progress)
-        call.result.connect(lambda value, c=call: self._done(c, value))
-        call.failed.connect(lambda message, c=call: self._done(c, None, message))
-        self._call = call
+        self._call = self.jobs.submit(TOKENIZER_LAB, _lab_and_runs, self.corpus, specs, self.val_fraction, sentence,
+                                      self.spec, self.task, self.seed, self.runs_root, progress=True,
+                                      on_progress=self._progress, on_result=self._done,
+                                      on_error=lambda message: self._done(None, message))
 
     def _progress(self, fraction: float, message: str) -> None:
         self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
         self.progressBar.setFormat(f"{message} – %p%" if message else "%p%")
 
-    def _done(self, call, value, error: str | None = None) -> None:
-        if call is not self._call:
-            return
+    def _done(self, value, error: str | None = None) -> None:
         self._call = None
         self.compareButton.setEnabled(True)
         self.progressBar.hide()
@@ -205,9 +205,8 @@ class TokenizerLab(QDialog):
         self._show_runs(self.runs)
 
     def done(self, r: int) -> None:
-        if self._call is not None:
-            self._call.cancel()  # its result, if any, has nowhere to go
-            self._call = None
+        self.jobs.cancel(TOKENIZER_LAB)  # its result, if any, has nowhere to go
+        self._call = None
         super().done(r)
 
     def _set_error(self, message: str | None) -> None:

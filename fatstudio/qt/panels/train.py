@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import time
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QFontDatabase, QTextCursor
@@ -28,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from fatstudio.core.config import TrainConfig
 from fatstudio.core.inspect.probes import ProbeInput
-from fatstudio.qt.binding import Binding, Change, Settings
+from fatstudio.qt.binding import Binding, Change
 from fatstudio.qt.panels.runs_list import RunsList
 from fatstudio.qt.widgets.forms import (
     Form,
@@ -42,6 +43,9 @@ from fatstudio.qt.widgets.forms import (
     sci,
 )
 from fatstudio.qt.widgets.plots import TrainingPlots
+
+if TYPE_CHECKING:
+    from fatstudio.core.app.workspace import Workspace
 
 DEVICES = [("auto (GPU if there is one)", "auto"), ("CPU", "cpu"), ("CUDA GPU", "cuda"), ("Apple MPS", "mps")]
 PROBE_HINTS = {  # the probe edit's placeholder per task: what the default is, what to type
@@ -122,14 +126,13 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
 class TrainPanel(QWidget):
     """The [train] table as a form bound to ``settings.train``, and a line saying what the chosen device
     and precision mean on this machine. Signals ``precisionResolved(str)`` with what the precision ("auto"
-    too) resolves to, which it also records in the Settings (``derived["precision"]``). Without
-    ``settings`` the panel keeps its own (a panel on its own)."""
+    too) resolves to, which it also records in the Settings (``derived["precision"]``)."""
 
     precisionResolved = Signal(str)  # what the chosen precision ("auto" too) means on the chosen device
 
-    def __init__(self, settings: Settings | None = None, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
-        self.settings = settings if settings is not None else Settings()
+        self.workspace, self.settings = workspace, workspace.settings
         self._described: tuple[str, str] | None = None
         lay = QVBoxLayout(self)
         lay.addWidget(self._build_form())
@@ -204,9 +207,7 @@ class TrainPanel(QWidget):
         if choice == self._described:
             return
         self._described = choice
-        from fatstudio.qt.workers import call_in_thread
-
-        call_in_thread(_describe_choice, choice, on_result=self._show_choice)  # a slot: dropped with the panel
+        self.workspace.jobs.submit("describe-choice", _describe_choice, choice, on_result=self._show_choice)
 
     def _show_choice(self, answer: tuple[tuple[str, str], str, str]) -> None:
         choice, precision, text = answer
