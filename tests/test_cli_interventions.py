@@ -82,7 +82,7 @@ def test_patch_and_lens_write_their_json(runs, tmp_path):
                  "--out", str(out)]) == 0
     d = json.loads(out.read_text())
     assert d["target"] == "o" and len(d["residual"]) == 3 and all(len(r["restored"]) == 11 for r in d["residual"])
-    assert d["residual"][2]["restored"][-1] == pytest.approx(1.0) and set(d["heads"]) == {"self/0", "self/1"}
+    assert restores_all(d, d["residual"][2]["restored"][-1]) and set(d["heads"]) == {"self/0", "self/1"}
     out = tmp_path / "l.json"
     assert main(["lens", str(runs["gpt"]), "--prompt", "hello", "--step", "10", "--out", str(out)]) == 0
     d = json.loads(out.read_text())
@@ -94,19 +94,25 @@ def test_patch_and_lens_write_their_json(runs, tmp_path):
     assert d["layers"][-1]["top_tokens"] == loaded.tokenizer.token_strings(p.argmax(-1).tolist())
 
 
+def restores_all(d: dict, restored: float) -> bool:
+    """Whether a patch gave the clean logit difference back: within float32 rounding of the logits (the fraction
+    divides by d_clean - d_corrupted, which can be small for a model trained a few steps)."""
+    return abs(restored - 1.0) * abs(d["clean_logit_diff"] - d["corrupted_logit_diff"]) < 1e-4
+
+
 def test_patch_and_lens_read_bert_at_its_mask_and_an_encoder_decoder_given_its_source(runs, tmp_path):
     out = tmp_path / "p.json"
     assert main(["patch", str(runs["bert"]), "--clean", "hello w[MASK]rld", "--corrupt", "hello t[MASK]rld",
                  "--out", str(out)]) == 0
     d = json.loads(out.read_text())
     assert d["position"] == 8 and len(d["clean_tokens"]) == 13 and "decoder_residual" not in d  # [bos] text [eos]
-    assert d["residual"][2]["restored"][8] == pytest.approx(1.0) and set(d["heads"]) == {"self/0", "self/1"}
+    assert restores_all(d, d["residual"][2]["restored"][8]) and set(d["heads"]) == {"self/0", "self/1"}
     assert main(["patch", str(runs["edt"]), "--clean", "abcd", "--corrupt", "hbcd", "--prefix", "dc", "--position", "-1",
                  "--out", str(out)]) == 0
     d = json.loads(out.read_text())
     assert d["position"] == 2 and d["prefix_tokens"][1:] == ["d", "c"] and d["clean_tokens"][1:-1] == list("abcd")
     assert [len(r["restored"]) for r in d["residual"]] == [6, 6] and [r["layer"] for r in d["decoder_residual"]] == [0, 1]
-    assert d["decoder_residual"][1]["restored"][2] == pytest.approx(1.0) and set(d["heads"]) == {"enc/0", "dec/0", "cross/0"}
+    assert restores_all(d, d["decoder_residual"][1]["restored"][2]) and set(d["heads"]) == {"enc/0", "dec/0", "cross/0"}
 
     loaded = Run.open(runs["bert"]).load_model()
     assert main(["lens", str(runs["bert"]), "--prompt", "hello w[MASK]rld", "--out", str(out)]) == 0

@@ -250,7 +250,7 @@ class MainWindow(QMainWindow):
             lambda message: self._prompt_panel.show_note(message) if self._prompt_panel is not None else None)
         ws.state_changed.connect(self._state_changed)
         ws.ended.connect(self._ended)
-        ws.model_changed.connect(lambda *_: settings_control.update_settings_note(self))
+        ws.focus.changed.connect(lambda *_: settings_control.update_settings_note(self))
         ws.run_changed.connect(lambda *_: settings_control.show_plan(self))
         self.viewTabs.currentChanged.connect(lambda i: self._ensure_view_panels() if i > 0 else None)
         self.viewTabs.currentChanged.connect(

@@ -62,7 +62,6 @@ class RunsControl(QObject):
         self.loading = False
         self.latest: str | None = None  # the run the Prompt tab offers while there is no model
         self._select: str | None = None  # the run to select once it has been read
-        self._model_call_path: str | None = None  # the run whose model the job "load-model" loads
         runs = view.runs
         runs.openRequested.connect(self.open_run)
         runs.overlayRequested.connect(self.overlay_run)
@@ -134,29 +133,45 @@ class RunsControl(QObject):
         self.plots.export_stem = f"{run.path}-curves"  # beside the run: a run folder is the run's alone
         self.view.set_samples(run.samples())
         m = run.meta
+        imported = m.get("hf_class")
         step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
-        self.view.show_progress(step, total, text=str(m.get("status", "")))
         best = m.get("best_val_loss")
-        self.view.show_status(
-            f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at step "
-            f"{step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
+        if imported:  # its weights were trained elsewhere: no steps, no corpus of its own here
+            self.view.show_untrained(f"imported {imported}: not trained here")
+            self.view.show_status(
+                f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
+                f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
+        else:
+            self.view.show_progress(step, total, text=str(m.get("status", "")))
+            self.view.show_status(
+                f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at "
+                f"step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
         self.error.emit(None, False)
         self.workspace.list_probes(str(run.path))
         if run.has_checkpoint:
-            self.load_model(str(run.path))
+            self.load_model(str(run.path), imported=bool(imported))
         else:
+            self.workspace.set_model(None, str(run.path))  # the views say it has none
             self.message.emit(f"{run.name} has no weights yet; nothing to prompt.", 6000)
 
-    def load_model(self, path: str) -> None:
-        """Load the model of the run folder ``path`` in a worker; the workspace gets it."""
+    def load_model(self, path: str, imported: bool = False) -> None:
+        """Load the model of the run folder ``path`` as a job: the focus is on the run meanwhile, on its weights
+        once they are read (every view that computes from a model follows it)."""
         self.message.emit(f"Loading the model of {Path(path).name}…", 0)
-        self._model_call_path = path
-        self.workspace.jobs.submit(LOAD_MODEL, _load_model, path, on_result=lambda m: self._model_loaded(m, path),
-                                   on_error=lambda msg: self.error.emit(f"Cannot load the model: {msg}", True))
+        self.workspace.focus.open(path, imported=imported)
+        self.workspace.jobs.submit(LOAD_MODEL, _load_model, path,
+                                   on_result=lambda m: self._model_loaded(m, path, imported),
+                                   on_error=lambda msg: self._model_failed(path, msg))
 
-    def _model_loaded(self, loaded, path: str) -> None:
-        self.workspace.set_model(loaded, path)
-        self.message.emit(f"Model {getattr(loaded, 'label', '')} ready in the Prompt tab.", 6000)
+    def _model_loaded(self, loaded, path: str, imported: bool) -> None:
+        self.workspace.set_model(loaded, path, imported=imported)
+        self.message.emit(f"{self.workspace.focus.words()}: ready in the Prompt, Attention, Token loss and Paper tabs.",
+                          6000)
+
+    def _model_failed(self, path: str, message: str) -> None:
+        if self.workspace.focus.is_run(path):
+            self.workspace.set_model(None)
+        self.error.emit(f"Cannot load the model: {message}", True)
 
     def overlay_run(self, run) -> None:
         if self.workspace.run_dir and str(run.path) == str(self.workspace.run_dir):
@@ -188,9 +203,8 @@ class RunsControl(QObject):
     def open_in(self, run) -> list[str]:
         """The tabs ``run`` is open in: "Training" (its curves shown), "Prompt" (its model prompted or loading)."""
         path = str(run.path)
-        loading = self.workspace.jobs.busy(LOAD_MODEL) and self._model_call_path == path
         return [tab for tab, here in (("Training", self.workspace.run_dir == path),
-                                      ("Prompt", self.workspace.loaded_dir == path or loading)) if here]
+                                      ("Prompt", self.workspace.focus.is_run(path))) if here]
 
     def delete_question(self, run) -> str:
         """What `confirm_delete` asks: the run, its folder, and whether it is the one open."""
@@ -230,11 +244,9 @@ class RunsControl(QObject):
             self.view.clear_run("deleted")
             self.workspace.show_run(None, [], {})
             self.view.show_status(f"Deleted {run.name}.")
-        if "Prompt" in tabs:
-            if self._model_call_path == str(run.path):
-                self.workspace.jobs.cancel(LOAD_MODEL)  # its model would arrive for a folder that is gone
-            if self.workspace.loaded_dir == str(run.path):
-                self.workspace.set_model(None)
+        if "Prompt" in tabs:  # the run in focus: its model, loaded or loading, goes (none arrives for it)
+            self.workspace.jobs.cancel(LOAD_MODEL)
+            self.workspace.focus.clear()
             message += "; open another run to prompt it"
             self.runClosed.emit(message + ".")
         self.message.emit(message + ".", 10000)

@@ -166,7 +166,7 @@ class TrainingControl(QObject):
     def _on_snapshot(self, ev) -> None:
         if ev.message:
             self.message.emit(f"No snapshot: {ev.message}", 10000)
-        elif self.workspace.loaded_dir is None and self.workspace.loaded is not None:
+        elif self.workspace.focus.live:
             self.snapshotTaken.emit()
             self.message.emit(f"Prompting the weights of step {ev.step:,}; training goes on.", 6000)
 

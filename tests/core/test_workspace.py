@@ -35,9 +35,11 @@ class FakeRunner:
 def record(ws: Workspace) -> dict[str, list]:
     """Everything ``ws`` announces, by signal."""
     seen: dict[str, list] = {}
-    for name in ("state_changed", "event", "ended", "model_changed", "run_changed", "probe_added", "probes_listed",
-                 "diagnostics_due", "diagnosed", "prompt_text_changed", "corpus_changed"):
+    for name in ("state_changed", "event", "ended", "run_changed", "probe_added", "probes_listed",
+                 "diagnostics_due", "diagnosed", "corpus_changed"):
         getattr(ws, name).connect(lambda *args, _n=name: seen.setdefault(_n, []).append(args))
+    ws.focus.changed.connect(lambda f: seen.setdefault("focus", []).append((f.run, f.loaded, f.live, f.training)))
+    ws.focus.text_changed.connect(lambda text: seen.setdefault("text", []).append(text))
     return seen
 
 
@@ -95,21 +97,25 @@ def test_a_failed_worker_ends_in_error_and_a_new_run_starts_afresh():
     assert ws.last_status is None and ws.run_dir == "/runs/b"
 
 
-def test_a_snapshot_becomes_the_model_to_prompt():
+def test_a_run_that_trains_is_the_focus_and_a_snapshot_its_live_weights():
     ws, runner = Workspace(), FakeRunner(snapshot="weights at step 7")
     seen = record(ws)
     ws.start(runner)
-    ws.take(started())
+    ws.take(started("/runs/a"))
+    assert seen["focus"] == [("/runs/a", None, False, True)]  # every view follows the run that trains
     assert ws.request_snapshot() and runner.calls[-1] == ("request_snapshot",)
     ws.take(Snapshot(7))
-    assert ws.loaded == "weights at step 7" and ws.loaded_dir is None
-    assert seen["model_changed"] == [("weights at step 7",)]
+    assert ws.loaded == "weights at step 7" and ws.loaded_dir is None  # a snapshot: no run folder's weights
+    assert seen["focus"][-1] == ("/runs/a", "weights at step 7", True, True)
     ws.take(Snapshot(8, message="no weights yet"))  # none made: the model stays
-    assert ws.loaded == "weights at step 7" and len(seen["model_changed"]) == 1
+    assert ws.loaded == "weights at step 7" and len(seen["focus"]) == 2
+    ws.take(Finished(9, "stopped", "stopped at step 9"))
+    ws.end()
+    assert seen["focus"][-1] == ("/runs/a", "weights at step 7", True, False)
     ws.set_model("a run's model", "/runs/a")
     assert ws.loaded_dir == "/runs/a"
     ws.set_model(None, "/runs/a")
-    assert ws.loaded is None and ws.loaded_dir is None
+    assert ws.loaded is None and ws.loaded_dir is None and ws.focus.run == "/runs/a"
 
 
 def test_steps_and_evaluations_are_diagnosed_with_the_runs_settings():
@@ -165,7 +171,7 @@ def test_text_and_corpus_are_announced_only_when_they_change():
     corpus = object()
     ws.set_corpus(corpus)
     ws.set_corpus(corpus)
-    assert seen["prompt_text_changed"] == [("def f",)] and seen["corpus_changed"] == [(corpus,)]
+    assert seen["text"] == ["def f"] and seen["corpus_changed"] == [(corpus,)]
     assert ws.prompt_text == "def f" and ws.prepared is corpus
 
 

@@ -334,9 +334,11 @@ def test_deleting_a_run_another_process_trains_is_refused_with_a_message(qtbot, 
     assert not Path(run_dir).exists()
 
 
-def test_deleting_a_run_closes_it_only_in_the_tabs_it_is_open_in(qtbot, window, runs_root):
-    """The Training tab may show one run while the Prompt tab prompts another (a run opened without weights
-    keeps the model that was loaded): deleting one leaves the other."""
+def test_deleting_a_run_closes_it_in_the_tabs_it_is_open_in(qtbot, window, runs_root):
+    """Opening a run moves every view to it, a run without weights too (they say it has none; the model opened
+    before is not kept under its name); deleting the run in focus closes it in the Training and the Prompt tabs."""
+    from PySide6.QtWidgets import QLabel
+
     from fatstudio.core.runs.folder import WEIGHTS, Run
 
     w = window
@@ -344,18 +346,19 @@ def test_deleting_a_run_closes_it_only_in_the_tabs_it_is_open_in(qtbot, window, 
     (Path(run_c) / WEIGHTS).unlink()  # a run that never reached a checkpoint
     w.open_run(Run.open(run_a))
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
-    model_a = w.loaded_model
     w.open_run(Run.open(run_c))
-    assert w.run_dir == run_c and w.loaded_model is model_a
+    assert w.run_dir == run_c and w.loaded_model is None and w.prompt_panel.loaded is None
+    label = w.prompt_panel.findChild(QLabel, "promptFocusLabel").text()
+    assert Path(run_c).name in label and "no weights" in label
     asked = []
     w.confirm_delete = lambda run: asked.append(w.delete_question(run)) or True
     w.delete_run(Run.open(run_c))
-    assert "open in the Training tab:" in asked[-1]
+    assert "open in the Training and the Prompt tabs:" in asked[-1]
     assert w.run_dir is None and w.plots.n_points() == 0 and "deleted" in w.train_view.statusLabel.text().lower()
-    assert w.loaded_model is model_a and w.prompt_panel.loaded is model_a  # A is still prompted
-    w.delete_run(Run.open(run_a))
-    assert "open in the Prompt tab:" in asked[-1]
-    assert w.loaded_model is None and "deleted" in w.prompt_panel.messageLabel.text()
+    assert w.workspace.focus.run is None and "deleted" in w.prompt_panel.messageLabel.text()
+    w.open_run(Run.open(run_a))  # another run opens as before
+    qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
+    assert w.workspace.focus.is_run(run_a)
 
 
 # ============================================================================ 5. hundreds of runs

@@ -1,9 +1,9 @@
 """The application's model, outside any window (Qt-free, observable with psygnal signals).
 
 A `Workspace` holds what the app works on: the `Settings` a new run starts with, the prepared corpus, the
-training state (`TrainingState`), the run shown, the model (or snapshot) loaded for prompting, the Prompt
-tab's text, the run's probe folder and its "is this normal?" diagnostics, and the job system (`jobs`) that runs
-all of the app's background work. Panels subscribe to its signals and call its commands; none of them pushes
+training state (`TrainingState`), the run shown, the `Focus` (the run, weights and text every view that computes
+from a model shows), the run's probe folder and its "is this normal?" diagnostics, and the job system (`jobs`)
+that runs all of the app's background work. Panels subscribe to its signals and call its commands; none of them pushes
 values into another.
 
 Training runs as the job "training" (`train`): the trainer's generator in a job thread, each of its events taken
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from psygnal import Signal
 
@@ -23,8 +23,12 @@ from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, row_step
 from ..training.control import Control
 from ..training.diagnostics import Diagnosis
 from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
+from .focus import Focus
 from .jobs import Jobs, Mailbox
 from .settings import Settings
+
+if TYPE_CHECKING:
+    from ..inference.loaded import LoadedModel
 
 TRAINING = "training"  # the training run's job
 
@@ -134,19 +138,17 @@ class Workspace:
 
     ``jobs`` (the job system: the caller's, else one posting to ``mailbox``, which the caller drains), ``state``
     (a `TrainingState`), ``run_dir`` (the run shown or training), ``last_status`` (the last run's Finished
-    status, "error" when its job failed), ``loaded`` (the model prompted: a run's or a snapshot,
-    or None) and ``loaded_dir`` (its run folder; None for a snapshot), ``prepared`` (the corpus panel's
-    `data.Prepared`, or None), ``prompt_text`` (the Prompt tab's text), ``probe_dir`` (the run whose probe
-    maps the Attention tab lists), ``diagnostics`` (`RunDiagnostics`).
+    status, "error" when its job failed), ``focus`` (`Focus`: the run, weights and text the views show; ``loaded``
+    its weights and ``loaded_dir`` its run folder when they are not a snapshot), ``prepared`` (the corpus panel's
+    `data.Prepared`, or None), ``prompt_text`` (the focus's text, the Prompt tab's), ``probe_dir`` (the run whose
+    probe maps the Attention tab lists), ``diagnostics`` (`RunDiagnostics`).
     """
 
     state_changed = Signal(object)  # the new TrainingState
     event = Signal(object)  # a trainer event, once the workspace has taken it in
     ended = Signal(str)  # the runner has ended: the last status ("finished" | "stopped" | "failed" | "error")
     failed = Signal(str)  # the training job failed outside the trainer: what went wrong, in words
-    model_changed = Signal(object)  # the model to prompt (None: none)
     corpus_changed = Signal(object)  # the prepared corpus (None: none current)
-    prompt_text_changed = Signal(str)
     run_changed = Signal(object)  # the run shown (its folder; None: none)
     probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
     probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
@@ -165,10 +167,8 @@ class Workspace:
         self.run_dir: str | None = None
         self.last_status: str | None = None
         self.last_evaluation = ""  # the training run's last evaluation, in words
-        self.loaded: Any = None
-        self.loaded_dir: str | None = None
+        self.focus = Focus()
         self.prepared: Any = None
-        self.prompt_text = ""
         self.probe_dir: str | None = None
         self.diagnostics = RunDiagnostics()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
@@ -185,11 +185,23 @@ class Workspace:
     def busy(self) -> bool:
         return self.state is not TrainingState.IDLE
 
-    def set_model(self, loaded: Any, run_dir: str | None = None) -> None:
-        """Prompt ``loaded``, the model of the run folder ``run_dir`` (None: a snapshot, or no model)."""
-        self.loaded = loaded
-        self.loaded_dir = run_dir if loaded is not None else None
-        self.model_changed.emit(loaded)
+    @property
+    def loaded(self) -> LoadedModel | None:
+        """The weights in focus (a run's, a snapshot's, or None)."""
+        return self.focus.loaded
+
+    @property
+    def loaded_dir(self) -> str | None:
+        """The run folder of the weights in focus, unless they are a snapshot of a run training (or none)."""
+        return self.focus.run if self.focus.loaded is not None and not self.focus.live else None
+
+    @property
+    def prompt_text(self) -> str:
+        return self.focus.text
+
+    def set_model(self, loaded: LoadedModel | None, run_dir: str | None = None, *, imported: bool = False) -> None:
+        """Focus on ``loaded``, the weights of the run folder ``run_dir`` (None with ``loaded`` None: nothing)."""
+        self.focus.show(loaded, run_dir, imported=imported)
 
     def set_corpus(self, prepared: Any) -> None:
         if prepared is not self.prepared:
@@ -197,9 +209,7 @@ class Workspace:
             self.corpus_changed.emit(prepared)
 
     def set_prompt_text(self, text: str) -> None:
-        if text != self.prompt_text:
-            self.prompt_text = text
-            self.prompt_text_changed.emit(text)
+        self.focus.set_text(text)
 
     def list_probes(self, run_dir: str) -> None:
         """The run whose probe maps are shown (its head findings come with `set_heads`)."""
@@ -293,6 +303,7 @@ class Workspace:
     def end(self) -> None:
         """The runner has ended (after its last event): idle again."""
         self.runner = None
+        self.focus.trained()
         self._set_state(TrainingState.IDLE)
         self.ended.emit(self.last_status or "error")
 
@@ -306,6 +317,7 @@ class Workspace:
 
     def _on_started(self, ev: Started) -> None:
         self.run_dir = ev.run_dir
+        self.focus.train(ev.run_dir)  # the views follow the run that trains
         self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy)  # a resumed run's rows are read
         if self.state is TrainingState.STARTING:
             self._set_state(TrainingState.RUNNING)
@@ -338,7 +350,7 @@ class Workspace:
     def _on_snapshot(self, ev: Snapshot) -> None:
         loaded = self.runner.take_snapshot() if self.runner is not None else None
         if not ev.message and loaded is not None:
-            self.set_model(loaded)
+            self.focus.show(loaded, self.run_dir, live=True)
 
     def _on_finished(self, ev: Finished) -> None:
         self.last_status = ev.status

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QHBoxLayout,
     QLabel,
     QSplitter,
     QStackedWidget,
@@ -60,6 +61,7 @@ from PySide6.QtWidgets import (
 
 from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
 from ...core.inspect.head_scores import HeadScores  # torch-free at import
+from ..widgets.focus_label import FocusLabel
 from ..widgets.head_score_history import HeadScoreHistory
 from ..widgets.map_browser import MapBrowser
 from ..widgets.probe_timeline import ProbeTimeline
@@ -111,19 +113,34 @@ class AttentionPanel(QWidget):
         self._probe_maps: AttentionMaps | None = None
         self.workspace = workspace
         self._build()
-        workspace.model_changed.connect(self._model_changed)  # the head scores are the workspace's model's
+        workspace.focus.changed.connect(self._focus_changed)  # the head scores are the focus's model's
         workspace.run_changed.connect(self._refresh_sources)
         if workspace.loaded is not None:
             self.set_model(workspace.loaded)
 
-    def _model_changed(self, loaded) -> None:
-        self.set_model(loaded)
-        if loaded is None:
+    def _focus_changed(self, focus) -> None:
+        """Other weights in focus: the user's text's maps (and its lens and attribution) were another model's, so
+        they go; the probe maps stay (they are the run's own, listed with `set_probes`)."""
+        if focus.loaded is self.loaded:
+            return
+        if self.showing_probe:
+            self.text_maps = None
+            self._update_source()
+        elif self.text_maps is not None:
             self.clear()
+        self.set_model(focus.loaded)
 
     # ---- layout ------------------------------------------------------------------------------------------
     def _build(self) -> None:
         outer = QVBoxLayout(self)
+        outer.setContentsMargins(4, 0, 4, 0)  # the header row costs no height the maps and the text need
+        header = QHBoxLayout()  # which run and weights | which of their attention: one row
+        self.focusLabel = FocusLabel(self.workspace.focus, "attentionFocusLabel")
+        self.sourceSwitch = SourceSwitch()
+        self.sourceSwitch.chosen.connect(self.show_source)
+        header.addWidget(self.focusLabel, 2)
+        header.addWidget(self.sourceSwitch, 3)
+        outer.addLayout(header)
         self.stack = QStackedWidget()
         outer.addWidget(self.stack)
         self.placeholder = QLabel("No attention yet. Generate, translate, predict masks or classify in the Prompt "
@@ -136,9 +153,6 @@ class AttentionPanel(QWidget):
         pl = QVBoxLayout(page)
         pl.setContentsMargins(0, 0, 0, 0)
         self.viewBar = ViewBar()
-        self.sourceSwitch = SourceSwitch()
-        self.sourceSwitch.chosen.connect(self.show_source)
-        pl.addWidget(self.sourceSwitch)
         pl.addWidget(self.viewBar)
         self.probeTimeline = ProbeTimeline()
         pl.addWidget(self.probeTimeline)

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.inspect.components import component_label
+from ..widgets.focus_label import FocusLabel
 from ..widgets.token_view import signed_tint
 from .attention_export import save_with_dialog, show_message
 
@@ -171,6 +172,8 @@ class AblationView(QWidget):
                               "header to sort.")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        self.focusLabel = FocusLabel(self.workspace.focus, "ablationFocusLabel")
+        lay.addWidget(self.focusLabel)
         lay.addLayout(choose)
         lay.addLayout(act)
         lay.addWidget(self.status)

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from ...core.data.tokenization import SPECIALS
 from ...core.inference.attention_maps import AttentionMaps, head_label, map_name
 from ...core.inference.prompting import display_token
+from ..widgets.focus_label import FocusLabel
 from ..widgets.token_view import TokenView, signed_tint
 from .attention_ablation import weights_at
 from .attention_export import save_with_dialog, show_message
@@ -123,6 +124,8 @@ class HeadAblationView(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        self.focusLabel = FocusLabel(self.workspace.focus, "headAblationFocusLabel")
+        lay.addWidget(self.focusLabel)
         lay.addLayout(top)
         lay.addWidget(self.text)
         lay.addWidget(self.table, 1)

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 
 from ...core.inference.attention_maps import head_label, layer_label
 from ...core.inference.prompting import display_token
+from ..widgets.focus_label import FocusLabel
 from ..widgets.heatmap import HeatmapView
 from ..widgets.token_view import signed_tint
 from .attention_export import save_with_dialog, show_message
@@ -152,6 +153,8 @@ class PatchingView(QWidget):
         self.results.setChildrenCollapsible(False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
+        self.focusLabel = FocusLabel(self.workspace.focus, "patchingFocusLabel")
+        lay.addWidget(self.focusLabel)
         lay.addLayout(form)
         lay.addWidget(self.message)
         lay.addWidget(self.results, 1)

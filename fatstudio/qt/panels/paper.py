@@ -48,6 +48,7 @@ from fatstudio.core.inference.attention_maps import head_label, map_name
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change
+from fatstudio.qt.widgets.focus_label import FocusLabel
 
 TOLERANCE = 1e-9  # float64 agreement the reference tests ask for
 _SELECTED = QColor(255, 224, 138)  # the clicked line, as the Model panel marks its rows
@@ -136,13 +137,15 @@ class PaperPanel(QWidget):
         self._calls: dict[str, Any] = {}
         self._build()
         self.settings.changed.connect(self._on_settings)
-        self.workspace.model_changed.connect(self.set_model)  # the Prompt tab's text and the corpus are read there
+        self.workspace.focus.changed.connect(self._focus_changed)  # the Prompt tab's text and the corpus are read there
         self.workspace.state_changed.connect(lambda s: self.set_training(s != TrainingState.IDLE))
         self._refresh_subject()
 
     # ---- layout ----------------------------------------------------------------------------------------
     def _build(self) -> None:
         outer = QVBoxLayout(self)
+        self.focusLabel = FocusLabel(self.workspace.focus, "paperFocusLabel")
+        outer.addWidget(self.focusLabel)
         bar = QHBoxLayout()
         self.modelCombo = QComboBox(objectName="paperModelCombo")
         self.modelCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
@@ -251,6 +254,10 @@ class PaperPanel(QWidget):
         return "".join(parts)
 
     # ---- the model in use ---------------------------------------------------------------------------------
+    def _focus_changed(self, focus) -> None:
+        if focus.loaded is not self.loaded:
+            self.set_model(focus.loaded)
+
     def set_model(self, loaded) -> None:
         """The window's loaded model (a runs.LoadedModel; None: none): chosen as the model in use."""
         self.loaded = loaded
@@ -277,6 +284,8 @@ class PaperPanel(QWidget):
         self.modelCombo.addItem(f"fresh from the settings (seed {self.settings.train.seed})", "fresh")
         self.modelCombo.setCurrentIndex(max(0, self.modelCombo.findData(keep)))
         subject = self.subject()
+        fresh = subject.seed if subject is not None and subject.loaded is None else None
+        self.focusLabel.set_own(None if fresh is None else f"a fresh model built from the settings (seed {fresh})")
         key = None if subject is None else (subject.config, subject.seed, id(subject.loaded))
         if key == self._subject_key and key is not None:
             return  # the same model (a settings change that a loaded model does not follow)

@@ -69,6 +69,7 @@ from ...core.inference.prompt_events import (
 )
 from ...core.inference.prompting import EncodedPrompt, prompt_mode
 from ...core.inference.scoring import TextScore
+from ..widgets.focus_label import FocusLabel
 from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
 from ..widgets.prompt_controls import PromptControls
 from ..widgets.score_view import ScoreView
@@ -145,14 +146,13 @@ def _target_editor() -> tuple[QPlainTextEdit, QWidget]:
 
 
 def _model_label(loaded: LoadedModel | None) -> str:
-    """The line naming the model prompted: its run, architecture, task, step, ℓ_max and N_V."""
+    """The line saying what the model prompted is (its run and step are the focus label's): its architecture,
+    task, ℓ_max and N_V."""
     if loaded is None:
-        return "<i>No model.</i> Open a finished run, or take a snapshot while training, to prompt it here."
+        return "<i>No model to prompt.</i> Open a finished run, or take a snapshot while training, to prompt it here."
     cfg = loaded.model.config
-    name = html.escape(loaded.label or "model")
     task = getattr(loaded.config.data, "task", "?")
-    step = f" · step {loaded.step}" if loaded.step and f"step {loaded.step}" not in (loaded.label or "") else ""
-    return f"<b>{name}</b> · {cfg.arch} · {task}{step} · ℓ_max = {cfg.l_max} · N_V = {cfg.vocab_size}"
+    return f"{cfg.arch} · {task} · ℓ_max = {cfg.l_max} · N_V = {cfg.vocab_size}"
 
 
 def _shortcuts(edits, run, score) -> None:
@@ -205,13 +205,15 @@ class PromptPanel(QWidget):
         self.set_model(None)
         self.promptEdit.textChanged.connect(lambda: workspace.set_prompt_text(self.promptEdit.toPlainText()))
         workspace.set_prompt_text(self.promptEdit.toPlainText())
-        workspace.model_changed.connect(self.set_model)
+        workspace.focus.changed.connect(self._focus_changed)
         if workspace.loaded is not None:
             self.set_model(workspace.loaded)
 
     # ---- layout ----------------------------------------------------------------------------------------
     def _build(self) -> None:
         outer = QVBoxLayout(self)
+        self.focusLabel = FocusLabel(self.workspace.focus, "promptFocusLabel")
+        outer.addWidget(self.focusLabel)
         self.modelLabel = QLabel()
         self.modelLabel.setObjectName("promptModelLabel")
         self.modelLabel.setWordWrap(True)
@@ -296,6 +298,10 @@ class PromptPanel(QWidget):
         self.openRunButton.setText(f"Open {name}" if name else "")
         self.openRunButton.setToolTip("The latest finished run: load its model here to prompt it." if name else "")
         self.openRunButton.setVisible(bool(name) and self.loaded is None)
+
+    def _focus_changed(self, focus) -> None:
+        if focus.loaded is not self.loaded:
+            self.set_model(focus.loaded)
 
     def set_model(self, loaded) -> None:
         """Prompt ``loaded`` (a runs.LoadedModel: CPU, eval mode) from now on; None: nothing to prompt.

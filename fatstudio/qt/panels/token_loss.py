@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..widgets.focus_label import FocusLabel
 from ..widgets.loss_text import LossText
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
 from .attention_export import save_with_dialog
@@ -142,7 +143,7 @@ class TokenLossPanel(QWidget):
         self._runs: list[tuple[str, str]] = []  # (name, folder) of the runs to compare with
         self._call: Job | None = None
         self._build()
-        workspace.model_changed.connect(self.set_model)
+        workspace.focus.changed.connect(self._focus_changed)
         self.set_model(workspace.loaded)
 
     def _build(self) -> None:
@@ -209,6 +210,8 @@ class TokenLossPanel(QWidget):
         split.setStretchFactor(1, 2)
         split.setSizes([560, 480])
         lay = QVBoxLayout(self)
+        self.focusLabel = FocusLabel(self.workspace.focus, "tokenLossFocusLabel")
+        lay.addWidget(self.focusLabel)
         lay.addLayout(bar)
         lay.addWidget(self.summaryLabel)
         lay.addWidget(split, 1)
@@ -221,14 +224,19 @@ class TokenLossPanel(QWidget):
         self._update_buttons()
 
     # ---- the model and the choices ---------------------------------------------------------------------
+    def _focus_changed(self, focus) -> None:
+        if focus.loaded is not self.loaded:
+            self.set_model(focus.loaded)
+        elif focus.loaded is None:
+            self._say_why_no_model()
+
     def set_model(self, loaded) -> None:
         """Score ``loaded`` (a LoadedModel, None: none) from now on; lists the runs it may be compared with."""
         self.cancel()
         self.loaded = loaded
         task = loaded.config.data.task if loaded is not None else None
         if loaded is None:
-            self._say("Open a run (or take a snapshot while training) to see where its model is wrong on the "
-                      "validation text.")
+            self._say_why_no_model()
         elif task not in ("next_token", "masked_lm", "seq2seq"):
             self._say(f"A {task} model gives one probability for a whole text, not one per token: there is no loss "
                       "per token to show.")
@@ -264,6 +272,15 @@ class TokenLossPanel(QWidget):
         self.progressBar.setVisible(busy)
         for b in (self.csvButton, self.pngButton):
             b.setEnabled(self.scored is not None and not busy)
+
+    def _say_why_no_model(self) -> None:
+        focus = self.workspace.focus
+        if focus.training:
+            self._say(f"{focus.name} is training: “Prompt current weights” on the Training tab takes its weights now, "
+                      "to score them here; its final weights come when it ends.")
+        else:
+            self._say("Open a run (or take a snapshot while training) to see where its model is wrong on the "
+                      "validation text.")
 
     def _say(self, text: str, error: bool = False) -> None:
         self.summaryLabel.setText(text)

@@ -507,10 +507,17 @@ class TrainView(QWidget):
             self.show_progress(*self._pending_progress)
 
     def show_preparing(self, message: str, fraction: float) -> None:
+        self._show_bar(fraction, f"preparing: {message}")
+
+    def show_untrained(self, text: str) -> None:
+        """A run whose weights were not trained here (an import): the bar says so, with no steps to count."""
+        self._show_bar(0.0, text)
+
+    def _show_bar(self, fraction: float, text: str) -> None:
         self._progress_timer.stop()
         self._pending_progress = None
         self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
-        self.progressBar.setFormat(f"preparing: {message}".replace("%", "%%"))
+        self.progressBar.setFormat(text.replace("%", "%%"))
 
     def add_sample(self, step: int, text: str) -> None:
         self._show_later(self._append_sample(step, text))
