@@ -160,3 +160,17 @@ def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeyp
     assert decoder.take_note() == ("Generation runs eagerly (not compiled): compiling failed (RuntimeError: in a "
                                    "child process, RuntimeError: inductor blew up in the child).")
     assert list(tmp_path.glob("decode/*")) == []  # the child's folder is removed
+
+
+def test_a_copy_of_a_loaded_model_with_another_model_gets_a_decode_step_of_its_own():
+    """The knock-out table prompts a deep copy (dataclasses.replace with model=…): its steps run its model."""
+    import dataclasses
+
+    from fatstudio.core.inference.decode_step import decode_step_of
+    from fatstudio.core.inference.loaded import LoadedModel
+
+    loaded = LoadedModel(tiny("gpt"), TOK, None)
+    first = decode_step_of(loaded)
+    assert decode_step_of(loaded) is first and first.model is loaded.model
+    other = dataclasses.replace(loaded, model=tiny("gpt", seed=1))
+    assert decode_step_of(other) is not first and decode_step_of(other).model is other.model

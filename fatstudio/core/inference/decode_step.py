@@ -225,7 +225,7 @@ class DecodeStep:
 def decode_step_of(loaded: LoadedModel) -> DecodeStep:
     """The loaded model's DecodeStep, made at the first call and kept on it (``loaded.decoder``): one per loaded
     model, so it compiles once, in the background, at its first use."""
-    if not isinstance(loaded.decoder, DecodeStep) or loaded.decoder.model is not loaded.model:  # a copy's: another model
+    if loaded.decoder is None:
         loaded.decoder = DecodeStep(loaded.model)
     return loaded.decoder
 

@@ -21,4 +21,5 @@ class LoadedModel:
     class_names: list[str] = field(default_factory=list)
     label: str = ""
     step: int = 0
-    decoder: Any = field(default=None, repr=False, compare=False)  # its `decode_step.DecodeStep`, once asked for
+    # its `decode_step.DecodeStep`, once asked for; not an init field, so a copy (dataclasses.replace) has none
+    decoder: Any = field(default=None, init=False, repr=False, compare=False)
