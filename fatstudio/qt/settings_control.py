@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from PySide6.QtWidgets import QScrollArea
 
 from fatstudio.core.app.workspace import TrainingState
-from fatstudio.core.config import RunConfig
 from fatstudio.core.runs.presets import key_of, preset_of
 from fatstudio.qt import state
 
@@ -69,29 +68,21 @@ def restore_choice(window: MainWindow) -> None:
         window.apply_preset(chosen)
     elif window.presets:
         window.model_panel.select_preset(window.presets[0].key)
-    before = window.settings.data.corpus
-    if corpus and corpus != before:
+    if corpus and corpus != window.settings.data.corpus and window.settings.allows("data", corpus=corpus):
         window.settings.update("data", corpus=corpus)
-        if window.settings.error is not None:
-            window.settings.update("data", corpus=before)
 
 
 def apply_preset(window: MainWindow, preset) -> None:
     """Set the model, corpus and training settings from a Preset (the panels follow)."""
-    cfg: RunConfig = preset.config
-    # N_V is the tokenizer's: it stays until the panel has trained the preset's tokenizer
-    keep = cfg.model.replace(vocab_size=window.settings.model.vocab_size)
-    window.settings.replace(RunConfig(model=keep, data=cfg.data, train=cfg.train))
+    window.settings.take(preset.config)
     window.model_panel.select_preset(preset.key)
 
 
 def use_run_settings(window: MainWindow, run) -> None:
     """Set the model, corpus and training settings from ``run``'s config, as `apply_preset` does from a preset's
     (N_V stays the tokenizer's), showing the preset they are, if they are one's: a new run trains a variant."""
-    cfg: RunConfig = run.config
-    window.settings.replace(RunConfig(model=cfg.model.replace(vocab_size=window.settings.model.vocab_size),
-                                      data=cfg.data, train=cfg.train))
-    chosen = preset_of(cfg, window.presets)
+    window.settings.take(run.config)
+    chosen = preset_of(run.config, window.presets)
     window.model_panel.select_preset(chosen.key if chosen is not None else None)
     imported = " (from its random start: Fine-tune… starts from its weights)" if run.meta.get("hf_class") else ""
     window.statusBar().showMessage(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")

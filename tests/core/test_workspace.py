@@ -194,3 +194,25 @@ def test_the_workspace_imports_no_qt_and_no_torch(module):
             "print(sorted(m for m in ('PySide6', 'pyqtgraph', 'fatstudio.qt', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_settings_say_whether_values_would_be_allowed_without_setting_them():
+    s = Settings()
+    heard = []
+    s.changed.connect(heard.append)
+    assert s.allows("train", lr=3e-3) and not s.allows("train", lr=-1.0)
+    assert not s.allows("data", corpus="modadd")  # the char tokenizer: modadd needs word tokens
+    assert s.train.lr != 3e-3 and s.data.corpus != "modadd" and heard == [] and s.error is None  # nothing set
+
+
+def test_settings_take_a_presets_or_a_runs_config_but_keep_the_tokenizers_n_v():
+    from fatstudio.core.config import DataConfig, ModelConfig
+
+    s = Settings()
+    s.update("model", vocab_size=77)
+    heard = []
+    s.changed.connect(heard.append)
+    other = RunConfig(ModelConfig(arch="gpt", L=3, vocab_size=500), DataConfig(corpus="copy"), TrainConfig(lr=1e-2))
+    assert s.take(other)
+    assert (s.model.L, s.model.vocab_size, s.data.corpus, s.train.lr) == (3, 77, "copy", 1e-2)
+    assert len(heard) == 1  # one announcement for the three sections

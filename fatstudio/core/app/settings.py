@@ -83,6 +83,21 @@ class Settings:
             self._announce({section: changed})
         return bool(changed)
 
+    def allows(self, section: str, **values: Any) -> bool:
+        """Whether setting these fields of ``section`` would leave the settings valid; nothing is set."""
+        config = self.config
+        setattr(config, section, dataclasses.replace(self.section(section), **values))
+        try:
+            config.validate()
+        except ValueError:
+            return False
+        return True
+
+    def take(self, config: RunConfig) -> bool:
+        """Set every setting from ``config`` (a preset's, a run's) but N_V, which is the tokenizer's: it stays until
+        the corpus panel has trained ``config``'s tokenizer. One validation, one announcement."""
+        return self.replace(config.replace(model=config.model.replace(vocab_size=self.model.vocab_size)))
+
     def set_section(self, section: str, value: Any) -> bool:
         """Set a whole section (a ModelConfig, DataConfig or TrainConfig)."""
         return self.update(section, **{f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
