@@ -151,6 +151,11 @@ def _count(value: Any, default: int = 0) -> int:
     return int(number) if number is not None and math.isfinite(number) else default
 
 
+def variant_text(variant: Mapping[str, Any]) -> str:
+    """A sweep's variant as people read it: 'train.lr = 0.001, train.optimizer = "muon"'."""
+    return ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
+
+
 @dataclass(frozen=True)
 class RunMeta:
     """Typed readers over a run's ``meta.json`` (`Run.meta`): a missing or malformed value reads as its default."""
@@ -200,7 +205,7 @@ class RunMeta:
         sweep, variant = self.data.get("sweep"), self.data.get("variant")
         if not isinstance(sweep, str) or not isinstance(variant, dict):
             return None
-        return f"{sweep}: " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
+        return f"{sweep}: {variant_text(variant)}"
 
     @property
     def created(self) -> float | None:

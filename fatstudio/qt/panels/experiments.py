@@ -4,7 +4,6 @@ process, and the table fills as runs finish: each variant's validation bits per 
 Welch's p against the baseline (the first row). A row's runs open in the Training tab or overlay its plot."""
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from fatstudio.core.records import variant_text
 from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
 
 if TYPE_CHECKING:
@@ -33,10 +33,6 @@ VARY_TIP = ("A config key (table.key: train.lr, train.optimizer, model.d_e, data
             "separated by commas; the first value of every key is the baseline. Every combination is trained.")
 BUDGET_TIP = ("steps: train.steps of every run. seconds: each variant trains as many steps as fit in that "
               "many seconds here (timed first, as Estimate time does), its schedule ending there.")
-
-
-def _label(variant: dict) -> str:
-    return ", ".join(f"{k} = {json.dumps(v)}" for k, v in variant.items())
 
 
 def _run_sweep(config, vary: list[str], seeds: int, steps: int | None, seconds: float | None, runs_root: str,
@@ -217,7 +213,7 @@ class ExperimentsPanel(QWidget):
         total = sum(len(r["values"]) for r in self.rows)
         missing = next(((r, seed, e) for r in self.rows for seed, e in r["errors"].items()), None)
         why = "" if missing is None else \
-            f" The first missing, {_label(missing[0]['variant'])} with seed {missing[1]}: {missing[2]}"
+            f" The first missing, {variant_text(missing[0]['variant'])} with seed {missing[1]}: {missing[2]}"
         self._say(f"Sweep done: {done} of {total} runs gave a value.{why}", error=done < total)
         self.sweepFinished.emit(result)
 
@@ -250,7 +246,7 @@ class ExperimentsPanel(QWidget):
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(len(rows))
         for i, r in enumerate(rows):
-            label = _label(r["variant"])
+            label = variant_text(r["variant"])
             self.table.setItem(i, 0, table_item(label + (" (baseline)" if i == 0 else ""), align_right=False))
             for j in range(seeds):
                 value = r["values"][j] if j < len(r["values"]) else None
