@@ -259,7 +259,6 @@ class MainWindow(QMainWindow):
         self.settings.changed.connect(lambda change: tv.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
         self.model_panel.presetShown.connect(lambda: settings_control.update_settings_note(self))  # its steps note
         for changed in (self.settings.changed, self.corpus_panel.statusChanged):
-            changed.connect(self._sync_corpus)  # the corpus a run or an estimate reuses
             changed.connect(self.revalidate)
         self.paper_panel.fieldsChosen.connect(self.highlight_model_fields)
         ex = self.experiments_panel
@@ -347,9 +346,6 @@ class MainWindow(QMainWindow):
         """A copy of the settings a run would start with."""
         return self.settings.config
 
-    def _sync_corpus(self, *_args) -> None:
-        self.workspace.set_corpus(self.corpus_panel.prepared())
-
     # ============================================================================================ training
     def start_training(self) -> bool:
         """Start a new run with the current settings (the Train button)."""
@@ -392,7 +388,6 @@ class MainWindow(QMainWindow):
             self.show_error(str(e))
             return False
         self.show_error(None)
-        self._sync_corpus()
         return self.training.start(cfg, run_dir, resume, probe, init_from)
 
     def toggle_pause(self) -> None:

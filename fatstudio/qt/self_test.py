@@ -163,9 +163,9 @@ class _SelfTest:
         _check(w.model_panel.preset_key() == preset.key,
                f"the window did not start with the default preset {preset.key!r}")
         panel = w.corpus_panel
-        _wait(lambda: panel.prepared() is not None or (panel.info is None and not panel.loading and bool(panel.error)),
+        _wait(lambda: panel.corpus.prepared is not None or (panel.info is None and not panel.loading and bool(panel.error)),
               "loading the corpus")
-        _check(panel.prepared() is not None, f"the corpus {panel.spec!r} did not load: {panel.error}")
+        _check(panel.corpus.prepared is not None, f"the corpus {panel.spec!r} did not load: {panel.error}")
         info = panel.info
         if info is None:
             raise SelfTestFailure(f"the corpus {panel.spec!r} has no preview")
@@ -179,7 +179,7 @@ class _SelfTest:
             _set_number(w.model_panel.fields[name], value)
         for name, value in TRAIN.items():
             _set_number(w.train_panel.fields[name], value)
-        _wait(lambda: w.corpus_panel.prepared() is not None, "preparing the corpus for the new settings")
+        _wait(lambda: w.workspace.prepared is not None, "preparing the corpus for the new settings")
         _check(w.train_view.trainButton.isEnabled(), f"the Train button is disabled: {w.validation_error}")
         w.train_view.trainButton.click()
         _wait(lambda: w.state == "idle" and w.job is None, "training")

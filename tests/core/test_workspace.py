@@ -36,7 +36,7 @@ def record(ws: Workspace) -> dict[str, list]:
     """Everything ``ws`` announces, by signal."""
     seen: dict[str, list] = {}
     for name in ("state_changed", "event", "ended", "run_changed", "probe_added", "probes_listed",
-                 "diagnostics_due", "diagnosed", "corpus_changed"):
+                 "diagnostics_due", "diagnosed"):
         getattr(ws, name).connect(lambda *args, _n=name: seen.setdefault(_n, []).append(args))
     ws.focus.changed.connect(lambda f: seen.setdefault("focus", []).append((f.run, f.loaded, f.live, f.training)))
     ws.focus.text_changed.connect(lambda text: seen.setdefault("text", []).append(text))
@@ -163,16 +163,12 @@ def test_showing_a_run_resets_its_rows_and_says_which():
     assert seen["diagnosed"][-1][0] == []
 
 
-def test_text_and_corpus_are_announced_only_when_they_change():
+def test_the_text_is_announced_only_when_it_changes():
     ws = Workspace()
     seen = record(ws)
     ws.set_prompt_text("def f")
     ws.set_prompt_text("def f")
-    corpus = object()
-    ws.set_corpus(corpus)
-    ws.set_corpus(corpus)
-    assert seen["text"] == ["def f"] and seen["corpus_changed"] == [(corpus,)]
-    assert ws.prompt_text == "def f" and ws.prepared is corpus
+    assert seen["text"] == ["def f"] and ws.prompt_text == "def f"
 
 
 def test_settings_validate_and_announce_each_change_once():

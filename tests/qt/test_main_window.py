@@ -139,8 +139,8 @@ def forbid_preparing_again(monkeypatch):
 def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, window, monkeypatch):
     w = window
     set_tiny(w, steps=5)
-    qtbot.waitUntil(lambda: w.corpus_panel.prepared() is not None, timeout=LONG)
-    vocab = w.corpus_panel.prepared().tokenizer.vocab_size
+    qtbot.waitUntil(lambda: w.corpus_panel.corpus.prepared is not None, timeout=LONG)
+    vocab = w.corpus_panel.corpus.prepared.tokenizer.vocab_size
 
     forbid_preparing_again(monkeypatch)
     qtbot.mouseClick(w.findChild(QPushButton, "trainButton"), Qt.MouseButton.LeftButton)
@@ -153,11 +153,11 @@ def test_training_reuses_the_corpus_and_tokenizer_the_panel_prepared(qtbot, wind
 def test_synthetic_corpus_follows_the_training_seed_and_is_reused(qtbot, window, monkeypatch):
     w, panel = window, window.corpus_panel
     set_tiny(w, steps=5, corpus="reverse")
-    qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.spec == "reverse", timeout=LONG)
+    qtbot.waitUntil(lambda: panel.corpus.prepared is not None and panel.info.spec == "reverse", timeout=LONG)
     assert panel.info.seed == w.train_panel.config().seed  # the preview shows the examples trained on
     before = panel.info.preview
     w.train_panel.fields["seed"].setValue(7)
-    qtbot.waitUntil(lambda: panel.prepared() is not None and panel.info.seed == 7, timeout=LONG)
+    qtbot.waitUntil(lambda: panel.corpus.prepared is not None and panel.info.seed == 7, timeout=LONG)
     assert panel.info.preview != before
 
     forbid_preparing_again(monkeypatch)

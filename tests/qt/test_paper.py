@@ -153,14 +153,15 @@ def test_forward_pass_shows_each_lines_tensor(qtbot, make_panel, arch, kw):
         assert "shape (3,)" in panel.tensorLabel.text()
 
 
-def test_forward_pass_reads_the_prompt(qtbot, make_panel):
+def test_forward_pass_reads_the_prompt(qtbot, make_panel, monkeypatch):
     tok = train_tokenizer("char", CORPUS)
     panel = make_panel("gpt", vocab_size=tok.vocab_size)
 
     class Prepared:  # what the corpus panel gives: a corpus and its tokenizer
         tokenizer = tok
         corpus = None
-    panel.workspace.set_corpus(Prepared)  # the corpus panel's, through the workspace
+    # the corpus the workspace has read, with its tokenizer
+    monkeypatch.setattr(type(panel.workspace.corpus), "prepared", property(lambda _corpus: Prepared))
     panel.workspace.set_prompt_text("the fox")  # what the Prompt tab writes there
     run_forward(qtbot, panel)
     assert panel.trace.x == tok.encode("the fox") and "'the fox'" in panel.traced

@@ -23,6 +23,7 @@ from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, row_step
 from ..training.control import Control
 from ..training.diagnostics import Diagnosis
 from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
+from .corpus import Corpus
 from .focus import Focus
 from .jobs import Jobs, Mailbox
 from .settings import Settings
@@ -139,16 +140,16 @@ class Workspace:
     ``jobs`` (the job system: the caller's, else one posting to ``mailbox``, which the caller drains), ``state``
     (a `TrainingState`), ``run_dir`` (the run shown or training), ``last_status`` (the last run's Finished
     status, "error" when its job failed), ``focus`` (`Focus`: the run, weights and text the views show; ``loaded``
-    its weights and ``loaded_dir`` its run folder when they are not a snapshot), ``prepared`` (the corpus panel's
-    `data.Prepared`, or None), ``prompt_text`` (the focus's text, the Prompt tab's), ``probe_dir`` (the run whose
-    probe maps the Attention tab lists), ``diagnostics`` (`RunDiagnostics`).
+    its weights and ``loaded_dir`` its run folder when they are not a snapshot), ``corpus`` (`Corpus`: the corpus the
+    settings name, read as a job) and ``prepared`` (its `data.Prepared` while current, or None), ``prompt_text`` (the
+    focus's text, the Prompt tab's), ``probe_dir`` (the run whose probe maps the Attention tab lists),
+    ``diagnostics`` (`RunDiagnostics`).
     """
 
     state_changed = Signal(object)  # the new TrainingState
     event = Signal(object)  # a trainer event, once the workspace has taken it in
     ended = Signal(str)  # the runner has ended: the last status ("finished" | "stopped" | "failed" | "error")
     failed = Signal(str)  # the training job failed outside the trainer: what went wrong, in words
-    corpus_changed = Signal(object)  # the prepared corpus (None: none current)
     run_changed = Signal(object)  # the run shown (its folder; None: none)
     probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
     probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
@@ -168,7 +169,7 @@ class Workspace:
         self.last_status: str | None = None
         self.last_evaluation = ""  # the training run's last evaluation, in words
         self.focus = Focus()
-        self.prepared: Any = None
+        self.corpus = Corpus(self.settings, jobs)
         self.probe_dir: str | None = None
         self.diagnostics = RunDiagnostics()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
@@ -203,10 +204,10 @@ class Workspace:
         """Focus on ``loaded``, the weights of the run folder ``run_dir`` (None with ``loaded`` None: nothing)."""
         self.focus.show(loaded, run_dir, imported=imported)
 
-    def set_corpus(self, prepared: Any) -> None:
-        if prepared is not self.prepared:
-            self.prepared = prepared
-            self.corpus_changed.emit(prepared)
+    @property
+    def prepared(self) -> Any:
+        """The corpus read and its tokenizer, while they are the settings' (a run or an estimate reuses them)."""
+        return self.corpus.prepared
 
     def set_prompt_text(self, text: str) -> None:
         self.focus.set_text(text)

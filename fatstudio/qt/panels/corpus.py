@@ -1,10 +1,9 @@
 """Corpus panel: open a file or folder (or drop one on the window), or pick a built-in corpus; statistics and
 a preview; the tokenizer (char, word, byte-level BPE with its vocabulary size) with a tokenized preview
 that shows token boundaries; the validation split and the task. The form is bound to the window's Settings
-(``data``); the loading, the tokenizer training and the preview's computation are the core's
-(``core.data.preview``), run in a worker thread with progress: this panel asks and draws. A corpus that cannot be
-used is said once, under the settings column (the main window's ``validationLabel``, from ``error``); the
-panel marks its source."""
+(``data``); the corpus itself is the application model's (`core.app.corpus.Corpus`: read and its tokenizer trained
+as a job, with progress): this panel asks and draws. A corpus that cannot be used is said once, under the settings
+column (the main window's ``validationLabel``, from ``error``); the panel marks its source."""
 from __future__ import annotations
 
 import html
@@ -12,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QFontDatabase
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -28,7 +27,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.config import MODADD_MAX_P, MODADD_P, TASK_ARCHS, TASKS, TOKENIZERS, DataConfig
+from fatstudio.core.app.corpus import tasks_for_arch
+from fatstudio.core.config import MODADD_MAX_P, MODADD_P, TASKS, TOKENIZERS, DataConfig
 from fatstudio.core.data import preview
 from fatstudio.core.data.preview import CorpusPreview, Piece
 from fatstudio.qt.binding import Binding, Change
@@ -42,14 +42,7 @@ TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Al
                "seq2seq": "seq2seq (Alg. 11)", "classification": "classification (§3)"}
 TOKENIZER_LABELS = {"char": "characters", "word": "words", "bpe": "byte-level BPE"}
 _TOKEN_COLORS = ("#cfe3fa", "#fbe3b4")
-_BPE_MIN_VOCAB = 260  # 256 bytes and the special tokens
 _CHOOSE_BUILTIN = "(choose a built-in corpus)"
-_RELOAD_DELAY_MS = 400  # after the last change of the seed or the vocabulary size
-
-
-def tasks_for_arch(arch: str) -> list[str]:
-    """The tasks an architecture can learn (TASK_ARCHS), in TASKS order."""
-    return [t for t in TASKS if arch in TASK_ARCHS[t]]
 
 
 def tokens_html(pieces: Sequence[Piece]) -> str:
@@ -87,12 +80,7 @@ class CorpusPanel(QWidget):
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.workspace = workspace
-        self.settings = workspace.settings
-        self.info: CorpusPreview | None = None
-        self.error: str | None = None
-        self.loading = False
-        self.builtins: dict = {}
-        self.builtin_tasks: dict = {}
+        self.settings, self.corpus = workspace.settings, workspace.corpus
         self.tokenizer_lab: TokenizerLab | None = None  # the open TokenizerLab dialog, if any
 
         outer = QVBoxLayout(self)
@@ -103,13 +91,11 @@ class CorpusPanel(QWidget):
         outer.addWidget(self._build_preview(), 1)
         outer.addWidget(self._build_tokens(), 1)
 
-        self._retok_timer = QTimer(self, singleShot=True)
-        self._retok_timer.timeout.connect(self._retokenize)
-        self._reload_timer = QTimer(self, singleShot=True, interval=_RELOAD_DELAY_MS)
-        self._reload_timer.timeout.connect(self.reload)
         self._offer_tasks()
-        self.binding = Binding(self.settings, "data", self.form.fields, also={"tokenizer": self._tokenizer_resets})
+        self.binding = Binding(self.settings, "data", self.form.fields, also={"tokenizer": self.corpus.tokenizer_resets})
         self.settings.changed.connect(self._on_settings)
+        self.corpus.changed.connect(self._corpus_changed)
+        self.corpus.progress.connect(self._progress)
         self.statusChanged.connect(lambda: self.labButton.setEnabled(self.info is not None and not self.loading))
         self._show_source()
         self._update_visibility()
@@ -214,11 +200,28 @@ class CorpusPanel(QWidget):
         tl.addWidget(self.tokenView)
         return box
 
-    # -- the settings -----------------------------------------------------------------------------------------
+    # -- the corpus (the application model's) ----------------------------------------------------------------
     @property
     def spec(self) -> str:
         """The corpus: a path or the name of a built-in."""
-        return self.settings.data.corpus
+        return self.corpus.spec
+
+    @property
+    def info(self) -> CorpusPreview | None:
+        """What the corpus read is (None: none current)."""
+        return self.corpus.preview
+
+    @property
+    def error(self) -> str | None:
+        return self.corpus.error
+
+    @property
+    def loading(self) -> bool:
+        return self.corpus.loading
+
+    @property
+    def builtins(self) -> dict:
+        return self.corpus.builtins
 
     @property
     def seed(self) -> int:
@@ -233,19 +236,9 @@ class CorpusPanel(QWidget):
         self.settings.set_section("data", d)
 
     def set_corpus(self, spec: str) -> None:
-        """Use ``spec`` (a path, or the name of a built-in) and load it in a worker thread; the same corpus
-        again is read again."""
-        if not self.settings.update("data", corpus=str(spec)):
-            self.reload()
-
-    def prepared(self):
-        """The loaded corpus and its trained tokenizer (a core ``Prepared``) while they are current, else None;
-        training reuses them when its settings match."""
-        return self.info.prepared if self.info is not None and not self.loading else None
-
-    def _tokenizer_resets(self, kind: str) -> dict:
-        """BPE starts from the 256 bytes: a smaller vocabulary becomes 1000 with it."""
-        return {"vocab_size": 1000} if kind == "bpe" and self.settings.data.vocab_size < _BPE_MIN_VOCAB else {}
+        """Use ``spec`` (a path, or the name of a built-in) and read it as a job; the same corpus again is read
+        again."""
+        self.corpus.use(spec)
 
     def _on_settings(self, change: Change) -> None:
         if change.touches("model", "arch"):
@@ -255,24 +248,13 @@ class CorpusPanel(QWidget):
         if data:
             self._update_visibility()
         if "corpus" in data:
-            self.info = None
             self._show_source()
-        if data & {"corpus", "task"} or ("modadd_p" in data and self.spec == "modadd"):
-            self.reload()  # a corpus reads differently per task (pairs, labels)
-        elif "tokenizer" in data:
-            self._retok_timer.start(0)
-        elif "vocab_size" in data and self.settings.data.tokenizer != "char":
-            self._retok_timer.start(_RELOAD_DELAY_MS)
-        if change.touches("train", "seed") and self.info is not None and self.info.seeded:
-            self._reload_timer.start()  # regenerate the synthetic built-in, shortly after the last change
 
     def _offer_tasks(self) -> None:
-        """Offer only the tasks the architecture can learn; a task it cannot becomes the first it can."""
+        """Offer only the tasks the architecture can learn (the corpus makes a task it cannot the first it can)."""
         tasks = tasks_for_arch(self.settings.model.arch)
         if tasks != self.taskCombo.values():
             self.taskCombo.set_items([(TASK_LABELS[t], t) for t in tasks])
-        if tasks and self.settings.data.task not in tasks:
-            self.settings.update("data", task=tasks[0])
 
     # -- dialogs and drops -------------------------------------------------------------------------------
     def open_file_dialog(self) -> None:
@@ -288,69 +270,37 @@ class CorpusPanel(QWidget):
 
     # -- workers -------------------------------------------------------------------------------------------
     def reload(self) -> None:
-        """Load the corpus and train its tokenizer again, in a worker thread."""
-        self._reload_timer.stop()
-        d = self.settings.data
-        self._start(preview.load, d.corpus, d.task, d.tokenizer, d.vocab_size, self.seed, modadd_p=d.modadd_p)
-
-    def _retokenize(self) -> None:
-        if self.info is not None and self.info.corpus is not None and not self.loading:
-            d = self.settings.data
-            self._start(preview.retokenize, self.info, d.tokenizer, d.vocab_size)
-        else:
-            self.reload()
-
-    def _start(self, func, *args, **kwargs) -> None:
-        if not self.spec:
-            return
-        self.loading = True
-        self._set_error(None)
-        self.progressBar.setValue(0)
-        self.progressBar.setFormat("%p%")
-        self.progressBar.show()
-        self.statusChanged.emit()
-        self.workspace.jobs.submit("corpus", func, *args, progress=True, **kwargs, on_result=self._loaded,
-                                   on_error=self._failed, on_progress=self._progress)  # an earlier one's result is stale
+        """Read the corpus and train its tokenizer again (the application model's job)."""
+        self.corpus.reload()
 
     def _progress(self, fraction: float, message: str) -> None:
         self.progressBar.setValue(int(1000 * max(0.0, min(1.0, fraction))))
         if message:
             self.progressBar.setFormat(f"{message} – %p%")
 
-    def _finish(self) -> None:
-        self.loading = False
-        self.progressBar.hide()
+    def _corpus_changed(self) -> None:
+        """The corpus started or ended reading, or its error changed: show where it stands."""
+        info = self.corpus.preview
+        if self.loading:
+            self.progressBar.setValue(0)
+            self.progressBar.setFormat("%p%")
+            self.progressBar.show()
+        else:
+            self.progressBar.hide()
+            if self.builtins and len(self.builtins) != self.builtinCombo.count() - 1:
+                self._show_builtins()
+            if info is not None:
+                self._show(info)
+            elif self.error:
+                self.statsLabel.setText("–")
+                self.previewView.setPlainText("")
+                self.tokenView.clear()
+                self.tokenSummary.setText("")
+        self._show_source()
         self.statusChanged.emit()
 
-    def _loaded(self, info: CorpusPreview) -> None:
-        self.info = info
-        if info.builtins and not self.builtins:
-            self.builtin_tasks = dict(info.builtin_tasks)
-            self.set_builtins(info.builtins)
-        self._show(info)
-        self._finish()
-        if info.vocab_size:
-            self.settings.update("model", vocab_size=info.vocab_size)  # N_V is the tokenizer's
-        if info.seeded and info.seed != self.seed:  # the seed changed while it loaded
-            self._reload_timer.start()
-
-    def _failed(self, message: str) -> None:
-        self.info = None
-        self.statsLabel.setText("–")
-        self.previewView.setPlainText("")
-        self.tokenView.clear()
-        self.tokenSummary.setText("")
-        self._set_error(message)
-        self._finish()
-
-    def _set_error(self, message: str | None) -> None:
-        """Record what is wrong with the corpus (the window says it) and mark the source."""
-        self.error = message
-        self._show_source()
-
     # -- showing -----------------------------------------------------------------------------------------------
-    def set_builtins(self, builtins: dict) -> None:
-        self.builtins = dict(builtins)
+    def _show_builtins(self) -> None:
         self.builtinCombo.blockSignals(True)
         self.builtinCombo.clear()
         self.builtinCombo.addItem(_CHOOSE_BUILTIN, None)
@@ -368,7 +318,7 @@ class CorpusPanel(QWidget):
         task = self.settings.data.task
         for i in range(1, self.builtinCombo.count()):
             name = self.builtinCombo.itemData(i)
-            tasks = self.builtin_tasks.get(name)
+            tasks = self.corpus.builtin_tasks.get(name)
             item = model.item(i) if hasattr(model, "item") else None
             if item is not None:
                 ok = tasks is None or task in tasks
