@@ -10,6 +10,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFileDialog
 
+from fatstudio.core.app.runs import fine_tune_config, import_destination
 from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt import state
 from fatstudio.qt.panels.train import TrainView
@@ -42,10 +43,10 @@ def _list_runs(root: str):
 
 
 class RunsControl(QObject):
-    """The runs list of ``view`` and what its buttons ask, on ``workspace``. ``dialogs`` asks the user
-    (``confirm_delete(run)``, ``ask_export_folder(run)``). ``message(text, ms)`` is for the status bar,
-    ``error(text, dialog)`` for the user; ``latestRun(name or None)`` names the finished run to offer while no
-    model is loaded; ``runClosed(message)`` says the run open in the Prompt tab was deleted; ``fineTuneReady(config,
+    """The runs list of ``view`` and what its buttons ask, on ``workspace`` (its runs folder: `Workspace.runs_root`).
+    ``dialogs`` asks the user (``confirm_delete(run)``, ``ask_export_folder(run)``). ``message(text, ms)`` is for the
+    status bar, ``error(text, dialog)`` for the user; ``latestRun(name or None)`` names the finished run to offer
+    while no model is loaded; ``runClosed(message)`` says the run in focus was deleted; ``fineTuneReady(config,
     source run folder)`` asks for a new run from that run's weights."""
 
     message = Signal(str, int)
@@ -54,11 +55,9 @@ class RunsControl(QObject):
     latestRun = Signal(object)
     runClosed = Signal(str)
 
-    def __init__(self, workspace: Workspace, view: TrainView, dialogs: Any, runs_root: Path | None = None,
-                 parent: QObject | None = None):
+    def __init__(self, workspace: Workspace, view: TrainView, dialogs: Any, parent: QObject | None = None):
         super().__init__(parent)
         self.workspace, self.view, self.plots, self.dialogs = workspace, view, view.plots, dialogs
-        self.runs_root = runs_root
         self.loading = False
         self.latest: str | None = None  # the run the Prompt tab offers while there is no model
         self._select: str | None = None  # the run to select once it has been read
@@ -70,10 +69,7 @@ class RunsControl(QObject):
         runs.refreshRequested.connect(self.refresh)
 
     def root(self) -> Path:
-        if self.runs_root is not None:
-            return self.runs_root
-        from fatstudio.core.runs.folder import default_runs_root
-        return default_runs_root()
+        return self.workspace.runs_root
 
     def refresh(self, select: str | None = None) -> None:
         """Read the runs folder again in a worker thread (hundreds of runs take a while); the list is filled
@@ -278,11 +274,8 @@ class RunsControl(QObject):
         source = self.ask_import_folder()
         if not source:
             return
-        name = Path(source).name or "imported"
-        out, i = self.root() / name, 1
-        while out.exists():
-            i += 1
-            out = self.root() / f"{name}-{i}"
+        out = import_destination(self.root(), source)
+        name = out.name
         self.error.emit(None, False)
         self.message.emit(f"Importing {source}…", 0)
         self.workspace.jobs.submit(
@@ -298,15 +291,13 @@ class RunsControl(QObject):
         self.open_run(Run.open(done.run_dir))
 
     def fine_tune(self, run) -> None:
-        """Ask for a new run from ``run``'s weights and tokenizer on the current Corpus and Train settings; the model
-        settings are ``run``'s (its dropout the Model panel's)."""
-        from fatstudio.core.config import RunConfig
-
+        """Ask for a new run from ``run``'s weights and tokenizer on the current Corpus and Train settings
+        (`core.app.runs.fine_tune_config`)."""
         if self.workspace.busy:
             return
-        if not run.has_checkpoint:
-            self.error.emit(f"{run.name} has no weights to start from; train it first.", True)
+        try:
+            config = fine_tune_config(run, self.workspace.settings.config)
+        except ValueError as e:
+            self.error.emit(str(e), True)
             return
-        cfg = self.dialogs.current_config()
-        self.fineTuneReady.emit(RunConfig(run.config.model.replace(dropout=cfg.model.dropout), cfg.data, cfg.train),
-                                str(run.path))
+        self.fineTuneReady.emit(config, str(run.path))

@@ -1,16 +1,19 @@
-"""Training in the window: ``TrainingControl`` starts runs in the workspace (`Workspace.train`: the trainer as a job,
-its events taken in on the GUI thread) and shows each event in the Training view (plots, progress, status line,
-samples, diagnostics). The workspace holds the state; this only drives and shows."""
+"""Training in the window: ``TrainingControl`` starts, resumes and fine-tunes runs in the workspace
+(`Workspace.train`: the trainer as a job, its events taken in on the GUI thread), keeps the Train button to what may
+start, times the settings (Estimate time), and shows each event in the Training view (plots, progress, status line,
+samples, diagnostics). The workspace holds the state and the rules (`core.app.runs`); this only drives and shows."""
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from fatstudio.core import memory
+from fatstudio.core.app.runs import resumption
+from fatstudio.core.app.settings import SECTIONS
 from fatstudio.core.app.workspace import TrainingState, Workspace
 from fatstudio.core.config import RunConfig
 from fatstudio.core.training.events import (
@@ -28,25 +31,45 @@ from fatstudio.core.training.events import (
     Steps,
 )
 from fatstudio.qt import state
-from fatstudio.qt.panels.train import TrainView
+from fatstudio.qt.panels.train import TrainPanel, TrainView
+
+if TYPE_CHECKING:
+    from fatstudio.core.runs.folder import Run
+
+BUSY_TRAIN = {  # what the Train button says while it cannot start a run
+    TrainingState.STARTING: ("Starting…", "A run is starting (preparing the corpus, the model and the run folder)."),
+    TrainingState.RUNNING: ("Training…", "A run is training: stop it first to start another."),
+    TrainingState.PAUSED: ("Paused", "A run is paused: resume or stop it first to start another."),
+    TrainingState.STOPPING: ("Stopping…", "The run is stopping after the current step and being saved."),
+}
+
+
+def _estimate(config, prepared, progress):
+    from fatstudio.core.training.estimate import estimate  # in the job's thread: it imports torch
+
+    return estimate(config, prepared, progress)
 
 
 class TrainingControl(QObject):
-    """Starts runs and routes the buttons of ``view`` to ``workspace``'s commands; shows the trainer's events.
+    """Starts runs and routes the buttons of ``view`` to ``workspace``'s commands; shows the trainer's events. A new
+    run's probe input comes from ``train_panel``.
 
-    ``message(text, ms)`` is for the status bar, ``error(text)`` for the user (a dialog too), ``snapshotTaken``
-    when a snapshot of the weights is ready to prompt, ``runStarted(run_dir)`` when a run's folder is known."""
+    ``message(text, ms)`` is for the status bar, ``error(text or None)`` for the user (a dialog too; None clears it),
+    ``snapshotTaken`` when a snapshot of the weights is ready to prompt, ``runStarted(run_dir)`` when a run's folder
+    is known. ``closing``: the window closes once the run has stopped, so no run starts."""
 
     message = Signal(str, int)
-    error = Signal(str)
+    error = Signal(object)
     snapshotTaken = Signal()
     runStarted = Signal(str)
     runsChanged = Signal()  # the run's meta.json has its latest evaluation: the runs list can show it
+    trainAllowed = Signal(bool)  # whether a new run may start now (the menu's Train follows the button)
     DIAGNOSE_MS = 500  # diagnosing 10k rows takes tens of ms: at most twice a second while training
 
-    def __init__(self, workspace: Workspace, view: TrainView, parent: QObject | None = None):
+    def __init__(self, workspace: Workspace, view: TrainView, train_panel: TrainPanel, parent: QObject | None = None):
         super().__init__(parent)
-        self.workspace, self.view, self.plots = workspace, view, view.plots
+        self.workspace, self.view, self.plots, self.train_panel = workspace, view, view.plots, train_panel
+        self.closing = False
         self._started: tuple | None = None  # the latest start's arguments
         self.refused: tuple | None = None  # those of a start refused for memory (`train_anyway`)
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
@@ -67,7 +90,14 @@ class TrainingControl(QObject):
         workspace.event.connect(self._show_event)
         workspace.failed.connect(self._on_failed)
         workspace.ended.connect(self._on_ended)
-        workspace.state_changed.connect(lambda s: view.set_state(s.value))
+        workspace.state_changed.connect(self._state_changed)
+        workspace.run_changed.connect(self.show_plan)
+        for changed in (workspace.settings.changed, workspace.corpus.changed):
+            changed.connect(self.update_train)
+        workspace.settings.changed.connect(
+            lambda change: view.forget_estimate() if any(map(change.touches, SECTIONS)) else None)
+        view.trainRequested.connect(self.start_training)
+        view.estimateRequested.connect(self.estimate_time)
         view.pauseRequested.connect(self.toggle_pause)
         view.stopRequested.connect(self.stop)
         view.stepRequested.connect(self.step_once)
@@ -80,6 +110,50 @@ class TrainingControl(QObject):
         """The running run's `Control` (None: no run)."""
         return self.workspace.runner
 
+    def start_training(self) -> bool:
+        """Start a new run with the current settings (the Train button); what keeps it from starting is said."""
+        ws = self.workspace
+        if ws.state != TrainingState.IDLE:
+            self.message.emit(f"A run is already {ws.state.value}: no second run is started.", 6000)
+            return False
+        problem = ws.problem()
+        if problem is not None:
+            self.message.emit(problem, 8000)
+            return False
+        return self.start_new_run(ws.settings.config)
+
+    def start_new_run(self, cfg: RunConfig, init_from: str | None = None) -> bool:
+        """A new run of ``cfg``; ``init_from``: from that run's weights and tokenizer (Fine-tune…)."""
+        self.plots.clear()
+        self.view.clear_run()
+        self.workspace.show_rows([], {})
+        return self._start(cfg, run_dir=None, resume=False, init_from=init_from)
+
+    def resume_run(self, run: Run, total_steps: int) -> bool:
+        """Continue ``run`` from its last checkpoint up to ``total_steps`` (`core.app.runs.resumption`)."""
+        if self.workspace.state != TrainingState.IDLE:
+            return False
+        try:
+            plan = resumption(run, total_steps)
+        except ValueError as e:
+            self.error.emit(str(e))
+            return False
+        if str(run.path) != self.workspace.run_dir:  # another run than the one shown: its overlays compared that one
+            self.plots.clear_overlays()
+        self.plots.load_metrics(plan.rows)
+        self.workspace.show_rows(plan.rows, {})
+        self.view.set_samples(plan.samples)
+        return self._start(plan.config, run_dir=str(run.path), resume=True)
+
+    def _start(self, cfg: RunConfig, run_dir: str | None, resume: bool, init_from: str | None = None) -> bool:
+        try:
+            probe = None if resume else self.train_panel.probe()  # a resumed run keeps its own
+        except ValueError as e:
+            self.error.emit(str(e))
+            return False
+        self.error.emit(None)
+        return self.start(cfg, run_dir, resume, probe, init_from)
+
     def start(self, cfg: RunConfig, run_dir: str | None, resume: bool, probe=None, init_from: str | None = None) -> bool:
         """Start a run (``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights) as the
         workspace's training job."""
@@ -88,6 +162,61 @@ class TrainingControl(QObject):
             return False
         self.view.show_preparing("starting", 0.0)
         return True
+
+    def holds_close(self, confirm: Callable[[], bool]) -> bool:
+        """Whether closing the window must wait: while a run trains, asked once (``confirm``), the run stops and is
+        saved (``closing``), and the window closes once it has ended."""
+        if not self.workspace.busy:
+            return False
+        if not self.closing and confirm():
+            self.closing = True
+            self.workspace.stop()
+            self.update_train()
+            self.message.emit("Stopping the training and saving the run; closing when done…", 0)
+        return True
+
+    # ---- what may start, and how long it takes ---------------------------------------------------------------
+    def update_train(self, *_args) -> bool:
+        """The Train button (and the estimate) enabled only while a run may start, saying why not; while idle, the
+        live η field shows the settings' η (a run shows its own). Whether a run may start."""
+        ws = self.workspace
+        problem = ws.problem()
+        ok = ws.state == TrainingState.IDLE and problem is None and not self.closing
+        text, tip = BUSY_TRAIN.get(ws.state, ("▶ Train", ""))
+        self.view.allow_train(ok, text, tip or ("Start a new run with the current Model, Corpus and Train settings."
+                                                if problem is None else f"Fix this first: {problem}"))
+        self.view.allow_estimate(ok, tip or f"Fix this first: {problem}")
+        self.trainAllowed.emit(ok)
+        if ws.state == TrainingState.IDLE:
+            self.view.show_next_lr(ws.settings.train.lr)
+        self.show_plan()
+        return ok
+
+    def show_plan(self, *_args) -> None:
+        """While no run is shown, the loss plot shows the settings' reference band and says to press Train."""
+        if self.workspace.state == TrainingState.IDLE and self.workspace.run_dir is None:
+            self.plots.show_plan(self.workspace.settings.config)
+
+    def estimate_time(self) -> None:
+        """Time a few real steps of the current settings as a job (`core.training.estimate`); the Training view
+        shows the estimated time of the run beside Train, or what went wrong. Invalid settings are not timed (what
+        is wrong with them is said under the settings)."""
+        ws = self.workspace
+        if ws.settings.error:
+            return
+        view, asked = self.view, ws.settings.config
+
+        def show(text: str, details: str = "") -> None:  # an estimate of settings changed since says nothing
+            view.show_estimate(text if ws.settings.config == asked else "", details)
+
+        view.show_estimate("estimating…", busy=True)
+        ws.jobs.submit("estimate", _estimate, asked, ws.prepared, progress=True,
+                       on_progress=lambda f, message: view.show_estimate(f"estimating: {message}…", busy=True),
+                       on_result=lambda e: show(e.describe(), e.details()), on_error=lambda message: show(f"⚠ {message}"))
+
+    def _state_changed(self, state: TrainingState) -> None:
+        self.view.set_state(state.value)
+        self.update_train()
 
     def toggle_pause(self) -> None:
         pausing = self.workspace.state is TrainingState.RUNNING

@@ -74,7 +74,7 @@ def test_your_texts_maps_of_the_previous_run_go_when_another_run_is_opened(qtbot
     assert attention.text_maps is None and attention.source() != "text"  # run A's maps are gone
     assert attention.lensView.lens is None or attention.showing_probe  # so is the lens of A's text
     text = attention.focusLabel.text()
-    assert Path(run_b).name in text and "step 20" in text and Path(run_a).name not in text
+    assert f"{Path(run_b).name} · step 20" in text and f"{Path(run_a).name} ·" not in text
     assert prompt.output_text() == "" and prompt.generated == []  # nor does the Prompt keep A's output
 
 

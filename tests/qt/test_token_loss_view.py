@@ -37,8 +37,8 @@ def make(tmp_path):
 
 
 @pytest.fixture
-def panel(qtbot, tmp_path, workspace, wait_for_jobs):
-    p = TokenLossPanel(workspace, runs_root=tmp_path / "runs")
+def panel(qtbot, runs_root, workspace, wait_for_jobs):
+    p = TokenLossPanel(workspace)
     p.resize(1100, 600)
     qtbot.addWidget(p)
     p.show()

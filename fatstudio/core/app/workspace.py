@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from psygnal import Signal
@@ -29,6 +30,7 @@ from .jobs import Jobs, Mailbox
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from ..inference.attention_maps import AttentionMaps
     from ..inference.loaded import LoadedModel
 
 TRAINING = "training"  # the training run's job
@@ -153,11 +155,14 @@ class Workspace:
     run_changed = Signal(object)  # the run shown (its folder; None: none)
     probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
     probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
+    text_maps_changed = Signal(object)  # the attention of the text in focus (None: none)
+    head_chosen = Signal(str, int, int)  # the head in question: (kind, layer, head; -1 the mean over heads)
     diagnostics_due = Signal()  # rows or head findings arrived: `diagnose` when convenient
     diagnosed = Signal(list, str)  # the findings (line, warning) and the summary
 
-    def __init__(self, settings: Settings | None = None, jobs: Jobs | None = None):
+    def __init__(self, settings: Settings | None = None, jobs: Jobs | None = None, runs_root: Path | None = None):
         self.settings = settings if settings is not None else Settings()
+        self._runs_root = runs_root
         self.mailbox: Mailbox | None = None
         if jobs is None:
             self.mailbox = Mailbox()
@@ -169,7 +174,10 @@ class Workspace:
         self.last_status: str | None = None
         self.last_evaluation = ""  # the training run's last evaluation, in words
         self.focus = Focus()
+        self.focus.changed.connect(self._focus_changed)
         self.corpus = Corpus(self.settings, jobs)
+        self.text_maps: AttentionMaps | None = None
+        self._maps_of: LoadedModel | None = None  # the weights that made text_maps
         self.probe_dir: str | None = None
         self.diagnostics = RunDiagnostics()
         self._handlers: dict[type[Event], Callable[[Any], None]] = {
@@ -199,6 +207,34 @@ class Workspace:
     @property
     def prompt_text(self) -> str:
         return self.focus.text
+
+    @property
+    def runs_root(self) -> Path:
+        """The runs folder: the one given, else ``$FATSTUDIO_RUNS`` or the user's data folder's."""
+        if self._runs_root is not None:
+            return self._runs_root
+        from ..runs.folder import default_runs_root
+        return default_runs_root()
+
+    def problem(self) -> str | None:
+        """What keeps a new run from starting, in words (None: nothing): the settings', else the corpus's."""
+        if self.settings.error is not None:
+            return self.settings.error
+        corpus = self.corpus
+        return f"Corpus: {corpus.error}" if corpus.error and not corpus.loading else None
+
+    def show_text_maps(self, maps: AttentionMaps | None) -> None:
+        """The attention of the text in focus (the Prompt tab's last forward pass, with the weights in focus)."""
+        self.text_maps, self._maps_of = maps, self.focus.loaded
+        self.text_maps_changed.emit(maps)
+
+    def choose_head(self, kind: str, layer: int, head: int) -> None:
+        """The head in question (the Paper tab shows the line that made it)."""
+        self.head_chosen.emit(kind, layer, head)
+
+    def _focus_changed(self, focus: Focus) -> None:
+        if self.text_maps is not None and focus.loaded is not self._maps_of:  # another model's maps: they go
+            self.show_text_maps(None)
 
     def set_model(self, loaded: LoadedModel | None, run_dir: str | None = None, *, imported: bool = False) -> None:
         """Focus on ``loaded``, the weights of the run folder ``run_dir`` (None with ``loaded`` None: nothing)."""

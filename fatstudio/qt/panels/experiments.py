@@ -5,7 +5,6 @@ Welch's p against the baseline (the first row). A row's runs open in the Trainin
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,7 +59,7 @@ def _plan_problem(vary: list[str]) -> str | None:
 
 
 class ExperimentsPanel(QWidget):
-    """Queue a sweep of ``settings``' config into ``runs_root()`` and show its table as it fills. Signals
+    """Queue a sweep of the settings' config into the runs folder and show its table as it fills. Signals
     ``openRequested(list)`` and ``overlayRequested(list)`` with a row's run folders (the finished ones)."""
 
     openRequested = Signal(object)
@@ -68,10 +67,10 @@ class ExperimentsPanel(QWidget):
     sweepFinished = Signal(object)  # the sweep's dict (see `Sweep.to_dict`)
     sweepReported = Signal(object)  # the sweep so far, after each of its runs, once the table shows it
 
-    def __init__(self, workspace: Workspace, runs_root: Callable[[], Path], parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.setObjectName("experimentsPanel")
-        self.workspace, self.settings, self.runs_root = workspace, workspace.settings, runs_root
+        self.workspace, self.settings = workspace, workspace.settings
         self.rows: list[dict] = []  # the sweep's rows as last reported
         self._seeds = 0  # the seeds per variant of the sweep running
         self._call: Job | None = None
@@ -194,7 +193,7 @@ class ExperimentsPanel(QWidget):
         self._say("Starting the sweep…")
         self._call = self.workspace.jobs.submit(
             "sweep", _run_sweep, self.settings.config, vary, self.seedsSpin.value(), None if seconds else budget,
-            float(budget) if seconds else None, str(self.runs_root()), self._stop, progress=True,
+            float(budget) if seconds else None, str(self.workspace.runs_root), self._stop, progress=True,
             on_item=self._reported, on_result=self._finished, on_error=self._failed, stop=self._stop.set)
 
     def _reported(self, sweep: dict) -> None:

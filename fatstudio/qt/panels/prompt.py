@@ -177,7 +177,8 @@ def _prompt_notes(tokenizer, prompt: EncodedPrompt) -> list[str]:
 # ------------------------------------------------------------------------------------------------ panel
 class PromptPanel(QWidget):
     """Prompt a LoadedModel. Given a ``workspace`` (`core.app.workspace.Workspace`), it prompts the workspace's
-    model and writes its text there; the main window connects `attentionReady`."""
+    model, writes its text there and gives it the attention of its last forward pass (`Workspace.show_text_maps`);
+    ``attentionReady`` says the maps are there."""
 
     attentionReady = Signal(object)  # an generation.AttentionMaps of the last forward pass
     openOfferedRun = Signal()  # the user takes the run `offer_run` offered
@@ -520,6 +521,7 @@ class PromptPanel(QWidget):
             self.scoreResult.show_score(event.score, None if self.loaded is None else self.loaded.model.config.vocab_size)
         elif isinstance(event, Attention):
             self.last_maps = event.maps
+            self.workspace.show_text_maps(event.maps)  # the attention of the text in focus, for the Attention tab
             self.attentionReady.emit(event.maps)
         elif isinstance(event, AttentionFailed):
             self._show_message(f"No attention maps: {describe_error(event.error)}", "info")

@@ -133,10 +133,10 @@ class TokenLossPanel(QWidget):
     """The tab. ``score()`` starts a scoring of the loaded model (against the choice of ``againstCombo``),
     ``cancel()`` abandons it; ``scored`` is the last `Scored` (None: none yet)."""
 
-    def __init__(self, workspace: Workspace, runs_root=None, parent=None):
+    def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.setObjectName("tokenLossView")
-        self.workspace, self.runs_root = workspace, runs_root
+        self.workspace = workspace
         self.loaded = None
         self.scored: Scored | None = None
         self.earlier: dict[str, TokenLoss] = {}  # the last scorings by model label, to compare a later one with
@@ -243,9 +243,8 @@ class TokenLossPanel(QWidget):
         else:
             self._say(f"{loaded.label}: press “Score the validation split” to colour every validation token by the "
                       "model's probability of it.")
-            root = self.runs_root() if callable(self.runs_root) else self.runs_root
             self.workspace.jobs.submit("token-loss-runs", other_runs, loaded.config.data.corpus, task,
-                                       self.workspace.loaded_dir, root, on_result=self._set_runs)
+                                       self.workspace.loaded_dir, self.workspace.runs_root, on_result=self._set_runs)
         self._set_runs([])
         self._update_buttons()
 
