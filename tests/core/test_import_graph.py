@@ -26,6 +26,8 @@ LAZY = {
     ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
     ("training.estimate", "training.trainer"),
     ("app.workspace", "training.trainer"),  # the training job imports the trainer (torch) in its own thread
+    ("app.workspace", "runs.folder"),  # the default runs folder (platformdirs), read when first asked for
+    ("app.corpus", "data.preview"),  # the corpus job reads the corpus and trains its tokenizer (tokenizers)
 }
 
 
