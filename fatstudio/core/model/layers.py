@@ -70,6 +70,7 @@ class Layer(nn.Module):
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = (
             HookPoint(f"{kind}/{l}/{what}") for what in ("resid_pre", "resid_mid", "resid_post"))
         self.hook_resid_mid_cross = HookPoint(f"{kind}/{l}/resid_mid_cross") if cross else None
+
         def total(sub: str) -> HookPoint | None:  # post-LN: X + the sublayer's output, before the norm
             return None if self.pre else HookPoint(f"{sub}/sum")
         self.hook_attn_sum, self.hook_mlp_sum = total(self.attn.name), total(self.mlp.name)
@@ -88,16 +89,16 @@ class Layer(nn.Module):
         """X (B, T, d_e) -> the layer's output (B, T, d_e); Z the encoder's output for the cross-attention,
         mask and z_mask (B, T), (B, T_z) False at padding. Pre-LN: each sublayer reads norm(X), post-LN X."""
         X = self.hook_resid_pre(X)
-        attn = self.attn(self.norm_attn(X) if self.pre else X, key_mask=mask,
-                         cache=cache.slot(self.attn.name) if cache is not None else None)
-        X = self._add(X, attn, self.norm_attn, self.hook_attn_sum, self.hook_resid_mid)
+        attn, norm = self.attn, self.norm_attn  # each module looked up once (nn.Module.__getattr__ is slow)
+        y = attn(norm(X) if self.pre else X, key_mask=mask, cache=cache.slot(attn.name) if cache is not None else None)
+        X = self._add(X, y, norm, self.hook_attn_sum, self.hook_resid_mid)
         cross, norm_cross, after = self.cross, self.norm_cross, self.hook_resid_mid_cross
         if cross is not None and norm_cross is not None and after is not None:
             y = cross(norm_cross(X) if self.pre else X, Z, key_mask=z_mask,
                       cache=cache.slot(cross.name) if cache is not None else None)
             X = self._add(X, y, norm_cross, self.hook_cross_sum, after)
-        y = self.mlp(self.norm_mlp(X) if self.pre else X)
-        return self._add(X, y, self.norm_mlp, self.hook_mlp_sum, self.hook_resid_post)
+        norm = self.norm_mlp
+        return self._add(X, self.mlp(norm(X) if self.pre else X), norm, self.hook_mlp_sum, self.hook_resid_post)
 
     def hook_points(self) -> list[HookPoint]:
         """Its hook points in the order they run."""
