@@ -101,15 +101,13 @@ def _find(points: dict[str, HookPoint], name: str) -> HookPoint:
     return points[name]
 
 
-_attaching = threading.Lock()  # one attach or removal at a time: each replaces a point's tuple of hooks
-
-
 @contextmanager
 def hooked(model: Hooked, hooks: Mapping[str, Hook] | Iterable[tuple[str, Hook]]) -> Iterator[None]:
     """Run the body with each hook attached to its named point (in this thread); removed when it ends, also by
     an exception. Every name is checked before any hook is attached."""
     points = model.hook_points()
-    with attached([(_find(points, name), fn) for name, fn in (hooks.items() if isinstance(hooks, Mapping) else hooks)]):
+    pairs = hooks.items() if isinstance(hooks, Mapping) else hooks
+    with attached([(_find(points, name), fn) for name, fn in pairs]):
         yield
 
 
