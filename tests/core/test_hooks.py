@@ -2,6 +2,7 @@
 reads without changing anything, replaces what follows it (the identity bit for bit), costs the fused attention
 kernel nothing while no one watches the pattern, acts only in the thread that attached it, and is always
 removed."""
+import copy
 import pathlib
 import threading
 
@@ -329,6 +330,17 @@ def test_a_hook_acts_only_in_the_thread_that_attached_it():
     t.join()
     assert torch.equal(elsewhere["logits"], plain)  # the other thread: no hook, and the fused kernel
     assert (here - plain).abs().max() > 1e-3
+
+
+def test_a_copy_of_a_model_made_while_hooked_carries_no_hook():
+    model = tiny("bert")
+    x, _ = inputs(model)
+    with hooked(model, {"mlp/0/out": torch.zeros_like}):
+        twin = copy.deepcopy(model)
+        hooked_logits = run(model, x, {})
+    assert not any(p.hooks for p in twin.hook_points().values())
+    assert torch.equal(run(twin, x, {}), run(model, x, {})) and not torch.equal(hooked_logits, run(twin, x, {}))
+    assert point_names(twin) == point_names(model) and twin.layers[0].mlp.hook_out is not model.layers[0].mlp.hook_out
 
 
 def test_hooks_are_attached_in_one_module_only():

@@ -71,6 +71,10 @@ class HookPoint:
         here = threading.get_ident()
         return any(thread == here for thread, _ in self.hooks)
 
+    def __reduce__(self) -> tuple[type[HookPoint], tuple[str]]:
+        """A copy (``copy.deepcopy`` of a model, a pickle) is the point without hooks: they belong to a ``with``."""
+        return HookPoint, (self.name,)
+
     def __repr__(self) -> str:
         return f"HookPoint({self.name!r}, {len(self.hooks)} hooks)"
 
