@@ -23,7 +23,7 @@ LAZY = {
     ("runs.export_hf", "model.positions"), ("runs.export_hf", "data.tokenization"), ("runs.export_hf", "runs.folder"),
     ("runs.export_hf", "runs.targets"),
     ("runs.tokenizer_lab", "data.corpora"), ("runs.tokenizer_lab", "runs.folder"),
-    ("paper.pseudocode", "device"), ("paper.pseudocode", "model"),
+    ("paper.pseudocode", "device"), ("paper.pseudocode", "model"), ("paper.pseudocode", "model.hooks"),
     ("training.estimate", "training.trainer"),
     ("app.workspace", "training.trainer"),  # the training job imports the trainer (torch) in its own thread
     ("app.workspace", "runs.folder"),  # the default runs folder (platformdirs), read when first asked for

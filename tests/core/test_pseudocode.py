@@ -1,5 +1,5 @@
 """The linked pseudocode (core/pseudocode.py): every line of every architecture and variation names parameters,
-fields and modules the model really has, stands for the right line of the paper, and its traced tensor is the
+fields and hook points the model really has, stands for the right line of the paper, and its traced tensor is the
 tensor the model computes there."""
 import dataclasses
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from fatstudio import ModelConfig, build_model
-from fatstudio.core.paper.pseudocode import Tap, pseudocode, tensor_stats, trace
+from fatstudio.core.model.hooks import point_names
+from fatstudio.core.paper.pseudocode import OUTPUTS, Tap, pseudocode, tensor_stats, trace
 
 BASE = dict(vocab_size=30, l_max=16, L=2, L_enc=2, L_dec=3, H=4, d_e=16, d_mlp=24)
 CASES = [
@@ -40,7 +41,7 @@ def test_every_line_names_what_the_model_has(arch, kw):
     cfg, model = make(arch, **kw)
     code = pseudocode(cfg)
     state = set(model.state_dict())
-    modules = dict(model.named_modules())
+    points = set(point_names(model)) | set(OUTPUTS)
     used: set[str] = set()
     for line in code.lines:
         assert set(line.fields) <= FIELDS, line.text
@@ -51,7 +52,7 @@ def test_every_line_names_what_the_model_has(arch, kw):
             used |= set(names)
             tap = line.tap_at(l)
             if tap is not None:
-                assert tap.module in modules, (line.text, tap.module)
+                assert tap.point in points, (line.text, tap.point)
         if line.number is not None:
             assert line.algorithm == {"edt": 8, "bert": 9}.get(arch, 10)
     assert used == state  # every parameter of the model is used by some line
@@ -101,7 +102,7 @@ def test_trace_captures_what_the_model_computes(arch, kw):
     z = [2, 5, 8, 1] if arch == "edt" else None
     tr = trace(model, code.taps(), x, z)
     assert set(tr.tensors) == set(code.taps())  # every line's tensor, in every layer
-    assert not model._forward_hooks and all(not m._forward_hooks for m in model.modules())  # nothing left hooked
+    assert not any(p.hooks for p in model.hook_points().values())  # nothing left hooked
     xt = torch.tensor([x])
     kwz = {"context": torch.tensor([z])} if z else {}
     with torch.no_grad():
@@ -110,21 +111,24 @@ def test_trace_captures_what_the_model_computes(arch, kw):
         np.testing.assert_allclose(tr.tensors[ret.tap], logits[0].double().softmax(-1).numpy(), atol=1e-6)
         for name, a in attn.items():
             np.testing.assert_allclose(tr.attention[name], a[0].double().numpy(), atol=1e-6)
+        first, prefix = ("enc", "enc-") if arch == "edt" else ("self", "")
         emb = model.embed(xt)[0] if arch != "edt" else model.embed(torch.tensor([z]))[0]
-        embed = "embed.norm" if cfg.embed_norm else "embed"  # the normed e_t (BERT's embedding norm), else e_t
-        np.testing.assert_allclose(tr.tensors[Tap(embed)], emb.double().numpy(), atol=1e-6)
-        if arch == "edt":  # the decoder's embedding is the second call
-            np.testing.assert_allclose(tr.tensors[Tap(embed, call=1)], model.embed(xt)[0].double().numpy(), atol=1e-6)
+        # the normed e_t (BERT's embedding norm: the first layer's input), else e_t
+        embed = Tap(f"{first}/0/resid_pre") if cfg.embed_norm else Tap(f"{prefix}embed")
+        np.testing.assert_allclose(tr.tensors[embed], emb.double().numpy(), atol=1e-6)
+        if arch == "edt":  # the decoder's embedding
+            embed = Tap("dec/0/resid_pre") if cfg.embed_norm else Tap("dec-embed")
+            np.testing.assert_allclose(tr.tensors[embed], model.embed(xt)[0].double().numpy(), atol=1e-6)
         if cfg.n_classes:
-            cls = next(line for line in code.lines if line.tap == Tap("class_head", softmax=True))
+            cls = next(line for line in code.lines if line.tap == Tap("class-logits", softmax=True))
             np.testing.assert_allclose(tr.tensors[cls.tap], model.classify(xt)[0].double().softmax(-1).numpy(), atol=1e-6)
 
 
 def layer_steps(layer, X, Z=None):
     """Layer l by hand, in the order of the pseudocode's lines: pre-LN [X̃, X, …], post-LN [X + f(X), X, …]."""
-    calls = [(layer.norm_attn, lambda Xn: layer.attn(Xn)[0])]
+    calls = [(layer.norm_attn, layer.attn)]
     if layer.cross is not None:
-        calls.append((layer.norm_cross, lambda Xn: layer.cross(Xn, Z)[0]))
+        calls.append((layer.norm_cross, lambda Xn: layer.cross(Xn, Z)))
     calls.append((layer.norm_mlp, layer.mlp))
     out = []
     for norm, f in calls:

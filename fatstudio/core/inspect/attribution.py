@@ -31,8 +31,9 @@ import torch
 from torch import nn
 
 from ..inference.generation import eval_mode
+from ..model import hooks
 from ..model.norm import Norm
-from .components import Component, components, recorded, stacks
+from .components import Component, components, recorded, stacks, stream_point
 
 
 @dataclass
@@ -91,11 +92,12 @@ class _Stream:
         self.rows = [fn(v) for v in self.rows]
 
 
-def _path_norms(model, layers) -> list[Norm]:
-    """The norms on the stream's path to the unembedding, in the order they act."""
-    if model.config.norm_position == "pre":
-        return [model.norm_dec if hasattr(model, "encoder") else model.norm_final]
-    return [n for layer in layers for n in (layer.norm_attn, layer.norm_cross, layer.norm_mlp) if n is not None]
+def _sublayers(layer) -> list[tuple[Any, Norm, Any]]:
+    """(sublayer, its norm, the hook point of the norm's input post-LN (X + the sublayer's output)) of a layer."""
+    return [(sub, norm, total) for sub, norm, total in ((layer.attn, layer.norm_attn, layer.hook_attn_sum),
+                                                        (layer.cross, layer.norm_cross, layer.hook_cross_sum),
+                                                        (layer.mlp, layer.norm_mlp, layer.hook_mlp_sum))
+            if sub is not None]
 
 
 @torch.inference_mode()
@@ -105,49 +107,36 @@ def attribute(model, x: torch.Tensor, position: int, target: int, context: torch
     check_attributable(model, context)
     kind, mlp_kind, layers = stacks(model)[-1]
     comps = [c for c in components(model) if c.stack in (kind, "cross", mlp_kind)]
-    norms = _path_norms(model, layers)
+    post = model.config.norm_position != "pre"
     bert = model.config.arch == "bert"
-    measured: dict[nn.Module, torch.Tensor] = {}
-
-    def keep_input(m, args) -> None:
-        measured[m] = args[0][0, position].detach().clone()
-
-    def keep_output(m, _args, out) -> None:
-        measured[m] = out[0, position].detach().clone()
-    handles = [n.register_forward_pre_hook(keep_input) for n in norms + ([model.norm_f] if bert else [])]
-    if bert:
-        handles.append(model.W_f.register_forward_hook(keep_output))
+    # what the stream starts from, and the input of each norm on its path to the unembedding (see the module)
+    embedding, last = stream_point(kind, 0, len(layers)), stream_point(kind, len(layers), len(layers))
+    sums = [total.name for layer in layers for _, _, total in _sublayers(layer)] if post else []
     kept: dict[str, list[torch.Tensor]] = {}
-    try:
-        with eval_mode(model), recorded(comps, kept):
-            logits = model(x, **({} if context is None else {"context": context}))
-            e = model.embed(x)[0, position]
-    finally:
-        for h in handles:
-            h.remove()
-    s = _Stream(e)
+    with eval_mode(model), recorded(comps, kept), \
+            hooks.recorded(model, [embedding, last, *sums, *(["final", "proj"] if bert else [])]) as seen:
+        logits = model(x, **({} if context is None else {"context": context}))
+    measured = {point: got[0][0, position] for point, got in seen.items()}
+    s = _Stream(measured[embedding])
     by_module: dict[nn.Module, list[Component]] = {}
     for c in comps:
         by_module.setdefault(c.module, []).append(c)
-    post = model.config.norm_position != "pre"
     for layer in layers:
-        for sub, norm in ((layer.attn, layer.norm_attn), (layer.cross, layer.norm_cross), (layer.mlp, layer.norm_mlp)):
-            if sub is None:
-                continue
+        for sub, norm, total in _sublayers(layer):
             for c in by_module[getattr(sub, "W_o", sub)]:
                 _add_part(s, c, kept[c.name][0][0, position])
             s.add_bias(sub.W_o.bias if hasattr(sub, "W_o") else sub.W_mlp2.bias)
             if post:
-                s.freeze(norm, measured[norm])
+                s.freeze(norm, measured[total.name])
     if not post:
-        s.freeze(norms[0], measured[norms[0]])
+        s.freeze(model.norm_dec if hasattr(model, "encoder") else model.norm_final, measured[last])
     scale = float(s.scale)
     if bert:  # X ↦ Φ(u) ⊙ (W_f X + b_f), then its norm (see the module)
-        u = measured[model.W_f]
+        u = model.W_f(seen["final"][0])[0, position]  # W_f X + b_f of the model's own X
         gate = 0.5 * (1 + torch.erf(u / math.sqrt(2)))
         s.map(lambda v: gate * (model.W_f.weight @ v))
         s.add_bias(gate * model.W_f.bias)
-        s.freeze(model.norm_f, measured[model.norm_f])
+        s.freeze(model.norm_f, measured["proj"])
     w = model.unembed.W_u.weight[target]
     parts = {name: float(w @ v) for name, v in zip(s.names, s.rows)}
     return Attribution(float(logits[0, position, target]), parts, scale)

@@ -1,17 +1,18 @@
-"""The parts of a model one can intervene on, and forward hooks that read or replace their outputs.
+"""The parts of a model one can intervene on, read or replaced at their hook points (`model.hooks`).
 
 A component is one attention head or one MLP block:
 
 - a head: its output Y^h (B, T, d_mid), the head's slice of the input of the output projection W_o
-  (Algorithm 5: W_o [Y¹; …; Y^H]). Replacing it there, before W_o, is the exact "knock the head out": zeroing
-  it equals a copy of the model with that slice of W_o zeroed (W_o's bias b_o stays, as it belongs to no head).
-- an MLP block: its whole output W_mlp2 act(W_mlp1 e + b_mlp1) + b_mlp2 (B, T, d_e).
+  (Algorithm 5: W_o [Y¹; …; Y^H]), read at the hook point ``A/l/z`` (``[:, :, h]``). Replacing it there, before W_o,
+  is the exact "knock the head out": zeroing it equals a copy of the model with that slice of W_o zeroed (W_o's
+  bias b_o stays, as it belongs to no head).
+- an MLP block: its whole output W_mlp2 act(W_mlp1 e + b_mlp1) + b_mlp2 (B, T, d_e), the point ``M/l/out``.
 
 Names are the attention maps' names with the head added, 0-based: ``self/L/H`` (gpt, gopher, bert),
 ``enc/L/H`` and ``dec/L/H`` (an encoder-decoder's encoder and decoder self-attention), ``cross/L/H`` (its
 cross-attention); MLPs ``mlp/L`` and, for an encoder-decoder, ``enc-mlp/L`` and ``dec-mlp/L``.
 
-Hooks are registered inside a ``with`` and removed in ``finally``; a model without them runs as before.
+Hooks are attached inside a ``with`` and removed when it ends; a model without them runs as before.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ import torch
 from torch import nn
 
 from ..inference.attention_maps import head_label, layer_label
+from ..model.hooks import Hook, HookPoint, attached
+from ..model.layers import of_stack
 
 Replace = Callable[[torch.Tensor], torch.Tensor]  # a component's output (B, T, d) -> what the model uses instead
 
@@ -33,7 +36,8 @@ class Component:
     """One head (``head`` its index in W_o's input) or one MLP (``head`` None) of layer ``layer``.
 
     ``module`` is the head's W_o (an ``nn.Linear``) or the ``MLP``; ``stack`` the map kind ("self", "enc",
-    "dec", "cross")."""
+    "dec", "cross") or the MLP's ("mlp", "enc-mlp", "dec-mlp"); ``point`` where its output is read: the
+    sublayer's ``z`` (every head's Y^h) or the MLP's ``out``."""
 
     name: str
     stack: str
@@ -41,6 +45,7 @@ class Component:
     head: int | None
     module: nn.Module
     width: int  # d_mid for a head, d_e for an MLP
+    point: HookPoint
 
     @property
     def is_head(self) -> bool:
@@ -55,20 +60,28 @@ class Component:
 
 def stacks(model) -> list[tuple[str, str, Sequence[Any]]]:
     """(self-attention map kind, MLP prefix, layers) of each stack of ``model``, in the order it runs them."""
-    if hasattr(model, "encoder"):
-        return [("enc", "enc-mlp", model.encoder), ("dec", "dec-mlp", model.decoder)]
-    return [("self", "mlp", model.layers)]
+    kinds = [("enc", model.encoder), ("dec", model.decoder)] if hasattr(model, "encoder") else [("self", model.layers)]
+    return [(kind, of_stack(kind, "mlp"), layers) for kind, layers in kinds]
+
+
+def stream_point(kind: str, layer: int, n_layers: int) -> str:
+    """The hook point of the residual stream of stack ``kind`` before layer ``layer`` (``n_layers``: after the
+    last)."""
+    return f"{kind}/{layer}/resid_pre" if layer < n_layers else f"{kind}/{n_layers - 1}/resid_post"
 
 
 def components(model) -> list[Component]:
     """Every head and MLP of ``model``, layer by layer: self-attention heads, cross-attention heads, MLP."""
     out: list[Component] = []
-    for kind, mlp, layers in stacks(model):
+    for _, _, layers in stacks(model):
         for l, layer in enumerate(layers):
-            for stack, attn in ((kind, layer.attn), ("cross", layer.cross)):
+            for attn in (layer.attn, layer.cross):
                 if attn is not None:
-                    out += [Component(f"{stack}/{l}/{h}", stack, l, h, attn.W_o, attn.d_mid) for h in range(attn.H)]
-            out.append(Component(f"{mlp}/{l}", mlp, l, None, layer.mlp, layer.mlp.W_mlp2.out_features))
+                    stack = attn.name.split("/")[0]
+                    out += [Component(f"{attn.name}/{h}", stack, l, h, attn.W_o, attn.d_mid, attn.hook_z)
+                            for h in range(attn.H)]
+            mlp = layer.mlp
+            out.append(Component(mlp.name, mlp.name.split("/")[0], l, None, mlp, mlp.W_mlp2.out_features, mlp.hook_out))
     return out
 
 
@@ -95,35 +108,25 @@ def component(model, name: str) -> Component:
 @contextmanager
 def replaced(replacements: dict[Component, Replace]) -> Iterator[None]:
     """Run the model with each component's output passed through its function (which may only read it):
-    a head's slice of W_o's input, an MLP's output."""
-    by_module: dict[nn.Module, list[tuple[Component, Replace]]] = {}
+    a head's Y^h (its slice of W_o's input), an MLP's output."""
+    by_point: dict[HookPoint, list[tuple[Component, Replace]]] = {}
     for c, fn in replacements.items():
-        by_module.setdefault(c.module, []).append((c, fn))
-    handles = []
-    try:
-        for module, items in by_module.items():
-            if items[0][0].is_head:
-                handles.append(module.register_forward_pre_hook(_heads_hook(items)))
-            else:
-                handles.append(module.register_forward_hook(_mlp_hook(items[0][1])))
+        by_point.setdefault(c.point, []).append((c, fn))
+    with attached([(point, _hook(items)) for point, items in by_point.items()]):
         yield
-    finally:
-        for h in handles:
-            h.remove()
 
 
-def _heads_hook(items: list[tuple[Component, Replace]]):
-    def hook(_module, args):
-        Y = args[0].clone()
+def _hook(items: list[tuple[Component, Replace]]) -> Hook:
+    """One point's hook: each head's part replaced in a copy of the heads' outputs; an MLP's output replaced."""
+    if not items[0][0].is_head:
+        return items[0][1]
+
+    def hook(z: torch.Tensor) -> torch.Tensor:  # (B, T, H, d_mid)
+        Y = z.flatten(-2)  # W_o's input [Y¹; …; Y^H]
+        out = Y.clone()
         for c, fn in items:
-            c.part(Y)[...] = fn(c.part(args[0]))
-        return (Y, *args[1:])
-    return hook
-
-
-def _mlp_hook(fn: Replace):
-    def hook(_module, _args, out):
-        return fn(out)
+            c.part(out)[...] = fn(c.part(Y))
+        return out.view_as(z)
     return hook
 
 
@@ -139,20 +142,5 @@ def recorded(comps: Sequence[Component], into: dict[str, list[torch.Tensor]]) ->
         yield
 
 
-@contextmanager
-def outputs_of(modules: Sequence[nn.Module]) -> Iterator[list[torch.Tensor]]:
-    """Collect each module's output (a copy; of a layer, its X without the attention maps) in a list, in the
-    order they run."""
-    out: list[torch.Tensor] = []
-
-    def keep(_m, _a, o) -> None:
-        out.append((o[0] if isinstance(o, tuple) else o).detach().clone())
-    handles = [m.register_forward_hook(keep) for m in modules]
-    try:
-        yield out
-    finally:
-        for h in handles:
-            h.remove()
-
-
-__all__ = ["Component", "Replace", "components", "component", "component_label", "stacks", "replaced", "recorded", "outputs_of"]
+__all__ = ["Component", "Replace", "components", "component", "component_label", "stacks", "stream_point", "replaced",
+           "recorded"]

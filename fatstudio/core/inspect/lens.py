@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from ..device import model_device
 from ..inference.generation import eval_mode
 from ..inference.prompting import check_length, encode_prompt
+from ..model import hooks
 from .attribution import Attribution, attribute, check_attributable
-from .components import outputs_of, stacks
+from .components import stacks, stream_point
 
 if TYPE_CHECKING:
     from ..data.tokenization import TokenizerLike
@@ -73,10 +74,10 @@ def lens_probs(model, x: torch.Tensor, context: torch.Tensor | None = None) -> t
     kind, _, layers = stacks(model)[-1]  # the stack whose stream is unembedded (an edt's decoder)
     readout = _readout(model)
     kw = {"context": context} if context is not None else {}
-    with eval_mode(model), outputs_of(list(layers)) as streams:
+    points = [stream_point(kind, l, len(layers)) for l in range(len(layers) + 1)]  # the embedding, each layer's output
+    with eval_mode(model), hooks.recorded(model, points) as streams:
         logits = model(x, **kw)
-        embedded = model.embed(x)
-    rows = torch.stack([readout(X)[0] for X in (embedded, *streams[-len(layers):])])
+    rows = torch.stack([readout(streams[p][0])[0] for p in points])
     return rows.double().softmax(-1), logits[0].double().softmax(-1)
 
 

@@ -26,41 +26,20 @@ gives the clean logits there exactly, since what follows the last layer acts on 
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-from torch import nn
 
 from ..device import model_device
 from ..files import csv_text
 from ..inference.generation import eval_mode
-from .components import Component, components, recorded, replaced, stacks
+from ..model import hooks
+from .components import Component, components, recorded, replaced, stacks, stream_point
 from .lens import encode
 
 if TYPE_CHECKING:
     from ..data.tokenization import TokenizerLike
-
-Stream = Callable[[torch.Tensor], torch.Tensor]  # a stream (B, T, d_e) -> what the next layer reads instead
-
-
-@contextmanager
-def _at_stream(layers: Sequence[nn.Module], fns: dict[int, Stream]) -> Iterator[None]:
-    """Run with the residual stream before layer ℓ (ℓ = len(layers): after the last) passed through fns[ℓ]."""
-    handles = []
-    try:
-        for l, fn in fns.items():
-            if l < len(layers):
-                handles.append(layers[l].register_forward_pre_hook(lambda _m, a, fn=fn: (fn(a[0]), *a[1:])))
-            else:
-                handles.append(layers[-1].register_forward_hook(lambda _m, _a, o, fn=fn: (fn(o[0]), *o[1:])))
-        yield
-    finally:
-        for h in handles:
-            h.remove()
-
 
 class Patcher:
     """Clean and corrupted token ids (1, T) (an encoder-decoder's sources, its decoder reading ``prefix`` (1,
@@ -79,27 +58,18 @@ class Patcher:
         self.patched = next(iter(self.streams))  # the stream of the prompts' sequence
         self.heads = [c for c in components(model) if c.is_head]
         kept: dict[str, list[torch.Tensor]] = {}
-        self.clean_resid: dict[str, list[torch.Tensor]] = {k: [] for k in self.streams}  # (L+1) × (T, d_e)
-
-        def keep(into: list[torch.Tensor]) -> Stream:
-            def fn(X: torch.Tensor) -> torch.Tensor:
-                into.append(X[0].detach().clone())
-                return X
-            return fn
-        with eval_mode(model), recorded(self.heads, kept), self._hooks({
-                k: {l: keep(self.clean_resid[k]) for l in range(len(layers) + 1)} for k, layers in self.streams.items()}):
+        points = {k: [self.point(k, l) for l in range(len(layers) + 1)] for k, layers in self.streams.items()}
+        with eval_mode(model), recorded(self.heads, kept), \
+                hooks.recorded(model, [p for ps in points.values() for p in ps]) as streams:
             self.clean_logits = self.run(clean)
+        self.clean_resid = {k: [streams[p][0][0] for p in ps] for k, ps in points.items()}  # (L+1) × (T, d_e)
         self.clean_heads = {name: parts[0] for name, parts in kept.items()}  # each head's Y^h (1, T, d_mid)
         with eval_mode(model):
             self.corrupt_logits = self.run(corrupt)
 
-    @contextmanager
-    def _hooks(self, by_stream: dict[str, dict[int, Stream]]) -> Iterator[None]:
-        """`_at_stream` for each named stream."""
-        with ExitStack() as hooks:
-            for k, fns in by_stream.items():
-                hooks.enter_context(_at_stream(self.streams[k], fns))
-            yield
+    def point(self, stream: str, layer: int) -> str:
+        """The hook point of ``stream``'s residual before ``layer`` (its number of layers: after the last)."""
+        return stream_point(stream, layer, len(self.streams[stream]))
 
     def run(self, ids: torch.Tensor, rows: int = 1) -> torch.Tensor:
         """The logits of ``rows`` copies of the prompt ``ids`` (an encoder-decoder: the source, with the prefix)."""
@@ -120,7 +90,7 @@ class Patcher:
             X = X.clone()
             X[rows, rows] = source
             return X
-        with eval_mode(self.model), self._hooks({stream: {layer: fn}}):
+        with eval_mode(self.model), hooks.hooked(self.model, {self.point(stream, layer): fn}):
             return self.run(self.corrupt, T)
 
     @torch.inference_mode()

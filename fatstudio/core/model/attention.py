@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ResolvedModelConfig
+from .hooks import HookPoint
 from .positions import CPU, FixedTables, alibi_slopes, apply_rope, rope_angles, rows, scale, sinusoids
 
 
@@ -137,6 +138,10 @@ class MHAttention(FixedTables):
     The weights of all heads sit in one matrix each: W_q (H·d_attn × d_e), W_k (H_kv·d_attn × d_e),
     W_v (H_kv·d_mid × d_e), W_o (d_e × H·d_mid); head h uses key/value head ⌊h·H_kv/H⌋. ``nn.Linear``
     stores its weight as (out, in), which is the paper's column convention, so ``W_q.weight`` *is* W_q.
+
+    ``name`` is its attention maps' ("self/0", "cross/1"); its hook points (`hooks`) are ``name/in`` (X),
+    ``name/pattern`` (softmax(S/√d_attn), computed explicitly only while a hook watches it; otherwise the fused
+    kernel), ``name/z`` (each head's Y^h, before W_o) and ``name/out``.
     """
 
     # the fixed tables of the positional variations (`FixedTables`), each registered only where it is used
@@ -145,8 +150,11 @@ class MHAttention(FixedTables):
     rope_cos: torch.Tensor  # rope: cos and sin of the rotary angles of positions 0..ℓ_max-1, (ℓ_max, d_attn/2)
     rope_sin: torch.Tensor
 
-    def __init__(self, cfg: ResolvedModelConfig, causal: bool, cross: bool = False) -> None:
+    def __init__(self, cfg: ResolvedModelConfig, name: str, causal: bool, cross: bool = False) -> None:
         super().__init__()
+        self.name = name
+        self.hook_in, self.hook_pattern, self.hook_z, self.hook_out = (
+            HookPoint(f"{name}/{what}") for what in ("in", "pattern", "z", "out"))
         self.H, self.H_kv, self.d_attn, self.d_mid, self.l_max = cfg.H, cfg.H_kv, cfg.d_attn, cfg.d_mid, cfg.l_max
         self.causal, self.cross = causal, cross
         self.positions = "none" if cross else cfg.positions  # cross-attention has no positional terms
@@ -168,12 +176,13 @@ class MHAttention(FixedTables):
             self.register_table("rope_sin", sin)
 
     def forward(self, X: torch.Tensor, Z: torch.Tensor | None = None, *, key_mask: torch.Tensor | None = None,
-                cache: KVSlot | None = None, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                cache: KVSlot | None = None) -> torch.Tensor:
         """X: (B, T_x, d_e) the tokens that query; Z: (B, T_z, d_e) the tokens attended to (None: Z = X).
 
         key_mask: (B, T_z) bool, False at padding. cache: this layer's slot of a KVCache.
-        Returns (Ṽ projected by W_o: (B, T_x, d_e), softmax(S/√d_attn) as (B, H, T_x, T_z) or None).
+        Returns Ṽ projected by W_o: (B, T_x, d_e).
         """
+        X = self.hook_in(X)
         B, T_x, _ = X.shape
         past = cache.n if cache is not None else 0  # positions already cached (always 0 for cross-attention)
         if self.cross and cache is not None and cache.k is not None and cache.v is not None:
@@ -189,22 +198,26 @@ class MHAttention(FixedTables):
                 cache.k, cache.v, cache.mask = k, v, key_mask
             elif cache is not None:
                 k, v, key_mask = cache.append(k, v, key_mask, self.l_max)
-        q, bias, is_causal = self._scores_bias(q, past, k.shape[2], key_mask, explicit=need_weights)
+        explicit = bool(self.hook_pattern.hooks) and self.hook_pattern.watched()
+        q, bias, is_causal = self._scores_bias(q, past, k.shape[2], key_mask, explicit)
         p_drop = self.dropout if self.training else 0.0
         group = self.H // self.H_kv
-        if group > 1 and (need_weights or bias is not None):  # SDPA's enable_gqa with a mask is its slow kernel
+        if group > 1 and (explicit or bias is not None):  # SDPA's enable_gqa with a mask is its slow kernel
             k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # head h reads ⌊h·H_kv/H⌋
-        if need_weights:
+        if explicit:
             S = (q @ k.transpose(-1, -2)) * self.scale  # (B, H, T_x, T_z)
             if bias is not None:
                 S = S + bias
-            A = S.softmax(-1)  # Algorithm 4: softmax(S/√d_attn), each query's row sums to 1
+            A = self.hook_pattern(S.softmax(-1))  # Algorithm 4: softmax(S/√d_attn), each query's row sums to 1
             Y = F.dropout(A, p_drop, self.training) @ v  # (B, H, T_x, d_mid)
         else:
-            A = None
             Y = _fused_attention(q, k, v, bias, p_drop, is_causal, self.scale, k.shape[1] != self.H)
-        Y = Y.transpose(1, 2).reshape(B, T_x, self.H * self.d_mid)  # Y = [Y¹; …; Y^H]
-        return self.W_o(Y), A
+        Y = self.hook_z(Y.transpose(1, 2))  # (B, T_x, H, d_mid)
+        return self.hook_out(self.W_o(Y.reshape(B, T_x, self.H * self.d_mid)))  # W_o [Y¹; …; Y^H] + b_o
+
+    def hook_points(self) -> list[HookPoint]:
+        """Its hook points in the order they run."""
+        return [self.hook_in, self.hook_pattern, self.hook_z, self.hook_out]
 
     def _qkv(self, X: torch.Tensor, Z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q, K, V of Algorithm 4, each (B, T, heads·d). Training self-attention (Z = X) does one product

@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from ..config import ResolvedModelConfig
+from .hooks import HookPoint
 from .norm import Norm
 from .positions import CPU, FixedTables, rows, sinusoids
 
@@ -30,9 +31,10 @@ class Embedding(FixedTables):
         self.norm = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 
-    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, hook: HookPoint | None = None) -> torch.Tensor:
         """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e). A tensor ``offset`` (a static
-        decode step's) is not checked against l_max: its caller keeps it in range."""
+        decode step's) is not checked against l_max: its caller keeps it in range. ``hook``: the caller's hook
+        point of e_t (before the embedding norm), the embedding being shared by an edt's encoder and decoder."""
         T = x.shape[1]
         if isinstance(offset, int) and offset + T > self.l_max:
             raise ValueError(f"the sequence is {offset + T} tokens long, more than l_max = {self.l_max}; "
@@ -42,6 +44,8 @@ class Embedding(FixedTables):
             e = e + rows(self.W_p.weight, offset, T)
         elif self.positions == "sinusoidal":
             e = e + rows(self.W_p_table, offset, T)
+        if hook is not None:
+            e = hook(e)
         if self.norm is not None:
             e = self.norm(e)
         return self.drop(e) if self.drop is not None else e

@@ -1,11 +1,11 @@
 """The architectures: EDTransformer (Algorithm 8), ETransformer/BERT (Algorithm 9) and DTransformer/GPT-2
 (Algorithm 10; Gopher is this with RMSnorm and relative positions). Each returns the logits W_u X whose
 softmax is the paper's P; ``return_attention=True`` also returns every head's softmax(S/√d_attn):
-(logits, attention maps)."""
+(logits, attention maps), read at the hook points ``…/pattern`` (`hooks`)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -15,7 +15,8 @@ from torch.overrides import TorchFunctionMode
 from ..config import ModelConfig, ResolvedModelConfig
 from .attention import KVCache
 from .embedding import Embedding, Unembedding
-from .layers import Layer
+from .hooks import HookPoint, attending
+from .layers import Layer, of_stack
 from .norm import Norm
 
 AttentionWeights = dict[str, torch.Tensor]  # "self/l", "enc/l", "dec/l", "cross/l" -> (B, H, T_query, T_key)
@@ -35,6 +36,25 @@ class Transformer(nn.Module):
         self.pre = cfg.norm_position == "pre"
         self.embed = Embedding(cfg)
 
+    def hook_points(self) -> dict[str, HookPoint]:
+        """Every hook point (`hooks`) by name, in the order a forward pass reaches them."""
+        return {p.name: p for p in self._points()}
+
+    def _points(self) -> list[HookPoint]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _stack(cfg: ResolvedModelConfig, kind: str, n: int, causal: bool,
+               cross: bool = False) -> tuple[nn.ModuleList, HookPoint, HookPoint]:
+        """The n layers of a stack whose self-attention is ``kind`` ("self", "enc", "dec"), and the hook points of
+        its embedding and of its output after the final norm ("embed", "final"; "enc-embed", …)."""
+        layers = nn.ModuleList(Layer(cfg, kind, l, causal, cross) for l in range(n))
+        return layers, HookPoint(of_stack(kind, "embed")), HookPoint(of_stack(kind, "final"))
+
+    @staticmethod
+    def _stack_points(layers: nn.ModuleList, embed: HookPoint, final: HookPoint) -> list[HookPoint]:
+        return [embed, *(p for layer in layers for p in cast(Layer, layer).hook_points()), final]
+
     def _final_norm(self, cfg: ResolvedModelConfig) -> nn.Module:
         """Pre-LN stacks end with a norm (Algorithm 10's γ, β); post-LN stacks are already normed."""
         return Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if self.pre else nn.Identity()
@@ -52,13 +72,10 @@ class Transformer(nn.Module):
         unembed.W_u.weight = self.embed.W_e.weight
 
     @staticmethod
-    def _run(layers: nn.ModuleList, X: torch.Tensor, attn: AttentionWeights | None, kind: str,
-             **kw: Any) -> torch.Tensor:
-        """X through each layer of the stack; with ``attn``, each layer's attention maps added to it."""
-        for l, layer in enumerate(layers):
-            X, a = layer(X, names=(f"{kind}/{l}", f"cross/{l}"), need_weights=attn is not None, **kw)
-            if attn is not None:
-                attn.update(a)
+    def _run(layers: nn.ModuleList, X: torch.Tensor, **kw: Any) -> torch.Tensor:
+        """X through each layer of the stack."""
+        for layer in layers:
+            X = layer(X, **kw)
         return X
 
     def _init_weights(self, n_layers: int) -> None:
@@ -74,11 +91,6 @@ class Transformer(nn.Module):
                 else:
                     nn.init.zeros_(p)
 
-    @staticmethod
-    def _result(logits: torch.Tensor, attn: AttentionWeights | None) -> Output:
-        """The logits, or (logits, attention maps) when they were asked for (``attn`` is not None)."""
-        return logits if attn is None else (logits, attn)
-
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
@@ -88,10 +100,13 @@ class DTransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.layers = nn.ModuleList(Layer(cfg, causal=True) for _ in range(cfg.L))
+        self.layers, self.hook_embed, self.hook_final = self._stack(cfg, "self", cfg.L, causal=True)
         self.norm_final = self._final_norm(cfg)
         self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L)
+
+    def _points(self) -> list[HookPoint]:
+        return self._stack_points(self.layers, self.hook_embed, self.hook_final)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None) -> Output:
@@ -99,12 +114,16 @@ class DTransformer(Transformer):
         at padding. cache: a KVCache to continue from (positions start at cache.length)."""
         if context is not None:
             raise ValueError(f"a {self.config.arch!r} model takes no context; only 'edt' models do.")
-        attn: AttentionWeights | None = {} if return_attention else None
-        X = self.embed(x, cache.length if cache else 0)
-        X = self.norm_final(self._run(self.layers, X, attn, "self", mask=mask, cache=cache))
+        if return_attention:
+            return attending(self, lambda: self._logits(x, mask, cache))
+        return self._logits(x, mask, cache)
+
+    def _logits(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
+        X = self.embed(x, cache.length if cache else 0, self.hook_embed)
+        X = self.hook_final(self.norm_final(self._run(self.layers, X, mask=mask, cache=cache)))
         if cache is not None:
             cache.length += x.shape[1]
-        return self._result(self.unembed(X), attn)
+        return self.unembed(X)
 
 
 class ETransformer(Transformer):
@@ -115,19 +134,23 @@ class ETransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.layers = nn.ModuleList(Layer(cfg, causal=False) for _ in range(cfg.L))
+        self.layers, self.hook_embed, self.hook_final = self._stack(cfg, "self", cfg.L, causal=False)
         self.norm_final = self._final_norm(cfg)
         self.W_f = nn.Linear(cfg.d_e, cfg.d_f)
         self.norm_f = Norm(cfg.d_f, cfg.norm, cfg.norm_eps)
         self.unembed = self._unembedding(cfg, cfg.d_f)
         self.class_head = nn.Linear(cfg.d_f, cfg.n_classes) if cfg.n_classes else None
+        self.hook_proj, self.hook_proj_norm = HookPoint("proj"), HookPoint("proj-norm")
         self._init_weights(cfg.L)
 
-    def features(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                 attn: AttentionWeights | None = None) -> torch.Tensor:
+    def _points(self) -> list[HookPoint]:
+        return [*self._stack_points(self.layers, self.hook_embed, self.hook_final), self.hook_proj,
+                self.hook_proj_norm]
+
+    def features(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The final representations (B, T, d_f)."""
-        X = self.norm_final(self._run(self.layers, self.embed(x), attn, "self", mask=mask))
-        return self.norm_f(F.gelu(self.W_f(X)))
+        X = self.hook_final(self.norm_final(self._run(self.layers, self.embed(x, 0, self.hook_embed), mask=mask)))
+        return self.hook_proj_norm(self.norm_f(self.hook_proj(F.gelu(self.W_f(X)))))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None) -> Output:
@@ -135,15 +158,18 @@ class ETransformer(Transformer):
         ``cache`` is accepted for a common signature and unused: every position attends to every other."""
         if context is not None:
             raise ValueError("a 'bert' model takes no context; only 'edt' models do.")
-        attn: AttentionWeights | None = {} if return_attention else None
-        return self._result(self.unembed(self.features(x, mask, attn)), attn)
+        if return_attention:
+            return attending(self, lambda: self.unembed(self.features(x, mask)))
+        return self.unembed(self.features(x, mask))
 
     def classify(self, x: torch.Tensor, *, mask: torch.Tensor | None = None, return_attention: bool = False) -> Output:
         """Class logits (B, n_classes) from the first position's final vector [, attention maps]."""
-        if self.class_head is None:
+        class_head = self.class_head
+        if class_head is None:
             raise ValueError("this model has no class head; build it with n_classes > 0.")
-        attn: AttentionWeights | None = {} if return_attention else None
-        return self._result(self.class_head(self.features(x, mask, attn)[:, 0]), attn)
+        if return_attention:
+            return attending(self, lambda: class_head(self.features(x, mask)[:, 0]))
+        return class_head(self.features(x, mask)[:, 0])
 
 
 class EDTransformer(Transformer):
@@ -154,27 +180,31 @@ class EDTransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.encoder = nn.ModuleList(Layer(cfg, causal=False) for _ in range(cfg.L_enc))
+        self.encoder, self.hook_enc_embed, self.hook_enc_final = self._stack(cfg, "enc", cfg.L_enc, causal=False)
         self.norm_enc = self._final_norm(cfg)
-        self.decoder = nn.ModuleList(Layer(cfg, causal=True, cross=True) for _ in range(cfg.L_dec))
+        self.decoder, self.hook_dec_embed, self.hook_dec_final = self._stack(cfg, "dec", cfg.L_dec, causal=True,
+                                                                             cross=True)
         self.norm_dec = self._final_norm(cfg)
         self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L_enc + cfg.L_dec)
 
-    def encode(self, z: torch.Tensor, *, context_mask: torch.Tensor | None = None,
-               attn: AttentionWeights | None = None) -> torch.Tensor:
+    def _points(self) -> list[HookPoint]:
+        return [*self._stack_points(self.encoder, self.hook_enc_embed, self.hook_enc_final),
+                *self._stack_points(self.decoder, self.hook_dec_embed, self.hook_dec_final)]
+
+    def encode(self, z: torch.Tensor, *, context_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Z = the encoder's output (B, T_z, d_e)."""
-        return self.norm_enc(self._run(self.encoder, self.embed(z), attn, "enc", mask=context_mask))
+        Z = self._run(self.encoder, self.embed(z, 0, self.hook_enc_embed), mask=context_mask)
+        return self.hook_enc_final(self.norm_enc(Z))
 
     def decode(self, x: torch.Tensor, Z: torch.Tensor, *, mask: torch.Tensor | None = None,
-               context_mask: torch.Tensor | None = None, cache: KVCache | None = None,
-               attn: AttentionWeights | None = None) -> torch.Tensor:
+               context_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
         """Logits (B, T_x, N_V) of the decoder on x attending to the encoded Z."""
-        X = self.embed(x, cache.length if cache else 0)
-        X = self._run(self.decoder, X, attn, "dec", mask=mask, Z=Z, z_mask=context_mask, cache=cache)
+        X = self.embed(x, cache.length if cache else 0, self.hook_dec_embed)
+        X = self._run(self.decoder, X, mask=mask, Z=Z, z_mask=context_mask, cache=cache)
         if cache is not None:
             cache.length += x.shape[1]
-        return self.unembed(self.norm_dec(X))
+        return self.unembed(self.hook_dec_final(self.norm_dec(X)))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
                 mask: torch.Tensor | None = None, context_mask: torch.Tensor | None = None,
@@ -183,10 +213,11 @@ class EDTransformer(Transformer):
         mask, context_mask: (B, T_x), (B, T_z) bool, False at padding. cache: the decoder's KVCache."""
         if context is None:
             raise ValueError("an 'edt' model needs the source sequence: call model(x, context=z).")
-        attn: AttentionWeights | None = {} if return_attention else None
-        Z = self.encode(context, context_mask=context_mask, attn=attn)
-        logits = self.decode(x, Z, mask=mask, context_mask=context_mask, cache=cache, attn=attn)
-        return self._result(logits, attn)
+
+        def logits() -> torch.Tensor:
+            Z = self.encode(context, context_mask=context_mask)
+            return self.decode(x, Z, mask=mask, context_mask=context_mask, cache=cache)
+        return attending(self, logits) if return_attention else logits()
 
 
 ARCHITECTURES: dict[str, type[Transformer]] = {"edt": EDTransformer, "bert": ETransformer, "gpt": DTransformer,

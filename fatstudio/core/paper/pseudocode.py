@@ -3,17 +3,17 @@ its changes), as structured lines with the configuration's shapes and variations
 
 Each `Line` knows the paper's algorithm and line number it stands for, the ModelConfig fields (the Model
 panel's rows) and the parameters (state-dict names) it uses, the attention kind of the MHAttention it calls,
-and a `Tap`: where the tensor it produces shows in the fast model (the input or output of one module). A line
+and a `Tap`: where the tensor it produces shows in the fast model (a hook point, `model.hooks`). A line
 inside ``for l`` writes ``{l}`` for the layer in its parameter names and tap; `Line.parameters` and
-`Line.tap_at` fill it in. `trace` runs one forward pass with forward hooks on exactly the tapped modules of a
-copy of the model and returns each tapped tensor (`tensor_stats` sums one up): nothing is hooked outside it.
+`Line.tap_at` fill it in. `trace` runs one forward pass of a copy of the model reading exactly the tapped hook
+points and returns each tapped tensor (`tensor_stats` sums one up).
 
 Torch-free at import (the GUI builds the lines on its own thread; torch comes with `trace`).
 """
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,18 +32,25 @@ _SHAPE_COLUMN = 62  # where a line's shape note starts
 
 @dataclass(frozen=True)
 class Tap:
-    """Where a line's tensor shows in the fast model: the input (``port="in"``) or output of the module named
-    ``module`` (a path of ``model.named_modules()``; ``{l}`` for the layer), at its ``call``-th call of one
-    forward pass (an edt's embedding runs for z, then for x). ``softmax``: the line's P is the softmax of the
-    module's output over the vocabulary. A module returning a tuple counts by its first element."""
+    """Where a line's tensor shows in the fast model: the hook point named ``point`` (``{l}`` for the layer), or
+    the model's output, ``"logits"`` (W_u X) or ``"class-logits"`` (a bert's class head). ``softmax``: the
+    line's P is the softmax of that output over the vocabulary (or the classes)."""
 
-    module: str
-    port: str = "out"
-    call: int = 0
+    point: str
     softmax: bool = False
 
     def at(self, l: int) -> Tap:
-        return replace(self, module=self.module.format(l=l))
+        return replace(self, point=self.point.format(l=l))
+
+
+OUTPUTS = ("logits", "class-logits")  # the taps that are the model's outputs, not hook points
+_KINDS = {"layers": "self", "encoder": "enc", "decoder": "dec"}  # a stack's self-attention kind (its points')
+
+
+def _of_stack(stack: str, what: str) -> str:
+    """The point ``what`` ("embed", "final", "mlp") of a stack's (`core.model.layers.of_stack`, without torch)."""
+    kind = _KINDS[stack]
+    return what if kind == "self" else f"{kind}-{what}"
 
 
 @dataclass(frozen=True)
@@ -234,14 +241,14 @@ class _Builder:
         }
         self.note(f"Positions: {notes[c.positions]}", fields=("positions", "position_base"))
 
-    def embed(self, seq: str, big: str, n: str, first: int, call: int) -> None:
+    def embed(self, stack: str, seq: str, big: str, n: str, first: int) -> None:
         """Lines first..first+2: ℓ ← length(x); e_t ← W_e[:, x[t]] + W_p[:, t]; X ← [e_1, …, e_ℓ]."""
         c = self.c
         learned = c.positions in ("learned", "sinusoidal")
         pos = " + W_p[:, t]" if learned else ""
         fields = ("vocab_size", "d_e", "positions") + (("position_base",) if c.positions == "sinusoidal" else ())
         params = ("embed.W_e.weight",) + (("embed.W_p.weight",) if c.positions == "learned" else ())
-        tap = Tap("embed.norm", "in", call=call) if c.embed_norm else Tap("embed", call=call)
+        tap = Tap(_of_stack(stack, "embed"))  # e_t, before BERT's embedding norm
         self.w(f"{n} ← length({seq})", first, fields=("l_max",))
         self.w(f"for t ∈ [{n}]: e_t ← W_e[:, {seq}[t]]{pos}", first + 1, fields=fields, params=params, tap=tap,
                shape=f"e_t ∈ ℝ^{c.d_e}")
@@ -249,7 +256,7 @@ class _Builder:
                shape=f"{big} ∈ {_mat(c.d_e, n)}")
         if c.embed_norm:
             self.w(f"{big} ← {self.norm}({big} | {self.gb('_e')})", fields=("embed_norm", "norm", "norm_eps"),
-                   params=self.norm_params("embed.norm"), tap=Tap("embed.norm", call=call),
+                   params=self.norm_params("embed.norm"), tap=Tap(f"{_KINDS[stack]}/0/resid_pre"),
                    shape=f"{big} ∈ {_mat(c.d_e, n)}")
 
     def sublayers(self, stack: str, big: str, n: str, steps: list[tuple[int, int, str, int, str, str | None]]) -> None:
@@ -258,10 +265,14 @@ class _Builder:
         c = self.c
         p = f"{stack}.{{l}}"
         norm_of = {"attn": "norm_attn", "cross": "norm_cross", "mlp": "norm_mlp"}
-        modules = [s[4] for s in steps]
+        # each sublayer's hook points, and the stream's after it (`core.model.hooks`)
+        stream = _KINDS[stack]
+        points = {"attn": f"{stream}/{{l}}", "cross": "cross/{l}", "mlp": f"{_of_stack(stack, 'mlp')}/{{l}}"}
+        after = {"attn": "resid_mid", "cross": "resid_mid_cross", "mlp": "resid_post"}
         shape = f"{big} ∈ {_mat(c.d_e, n)}"
-        for k, (res_no, norm_no, call, sup, module, kind) in enumerate(steps):
+        for res_no, norm_no, call, sup, module, kind in steps:
             norm_mod = f"{p}.{norm_of[module]}"
+            point, resid = points[module], Tap(f"{stream}/{{l}}/{after[module]}")
             normed = f"{big}̃ ∈ {_mat(c.d_e, n)}" if self.pre else shape
             norm_line: dict[str, Any] = dict(fields=("norm", "norm_position", "norm_eps"),
                                              params=self.norm_params(norm_mod), stack=stack, shape=normed)
@@ -273,27 +284,27 @@ class _Builder:
                 sub = dict(fields=self.attn_fields(cross), params=self.attn_params(f"{p}.{module}", cross),
                            attention=kind)
             if self.pre:
-                self.w(f"    {big}̃ ← {self.norm}({big} | {self.gb(f'{_SUP[sup]}_l')})", norm_no, tap=Tap(norm_mod), **norm_line)
-                after = (Tap(f"{p}.{norm_of[modules[k + 1]]}", "in") if k + 1 < len(steps) else Tap(p))
-                self.w(f"    {big} ← {big} + {call.replace('@', big + '̃')}", res_no, tap=after, stack=stack,
+                self.w(f"    {big}̃ ← {self.norm}({big} | {self.gb(f'{_SUP[sup]}_l')})", norm_no,
+                       tap=Tap(f"{point}/in"), **norm_line)
+                self.w(f"    {big} ← {big} + {call.replace('@', big + '̃')}", res_no, tap=resid, stack=stack,
                        shape=shape, **sub)
             else:
-                self.w(f"    {big} ← {big} + {call.replace('@', big)}", res_no, tap=Tap(norm_mod, "in"), stack=stack,
+                self.w(f"    {big} ← {big} + {call.replace('@', big)}", res_no, tap=Tap(f"{point}/sum"), stack=stack,
                        shape=shape, **sub)
-                self.w(f"    {big} ← {self.norm}({big} | {self.gb(f'{_SUP[sup]}_l')})", norm_no, tap=Tap(norm_mod), **norm_line)
+                self.w(f"    {big} ← {self.norm}({big} | {self.gb(f'{_SUP[sup]}_l')})", norm_no, tap=resid, **norm_line)
 
-    def final_norm(self, module: str, big: str, n: str, mark: str) -> None:
+    def final_norm(self, stack: str, module: str, big: str, n: str, mark: str) -> None:
         """Pre-LN stacks end with a norm (Algorithm 10 line 10; a variation elsewhere)."""
         if self.pre:
             self.w(f"{big} ← {self.norm}({big} | {self.gb(mark)})", 10 if self.alg == 10 else None,
                    fields=("norm", "norm_position", "norm_eps"), params=self.norm_params(module),
-                   tap=Tap(module), shape=f"{big} ∈ {_mat(self.c.d_e, n)}")
+                   tap=Tap(_of_stack(stack, "final")), shape=f"{big} ∈ {_mat(self.c.d_e, n)}")
 
     def ret(self, number: int, n: str, d_name: str) -> None:
         c = self.c
         self.w("return P = softmax(W_u X" + (" + b_u 1ᵀ)" if c.unembed_bias else ")"), number,
                fields=("vocab_size", d_name, "tie_embeddings", "unembed_bias"), params=self.unembed_params(),
-               tap=Tap("unembed", softmax=True), shape=f"P ∈ {_mat(c.vocab_size, n)}")
+               tap=Tap("logits", softmax=True), shape=f"P ∈ {_mat(c.vocab_size, n)}")
 
     def mh_attention_note(self) -> None:
         c = self.c
@@ -329,22 +340,22 @@ class _Builder:
         self.unembedding_params(c.d_e, "d_e")
         self.positions_note()
         self.note("/* Encode the context sequence: */")
-        self.embed("z", "Z", "ℓ_z", 1, call=0)
+        self.embed("encoder", "z", "Z", "ℓ_z", 1)
         self.w("for l = 1, 2, …, L_enc do", 4, fields=("L_enc",), shape=f"L_enc = {c.L_enc}")
         self.sublayers("encoder", "Z", "ℓ_z", [
             (5, 6, "MHAttention(@ | 𝒲^enc_l, Mask ≡ 1)", 1, "attn", "enc"),
             (7, 8, self.mlp(1, 2), 2, "mlp", None)])
         self.w("end", 9)
-        self.final_norm("norm_enc", "Z", "ℓ_z", "_enc")
+        self.final_norm("encoder", "norm_enc", "Z", "ℓ_z", "_enc")
         self.note("/* Decode the primary sequence, conditioning on the context: */")
-        self.embed("x", "X", "ℓ_x", 10, call=1)
+        self.embed("decoder", "x", "X", "ℓ_x", 10)
         self.w("for l = 1, 2, …, L_dec do", 13, fields=("L_dec",), shape=f"L_dec = {c.L_dec}")
         self.sublayers("decoder", "X", "ℓ_x", [
             (14, 15, "MHAttention(@ | 𝒲^dec_l, Mask[t, t′] = [[t ≤ t′]])", 3, "attn", "dec"),
             (16, 17, "MHAttention(@, Z | 𝒲^e/d_l, Mask ≡ 1)", 4, "cross", "cross"),
             (18, 19, self.mlp(3, 4), 5, "mlp", None)])
         self.w("end", 20)
-        self.final_norm("norm_dec", "X", "ℓ_x", "_dec")
+        self.final_norm("decoder", "norm_dec", "X", "ℓ_x", "_dec")
         self.ret(21, "ℓ_x", "d_e")
 
     def algorithm_9(self) -> None:
@@ -363,23 +374,23 @@ class _Builder:
             self.w(f"  W_c ∈ {_mat(c.n_classes, c.d_f)}, b_c ∈ ℝ^{c.n_classes}, the class head (§3 classification)",
                    fields=("n_classes", "d_f"), params=("class_head.weight", "class_head.bias"))
         self.positions_note()
-        self.embed("x", "X", "ℓ", 1, call=0)
+        self.embed("layers", "x", "X", "ℓ", 1)
         self.w("for l = 1, 2, …, L do", 4, fields=("L",), shape=f"L = {c.L}")
         self.sublayers("layers", "X", "ℓ", [
             (5, 6, "MHAttention(@ | 𝒲_l, Mask ≡ 1)", 1, "attn", "self"),
             (7, 8, self.mlp(1, 2), 2, "mlp", None)])
         self.w("end", 9)
-        self.final_norm("norm_final", "X", "ℓ", "_final")
+        self.final_norm("layers", "norm_final", "X", "ℓ", "_final")
         self.w("X ← GELU(W_f X + b_f 1ᵀ)", 10, fields=("d_f",), params=("W_f.weight", "W_f.bias"),
-               tap=Tap("norm_f", "in"), shape=f"X ∈ {_mat(c.d_f, 'ℓ')}")
+               tap=Tap("proj"), shape=f"X ∈ {_mat(c.d_f, 'ℓ')}")
         self.w(f"X ← {self.norm}(X | {self.gb('')})", 11,
-               fields=("d_f", "norm", "norm_eps"), params=self.norm_params("norm_f"), tap=Tap("norm_f"),
+               fields=("d_f", "norm", "norm_eps"), params=self.norm_params("norm_f"), tap=Tap("proj-norm"),
                shape=f"X ∈ {_mat(c.d_f, 'ℓ')}")
         self.ret(12, "ℓ", "d_f")
         if c.n_classes:
             self.note("return P(c | x) = softmax(W_c X[:, 1] + b_c)   (§3: the class head reads the bos position)",
                       fields=("n_classes", "d_f"), params=("class_head.weight", "class_head.bias"),
-                      tap=Tap("class_head", softmax=True), shape=f"P ∈ (0, 1)^{c.n_classes}")
+                      tap=Tap("class-logits", softmax=True), shape=f"P ∈ (0, 1)^{c.n_classes}")
 
     def algorithm_10(self) -> None:
         c = self.c
@@ -392,13 +403,13 @@ class _Builder:
                    fields=("norm", "norm_position"), params=self.norm_params("norm_final"))
         self.unembedding_params(c.d_e, "d_e")
         self.positions_note()
-        self.embed("x", "X", "ℓ", 1, call=0)
+        self.embed("layers", "x", "X", "ℓ", 1)
         self.w("for l = 1, 2, …, L do", 4, fields=("L",), shape=f"L = {c.L}")
         self.sublayers("layers", "X", "ℓ", [
             (6, 5, "MHAttention(@ | 𝒲_l, Mask[t, t′] = [[t ≤ t′]])", 1, "attn", "self"),
             (8, 7, self.mlp(1, 2), 2, "mlp", None)])
         self.w("end", 9)
-        self.final_norm("norm_final", "X", "ℓ", "")
+        self.final_norm("layers", "norm_final", "X", "ℓ", "")
         self.ret(11, "ℓ", "d_e")
 
 
@@ -453,46 +464,28 @@ class Trace:
 
 def trace(model: torch.nn.Module, taps: Sequence[Tap], x: Sequence[int], z: Sequence[int] | None = None) -> Trace:
     """One forward pass of a copy of ``model`` (eval mode, on its device) on the ids ``x`` (and an edt's source
-    ``z``) with forward hooks on the tapped modules only: the tensors of ``taps`` and every head's attention
-    weights. A bert with a class head also runs ``classify`` for its class head's tap. The copy keeps the hooks
-    away from a model another thread may be running."""
+    ``z``) reading the hook points of ``taps`` only: their tensors and every head's attention weights. A bert with
+    a class head also runs ``classify`` for its class head's tap. The copy keeps eval mode away from a model
+    another thread may be running."""
     import torch
 
     from ..device import model_device
-    from ..model import ETransformer
+    from ..model import ETransformer, Transformer, hooks
 
     m = copy.deepcopy(model).eval()
+    assert isinstance(m, Transformer)
     dev = model_device(m)
-    ports = {(t.module, t.port) for t in taps}
-    seen: dict[tuple[str, str], list[torch.Tensor]] = {}
-    handles: list[Any] = []
-
-    def hook(name: str) -> Callable[..., None]:
-        def record(_module: torch.nn.Module, args: tuple, output: Any) -> None:
-            if (name, "in") in ports:
-                seen.setdefault((name, "in"), []).append(args[0].detach())
-            if (name, "out") in ports:
-                seen.setdefault((name, "out"), []).append((output[0] if isinstance(output, tuple) else output).detach())
-        return record
-
-    try:
-        for name in {t.module for t in taps}:
-            handles.append(m.get_submodule(name).register_forward_hook(hook(name)))
-        with torch.inference_mode():
-            xt = torch.tensor([list(x)], device=dev)
-            kw = {"context": torch.tensor([list(z)], device=dev)} if z is not None else {}
-            _, attn = m(xt, return_attention=True, **kw)
-            if isinstance(m, ETransformer) and m.class_head is not None:
-                m.classify(xt)
-    finally:
-        for h in handles:
-            h.remove()
+    with torch.inference_mode(), hooks.recorded(m, {t.point for t in taps} - set(OUTPUTS)) as seen:
+        xt = torch.tensor([list(x)], device=dev)
+        kw = {"context": torch.tensor([list(z)], device=dev)} if z is not None else {}
+        logits, attn = m(xt, return_attention=True, **kw)
+        outputs = {"logits": logits}
+        if isinstance(m, ETransformer) and m.class_head is not None:
+            outputs["class-logits"] = m.classify(xt)
     tensors = {}
     for t in taps:
-        calls = seen.get((t.module, t.port), [])
-        if t.call < len(calls):
-            v = calls[t.call][0].double()
-            tensors[t] = (v.softmax(-1) if t.softmax else v).cpu().numpy()
+        v = (outputs[t.point] if t.point in OUTPUTS else seen[t.point][0])[0].double()  # the forward pass's, row 0
+        tensors[t] = (v.softmax(-1) if t.softmax else v).cpu().numpy()
     maps = {k: v[0].double().cpu().numpy() for k, v in attn.items()}
     shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
     return Trace(tensors, maps, list(x), list(z) if z is not None else None, shapes)
