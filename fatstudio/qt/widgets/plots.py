@@ -39,6 +39,7 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import RunConfig
 from fatstudio.core.records import GRAD_NORM, LR, STEP, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS, WINDOW_END
 from fatstudio.core.runs.reference_curves import ReferenceCurve, bits_per_char, find_reference
+from fatstudio.core.runs.targets import check_output
 
 from . import plot_export, plot_overlays, plot_reference
 from .curves import (
@@ -143,10 +144,10 @@ class TrainingPlots(QWidget):
         self.curvesCsvButton.setToolTip("Save the curves as CSV, one row per step: " + ", ".join(CSV_COLUMNS)
                                         + " (smoothed: the train loss at the current smoothing; the losses in "
                                         "the loss_unit plotted, nats/token or bits/char).")
-        self.curvesCsvButton.clicked.connect(lambda: plot_export.export_clicked(self, "csv"))
+        self.curvesCsvButton.clicked.connect(lambda: self._export("csv"))
         self.curvesPngButton = QPushButton("PNG…", objectName="curvesPngButton")
         self.curvesPngButton.setToolTip("Save the loss plot, with its legend, as a PNG image.")
-        self.curvesPngButton.clicked.connect(lambda: plot_export.export_clicked(self, "png"))
+        self.curvesPngButton.clicked.connect(lambda: self._export("png"))
 
         bar = QHBoxLayout()
         bar.addWidget(self.logCheck)
@@ -442,16 +443,40 @@ class TrainingPlots(QWidget):
 
     # -- export (`plot_export`) ---------------------------------------------------------------------------
     def curve_rows(self) -> list[dict[str, float]]:
-        """One dict per step that has any number, in step order (`plot_export.curve_rows`)."""
-        return plot_export.curve_rows(self)
+        """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
+        loss and its smoothing and the validation loss where evaluated (as shown: in `loss_unit`), η, the
+        gradient norm, and the throughput where an emission window ended. Past `Series.MAX_POINTS` steps the
+        plotted points are thinned evenly, and so are these rows (the run's metrics.jsonl keeps every step)."""
+        k_train, k_val = self._run_factors()
+        columns = {"train_loss": (self.train, k_train), "smoothed": (self.train.smooth, k_train),
+                   "val_loss": (self.val, k_val), "lr": (self.lr, 1.0), "grad_norm": (self.grad, 1.0),
+                   "tokens_per_s": (self.speed, 1.0)}
+        return plot_export.rows_by_step({name: (s.x, scaled_values(s.y, k)) for name, (s, k) in columns.items()})
 
     def export_csv(self, path) -> Path:
-        """Write the curves to ``path`` as CSV (`plot_export.write_csv`)."""
-        return plot_export.write_csv(self, path)
+        """Write the curves (`curve_rows`) to ``path`` as CSV, each row with the losses' unit."""
+        return plot_export.write_csv(path, self.curve_rows(), self.loss_unit())
 
     def export_png(self, path) -> Path:
         """Write the loss plot as it is drawn now, its legend above it, to ``path`` as PNG."""
-        return plot_export.write_png(self, path)
+        self.flush()
+        return plot_export.write_png(path, self.lossPlot, self.legendLabel)
+
+    def _export(self, kind: str) -> None:
+        """Export as ``kind`` ("csv" or "png") where the user says, and say what was written or why not."""
+        path = self.ask_save_path(kind)
+        if not path:
+            return
+        try:
+            check_output(path, "the file")  # never into a run folder, a folder or a FIFO
+            written = self.export_csv(path) if kind == "csv" else self.export_png(path)
+        except ValueError as e:
+            self.exported.emit(f"Could not export the curves: {e}")
+            return
+        except OSError as e:
+            self.exported.emit(f"Could not export the curves: {e.strerror or e}")
+            return
+        self.exported.emit(f"Curves saved to {written}")
 
     def ask_save_path(self, kind: str) -> str | None:
         """Where to export (``kind``: "csv" or "png"), asked in a dialog; None if cancelled."""
