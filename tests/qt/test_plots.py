@@ -274,6 +274,22 @@ def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_onl
     assert p.reference is None and len(item.listDataItems()) == 3 and band.scene() is None
 
 
+def test_the_reference_band_spans_its_steps_once_the_x_range_has_grown_to_them(qtbot, tmp_path, monkeypatch):
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.runs import reference_curves
+    from fatstudio.core.runs.reference_curves import ReferenceCurve, SeedCurves, save_reference
+
+    config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=1000"])
+    runs = [SeedCurves(s, [1, 5, 500, 1000], [4.0 + s, 3.5 + s, 3.0 + s, 2.0 + s], [500, 1000], [3.2, 2.4]) for s in (0, 1)]
+    save_reference(ReferenceCurve.measured("9-tiny", "Tiny preset", config, runs), tmp_path)
+    monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path)
+    p = TrainingPlots()  # its x range 0-10, until the plan's 1000 steps
+    qtbot.addWidget(p)
+    p.show_plan(config)
+    [band] = [i for i in p.lossPlot.getPlotItem().items if isinstance(i, pg.FillBetweenItem)]
+    assert band.path().boundingRect().left() == 1 and band.path().boundingRect().right() == 1000
+
+
 def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch, wait_for_jobs):
     from fatstudio.app import MainWindow
     from fatstudio.core import training

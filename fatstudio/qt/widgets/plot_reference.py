@@ -28,7 +28,8 @@ class ReferenceBand:
         if ref is None:
             return
         lo, hi = (new_curve(self._plot, REFERENCE_COLOR, 1, alpha=0) for _ in range(2))  # the band's edges
-        band = pg.FillBetweenItem(lo, hi, brush=(*REFERENCE_COLOR, 45))
+        # between the edges' drawn curves: they change as the view clips them again (a PlotDataItem says not)
+        band = pg.FillBetweenItem(lo.curve, hi.curve, brush=(*REFERENCE_COLOR, 45))
         self._plot.addItem(band)
         mean = new_curve(self._plot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DashLine)
         val = new_curve(self._plot, REFERENCE_COLOR, 1, style=Qt.PenStyle.DotLine, symbol="o", symbolSize=4,
