@@ -3,13 +3,13 @@ character, the reference curve of a preset's settings."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 pytest.importorskip("pyqtgraph")
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
 from fatstudio.qt.widgets.curves import Series, SmoothedSeries
@@ -211,7 +211,8 @@ def test_overlays_convert_with_their_own_ratio_and_one_without_is_hidden_in_bits
     rows = [{"step": 1, "train_loss": 3.0}, {"step": 2, "train_loss": 2.0, "val_loss": 2.4}]
     p.add_overlay("bpe run", rows, {"train": 3.0, "val": 3.5})
     p.add_overlay("old run", rows)  # from before runs recorded their characters per token
-    bpe, old = p._overlays["bpe run"].items, p._overlays["old run"].items
+    items = p.lossPlot.getPlotItem().listDataItems()
+    bpe, old = items[3:5], items[5:7]  # after the run's three: each overlay's train and validation curves
     assert len(bpe) == len(old) == 2 and "hidden" not in p.legendLabel.text()
     p.bitsPerCharCheck.setChecked(True)
     assert _y(bpe[0]) == pytest.approx([3.0 / LN2 / 3.0, 2.0 / LN2 / 3.0], rel=1e-12)
@@ -223,6 +224,16 @@ def test_overlays_convert_with_their_own_ratio_and_one_without_is_hidden_in_bits
     p.bitsPerCharCheck.setChecked(False)
     assert all(item.isVisible() for item in old) and list(_y(old[1])) == [2.4] and list(_y(bpe[1])) == [2.4]
     assert "hidden" not in p.legendLabel.text()
+
+
+def _in_nats_and_bits(p, item) -> tuple[np.ndarray, np.ndarray]:
+    """What ``item`` draws in nats per token and in bits/char (nothing where it is hidden in bits/char)."""
+    p.bitsPerCharCheck.setChecked(False)
+    nats = _y(item)
+    p.bitsPerCharCheck.setChecked(True)
+    bits = _y(item) if item.isVisible() else np.array([])
+    p.bitsPerCharCheck.setChecked(False)
+    return nats, bits
 
 
 def _reference_in(folder, config, name="Tiny preset"):
@@ -248,17 +259,35 @@ def test_the_reference_curve_is_drawn_faintly_behind_a_run_with_its_settings_onl
     assert p.reference is None and len(item.listDataItems()) == 3 and "reference" not in p.legendLabel.text()
     p.set_run(config.with_overrides(["train.steps=5000", "train.seed=3"]), {"train": 2.0, "val": 2.5})
     assert p.reference == ref and "reference (Tiny preset)" in p.legendLabel.text()
-    lo, hi, mean, val, band = p._reference_items
-    assert len(item.listDataItems()) == 3 + 4 and band.scene() is p.lossPlot.scene() and not band.path().isEmpty()
+    assert len(item.listDataItems()) == 3 + 4
+    lo, hi, mean, val = item.listDataItems()[3:]  # after the run's three: the band's edges, the means
+    [band] = [i for i in item.items if isinstance(i, pg.FillBetweenItem)]
+    assert band.scene() is p.lossPlot.scene() and not band.path().isEmpty()
     assert list(_y(lo)) == [4.0, 3.0, 2.5, 2.0] and list(_y(hi)) == [5.0, 4.0, 3.5, 3.0]
     assert list(_y(mean)) == [4.5, 3.5, 3.0, 2.5] and list(_y(val)) == [3.7, 2.9]
-    assert all(i.zValue() < p.trainRawCurve.zValue() for i in p._reference_items)  # behind the run's curves
+    assert all(i.zValue() < p.trainRawCurve.zValue() for i in (lo, hi, mean, val, band))  # behind the run's curves
     assert mean.opts["pen"].style() == Qt.PenStyle.DashLine and mean.opts["pen"].widthF() <= 1
     p.bitsPerCharCheck.setChecked(True)  # converted with the reference's own ratios
     assert _y(mean) == pytest.approx(np.array([4.5, 3.5, 3.0, 2.5]) / LN2 / 2.0, rel=1e-12)
     assert _y(val) == pytest.approx(np.array([3.7, 2.9]) / LN2 / 2.5, rel=1e-12)
     p.clear()  # the next run's reference comes with set_run
     assert p.reference is None and len(item.listDataItems()) == 3 and band.scene() is None
+
+
+def test_the_reference_band_spans_its_steps_once_the_x_range_has_grown_to_them(qtbot, tmp_path, monkeypatch):
+    from fatstudio.core.config import RunConfig
+    from fatstudio.core.runs import reference_curves
+    from fatstudio.core.runs.reference_curves import ReferenceCurve, SeedCurves, save_reference
+
+    config = RunConfig().with_overrides(["data.corpus=copy", "model.L=1", "train.steps=1000"])
+    runs = [SeedCurves(s, [1, 5, 500, 1000], [4.0 + s, 3.5 + s, 3.0 + s, 2.0 + s], [500, 1000], [3.2, 2.4]) for s in (0, 1)]
+    save_reference(ReferenceCurve.measured("9-tiny", "Tiny preset", config, runs), tmp_path)
+    monkeypatch.setattr(reference_curves, "reference_dir", lambda: tmp_path)
+    p = TrainingPlots()  # its x range 0-10, until the plan's 1000 steps
+    qtbot.addWidget(p)
+    p.show_plan(config)
+    [band] = [i for i in p.lossPlot.getPlotItem().items if isinstance(i, pg.FillBetweenItem)]
+    assert band.path().boundingRect().left() == 1 and band.path().boundingRect().right() == 1000
 
 
 def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, tmp_path, monkeypatch, wait_for_jobs):
@@ -281,14 +310,18 @@ def test_the_window_gives_the_plots_a_runs_reference_and_chars_per_token(qtbot, 
     w = MainWindow()
     qtbot.addWidget(w)
     w.open_run(Run.open(started.run_dir))
+    assert started.chars_per_token == other.chars_per_token == {"train": 1.0, "val": 1.0}
     assert w.plots.reference is not None and w.plots.bitsPerCharCheck.isEnabled()
-    assert w.plots._chars == started.chars_per_token == {"train": 1.0, "val": 1.0}
+    nats, bits = _in_nats_and_bits(w.plots, w.plots.trainRawCurve)
+    assert len(nats) == 4 and bits == pytest.approx(nats / LN2, rel=1e-12)  # the run's own ratio, 1
     w.overlay_run(Run.open(other.run_dir))
-    assert w.plots._overlays[Path(other.run_dir).name].chars_per_token == {"train": 1.0, "val": 1.0}
+    overlay = w.plots.lossPlot.getPlotItem().listDataItems()[-1]  # drawn last: its validation curve
+    nats, bits = _in_nats_and_bits(w.plots, overlay)
+    assert len(nats) == 2 and bits == pytest.approx(nats / LN2, rel=1e-12)  # its own ratio, 1: not hidden
     w.open_run(Run.open(other.run_dir))  # its learning rate differs: no reference
     assert w.plots.reference is None
     w.workspace.take(started)  # a live run's Started event
-    assert w.plots.reference is not None and w.plots._chars == {"train": 1.0, "val": 1.0}
+    assert w.plots.reference is not None and w.plots.bitsPerCharCheck.isEnabled()
     wait_for_jobs(w.workspace)  # the opened runs' models, loaded in the background
 
 

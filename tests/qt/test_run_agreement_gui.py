@@ -54,7 +54,6 @@ def test_a_run_file_that_is_a_fifo_leaves_the_run_out_and_the_others_listed(qtbo
 
 def test_the_curves_are_exported_beside_the_run_never_into_it(qtbot, window, runs_root):
     from fatstudio.core.runs.folder import Run
-    from fatstudio.qt.widgets import plot_export
 
     w = window
     run = Path(headless_run(runs_root))
@@ -66,8 +65,8 @@ def test_the_curves_are_exported_beside_the_run_never_into_it(qtbot, window, run
     said = []
     plots.exported.connect(said.append)
     plots.ask_save_path = lambda kind: str(run / "metrics.csv")
-    plot_export.export_clicked(plots, "csv")
+    plots.curvesCsvButton.click()
     assert "inside the run folder" in said[-1] and sorted(p.name for p in run.iterdir()) == before
     plots.ask_save_path = lambda kind: f"{plots.export_stem}.csv"
-    plot_export.export_clicked(plots, "csv")
+    plots.curvesCsvButton.click()
     assert Path(f"{plots.export_stem}.csv").exists() and "saved" in said[-1]

@@ -1,5 +1,5 @@
 """What the training plots are drawn from: growable point buffers (plain and exponentially smoothed), the
-plot and curve factories the plots share, and their colours."""
+plot and curve factories the plots share, their colours and legend swatches, and the loss's units."""
 from __future__ import annotations
 
 import math
@@ -8,6 +8,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
+from fatstudio.core.runs.reference_curves import bits_per_char
+
 TRAIN_COLOR = (31, 119, 180)
 VAL_COLOR = (214, 39, 40)
 LR_COLOR = (44, 160, 44)
@@ -15,6 +17,7 @@ GRAD_COLOR = (148, 103, 189)
 SPEED_COLOR = (255, 127, 14)
 REFERENCE_COLOR = (160, 160, 160)
 OVERLAY_COLORS = [(44, 160, 44), (148, 103, 189), (255, 127, 14), (140, 86, 75), (227, 119, 194), (23, 190, 207)]
+NATS, BITS = "nats/token", "bits/char"  # the loss plot's units
 
 
 class Series:
@@ -163,3 +166,21 @@ def new_curve(plot: pg.PlotWidget, color, width=1.5, alpha=255, style=Qt.PenStyl
 
 def scaled_values(y: np.ndarray | list[float], factor: float) -> np.ndarray | list[float]:
     return y if factor == 1.0 else np.asarray(y, dtype=np.float64) * factor
+
+
+def unit_factor(unit: str, chars_per_token: dict | None, split: str) -> float | None:
+    """What a ``split``'s loss in nats per token is multiplied by to be drawn in ``unit``: 1 in `NATS`, 1 / ln 2 /
+    the split's characters per token in `BITS` (a split without its own ratio takes the train split's), None
+    where that is unknown."""
+    if unit == NATS:
+        return 1.0
+    known = chars_per_token if isinstance(chars_per_token, dict) else {}  # a run's meta.json may say anything
+    ratio = known.get(split) or known.get("train")
+    return bits_per_char(1.0, ratio) if isinstance(ratio, (int, float)) and ratio > 0 else None
+
+
+def swatch(color: tuple, text: str, dash: bool = False) -> str:
+    """A legend entry: a line in ``color`` (dashed or solid), then ``text`` (rich text)."""
+    r, g, b = color[:3]
+    line = "╌╌" if dash else "━━"
+    return f"<span style='color:rgb({r},{g},{b})'>{line}</span>&nbsp;{text}"

@@ -38,13 +38,15 @@ from PySide6.QtWidgets import (
 
 from fatstudio.core.config import RunConfig
 from fatstudio.core.records import GRAD_NORM, LR, STEP, TOKENS_PER_S, TRAIN_LOSS, VAL_LOSS, WINDOW_END
-from fatstudio.core.runs.reference_curves import ReferenceCurve, bits_per_char, find_reference
+from fatstudio.core.runs.reference_curves import ReferenceCurve, find_reference
+from fatstudio.core.runs.targets import check_output
 
-from . import plot_export, plot_overlays, plot_reference
+from . import plot_export
 from .curves import (
+    BITS,
     GRAD_COLOR,
     LR_COLOR,
-    REFERENCE_COLOR,
+    NATS,
     SPEED_COLOR,
     TRAIN_COLOR,
     VAL_COLOR,
@@ -53,12 +55,13 @@ from .curves import (
     new_curve,
     new_plot,
     scaled_values,
+    swatch,
+    unit_factor,
 )
 from .grokking_plots import GrokkingPlots
 from .plot_export import CSV_COLUMNS
-from .plot_overlays import _Overlay
-
-NATS, BITS = "nats/token", "bits/char"
+from .plot_overlays import Overlays
+from .plot_reference import PlanHint, ReferenceBand
 
 
 class TrainingPlots(QWidget):
@@ -107,15 +110,11 @@ class TrainingPlots(QWidget):
         self.gradRawCurve = new_curve(self.gradPlot, GRAD_COLOR, 1, alpha=70)
         self.gradCurve = new_curve(self.gradPlot, GRAD_COLOR, 1.5)
         self.speedCurve = new_curve(self.speedPlot, SPEED_COLOR, 1.5)
-        self._overlays: dict[str, _Overlay] = {}
+        self._overlays = Overlays(self.lossPlot)
         self._chars: dict | None = None  # the run's characters per token, per split (None: bits/char unknown)
-        self.reference: ReferenceCurve | None = None  # drawn behind the run's curves
-        self._reference_items: list = []
+        self._band = ReferenceBand(self.lossPlot)  # drawn behind the run's curves
         self._plan: RunConfig | None = None  # the settings `show_plan` shows, while no run is shown
-        self.planHint = pg.TextItem(anchor=(1, 0), color="#444")  # "press Train", in the view's pixels
-        self.planHint.setParentItem(self.lossPlot.getPlotItem().getViewBox())
-        self.planHint.setVisible(False)
-        self.lossPlot.getPlotItem().getViewBox().sigResized.connect(lambda *_a: plot_reference.place_hint(self))
+        self.planHint = PlanHint(self.lossPlot.getPlotItem().getViewBox())
 
         self.logCheck = QCheckBox("log scale", objectName="logAxisCheck")
         self.logCheck.setToolTip("A logarithmic y axis for the loss and gradient-norm plots.")
@@ -143,10 +142,10 @@ class TrainingPlots(QWidget):
         self.curvesCsvButton.setToolTip("Save the curves as CSV, one row per step: " + ", ".join(CSV_COLUMNS)
                                         + " (smoothed: the train loss at the current smoothing; the losses in "
                                         "the loss_unit plotted, nats/token or bits/char).")
-        self.curvesCsvButton.clicked.connect(lambda: plot_export.export_clicked(self, "csv"))
+        self.curvesCsvButton.clicked.connect(lambda: self._export("csv"))
         self.curvesPngButton = QPushButton("PNG…", objectName="curvesPngButton")
         self.curvesPngButton.setToolTip("Save the loss plot, with its legend, as a PNG image.")
-        self.curvesPngButton.clicked.connect(lambda: plot_export.export_clicked(self, "png"))
+        self.curvesPngButton.clicked.connect(lambda: self._export("png"))
 
         bar = QHBoxLayout()
         bar.addWidget(self.logCheck)
@@ -180,20 +179,8 @@ class TrainingPlots(QWidget):
         self._smoothing_changed(self.smoothingSlider.value())
 
     def _update_legend(self) -> None:
-        def swatch(color, text, dash=False):
-            r, g, b = color[:3]
-            line = "╌╌" if dash else "━━"
-            return f"<span style='color:rgb({r},{g},{b})'>{line}</span>&nbsp;{text}"
-
-        parts = [swatch(TRAIN_COLOR, "train"), swatch(VAL_COLOR, "validation ●")]
-        for name, ov in self._overlays.items():
-            note = ("hidden: its characters per token are unknown, so no bits/char"
-                    if self._factor(ov.chars_per_token, "train") is None else "faded; dashed = validation")
-            parts.append(swatch(ov.color, f"{name} <small>({note})</small>"))
-        if self.reference:
-            parts.append(swatch(REFERENCE_COLOR, f"reference ({self.reference.name}) <small>(mean and band of "
-                                                 f"{len(self.reference.seeds)} seeds; dotted = validation)</small>",
-                                dash=True))
+        parts = [swatch(TRAIN_COLOR, "train"), swatch(VAL_COLOR, "validation ●"),
+                 *self._overlays.legend(self.loss_unit()), *self._band.legend()]
         self.legendLabel.setText("&nbsp;&nbsp;&nbsp;".join(parts))
 
     # -- data --------------------------------------------------------------------------------------------
@@ -209,8 +196,13 @@ class TrainingPlots(QWidget):
         self.redraw()
 
     def show_plan(self, config: RunConfig) -> None:
-        """Before a run is shown: the reference of ``config`` and "press Train" (`plot_reference.show_plan`)."""
-        plot_reference.show_plan(self, config)
+        """Before a run is shown: the reference of ``config`` (if one was measured) over its train.steps, and
+        "press Train". Nothing while a run's curves are shown."""
+        if self.train.n or self.val.n or config == self._plan:
+            return
+        self.set_run(config, None)
+        self._plan = config
+        self.planHint.say(self.reference)
 
     def plan_text(self) -> str:
         """What the empty plot says before a run ("" once a run is shown)."""
@@ -261,7 +253,7 @@ class TrainingPlots(QWidget):
         return float(10 * k)
 
     def _follow_x(self) -> None:
-        last = max([s.x[-1] for s in (self.train, self.val) if s.n] + self._overlay_xmax(), default=0.0)
+        last = max([s.x[-1] for s in (self.train, self.val) if s.n] + self._overlays.last_steps(), default=0.0)
         if not last and self.reference is not None and self._planned:
             last = float(self._planned)  # the plan before a run: the reference over the steps to train
         xmax = self._nice_ceil(last * 1.1 if last else 10)
@@ -368,31 +360,38 @@ class TrainingPlots(QWidget):
 
     # -- overlays (`plot_overlays`) -----------------------------------------------------------------------
     def add_overlay(self, name: str, rows: list[dict], chars_per_token: dict | None = None) -> None:
-        """Another run's train (and validation) loss as faded curves (`plot_overlays.add_overlay`)."""
-        plot_overlays.add_overlay(self, name, rows, chars_per_token)
+        """Another run's train (and validation) loss as faded curves; ``chars_per_token`` (its meta.json's)
+        converts them to bits/char, and without it they are hidden while the plot shows bits/char."""
+        self._overlays.add(name, rows, chars_per_token, self.train.alpha, self.loss_unit())
+        self._overlays_changed()
 
     def remove_overlay(self, name: str) -> None:
-        ov = self._overlays.pop(name, None)
-        for item in ov.items if ov else []:
-            self.lossPlot.removeItem(item)
-        self.clearOverlaysButton.setEnabled(bool(self._overlays))
+        self._overlays.remove(name)
+        self._overlays_changed()
+
+    def clear_overlays(self) -> None:
+        for name in self._overlays.names():
+            self.remove_overlay(name)
+
+    def overlays(self) -> list[str]:
+        return self._overlays.names()
+
+    def _overlays_changed(self) -> None:
+        self.clearOverlaysButton.setEnabled(bool(self._overlays.names()))
         self._update_legend()
         self._follow_x()
 
-    def clear_overlays(self) -> None:
-        for name in list(self._overlays):
-            self.remove_overlay(name)
-
-    def _overlay_xmax(self) -> list[float]:
-        return [float(s.x[-1]) for ov in self._overlays.values() for s in (ov.train, ov.val) if s.n]
-
-    def overlays(self) -> list[str]:
-        return list(self._overlays)
-
     # -- the reference curve (`plot_reference`) ----------------------------------------------------------
+    @property
+    def reference(self) -> ReferenceCurve | None:
+        """The reference curve drawn behind the run's curves, if any."""
+        return self._band.curve
+
     def set_reference(self, ref: ReferenceCurve | None) -> None:
-        """Draw ``ref`` faintly behind the run's curves; None removes it (`plot_reference.set_reference`)."""
-        plot_reference.set_reference(self, ref)
+        """Draw ``ref`` faintly behind the run's curves: its seeds' train-loss band, their mean train loss
+        (dashed) and mean validation loss (dotted); None removes it."""
+        self._band.set(ref, self.loss_unit())
+        self._update_legend()
 
     # -- units: nats per token or bits per character -----------------------------------------------------
     def _set_chars(self, chars_per_token: dict | None) -> None:
@@ -414,19 +413,10 @@ class TrainingPlots(QWidget):
         """What the loss plot shows: "nats/token" or "bits/char"."""
         return BITS if self.bitsPerCharCheck.isChecked() and self._chars else NATS
 
-    def _factor(self, chars_per_token: dict | None, split: str) -> float | None:
-        """What a ``split``'s loss in nats per token is multiplied by to be drawn in the plot's unit: 1 in
-        nats, 1 / ln 2 / the split's characters per token in bits/char (a split without its own ratio takes
-        the train split's), None where that is unknown."""
-        if self.loss_unit() == NATS:
-            return 1.0
-        known = chars_per_token if isinstance(chars_per_token, dict) else {}  # a run's meta.json may say anything
-        ratio = known.get(split) or known.get("train")
-        return bits_per_char(1.0, ratio) if isinstance(ratio, (int, float)) and ratio > 0 else None
-
     def _run_factors(self) -> tuple[float, float]:
-        """`_factor` of the shown run's train and validation losses (known whenever bits/char can be on)."""
-        return self._factor(self._chars, "train") or 1.0, self._factor(self._chars, "val") or 1.0
+        """`unit_factor` of the shown run's train and validation losses (known whenever bits/char can be on)."""
+        unit = self.loss_unit()
+        return unit_factor(unit, self._chars, "train") or 1.0, unit_factor(unit, self._chars, "val") or 1.0
 
     def _units_changed(self, *_args) -> None:
         unit = self.loss_unit()
@@ -434,24 +424,47 @@ class TrainingPlots(QWidget):
         item.setTitle(f"loss (cross-entropy, {'bits per character' if unit == BITS else 'nats per token'})",
                       size="9pt", color="#333")
         item.setLabel("left", unit)
-        for ov in self._overlays.values():
-            plot_overlays.draw_overlay(self, ov)
-        plot_reference.draw_reference(self)
+        self._overlays.draw(unit)
+        self._band.draw(unit)
         self._update_legend()
         self.flush()
 
     # -- export (`plot_export`) ---------------------------------------------------------------------------
     def curve_rows(self) -> list[dict[str, float]]:
-        """One dict per step that has any number, in step order (`plot_export.curve_rows`)."""
-        return plot_export.curve_rows(self)
+        """One dict per step that has any number, in step order, with the `CSV_COLUMNS` it has: the train
+        loss and its smoothing and the validation loss where evaluated (as shown: in `loss_unit`), η, the
+        gradient norm, and the throughput where an emission window ended. Past `Series.MAX_POINTS` steps the
+        plotted points are thinned evenly, and so are these rows (the run's metrics.jsonl keeps every step)."""
+        k_train, k_val = self._run_factors()
+        columns = {"train_loss": (self.train, k_train), "smoothed": (self.train.smooth, k_train),
+                   "val_loss": (self.val, k_val), "lr": (self.lr, 1.0), "grad_norm": (self.grad, 1.0),
+                   "tokens_per_s": (self.speed, 1.0)}
+        return plot_export.rows_by_step({name: (s.x, scaled_values(s.y, k)) for name, (s, k) in columns.items()})
 
     def export_csv(self, path) -> Path:
-        """Write the curves to ``path`` as CSV (`plot_export.write_csv`)."""
-        return plot_export.write_csv(self, path)
+        """Write the curves (`curve_rows`) to ``path`` as CSV, each row with the losses' unit."""
+        return plot_export.write_csv(path, self.curve_rows(), self.loss_unit())
 
     def export_png(self, path) -> Path:
         """Write the loss plot as it is drawn now, its legend above it, to ``path`` as PNG."""
-        return plot_export.write_png(self, path)
+        self.flush()
+        return plot_export.write_png(path, self.lossPlot, self.legendLabel)
+
+    def _export(self, kind: str) -> None:
+        """Export as ``kind`` ("csv" or "png") where the user says, and say what was written or why not."""
+        path = self.ask_save_path(kind)
+        if not path:
+            return
+        try:
+            check_output(path, "the file")  # never into a run folder, a folder or a FIFO
+            written = self.export_csv(path) if kind == "csv" else self.export_png(path)
+        except ValueError as e:
+            self.exported.emit(f"Could not export the curves: {e}")
+            return
+        except OSError as e:
+            self.exported.emit(f"Could not export the curves: {e.strerror or e}")
+            return
+        self.exported.emit(f"Curves saved to {written}")
 
     def ask_save_path(self, kind: str) -> str | None:
         """Where to export (``kind``: "csv" or "png"), asked in a dialog; None if cancelled."""
@@ -467,10 +480,9 @@ class TrainingPlots(QWidget):
     def _smoothing_changed(self, value: int) -> None:
         alpha = value / 100.0
         self.smoothingLabel.setText(f"{alpha:.2f}")
-        for series in (self.train, self.grad, *(ov.train for ov in self._overlays.values())):
+        for series in (self.train, self.grad):
             series.set_alpha(alpha)
-        for ov in self._overlays.values():
-            plot_overlays.draw_overlay(self, ov)
+        self._overlays.set_smoothing(alpha, self.loss_unit())
         self._set_smoothing_pens()
         self.flush()
         self.smoothingChanged.emit(alpha)
