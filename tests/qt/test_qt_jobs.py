@@ -77,6 +77,37 @@ def test_jobs_make_no_qt_objects(qtbot):
     jobs.shutdown()
 
 
+def test_a_qt_object_a_job_holds_last_is_destroyed_on_the_gui_thread(qtbot):
+    """The kind of fault behind the crash (issue 33): a QObject that lives in the GUI thread destroyed in another
+    thread, while the GUI thread may be using it. superqt's workers did it to their signal objects (their runnables'
+    last reference dropped in the pool's threads: 5 of 200 calls in a run on this machine). A job that holds the last
+    reference to a widget, as its argument or through a callback bound to it, hands it back when it ends: the widget
+    is destroyed on the GUI thread."""
+    from PySide6.QtCore import Qt
+
+    class Receiver(QWidget):
+        def take(self, value):
+            pass
+
+    jobs = new_jobs()
+    where = []
+    for i in range(40):
+        widget = Receiver()  # no parent: destroyed with its last Python reference
+        widget.destroyed.connect(lambda *_: where.append(threading.current_thread() is threading.main_thread()),
+                                 Qt.ConnectionType.DirectConnection)
+        release = threading.Event()
+        if i % 2:
+            jobs.submit(f"k{i}", lambda w, ev: ev.wait(10), widget, release)  # held as the job's argument
+        else:
+            jobs.submit(f"k{i}", lambda ev: ev.wait(10), release, on_result=widget.take)  # through its callback
+        del widget  # the GUI's reference goes first
+        release.set()
+    qtbot.waitUntil(lambda: jobs.idle, timeout=LONG)
+    gc.collect()
+    assert len(where) == 40 and all(where)
+    jobs.shutdown()
+
+
 STRESS = textwrap.dedent("""
     import faulthandler, gc, os, sys
     faulthandler.enable(all_threads=True)

@@ -214,7 +214,8 @@ class Jobs:
                 return job
             earlier = self._current.get(key)
             self._current[key] = job
-            self._threads[job] = spawn(lambda: self._run(job, calls, fn, args, kwargs), f"job-{key}")
+            held = [calls, fn, args, kwargs]  # taken by the job's thread, which keeps no reference of its own
+            self._threads[job] = spawn(lambda: self._run(job, held), f"job-{key}")
         if earlier is not None:
             earlier.cancel()
         self.started.emit(key)
@@ -263,8 +264,13 @@ class Jobs:
         return self.wait(timeout)
 
     # ---- in the job's thread -------------------------------------------------------------------------------
-    def _run(self, job: Job, calls: _Callbacks, fn: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-        status, outcome = Status.DONE, None
+    def _run(self, job: Job, held: list[Any]) -> None:
+        """The job's thread. Everything it was handed (the function, its arguments, the callbacks: a widget's bound
+        method holds the widget) and made (the result) goes back to the owner's thread to be let go of there: were
+        the last reference dropped here, a Qt object would be destroyed outside its thread."""
+        calls, fn, args, kwargs = held
+        held.clear()
+        status, outcome, value = Status.DONE, None, None
         try:
             value = fn(*args, **kwargs)
             if isinstance(value, Iterator):
@@ -281,8 +287,9 @@ class Jobs:
             if calls.on_error is not None and not job.cancelled:
                 self._post(partial(self._deliver, job, calls.on_error, outcome))
         finally:
-            del fn, args, kwargs  # what the job ran is let go of here, not whenever the thread object goes
-            self._post(lambda: self._end(job, calls, status))
+            ending = partial(self._end, job, status, [calls, fn, args, kwargs, value])
+            del calls, fn, args, kwargs, value
+            self._post(ending)
 
     def _iterate(self, job: Job, calls: _Callbacks, items: Iterator[Any]) -> Any:
         """Deliver each item; cancelled, run on undelivered (a ``stop`` hook ends it) or close the iterator."""
@@ -322,7 +329,9 @@ class Jobs:
             for report in reports:
                 self._deliver(job, calls.on_progress, *report)
 
-    def _end(self, job: Job, calls: _Callbacks, status: Status) -> None:
+    def _end(self, job: Job, status: Status, held: list[Any]) -> None:
+        """On the owner's thread, last: the job has ended; what its thread held is let go of here."""
+        calls: _Callbacks = held[0]
         if job.cancelled:
             status = Status.CANCELLED
         job.status = status
