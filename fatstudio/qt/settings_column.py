@@ -36,7 +36,7 @@ class SettingsColumn(QWidget):
         super().__init__(parent, objectName="settingsColumn")
         self.workspace, self.settings, self.presets = workspace, workspace.settings, presets
         self.problem: str | None = None
-        self.model_panel = ModelPanel(presets, settings=self.settings)
+        self.model_panel = ModelPanel(workspace, presets)
         self.corpus_panel = CorpusPanel(workspace)
         self.train_panel = TrainPanel(workspace)
         self.settingsTabs = QTabWidget(objectName="settingsTabs")

@@ -20,8 +20,8 @@ from fatstudio.qt.panels.train import TrainPanel
 
 
 @pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.key)
-def test_model_panel_round_trips_presets(qtbot, preset):
-    panel = ModelPanel(load_presets())
+def test_model_panel_round_trips_presets(qtbot, preset, workspace):
+    panel = ModelPanel(workspace, load_presets())
     qtbot.addWidget(panel)
     panel.set_config(preset.config.model)
     got = panel.config()
@@ -47,9 +47,9 @@ def test_every_preset_leads_with_a_short_walkthrough_and_folds_its_measurements(
     assert 0 < induction.demo_steps <= induction.config.train.steps  # the shipped steps are enough
 
 
-def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot):
+def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot, workspace):
     presets = load_presets()
-    panel = ModelPanel(presets)
+    panel = ModelPanel(workspace, presets)
     qtbot.addWidget(panel)
     panel.show()
     label, fold, details = panel.presetDescription, panel.presetDetailsButton, panel.presetDetails
@@ -68,7 +68,7 @@ def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot):
     panel.fields["d_e"].setValue(panel.settings.model.d_e + 16)  # an edit leaves the preset behind
     assert panel.presetCombo.currentText() == "(custom)" and panel.chosen_preset() is None
     assert "custom" in label.text().lower() and not fold.isVisible()
-    bare = ModelPanel()  # a panel without presets has no description to show
+    bare = ModelPanel(workspace)  # a panel without presets has no description to show
     qtbot.addWidget(bare)
     assert bare.presetDescription.text() == "" and bare.presetDescription.isHidden()
 
@@ -83,8 +83,8 @@ def test_a_preset_says_when_its_steps_are_too_few_for_its_walkthrough():
     assert induction.steps_note(shipped.with_overrides([f"train.steps={few}", "model.L=1"])) == ""  # not its model
 
 
-def test_model_panel_costs_and_notation(qtbot):
-    panel = ModelPanel()
+def test_model_panel_costs_and_notation(qtbot, workspace):
+    panel = ModelPanel(workspace)
     qtbot.addWidget(panel)
     cfg = ModelConfig(arch="gpt", vocab_size=65, l_max=64, L=4, H=4, d_e=128, d_mlp=512)
     panel.set_config(cfg)
@@ -100,8 +100,8 @@ def test_model_panel_costs_and_notation(qtbot):
     assert "(fix the configuration" in panel.costLabel.text()
 
 
-def test_position_base_defaults_to_the_paper_and_takes_vaswanis(qtbot):
-    panel = ModelPanel()
+def test_position_base_defaults_to_the_paper_and_takes_vaswanis(qtbot, workspace):
+    panel = ModelPanel(workspace)
     qtbot.addWidget(panel)
     panel.fields["positions"].set_value("sinusoidal")
     b = panel.fields["position_base"]
@@ -113,8 +113,8 @@ def test_position_base_defaults_to_the_paper_and_takes_vaswanis(qtbot):
     assert b.value() == b.minimum()
 
 
-def test_arch_change_resets_variations_to_the_paper(qtbot):
-    panel = ModelPanel()
+def test_arch_change_resets_variations_to_the_paper(qtbot, workspace):
+    panel = ModelPanel(workspace)
     qtbot.addWidget(panel)
     panel.archCombo.set_value("gopher")
     c = panel.config()
@@ -179,8 +179,8 @@ def test_train_panel_says_what_auto_precision_chooses_here(qtbot, workspace):
         qtbot.waitUntil(lambda: "needs a GPU" in panel.choiceLabel.text(), timeout=30000)
 
 
-def test_model_panel_memory_follows_the_precision(qtbot):
-    panel = ModelPanel(load_presets())
+def test_model_panel_memory_follows_the_precision(qtbot, workspace):
+    panel = ModelPanel(workspace, load_presets())
     qtbot.addWidget(panel)
     panel.settings.set_derived("precision", "bf16")  # what the Train panel found "auto" means here
     assert "bf16" in panel.costLabel.text()
@@ -211,7 +211,7 @@ def test_settings_validate_once_and_announce_what_changed(qtbot, monkeypatch):
 
 def test_one_binding_over_the_fields(qtbot, workspace):
     settings = workspace.settings
-    model, train = ModelPanel(settings=settings), TrainPanel(workspace)
+    model, train = ModelPanel(workspace), TrainPanel(workspace)
     qtbot.addWidget(model)
     qtbot.addWidget(train)
     assert set(train.binding.editors) == {f.name for f in dataclasses.fields(TrainConfig)}  # every field, no code each
@@ -233,7 +233,7 @@ def test_one_binding_over_the_fields(qtbot, workspace):
 
 def test_panels_follow_the_settings_not_each_other(qtbot, workspace):
     settings = workspace.settings
-    model, train = ModelPanel(settings=settings), TrainPanel(workspace)
+    model, train = ModelPanel(workspace), TrainPanel(workspace)
     qtbot.addWidget(model)
     qtbot.addWidget(train)
     train.fields["batch_size"].setValue(5)

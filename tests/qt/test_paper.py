@@ -278,8 +278,8 @@ def test_a_clicked_line_marks_the_model_panels_rows(qtbot, window):
     assert w.model_panel.form.labels["H"].styleSheet() == ""
 
 
-def test_model_panel_highlights_alone(qtbot):
-    panel = ModelPanel()
+def test_model_panel_highlights_alone(qtbot, workspace):
+    panel = ModelPanel(workspace)
     qtbot.addWidget(panel)
     panel.highlight_fields(["d_e", "H", "not a field"])
     assert panel.highlighted == ["H", "d_e"]  # in form order, known rows only

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QGroupBox, QLabel, QToolButton, QVBoxLayout, QWidget
@@ -24,7 +25,7 @@ from fatstudio.core.config import (
 )
 from fatstudio.core.memory import human_bytes
 from fatstudio.core.runs.presets import Preset
-from fatstudio.qt.binding import DERIVED, Binding, Change, Settings
+from fatstudio.qt.binding import DERIVED, Binding, Change
 from fatstudio.qt.widgets.forms import (
     Form,
     SciSpinBox,
@@ -34,6 +35,9 @@ from fatstudio.qt.widgets.forms import (
     human_count,
     int_spin,
 )
+
+if TYPE_CHECKING:
+    from fatstudio.core.app.workspace import Workspace
 
 _ARCH_SHORT = {"edt": "EDTransformer · encoder-decoder (Alg. 8)", "bert": "ETransformer · BERT (Alg. 9)",
                "gpt": "DTransformer · GPT-2 (Alg. 10)", "gopher": "Gopher · DTransformer + RMSnorm"}
@@ -140,16 +144,16 @@ def arch_resets(arch: str) -> dict:
 
 class ModelPanel(QWidget):
     """Presets, the architecture and every ModelConfig field, bound to ``settings.model``; the cost of the
-    current settings. Signals ``presetChosen(Preset)`` when the user picks a preset (the
-    main window then applies it). Without ``settings`` the panel keeps its own (a panel on its own)."""
+    current settings (the workspace's). Signals ``presetChosen(Preset)`` when the user picks a preset (the settings
+    column then applies it)."""
 
     presetChosen = Signal(object)
     presetShown = Signal()  # the preset list shows another entry (a preset, or "(custom)")
 
-    def __init__(self, presets=(), settings: Settings | None = None, parent=None):
+    def __init__(self, workspace: Workspace, presets=(), parent=None):
         super().__init__(parent)
         self._presets = list(presets)
-        self.settings = settings if settings is not None else Settings()
+        self.workspace, self.settings = workspace, workspace.settings
         self.highlighted: list[str] = []  # the rows `highlight_fields` marked
         self.invalid: str | None = None  # the field the model's error names, its row marked
         outer = QVBoxLayout(self)
