@@ -39,10 +39,12 @@ def main() -> None:
     from PySide6.QtWidgets import QApplication
 
     from fatstudio import ModelConfig, RunConfig, build_model
+    from fatstudio.core.app.workspace import Workspace
     from fatstudio.core.config import DataConfig
     from fatstudio.core.data.tokenization import train_tokenizer
     from fatstudio.core.inference.decode_step import decode_step_of
     from fatstudio.core.inference.loaded import LoadedModel
+    from fatstudio.qt.jobs import new_jobs
     from fatstudio.qt.panels.prompt import PromptPanel
 
     app = QApplication(["bench_compile_stall"])
@@ -50,7 +52,7 @@ def main() -> None:
     cfg = RunConfig(ModelConfig(arch="gpt", vocab_size=tok.vocab_size, l_max=64, L=4, H=4, d_e=128, d_mlp=512,
                                 bias=False), DataConfig())
     loaded = LoadedModel(build_model(cfg.model).eval(), tok, cfg)
-    panel = PromptPanel()
+    panel = PromptPanel(Workspace(jobs=new_jobs()))
     panel.resize(900, 700)
     panel.show()
     panel.set_model(loaded)
@@ -86,7 +88,7 @@ def main() -> None:
     late.clear()
     os.environ["FATSTUDIO_COMPILE_DECODE"] = "1"
     step = decode_step_of(loaded)
-    took, rate = generate_until(lambda: step.compile_s is not None or (step.wait(0) and not step.ready), a.timeout_s)
+    took, rate = generate_until(lambda: step.compile_s is not None or (step.done and not step.ready), a.timeout_s)
     print(f"generating while the decode step compiles ({took:.1f} s, {rate:.0f} tokens/s, ready: {step.ready}): "
           f"{lateness(late)}")
     app.quit()

@@ -41,7 +41,7 @@ def main() -> None:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("FATSTUDIO_RUNS", tempfile.mkdtemp(prefix="fatstudio-stall-"))
     os.environ.setdefault("FATSTUDIO_STATE", str(Path(tempfile.mkdtemp(prefix="fatstudio-stall-state-")) / "s.ini"))
-    from PySide6.QtCore import QEventLoop, QThreadPool, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -58,7 +58,7 @@ def main() -> None:
     w.train_panel.set_config(cfg.train.replace(steps=a.steps, eval_interval=a.every, checkpoint_interval=a.steps))
     deadline = time.monotonic() + 180
     while (w.corpus_panel.loading or w.corpus_panel.info is None
-           or QThreadPool.globalInstance().activeThreadCount()) and time.monotonic() < deadline:
+           or not w.workspace.jobs.idle) and time.monotonic() < deadline:
         app.processEvents()
         time.sleep(0.01)
     if a.tab == "attention":
@@ -77,10 +77,12 @@ def main() -> None:
             spent[name].append(time.perf_counter() - t)
         return run
 
-    for name in ("_on_steps", "_on_evaluation", "_on_started"):  # the dispatch table is built on the first event
-        setattr(w.training, name, timed(name, getattr(w.training, name)))
-    for name in ("_on_probe", "_on_steps", "_on_evaluation"):  # the workspace's, taking the events in
-        setattr(w.workspace, name, timed(f"workspace.{name}", getattr(w.workspace, name)))
+    for owner, prefix, names in ((w.training, "", ("_on_steps", "_on_evaluation", "_on_started")),
+                                 (w.workspace, "workspace.", ("_on_probe", "_on_steps", "_on_evaluation"))):
+        handlers = owner._handlers  # each event type's handler, as dispatched
+        for kind, handler in handlers.items():
+            if getattr(handler, "__name__", "") in names:
+                handlers[kind] = timed(prefix + handler.__name__, handler)
     update = w.workspace.diagnose
     w.training.diag_timer.timeout.disconnect()
     w.training.diag_timer.timeout.connect(lambda: timed("diagnose", lambda _: update())(None))

@@ -53,7 +53,7 @@ def child_headless(steps: int) -> dict:
 
 
 def child_gui(steps: int) -> dict:
-    from PySide6.QtCore import QEventLoop, QThreadPool, QTimer
+    from PySide6.QtCore import QEventLoop, QTimer
     from PySide6.QtWidgets import QApplication
 
     app = QApplication.instance() or QApplication([])
@@ -88,7 +88,7 @@ def child_gui(steps: int) -> dict:
     timer.timeout.connect(tick)
     timer.start()
     deadline = time.monotonic() + 120  # let the startup work (corpus preview, panel imports) finish first
-    while (w.corpus_panel.loading or w.corpus_panel.info is None or QThreadPool.globalInstance().activeThreadCount())\
+    while (w.corpus_panel.loading or w.corpus_panel.info is None or not w.workspace.jobs.idle)\
             and time.monotonic() < deadline:
         app.processEvents()
         time.sleep(0.01)

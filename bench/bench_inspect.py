@@ -75,7 +75,9 @@ def bench_capture(loaded, T: int, repeat: int) -> dict:
 def bench_grid(loaded, T: int, repeat: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
+    from fatstudio.core.app.workspace import Workspace
     from fatstudio.core.inference.generation import attention_maps_for_ids as capture_attention
+    from fatstudio.qt.jobs import new_jobs
     from fatstudio.qt.panels.attention import AttentionPanel
 
     app = QApplication.instance() or QApplication([])
@@ -85,7 +87,7 @@ def bench_grid(loaded, T: int, repeat: int) -> dict:
     for _ in range(2):  # alternate two different passes so every redraw has new numbers
         ids = torch.randint(0, tok.vocab_size - 4, (T,), generator=g).tolist()
         maps_list.append(capture_attention(model, tok, ids))
-    panel = AttentionPanel()
+    panel = AttentionPanel(Workspace(jobs=new_jobs()))
     panel.resize(1400, 900)
     panel.show()
     app.processEvents()
@@ -119,10 +121,12 @@ def bench_streaming(loaded, tokens: int) -> dict:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
+    from fatstudio.core.app.workspace import Workspace
+    from fatstudio.qt.jobs import new_jobs
     from fatstudio.qt.panels.prompt import PromptPanel
 
     app = QApplication.instance() or QApplication([])
-    panel = PromptPanel()
+    panel = PromptPanel(Workspace(jobs=new_jobs()))
     panel.resize(900, 600)
     panel.show()
     panel.set_model(loaded)

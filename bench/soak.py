@@ -60,7 +60,7 @@ def soak(minutes: float, every: float, preset_index: int) -> list[dict]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     os.environ.setdefault("FATSTUDIO_RUNS", tempfile.mkdtemp(prefix="fatstudio-soak-"))
     os.environ.setdefault("FATSTUDIO_STATE", str(Path(tempfile.mkdtemp(prefix="fatstudio-soak-state-")) / "s.ini"))
-    from PySide6.QtCore import QThreadPool, QTimer
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication, QPushButton
 
     app = QApplication.instance() or QApplication([])
@@ -84,7 +84,7 @@ def soak(minutes: float, every: float, preset_index: int) -> list[dict]:
         return until()
 
     pump(lambda: not w.corpus_panel.loading and w.corpus_panel.info is not None
-         and not QThreadPool.globalInstance().activeThreadCount(), 180)
+         and w.workspace.jobs.idle, 180)
     ticks: list[float] = []
     timer = QTimer()
     timer.setInterval(10)

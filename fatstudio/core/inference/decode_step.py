@@ -1,5 +1,6 @@
 """A compiled decode step, one per loaded model: Algorithm 14's forward with static shapes
-(`model.attention.StaticKVCache`), compiled once, in the background, by the `Compiler` the device takes.
+(`model.attention.StaticKVCache`), compiled once (`compile`: the app runs it as a job once a generation has run
+without it, `wanted`) by the `Compiler` the device takes.
 
 `inference.generate` asks it for a `session` at the start of each generation: once compiled (and not in use
 by another generation) every forward of the generation goes through the static cache, compiled for one token
@@ -30,7 +31,6 @@ import torch
 from ..device import compile_problem, cpp_compiler_problem, model_device
 from ..model import Transformer
 from ..model.attention import StaticKVCache
-from ..threads import spawn
 from .decode_export import allocated_cache, aot_compile, cached_steps, is_cached
 from .prompting import default_slide
 
@@ -101,7 +101,7 @@ def _first_line(e: Exception) -> str:
 class DecodeStep:
     """The compiled steps of a decoder-only model over its static cache: one graph for a token and one for the
     window `generate` refills when the context is full (``lengths``: 1 and l_max + 1 - its default slide).
-    `start` (or the end of the first `session`) compiles in the background with ``compiler``."""
+    `compile` compiles with ``compiler``; a `session` without it marks it `wanted`."""
 
     def __init__(self, model: Transformer, *, compiler: Compiler = default_compiler):
         self.model, self.compiler = model, compiler
@@ -112,6 +112,7 @@ class DecodeStep:
         self.compile_s: float | None = None  # how long compiling took, once ready
         self._graphs: dict[int, Step] = {}  # T -> the compiled step for x of shape (1, T)
         self._started = False
+        self._wanted = False  # a generation asked for the compiled step before it was ready
         self._note: str | None = None
         self._in_use = threading.Lock()  # held by compiling, then by the generation using the cache
         self._state = threading.Lock()
@@ -130,16 +131,27 @@ class DecodeStep:
             return "relative positions slice their table at the position, so the step has no fixed shapes"
         return None
 
-    def start(self) -> None:
-        """Compile in a background thread, once (later calls do nothing)."""
-        with self._state:
-            if self._started:
-                return
-            self._started = True
-        spawn(self._compile, "decode-step")
+    @property
+    def wanted(self) -> bool:
+        """A generation ran eagerly because there was no compiled step, and none is compiling yet: the long-lived
+        process (the app) compiles it now, as a job (`compile`)."""
+        return self._wanted and not self._started
 
-    def _compile(self) -> None:
-        _lower_priority()
+    @property
+    def done(self) -> bool:
+        """Compiling has ended, ready or not."""
+        return self._done.is_set()
+
+    def compile(self) -> None:
+        """Compile, once, in the calling thread (a job's: at the lowest CPU priority); a second call waits for the
+        first to end."""
+        with self._state:
+            started, self._started = self._started, True
+        if started:
+            self._done.wait()
+            return
+        if threading.current_thread() is not threading.main_thread():
+            _lower_priority()
         problem = self.problem()
         if problem is None:
             try:
@@ -160,7 +172,7 @@ class DecodeStep:
         self._done.set()
 
     def load_cached(self) -> bool:
-        """For a one-shot process (the command line), instead of `start`: the step of this model's shape if an
+        """For a one-shot process (the command line), instead of `compile`: the step of this model's shape if an
         earlier compile left it in the cache folder (`decode_export.cached_steps`: milliseconds); never compiles.
         True if the step is ready."""
         with self._state:
@@ -175,8 +187,12 @@ class DecodeStep:
         return self.ready
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Start compiling and wait until it has ended, ready or not (False: ``timeout`` seconds passed)."""
-        self.start()
+        """Compile here if nothing has started compiling, else wait until it has ended, ready or not (False:
+        ``timeout`` seconds passed)."""
+        with self._state:
+            started = self._started
+        if not started:
+            self.compile()
         return self._done.wait(timeout)
 
     def parts(self) -> tuple[Transformer, StaticKVCache, list[int]]:
@@ -207,14 +223,14 @@ class DecodeStep:
     @contextlib.contextmanager
     def session(self) -> Iterator[Compiled | None]:
         """For one generation: the static cache and the compiled step, or None while compiling, where it
-        cannot compile, or while another generation uses it. Compiling starts when the first generation ends, not
-        beside it: in the same process it would take the GIL from the generation at every tensor operation (an
-        eager generation ran at 26 instead of 838 tokens/s while it compiled)."""
+        cannot compile, or while another generation uses it; without it the step is `wanted`. Compiling starts
+        when that generation ends, not beside it: in the same process it would take the GIL from the generation at
+        every tensor operation (an eager generation ran at 26 instead of 838 tokens/s while it compiled)."""
         if not self.ready or not self._in_use.acquire(blocking=False):
             try:
                 yield None
             finally:
-                self.start()
+                self._wanted = True
             return
         try:
             yield Compiled(self.cache, self.step)

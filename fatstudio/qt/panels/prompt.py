@@ -507,6 +507,9 @@ class PromptPanel(QWidget):
 
     def _on_end(self, _status) -> None:
         self._job = None
+        decoder = self.loaded.decoder if self.loaded is not None else None
+        if decoder is not None and decoder.wanted:  # it ran eagerly for want of the compiled step: compile it now
+            self.workspace.jobs.submit("compile", decoder.compile)
         self._finish()
 
     def _show_event(self, event: PromptEvent) -> None:
