@@ -102,3 +102,36 @@ def test_the_knockout_weights_follow_the_slider_through_training_and_its_end_and
     qtbot.waitUntil(lambda: heads.result is not None, timeout=LONG)
     assert "weights of step 10" in heads.summary.text()
 
+
+def test_when_the_focus_moves_to_other_weights_the_tab_shows_no_number_of_the_old_ones(qtbot, workspace):
+    """The user's text's maps, their head scores and lens, and a patching result are the focus's model's: when the
+    focus moves to other weights they go (a patching result on its way too), and the tab says what it shows."""
+    from test_attention import make_loaded
+
+    from fatstudio.qt.panels.attention import AttentionPanel
+
+    panel = AttentionPanel(workspace)
+    qtbot.addWidget(panel)
+    first, other = make_loaded("gpt"), make_loaded("gpt")
+    workspace.set_model(first)
+    assert panel.loaded is first
+    tok = first.tokenizer
+    panel.show_maps(generation.attention_maps_for_ids(first.model, tok, tok.encode("the fox")))
+    lens, patching = panel.lensView, panel.patchingView
+    qtbot.waitUntil(lambda: lens.lens is not None and panel.scores is not None, timeout=LONG)
+    assert "your text" in lens.captionLabel.text() and "Your text" in panel.sourceSwitch.caption.text()
+    patching.cleanEdit.setText("the fox")
+    patching.corruptEdit.setText("the dog")
+    patching.runButton.click()
+    qtbot.waitUntil(lambda: patching.result is not None, timeout=LONG)
+    assert patching.map.matrix is not None and patching.heads.rowCount() == 2
+
+    workspace.set_model(other)
+    assert panel.loaded is other and panel.maps is None and panel.text_maps is None and panel.scores is None
+    assert lens.lens is None and panel.source() is None
+    assert patching.result is None and patching.map.matrix is None and patching.heads.rowCount() == 0
+    assert patching.runButton.isEnabled()  # the same prompts, patched again on the weights in focus
+    patching.runButton.click()
+    workspace.set_model(first)  # the focus moves while it patches: what arrives is not shown
+    qtbot.waitUntil(lambda: workspace.jobs.idle, timeout=LONG)
+    assert patching.result is None and patching.map.matrix is None
