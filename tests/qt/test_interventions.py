@@ -299,3 +299,21 @@ def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot, w
     qtbot.addWidget(view)
     view._on_result(TextAblation("self/0/1", "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35]))
     assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag
+
+
+def test_the_summary_says_when_the_table_is_of_other_weights_than_those_chosen(qtbot, panel, run_dir):
+    view = panel.ablationView
+    view.set_sources(None, None, str(run_dir))  # the run training, no model in focus yet: its saved steps
+    view.followCheck.setChecked(False)
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(30))
+    view.start()
+    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+    assert "step 30;" in view.status.text() and "The table is of" not in view.status.text()
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(20))
+    assert "The table is of step 30; the weights chosen now are step 20: Run measures them." in view.status.text()
+    view.set_sources(panel.loaded, str(run_dir), str(run_dir))  # the run's final model (step 30) loaded
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(None))
+    assert view.stepCombo.currentText() == "model loaded · step 30"
+    assert "The table is of" not in view.status.text()  # the same weights: step 30 of the same run
+    view.set_sources(None)
+    assert "The table is of step 30; no weights are chosen now." in view.status.text()

@@ -120,10 +120,11 @@ class AblationView(QWidget):
         self.kind = "zero"
         self.step: int | None = None  # the step of the weights measured
         self.folder: str | None = None  # the run whose saved steps the chooser lists
+        self.loaded_run: str | None = None  # the run the model loaded is of (its folder, or the run it is a snapshot of)
         self.slider_step: int | None = None  # the probe slider's step (`follow_step`)
         self.complete = False
         self._call: Job | None = None
-        self._measured: tuple[Where, object] = (None, None)  # the weights of the table: (where, the model loaded)
+        self._measured: tuple[str | None, int] | None = None  # the weights of the table (`_weights_of`)
         self._result = ""  # the summary of the table measured, in words
         self._stop = threading.Event()
         self._sink: list = []
@@ -200,7 +201,7 @@ class AblationView(QWidget):
         """The model loaded (from ``loaded_dir``; None: a snapshot), the steps whose weights the run shown
         (``run_dir``, else ``loaded_dir``) keeps, and its probe steps that keep none (listed greyed). The choice
         stays, or with "follow the slider" on is the slider's step's weights if they are listed."""
-        self.loaded = loaded
+        self.loaded, self.loaded_run = loaded, loaded_dir or run_dir
         combo = self.stepCombo
         chosen = combo.currentData()
         combo.blockSignals(True)
@@ -250,9 +251,11 @@ class AblationView(QWidget):
             return None if self.loaded is not None and self.stepCombo.count() else False
         return (self.folder, data) if isinstance(data, int) and self.folder else False
 
-    def _chosen_step(self) -> int | None:
-        where = self.chosen_weights()
-        return where[1] if isinstance(where, tuple) else self.loaded.step if where is None and self.loaded else None
+    def _weights_of(self, where: Where | Literal[False]) -> tuple[str | None, int] | None:
+        """The run and step of the weights ``where`` (None: the model loaded; False: none)."""
+        if where is None and self.loaded is not None:
+            return self.loaded_run, self.loaded.step
+        return where or None
 
     def _choice_changed(self, *_args) -> None:
         """Say whose weights are chosen (beside the focus's, in the header) and whether the table is of them."""
@@ -265,11 +268,11 @@ class AblationView(QWidget):
 
     def _other_weights(self) -> str:
         """What the summary adds when the weights chosen are not the table's ("" when they are)."""
-        where, (measured, loaded) = self.chosen_weights(), self._measured
-        if where == measured and (where is not None or self.loaded is loaded):
+        chosen = self._weights_of(self.chosen_weights())
+        if chosen == self._measured:
             return ""
-        step = self._chosen_step()
-        now = "no weights are chosen now" if step is None else f"the weights chosen now are step {step:,}: Run measures them"
+        now = ("no weights are chosen now" if chosen is None
+               else f"the weights chosen now are step {chosen[1]:,}: Run measures them")
         return f" <b>The table is of step {self.step:,}; {now}.</b>"
 
     # ---- measuring --------------------------------------------------------------------------------------------
@@ -286,7 +289,8 @@ class AblationView(QWidget):
             return
         self.kind = self.kindCombo.currentData()
         self.rows, self.baseline, self.complete, self.seconds, self._result = [], None, False, None, ""
-        self.step, self._measured = self._chosen_step(), (source, self.loaded)
+        self._measured = self._weights_of(source)
+        self.step = self._measured[1] if self._measured else None
         self.table.setRowCount(0)
         self._stop, self._sink = threading.Event(), []
         self._started = time.monotonic()
