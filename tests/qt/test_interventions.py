@@ -15,8 +15,8 @@ from fatstudio.core.inference import generation
 from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
 from fatstudio.core.runs.folder import Run, load_at_step
-from fatstudio.qt.panels import attention_head_ablation
 from fatstudio.qt.panels.attention import AttentionPanel
+from fatstudio.qt.panels.attention_head_ablation import HeadAblationView
 from fatstudio.qt.panels.attention_patching import PatchingView
 
 NAMES = ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"]
@@ -44,7 +44,7 @@ def panel(qtbot, run_dir, workspace):
     qtbot.addWidget(p)
     p.resize(1300, 800)
     loaded = Run.open(run_dir).load_model()
-    p.set_model(loaded)
+    workspace.set_model(loaded, str(run_dir))  # the focus: the run's final weights, which the panel follows
     p.show_maps(generation.attention_maps_for_ids(loaded.model, loaded.tokenizer,
                                                  loaded.tokenizer.encode("the lazy fox")))
     p.show()
@@ -117,14 +117,13 @@ def test_the_weights_offer_every_saved_step_and_each_measures_its_own_table(qtbo
 
 def test_the_weights_follow_the_probe_slider_and_the_head_ablation_uses_them(qtbot, panel, run_dir):
     view, run = panel.ablationView, Run.open(run_dir)
-    panel.workspace = types.SimpleNamespace(loaded_dir=str(run_dir), run_dir=str(run_dir))
     panel.set_probes(probes.list_probes(run_dir))
     combo = view.stepCombo
     assert [combo.itemData(i) for i in range(combo.count())] == [None, 10, 20]  # step 30 is the model loaded
     assert combo.currentIndex() == 0  # the slider at 30
     panel.probeTimeline.set_index(0)
     assert combo.currentData() == 10
-    menu = attention_head_ablation.head_menu(panel, 1, 0)
+    menu = panel.head_menu(1, 0)
     assert menu.actions()[0].text() == "Ablate this head (zero) · weights of step 10"
     menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: panel.headAblationView.result is not None, timeout=LONG)
@@ -138,8 +137,8 @@ def test_the_weights_follow_the_probe_slider_and_the_head_ablation_uses_them(qtb
 
 
 def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_probabilities(qtbot, panel, tmp_path):
-    assert attention_head_ablation.head_menu(panel, 0, 2) is None  # the mean's column
-    menu = attention_head_ablation.head_menu(panel, 1, 0)
+    assert panel.head_menu(0, 2) is None  # the mean's column
+    menu = panel.head_menu(1, 0)
     actions = menu.actions()
     assert [a.text() for a in actions][0] == "Ablate this head (zero)" and "mean" in actions[1].text()
     actions[0].trigger()
@@ -296,7 +295,25 @@ def test_a_right_click_on_a_thumbnail_asks_for_its_menu(qtbot, panel):
 def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot, workspace):
     from fatstudio.core.inspect.ablation import TextAblation
 
-    view = attention_head_ablation.HeadAblationView(workspace)
+    view = HeadAblationView(workspace)
     qtbot.addWidget(view)
     view._on_result(TextAblation("self/0/1", "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35]))
     assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag
+
+
+def test_the_summary_says_when_the_table_is_of_other_weights_than_those_chosen(qtbot, panel, run_dir):
+    view = panel.ablationView
+    view.set_sources(None, None, str(run_dir))  # the run training, no model in focus yet: its saved steps
+    view.followCheck.setChecked(False)
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(30))
+    view.start()
+    qtbot.waitUntil(lambda: not view.running, timeout=LONG)
+    assert "step 30;" in view.status.text() and "The table is of" not in view.status.text()
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(20))
+    assert "The table is of step 30; the weights chosen now are step 20: Run measures them." in view.status.text()
+    view.set_sources(panel.loaded, str(run_dir), str(run_dir))  # the run's final model (step 30) loaded
+    view.stepCombo.setCurrentIndex(view.stepCombo.findData(None))
+    assert view.stepCombo.currentText() == "model loaded · step 30"
+    assert "The table is of" not in view.status.text()  # the same weights: step 30 of the same run
+    view.set_sources(None)
+    assert "The table is of step 30; no weights are chosen now." in view.status.text()

@@ -21,24 +21,30 @@
   the highest, where ≥ 0.5, in the grid's thumbnail titles; for a probe step, the scores the trainer saved
   with that step's maps (induction from that step's weights; an older run's files have prev, diag and sink);
 - over training time: ``probeSlider`` (a QSlider) runs over the evaluation steps whose probe maps the run
-  saved (`set_probes` for a reopened run, `add_probe` for each new one while training); moving it, or the
-  play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid and large map;
+  saved (`set_probes` for a reopened run, `add_probe` for each new one while training; `attention_probes`);
+  moving it, or the play button (``probePlayButton``, a QTimer stepping it), shows that step's maps in the grid
+  and large map;
   ``headScoresPlot`` draws one head score (``headScoreCombo``, opening on the one that rises most over the
   run: a head forming) of every head of the kind shown against the step (`core.probes.score_history`), a dashed line at the
   slider's step, the head shown large drawn bold (click a line to show that head); when every line is flat
   it folds to a one-line note;
 - experiments beside the grid, as tabs next to the head shown large (``viewTabs``): the knock-out table
-  (``ablationTable``, `attention_ablation`), activation patching (``patchingView``, `attention_patching`), and a
-  head knocked out on the text shown (right-click a head in the grid: ``headAblationView``,
-  `attention_head_ablation`);
+  (``ablationTable``, `attention_ablation`, its weights following the slider's step), activation patching
+  (``patchingView``, `attention_patching`), and a head knocked out on the text shown (right-click a head in the
+  grid, `head_menu`: ``headAblationView``, `attention_head_ablation`, on the knock-out table's weights);
 - under the maps, the logit lens of the text shown (``lensView``, `attention_lens`): the probe step's, saved
   with its maps (so the slider scrubs it over training), or the user's text's, measured in a worker;
 - export the large map as a picture with its token labels (`export_png`; "grid": the layers × heads of the
   kind shown as the core's heatmaps) and its numbers as CSV (`export_csv`), both written by the core's
-  `AttentionMaps` (the CLI's writers and colours) except the picture of the view.
+  `AttentionMaps` (the CLI's writers and colours) except the picture of the view (`attention_export`).
 
 The arrays drawn are the ones in the `AttentionMaps` given to `show_maps`, untouched; what there is (kinds,
-layers, heads) and every number shown come from it.
+layers, heads) and every number shown come from it. The model the tab computes from is the focus's
+(`workspace.focus`, said in ``attentionFocusLabel``): the user's text's maps go when the focus moves to other
+weights, and each experiment says which weights it uses when they are not the focus's.
+
+The panel holds what is shown and passes it to its parts (the views of `attention_*`, each given the workspace),
+which answer with signals; no part imports the panel.
 """
 from __future__ import annotations
 
@@ -49,10 +55,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
+    QMenu,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -68,20 +75,30 @@ from ..widgets.probe_timeline import ProbeTimeline
 from ..widgets.query_strips import QueryStrips
 from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
 from ..widgets.view_bar import ViewBar
-from . import attention_ablation, attention_export, attention_lens, attention_probes, attention_scores
+from . import attention_export
+from .attention_ablation import AblationView
+from .attention_export import save_with_dialog, show_message
+from .attention_head_ablation import HeadAblationView
 from .attention_lens import LensView
+from .attention_patching import PatchingView
+from .attention_probes import ProbeMaps
+from .attention_scores import HeadScoreMeter
 
 if TYPE_CHECKING:
-    from PySide6.QtWidgets import QTableWidget
-
-    from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
-    from .attention_ablation import AblationView
-    from .attention_head_ablation import HeadAblationView
-    from .attention_patching import PatchingView
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
+
+
+def _give_height(splitter: QSplitter, part: int, want: int) -> None:
+    """Part ``part`` of the splitter (the score plot, the token strips, the lens) folded, unfolded or grown to
+    ``want`` px: the maps (its part 1) give or take the height."""
+    sizes = splitter.sizes()
+    if sum(sizes):
+        sizes[1] += sizes[part] - want
+        sizes[part] = want
+        splitter.setSizes(sizes)
 
 
 class AttentionPanel(QWidget):
@@ -90,10 +107,6 @@ class AttentionPanel(QWidget):
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
-    ablationView: AblationView  # the experiments beside the grid (`attention_ablation.add_experiments`)
-    ablationTable: QTableWidget
-    patchingView: PatchingView
-    headAblationView: HeadAblationView
 
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
@@ -103,14 +116,10 @@ class AttentionPanel(QWidget):
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
         self.head_chosen = False  # the user chose the layer or head: new maps keep it (until another run's probes)
-        self.probe_folder: Path | None = None  # the folder of the run's probes shown (`set_probes`)
         self.query: int | None = None
-        self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`)
+        self.loaded = None  # the LoadedModel whose head scores are measured (`set_model`: the focus's)
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
-        self._scores_call: Job | None = None
-        self._scores_for: object = None  # the maps the call in flight measures
-        self.probe_step: int | None = None  # the step whose probe maps were shown last
-        self._probe_maps: AttentionMaps | None = None
+        self._scores_for: object = None  # the maps whose scores are measured or shown
         self.workspace = workspace
         self._build()
         workspace.focus.changed.connect(self._focus_changed)  # the head scores are the focus's model's
@@ -157,11 +166,13 @@ class AttentionPanel(QWidget):
         self.probeTimeline = ProbeTimeline()
         pl.addWidget(self.probeTimeline)
         self.browser = MapBrowser()
-        attention_ablation.add_experiments(self)  # ablationView, patchingView, headAblationView beside the grid
+        self._add_experiments()
 
         self.strips = QueryStrips()
 
         self.scoreHistory = HeadScoreHistory()
+        self.probes = ProbeMaps(self.probeTimeline, self.scoreHistory, self)  # the slider's steps and their maps
+        self.scoreMeter = HeadScoreMeter(self.workspace, self)  # the scores of the maps shown, measured
         self.lensView = LensView(self.workspace)  # the logit lens of the text shown, under the maps (`attention_lens`)
         vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
         vsplit.addWidget(self.scoreHistory)
@@ -186,13 +197,19 @@ class AttentionPanel(QWidget):
         self.browser.cellClicked.connect(self._on_grid_clicked)
         self.browser.queryClicked.connect(self.select_query)
         self.strips.queryClicked.connect(self.select_query)
-        self.probeTimeline.indexChanged.connect(lambda i: attention_probes.on_probe_slider(self, i))
-        self.probeTimeline.indexChanged.connect(self._move_score_marker)
+        self.probes.listed.connect(self._probes_listed)
+        self.probes.shown.connect(self._show)
+        self.probes.stepsChanged.connect(self._probe_steps_changed)
+        self.probes.failed.connect(lambda message: show_message(self.messageLabel, message, error=True))
+        self.probeTimeline.stepChanged.connect(self._slider_moved)
+        self.scoreMeter.measured.connect(self._scores_measured)
+        self.scoreMeter.failed.connect(lambda message: show_message(
+            self.messageLabel, f"Could not measure the head scores: {message}", error=True))
         self.viewChanged.connect(self._update_source)
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
         for part, asking in ((0, self.scoreHistory), (2, self.strips), (3, self.lensView)):  # the maps (1) give it
-            asking.heightWanted.connect(partial(attention_lens.give_height, vsplit, part))
+            asking.heightWanted.connect(partial(_give_height, vsplit, part))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -203,10 +220,24 @@ class AttentionPanel(QWidget):
             s.headScoreCombo, s.headScoresPlot, s.headScoresNote, s.headScoresToggle)
         self.queryStrip, self.tokenStrip = self.strips.queryStrip, self.strips.tokenStrip
         self.viewBar.fitClicked.connect(self.browser.attentionView.reset_zoom)
-        self.viewBar.exportPngClicked.connect(lambda: attention_export.export_png_dialog(self))
-        self.viewBar.exportCsvClicked.connect(lambda: attention_export.export_csv_dialog(self))
+        self.viewBar.exportPngClicked.connect(lambda: self._export_dialog("PNG image (*.png)", ".png", self.export_png))
+        self.viewBar.exportCsvClicked.connect(lambda: self._export_dialog("CSV table (*.csv)", ".csv", self.export_csv))
         self.kindCombo, self.layerCombo, self.headCombo = self.viewBar.kindCombo, self.viewBar.layerCombo, self.viewBar.headCombo
 
+    def _add_experiments(self) -> None:
+        """The experiments as tabs beside the head shown large: ``ablationView`` (its ``ablationTable``),
+        ``patchingView`` and ``headAblationView`` (a right click on a head in the grid), which knocks heads out of
+        the weights chosen in the knock-out table."""
+        ws, tabs = self.workspace, self.browser.viewTabs
+        self.ablationView, self.patchingView = AblationView(ws), PatchingView(ws)
+        self.headAblationView = HeadAblationView(ws)
+        for view, title in ((self.ablationView, "Knock-out table"), (self.patchingView, "Patching"),
+                            (self.headAblationView, "Head knocked out")):
+            tabs.addTab(view, title)
+        self.ablationTable = self.ablationView.table
+        self.ablationView.weightsChosen.connect(self.headAblationView.set_weights)
+        self.headAblationView.showRequested.connect(lambda: tabs.setCurrentWidget(self.headAblationView))
+        self.browser.cellMenuRequested.connect(self._show_head_menu)
 
     # ---- data ---------------------------------------------------------------------------------------------
     def kinds(self) -> list[str]:
@@ -253,8 +284,8 @@ class AttentionPanel(QWidget):
         """Show the user's text's maps (`TEXT`) or the probe maps at the slider's step (`PROBE`), if there are."""
         if source == TEXT and self.text_maps is not None:
             self._show(self.text_maps)
-        elif source == PROBE and self.probeTimeline.probe_paths:
-            attention_probes.on_probe_slider(self, self.probeTimeline.index())
+        elif source == PROBE and self.probes.paths:
+            self.probes.show_index(self.probeTimeline.index())
         else:
             self._update_source()
 
@@ -274,14 +305,14 @@ class AttentionPanel(QWidget):
         self.query = None
         self.messageLabel.setVisible(False)
         self.stack.setCurrentIndex(1)
-        saved = attention_scores.saved_scores(self)
+        saved = self._saved_scores()
         if saved is not None:
             self.scores, self._scores_for = saved, maps
         elif self.scores is not None and self._scores_for is not maps:
             self.scores = None  # the old maps' scores: not shown beside new maps
         self._refresh(new_maps=True)
-        attention_scores.request_scores(self)
-        attention_lens.follow(self)
+        self._measure_scores()
+        self._follow_lens()
 
     def clear(self) -> None:
         """Forget the user's text's maps and show none (the probe slider stays)."""
@@ -375,14 +406,44 @@ class AttentionPanel(QWidget):
         self.lensView.set_model(loaded)
         self._refresh_sources()
         if self.maps is not None:
-            attention_scores.request_scores(self)
-            attention_lens.follow(self)
+            self._measure_scores()
+            self._follow_lens()
 
     def _refresh_sources(self, *_args) -> None:
-        attention_ablation.refresh_sources(self)
+        """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
+        ws = self.workspace
+        self.ablationView.set_sources(self.loaded, ws.loaded_dir, ws.run_dir, self.probe_steps())
+
+    def _saved_scores(self) -> HeadScores | None:
+        """The scores saved with the probe step shown (None: a prompt's maps, or none saved)."""
+        return self.score_history.get(self.probe_step) if self.showing_probe and self.probe_step is not None else None
+
+    def _measure_scores(self) -> None:
+        """Measure the scores of the maps shown in a worker, unless they are a probe step's saved ones; the table
+        and the grid show them when they arrive, if those maps are still shown."""
+        if self.maps is None or self._saved_scores() is not None:
+            self.scoreMeter.cancel()
+            return
+        self._scores_for = self.maps
+        # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
+        self.scoreMeter.measure(self.maps, None if self.showing_probe else self.loaded)
+
+    def _scores_measured(self, maps: AttentionMaps, scores: HeadScores) -> None:
+        if maps is self.maps:
+            self.scores = scores
+            if self.kind is not None:
+                self._draw_grid()
 
     def scores_pending(self) -> bool:
-        return self._scores_call is not None and self._scores_call.running
+        return self.scoreMeter.pending()
+
+    def _follow_lens(self) -> None:
+        """Show the lens of the maps shown: saved with the probe step's, or measured for the user's text."""
+        step = self.probe_step
+        if self.showing_probe and step is not None and step in self.probes.paths:
+            self.lensView.show_probe(self.probes.paths[step], step)
+        else:
+            self.lensView.show_text(self.maps)
 
     def score_table(self) -> list[dict[str, str]]:
         """The entropy table as shown (in its current order): one dict per row, column (`TABLE_COLUMNS`) → text."""
@@ -424,15 +485,36 @@ class AttentionPanel(QWidget):
         self.query = q
         self._overlay()
 
-    def _on_grid_clicked(self, row: int, col: int) -> None:
+    def _cell(self, row: int, col: int) -> tuple[str, int, int] | None:
+        """The grid's thumbnail (row, column) as (kind, layer, head; MEAN: the mean's column); None: no such."""
         layers = self.layers()
-        if not 0 <= row < len(layers):
+        if self.maps is None or self.kind is None or not 0 <= row < len(layers):
+            return None
+        heads = self.maps.n_heads(map_name(self.kind, layers[row]))
+        return self.kind, layers[row], MEAN if col >= heads else col
+
+    def _on_grid_clicked(self, row: int, col: int) -> None:
+        cell = self._cell(row, col)
+        if cell is None:
             return
-        maps, kind = self._shown()
-        heads = maps.n_heads(map_name(kind, layers[row]))
+        kind, layer, head = cell
         self.browser.viewTabs.setCurrentIndex(0)  # the head large
-        self.set_view(layer=layers[row], head=MEAN if col >= heads else col)
+        self.set_view(layer=layer, head=head)
         self.headClicked.emit(kind, self.layer, self.head)
+
+    def head_menu(self, row: int, col: int) -> QMenu | None:
+        """The grid's context menu for thumbnail (row, column): the head's ablations on the text shown
+        (`HeadAblationView.menu`; None: the mean's column, or no maps shown)."""
+        cell, maps = self._cell(row, col), self.maps
+        if cell is None or cell[2] == MEAN or maps is None:
+            return None
+        kind, layer, head = cell
+        return self.headAblationView.menu(f"{map_name(kind, layer)}/{head}", maps, self)
+
+    def _show_head_menu(self, row: int, col: int, at: QPoint) -> None:
+        menu = self.head_menu(row, col)
+        if menu is not None:
+            menu.popup(at)
 
     # ---- probe maps over training time -------------------------------------------------------------------
     def probe_steps(self) -> list[int]:
@@ -440,21 +522,42 @@ class AttentionPanel(QWidget):
         return self.probeTimeline.probe_steps()
 
     @property
+    def probe_step(self) -> int | None:
+        """The step whose probe maps were shown last."""
+        return self.probes.step
+
+    @property
     def showing_probe(self) -> bool:
         """Whether the maps shown are a saved probe's (not a prompt's)."""
-        return self.maps is not None and self.maps is self._probe_maps
+        return self.maps is not None and self.maps is self.probes.maps
 
     def set_probes(self, paths: Mapping[int, str | Path]) -> None:
-        """The run's saved probe files by step (`probes.list_probes`; `attention_probes.set_probes`)."""
-        attention_probes.set_probes(self, paths)
+        """The run's saved probe files by step (`probes.list_probes`): the slider runs over them and the last
+        step's maps are shown. Empty: the slider hides, and probe maps shown give way to the user's text's."""
+        showing = self.showing_probe
+        self.probes.set_paths(paths)
+        if not paths and showing:
+            self.show_maps(self.text_maps)
 
     def add_probe(self, step: int, path: str | Path, scores: dict | None = None) -> None:
-        """A new evaluation's probe maps and head ``scores`` (`attention_probes.add_probe`)."""
-        attention_probes.add_probe(self, step, path, scores)
+        """A new evaluation's probe maps and head ``scores`` (`ProbeMaps.add`): shown if the maps shown are a
+        probe's (or there are none) and the slider was at the last step."""
+        self.probes.add(step, path, scores, follow=self.maps is None or self.showing_probe)
 
-    def _update_probe_label(self) -> None:
-        self.probeTimeline.update_label()
+    def _probes_listed(self, another: bool) -> None:
+        """A run's probe files listed anew: their lenses are read again; another run's open on their most
+        informative head again."""
+        self.lensView.forget_probes()
+        if another:
+            self.head_chosen = False
+
+    def _probe_steps_changed(self) -> None:
         self._update_source()
+        self._refresh_sources()  # the knock-out table lists the probe steps
+
+    def _slider_moved(self, step: int | None) -> None:
+        self._update_source()
+        self.ablationView.follow_step(step)  # the experiments' weights follow the slider's step
 
     # ---- head scores over training time ----------------------------------------------------------------------
     SCORE_PLOT_MAX = HeadScoreHistory.SCORE_PLOT_MAX
@@ -480,9 +583,6 @@ class AttentionPanel(QWidget):
         self.scoreHistory.set_view(self.kind, self.current_name() if self.kind is not None else None, self.head)
         self.scoreHistory.draw()
 
-    def _move_score_marker(self, *_args) -> None:
-        self.scoreHistory.set_marker(self.probeTimeline.current_step())
-
     def _on_score_curve_clicked(self, name: str, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:
             kind, layer = parse_map_name(name)
@@ -491,8 +591,14 @@ class AttentionPanel(QWidget):
     # ---- export (`attention_export`) ----------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
         """Save the large map as it is shown ("view") or the head grid ("grid"); returns the path."""
-        return attention_export.export_png(self, path, what)
+        names = [map_name(self.kind, layer) for layer in self.layers()] if self.kind is not None else []
+        return attention_export.export_png(path, self.maps, self.attentionView, names, what)
 
     def export_csv(self, path) -> Path:
         """Save the numbers of the large map (the core's `AttentionMaps.head_csv`)."""
-        return attention_export.export_csv(self, path)
+        return attention_export.export_csv(path, self.maps, self.current_name(), self.head)
+
+    def _export_dialog(self, filt: str, suffix: str, fn) -> None:
+        if self.maps is not None:
+            save_with_dialog(self, attention_export.export_name(self.kind, self.layer, self.head), filt, suffix, fn,
+                             self.messageLabel)

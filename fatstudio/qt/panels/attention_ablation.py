@@ -5,8 +5,12 @@ sorted by Δ and coloured by it; exported as the CLI's CSV (`KnockoutTable.csv`)
 
 The weights: the model loaded (a run's or a snapshot of a training run), or any step whose weights the run shown
 keeps (`core.runs.snapshots`: every evaluation's, and the last checkpoint's), so a head's necessity can be followed
-over training. With "follow the slider" on, the choice follows the probe slider's step (`follow_step`). Probe steps
-without weights (a run from before snapshots, or ``train.keep_weights = "last"``) are listed greyed."""
+over training. With "follow the slider" on, the choice is the probe slider's step (`follow_step`) whenever its
+weights are listed, also when the list is made again (`set_sources`: a new evaluation, the run's end, its final
+model loaded). Probe steps without weights (a run from before snapshots, or ``train.keep_weights = "last"``) are
+listed greyed. Weights other than the focus's are said in ``ablationFocusLabel``, and a table of other weights than
+those chosen says so in its summary (``ablationStatus``). ``weightsChosen`` tells the head ablation
+(`attention_head_ablation`), which uses the same weights."""
 from __future__ import annotations
 
 import copy
@@ -16,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QImage, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -32,6 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ...core.app.focus import Focus, run_name
 from ...core.inspect.components import component_label
 from ..widgets.focus_label import FocusLabel
 from ..widgets.token_view import signed_tint
@@ -40,38 +45,31 @@ from .attention_export import save_with_dialog, show_message
 if TYPE_CHECKING:
     from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
+    from ...core.inference.loaded import LoadedModel
     from ...core.inspect.ablation import KnockoutRow, KnockoutTable
-    from .attention import AttentionPanel
 
 KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
 DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
 COLUMNS = ("component", "loss", "Δ loss")
 
 
-def add_experiments(panel: AttentionPanel) -> None:
-    """The panel's experiments as tabs beside the head shown large: ``ablationView`` (its ``ablationTable``),
-    ``patchingView`` and ``headAblationView`` (a right click on a head in the grid)."""
-    from . import attention_head_ablation
-    from .attention_patching import PatchingView
-
-    panel.ablationView, panel.patchingView = AblationView(panel.workspace), PatchingView(panel.workspace)
-    panel.headAblationView = attention_head_ablation.HeadAblationView(panel.workspace)
-    for view, title in ((panel.ablationView, "Knock-out table"), (panel.patchingView, "Patching"),
-                        (panel.headAblationView, "Head knocked out")):
-        panel.browser.viewTabs.addTab(view, title)
-    panel.ablationTable = panel.ablationView.table
-    panel.browser.cellMenuRequested.connect(
-        lambda r, c, at: attention_head_ablation.show_head_menu(panel, r, c, at))
+Where = tuple[str, int] | None  # a run folder and a step whose weights it keeps, or None: the model loaded
 
 
-def refresh_sources(panel: AttentionPanel) -> None:
-    """The weights the knock-out table may measure: the model loaded, the run's checkpoint, its probe steps."""
-    ws = panel.workspace
-    panel.ablationView.set_sources(panel.loaded, ws.loaded_dir, ws.run_dir,
-                                   panel.probe_steps())
+def weights_words(where: Where, loaded: LoadedModel | None, focus: Focus) -> str | None:
+    """Whose weights ``where`` are (None: ``loaded``), in words, when they are not ``focus``'s ("weights of step
+    1,200"); None when they are."""
+    if where is None:
+        if loaded is None or loaded is focus.loaded:
+            return None
+        return f"weights of step {loaded.step:,}"
+    folder, step = where
+    if focus.loaded is not None and focus.is_run(folder) and focus.step == step:
+        return None
+    return f"weights of step {step:,}" + ("" if focus.is_run(folder) else f" of {run_name(folder)}")
 
 
-def weights_at(loaded, where: tuple[str, int] | None):
+def weights_at(loaded, where: Where):
     """In a worker: the weights of ``where`` (a run folder and a step its weights are saved at), else a copy of
     ``loaded`` (so hooks touch no model the app prompts)."""
     if where is None:
@@ -81,7 +79,7 @@ def weights_at(loaded, where: tuple[str, int] | None):
     return load_at_step(Run.open(where[0]), where[1])
 
 
-def measure(loaded, where: tuple[str, int] | None, kind: str, stop: threading.Event, sink: list,
+def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
             progress) -> KnockoutTable:
     """In a worker: the knock-out table of the weights `weights_at` ``where``, each row appended to ``sink`` as it
     is measured; stops when ``stop`` is set."""
@@ -108,7 +106,10 @@ class _Number(QTableWidgetItem):
 
 class AblationView(QWidget):
     """Kind and weights choosers, Run and Cancel, a status line and the ``ablationTable``; `set_sources` says
-    what can be measured."""
+    what can be measured, `follow_step` where the probe slider stands. ``weightsChosen(where, loaded)``: the
+    weights chosen changed (`chosen_weights`; None: ``loaded``, the model loaded), or the focus did."""
+
+    weightsChosen = Signal(object, object)
 
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
@@ -119,13 +120,18 @@ class AblationView(QWidget):
         self.kind = "zero"
         self.step: int | None = None  # the step of the weights measured
         self.folder: str | None = None  # the run whose saved steps the chooser lists
+        self.loaded_run: str | None = None  # the run the model loaded is of (its folder, or the run it is a snapshot of)
+        self.slider_step: int | None = None  # the probe slider's step (`follow_step`)
         self.complete = False
         self._call: Job | None = None
+        self._measured: tuple[str | None, int] | None = None  # the weights of the table (`_weights_of`)
+        self._result = ""  # the summary of the table measured, in words
         self._stop = threading.Event()
         self._sink: list = []
         self._started = 0.0
         self.seconds: float | None = None  # how long the last whole table took
         self._build()
+        workspace.focus.changed.connect(self._choice_changed)
 
     def _build(self) -> None:
         self.kindCombo = QComboBox(objectName="ablationKindCombo")
@@ -138,7 +144,8 @@ class AblationView(QWidget):
         self.stepCombo.setToolTip("Whose weights: the model loaded, or the run's weights at one of its evaluations "
                                   "(saved with the probe maps) or its last checkpoint.")
         self.followCheck = QCheckBox("follow the slider", objectName="ablationFollowCheck", checked=True)
-        self.followCheck.setToolTip("Choose the weights of the probe slider's step whenever it moves.")
+        self.followCheck.setToolTip("Choose the weights of the probe slider's step whenever it moves or the list "
+                                    "of weights changes (when that step's weights are saved).")
         self.runButton = QPushButton("Run", objectName="ablationRunButton")
         self.runButton.setToolTip("Knock each head and MLP out in turn and measure the validation loss (the "
                                   "trainer's validation batches), in the background.")
@@ -182,6 +189,8 @@ class AblationView(QWidget):
         self._timer.timeout.connect(self._drain)
         self.runButton.clicked.connect(self.start)
         self.cancelButton.clicked.connect(self.cancel)
+        self.stepCombo.currentIndexChanged.connect(self._choice_changed)
+        self.followCheck.toggled.connect(self._follow)
         self.csvButton.clicked.connect(lambda: self._export("CSV table (*.csv)", ".csv", self.export_csv))
         self.pngButton.clicked.connect(lambda: self._export("PNG image (*.png)", ".png", self.export_png))
         self._say("Run knocks each head and MLP out in turn and measures the validation loss.")
@@ -190,8 +199,9 @@ class AblationView(QWidget):
     def set_sources(self, loaded, loaded_dir: str | None = None, run_dir: str | None = None,
                     probe_steps: list[int] | None = None) -> None:
         """The model loaded (from ``loaded_dir``; None: a snapshot), the steps whose weights the run shown
-        (``run_dir``, else ``loaded_dir``) keeps, and its probe steps that keep none (listed greyed)."""
-        self.loaded = loaded
+        (``run_dir``, else ``loaded_dir``) keeps, and its probe steps that keep none (listed greyed). The choice
+        stays, or with "follow the slider" on is the slider's step's weights if they are listed."""
+        self.loaded, self.loaded_run = loaded, loaded_dir or run_dir
         combo = self.stepCombo
         chosen = combo.currentData()
         combo.blockSignals(True)
@@ -212,23 +222,58 @@ class AblationView(QWidget):
             combo.setCurrentIndex(i)  # the choice stays while a training run adds steps
         combo.blockSignals(False)
         combo.setEnabled(combo.count() > 0)
-        self.runButton.setEnabled(not self.running and self.chosen_weights() is not False)
+        if not self._follow():
+            self._choice_changed()
 
-    def follow_step(self, step: int) -> None:
-        """The probe slider is at ``step``: choose its weights, if they are saved and "follow the slider" is on
-        (else the choice stays)."""
+    def follow_step(self, step: int | None) -> None:
+        """The probe slider is at ``step`` (None: it has none): with "follow the slider" on, choose its weights if
+        they are listed (else the choice stays), now and whenever the list is made again."""
+        self.slider_step = step
+        self._follow()
+
+    def _follow(self, *_args) -> bool:
+        """Choose the slider's step's weights, if following and they are listed; whether the choice changed."""
+        step = self.slider_step
+        if not self.followCheck.isChecked() or step is None:
+            return False
         i = self.stepCombo.findData(step)
         if i < 0 and self.loaded is not None and self.loaded.step == step:
             i = self.stepCombo.findData(None)  # the model loaded is that step's
-        if self.followCheck.isChecked() and not self.running and i >= 0:
-            self.stepCombo.setCurrentIndex(i)
+        if i < 0 or i == self.stepCombo.currentIndex():
+            return False
+        self.stepCombo.setCurrentIndex(i)  # → _choice_changed
+        return True
 
-    def chosen_weights(self) -> tuple[str, int] | None | Literal[False]:
+    def chosen_weights(self) -> Where | Literal[False]:
         """What `weights_at` loads for the choice: (the run folder, a step), None the model loaded, False nothing."""
         data = self.stepCombo.currentData()
         if data is None:
             return None if self.loaded is not None and self.stepCombo.count() else False
         return (self.folder, data) if isinstance(data, int) and self.folder else False
+
+    def _weights_of(self, where: Where | Literal[False]) -> tuple[str | None, int] | None:
+        """The run and step of the weights ``where`` (None: the model loaded; False: none)."""
+        if where is None and self.loaded is not None:
+            return self.loaded_run, self.loaded.step
+        return where or None
+
+    def _choice_changed(self, *_args) -> None:
+        """Say whose weights are chosen (beside the focus's, in the header) and whether the table is of them."""
+        where = self.chosen_weights()
+        self.runButton.setEnabled(not self.running and where is not False)
+        self.focusLabel.set_own(None if where is False else weights_words(where, self.loaded, self.workspace.focus))
+        if self._result and not self.running:
+            self._say(self._result + self._other_weights())
+        self.weightsChosen.emit(where, self.loaded)
+
+    def _other_weights(self) -> str:
+        """What the summary adds when the weights chosen are not the table's ("" when they are)."""
+        chosen = self._weights_of(self.chosen_weights())
+        if chosen == self._measured:
+            return ""
+        now = ("no weights are chosen now" if chosen is None
+               else f"the weights chosen now are step {chosen[1]:,}: Run measures them")
+        return f" <b>The table is of step {self.step:,}; {now}.</b>"
 
     # ---- measuring --------------------------------------------------------------------------------------------
     @property
@@ -243,8 +288,9 @@ class AblationView(QWidget):
                 self._say("Load a model first (open a trained run, or take a snapshot while training).", error=True)
             return
         self.kind = self.kindCombo.currentData()
-        self.rows, self.baseline, self.complete, self.seconds = [], None, False, None
-        self.step = source[1] if isinstance(source, tuple) else self.loaded.step if self.loaded is not None else None
+        self.rows, self.baseline, self.complete, self.seconds, self._result = [], None, False, None, ""
+        self._measured = self._weights_of(source)
+        self.step = self._measured[1] if self._measured else None
         self.table.setRowCount(0)
         self._stop, self._sink = threading.Event(), []
         self._started = time.monotonic()
@@ -286,12 +332,12 @@ class AblationView(QWidget):
             self._say("Cancelled before any component was measured.")
             return
         worst = max(self.rows, key=lambda r: r.delta_loss)
-        where = f"step {self.step:,}"
         done = (f"{len(self.rows)} components in {self.seconds:.1f} s" if table.complete else
                 f"<b>cancelled</b> after {len(self.rows)} components")
-        self._say(f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
-                  f"{where}; {done}). Knocking out <b>{component_label(worst.component)}</b> changes it most "
-                  f"({worst.delta_loss:+.4f}).")
+        self._result = (f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
+                        f"step {self.step:,}; {done}). Knocking out <b>{component_label(worst.component)}</b> changes "
+                        f"it most ({worst.delta_loss:+.4f}).")
+        self._say(self._result + self._other_weights())
 
     def _on_error(self, message: str) -> None:
         self._finish()

@@ -1,15 +1,17 @@
-"""Right-click a head in the Attention panel's grid: "Ablate this head (zero)" or "(mean)" knocks it out of the
-weights chosen in the knock-out table (the model loaded, or a step the run keeps: `AblationView.chosen_weights`)
-and scores the text shown with and without it (`core.inspect.ablation.text_ablation`, in a worker thread on a copy
-of the weights). ``headAblationView`` shows each token's probability before and after and the
-change Δp: the text coloured by Δp (red a rise, blue a fall) and a table, position by position; CSV export."""
+"""Right-click a head in the Attention panel's grid: "Ablate this head (zero)" or "(mean)" (`HeadAblationView.menu`)
+knocks it out of the weights chosen in the knock-out table (the model loaded, or a step the run keeps:
+`AblationView.chosen_weights`, handed over with `set_weights`) and scores the text shown with and without it
+(`core.inspect.ablation.text_ablation`, in a worker thread on a copy of the weights). Weights other than the focus's
+are said before the click: in the menu's items and in ``headAblationFocusLabel``. ``headAblationView`` shows each
+token's probability before and after and the change Δp: the text coloured by Δp (red a rise, blue a fall) and a
+table, position by position; CSV export."""
 from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from PySide6.QtCore import QPoint, Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -24,18 +26,17 @@ from PySide6.QtWidgets import (
 )
 
 from ...core.data.tokenization import SPECIALS
-from ...core.inference.attention_maps import AttentionMaps, head_label, map_name
+from ...core.inference.attention_maps import AttentionMaps, head_label
 from ...core.inference.prompting import display_token
 from ..widgets.focus_label import FocusLabel
 from ..widgets.token_view import TokenView, signed_tint
-from .attention_ablation import weights_at
+from .attention_ablation import Where, weights_at, weights_words
 from .attention_export import save_with_dialog, show_message
 
 if TYPE_CHECKING:
     from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
     from ...core.inspect.ablation import TextAblation
-    from .attention import AttentionPanel
 
 MENU_KINDS = (("zero", "Ablate this head (zero)"), ("mean", "Ablate this head (mean over the validation batch)"))
 COLUMNS = ("position", "token", "p before", "p after", "Δp")
@@ -48,7 +49,7 @@ def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
 
 
 def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None,
-                   where: tuple[str, int] | None = None) -> TextAblation:
+                   where: Where = None) -> TextAblation:
     """In a worker: `text_ablation` with the weights `weights_at` ``where`` (a copy of ``loaded`` for None: the
     hooks touch no model the app prompts)."""
     from ...core.inspect.ablation import text_ablation
@@ -56,53 +57,20 @@ def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None,
     return text_ablation(weights_at(loaded, where), name, text, kind, source)
 
 
-def head_menu(panel: AttentionPanel, row: int, col: int) -> QMenu | None:
-    """The grid's context menu for thumbnail (row, column): the head's ablations (None: the mean's column, or
-    no maps shown)."""
-    if panel.maps is None or panel.kind is None or not 0 <= row < len(panel.layers()):
-        return None
-    layer = panel.layers()[row]
-    if col >= panel.maps.n_heads(map_name(panel.kind, layer)):
-        return None
-    menu = QMenu(panel)
-    menu.setObjectName("headMenu")
-    name = f"{panel.kind}/{layer}/{col}"
-    where = panel.ablationView.chosen_weights()
-    for kind, words in MENU_KINDS:
-        action = menu.addAction(words + (f" · weights of step {where[1]:,}" if isinstance(where, tuple) else ""))
-        action.setEnabled(where is not False)
-        action.setToolTip("" if where is not False else "Load a model first.")
-        action.triggered.connect(lambda _checked=False, k=kind: ablate_head(panel, name, k))
-    return menu
-
-
-def show_head_menu(panel: AttentionPanel, row: int, col: int, where: QPoint) -> None:
-    menu = head_menu(panel, row, col)
-    if menu is not None:
-        menu.popup(where)
-
-
-def ablate_head(panel: AttentionPanel, name: str, kind: str) -> None:
-    """Knock head ``name`` ("self/0/1") out by ``kind`` and score the text shown, in a worker thread."""
-    view: HeadAblationView = panel.headAblationView
-    panel.browser.viewTabs.setCurrentWidget(view)
-    where = panel.ablationView.chosen_weights()
-    if where is False or panel.maps is None:
-        view.say("Load a model and show a text's attention first.", error=True)
-        return
-    text, source = text_of(panel.maps)
-    view.start(panel.loaded, name, text, kind, source, where)
-
-
 class HeadAblationView(QWidget):
     """A summary line, the text coloured by Δp (``headAblationText``) and the per-position table
-    (``headAblationTable``)."""
+    (``headAblationTable``); `menu` offers a head's ablations on the weights `set_weights` gave.
+    ``showRequested``: an ablation was asked for (the view wants to be seen)."""
+
+    showRequested = Signal()
 
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.workspace = workspace
         self.setObjectName("headAblationView")
         self.result: TextAblation | None = None
+        self.where: Where | Literal[False] = False  # the weights ablated (`set_weights`; False: none)
+        self.loaded = None  # the model loaded (the weights for ``where`` None)
         self._call: Job | None = None
         self._step = 0  # the step of the weights ablated
         self.summary = QLabel(objectName="headAblationSummary")
@@ -132,12 +100,46 @@ class HeadAblationView(QWidget):
         self.say("Right-click a head in the grid and choose “Ablate this head” to see how the text's token "
                  "probabilities change without it.")
 
+    # ---- the weights and the menu ---------------------------------------------------------------------------
+    def set_weights(self, where: Where | Literal[False], loaded) -> None:
+        """The weights a head is knocked out of (`AblationView.chosen_weights`; None: ``loaded``, False: none),
+        said in the header when they are not the focus's."""
+        self.where, self.loaded = where, loaded
+        whose = self._whose()
+        self.focusLabel.set_own(None if whose is None else f"{whose}, chosen in the knock-out table")
+
+    def _whose(self) -> str | None:
+        """The weights ablated in words when they are not the focus's (None: they are, or there are none)."""
+        return None if self.where is False else weights_words(self.where, self.loaded, self.workspace.focus)
+
+    def menu(self, name: str, maps: AttentionMaps, parent: QWidget) -> QMenu:
+        """The context menu of head ``name`` ("self/0/1") of ``maps`` (the text shown): its ablations, each saying
+        whose weights it uses when they are not the focus's."""
+        menu = QMenu(parent)
+        menu.setObjectName("headMenu")
+        whose = self._whose()
+        for kind, words in MENU_KINDS:
+            action = menu.addAction(words + (f" · {whose}" if whose else ""))
+            action.setEnabled(self.where is not False)
+            action.setToolTip("" if self.where is not False else "Load a model first.")
+            action.triggered.connect(lambda _checked=False, k=kind: self.ablate(name, k, maps))
+        return menu
+
+    def ablate(self, name: str, kind: str, maps: AttentionMaps | None) -> None:
+        """Knock head ``name`` out by ``kind`` and score the text of ``maps``, in a worker thread."""
+        self.showRequested.emit()
+        if self.where is False or maps is None:
+            self.say("Load a model and show a text's attention first.", error=True)
+            return
+        text, source = text_of(maps)
+        self.start(self.loaded, name, text, kind, source, self.where)
+
+    # ---- measuring ----------------------------------------------------------------------------------------
     @property
     def running(self) -> bool:
         return self._call is not None and self._call.running
 
-    def start(self, loaded, name: str, text: str, kind: str, source: str | None,
-              where: tuple[str, int] | None = None) -> None:
+    def start(self, loaded, name: str, text: str, kind: str, source: str | None, where: Where = None) -> None:
         """Score ``text`` with head ``name`` knocked out, with the weights `weights_at` ``where``, in a worker."""
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it

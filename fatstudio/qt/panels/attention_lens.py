@@ -23,7 +23,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QScrollArea,
-    QSplitter,
     QVBoxLayout,
     QWidget,
 )
@@ -38,7 +37,6 @@ from .attention_export import save_with_dialog
 if TYPE_CHECKING:
     from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
-    from .attention import AttentionPanel
 
 NO_LENS = ("No lens saved for this run: its probe files were written before the logit lens was saved with them "
            "(or the model is a classifier, whose output is its classes). Train it again to watch the lens form.")
@@ -57,25 +55,6 @@ def _measure(key: object, model, tokenizer, ids: list[int], context_ids: list[in
     from fatstudio.core.inspect.probe_lens import measure
 
     return key, measure(copy.deepcopy(model), tokenizer, ids, context_ids, attributed=TEXT_ATTRIBUTED)
-
-
-def follow(panel: AttentionPanel) -> None:
-    """Show the lens of the Attention panel's maps: saved with the probe step's, or measured for the user's text."""
-    step, view = panel.probe_step, panel.lensView
-    if panel.showing_probe and step is not None and step in panel.probeTimeline.probe_paths:
-        view.show_probe(panel.probeTimeline.probe_paths[step], step)
-    else:
-        view.show_text(panel.maps)
-
-
-def give_height(splitter: QSplitter, part: int, want: int) -> None:
-    """Part ``part`` of the splitter (the score plot, the token strips, the lens) folded, unfolded or grown to
-    ``want`` px: the maps (its part 1) give or take the height."""
-    sizes = splitter.sizes()
-    if sum(sizes):
-        sizes[1] += sizes[part] - want
-        sizes[part] = want
-        splitter.setSizes(sizes)
 
 
 class LensView(QWidget):

@@ -175,12 +175,25 @@ class PatchingView(QWidget):
         return QSize(min(hint.width(), MAX_HINT_WIDTH), hint.height())
 
     def set_model(self, loaded) -> None:
-        """The model patched: an encoder-decoder shows the prefix field and the stream switch."""
+        """The model patched: an encoder-decoder shows the prefix field and the stream switch. Another model's
+        result, shown or on its way, goes (its numbers are not this model's)."""
+        if loaded is not self.loaded:
+            self._forget()
         self.loaded = loaded
         edt = loaded is not None and loaded.model.config.arch == "edt"
         for w in (self.prefixLabel, self.prefixEdit, self.streamCombo):
             w.setVisible(edt)
         self.check()
+
+    def _forget(self) -> None:
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+        self.result = None
+        self.map.clear_matrix()
+        self.heads.setRowCount(0)
+        self.heads.setColumnCount(0)
+        self._on_hover(-1, -1)
 
     def position(self) -> int | None:
         """The position field: None empty (the default); ValueError for what is not a whole number."""

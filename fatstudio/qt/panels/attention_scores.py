@@ -1,54 +1,60 @@
-"""The Attention panel's head scores, measured in a worker thread (`core.head_scores`): prev, diag and sink
-on the maps shown, and induction with a loaded model; for a probe step, the scores the trainer saved with it."""
+"""The Attention tab's head scores of the maps shown, measured in a worker (`core.head_scores`): prev, diag and sink
+on the maps, and induction with the model in focus. A probe step's scores are not measured here: the trainer saved
+them with its maps (the panel takes them from the score history)."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...core.inference.attention_maps import AttentionMaps
+from PySide6.QtCore import QObject, Signal
+
 from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
-from .attention_export import show_message
 
 if TYPE_CHECKING:
-    from .attention import AttentionPanel
+    from ...core.app.jobs import Job
+    from ...core.app.workspace import Workspace
+    from ...core.inference.attention_maps import AttentionMaps
+
+KEY = "head-scores"  # the job's key: a newer measurement supersedes an older one
 
 
-def request_scores(panel: AttentionPanel) -> None:
-    """Measure the scores of the maps shown in a worker thread (`core.head_scores.head_scores`); the table
-    and the grid show them when they arrive, if those maps are still shown."""
-    if panel._scores_call is not None:
-        panel._scores_call.cancel()  # its result is for maps no longer shown
-        panel._scores_call = None
-    maps, loaded = panel.maps, panel.loaded
-    if maps is None or saved_scores(panel) is not None:
-        return  # nothing shown, or a probe step's scores, saved as it trained
-    panel._scores_for = maps
-    def on_result(scores: HeadScores, m: AttentionMaps = maps) -> None:
-        on_scores(panel, m, scores)
+class HeadScoreMeter(QObject):
+    """Measures the scores of the maps it is given (`measure`), one set of maps at a time, with the workspace's
+    jobs. ``measured(maps, scores)``: the `HeadScores` of those maps (the receiver checks they are still shown);
+    ``failed(message)``: why they could not be measured."""
 
-    # a probe's maps are of a past step's weights: the loaded model's induction score would not be theirs
-    if loaded is None or getattr(loaded, "model", None) is None or getattr(panel, "showing_probe", False):
-        panel._scores_call = panel.workspace.jobs.submit(  # prev, diag, sink: no model
-            "head-scores", map_scores, maps, on_result=on_result, on_error=lambda message: on_scores_failed(panel, message))
-    else:
-        panel._scores_call = panel.workspace.jobs.submit(
-            "head-scores", head_scores, loaded.model, loaded.tokenizer, maps, on_result=on_result,
-            on_error=lambda message: on_scores_failed(panel, message))
+    measured = Signal(object, object)
+    failed = Signal(str)
 
+    def __init__(self, workspace: Workspace, parent: QObject | None = None):
+        super().__init__(parent)
+        self.workspace = workspace
+        self._call: Job | None = None
+        self._maps: AttentionMaps | None = None  # the maps being measured
 
-def saved_scores(panel: AttentionPanel) -> HeadScores | None:
-    """The scores saved with the probe step shown (None: a prompt's maps, or none saved)."""
-    return panel.score_history.get(panel.probe_step) if panel.showing_probe and panel.probe_step is not None else None
+    def measure(self, maps: AttentionMaps, loaded=None) -> None:
+        """Measure ``maps``' scores, with ``loaded``'s model for induction (None: the maps' scores alone, as for a
+        probe's maps, which are a past step's weights); what was being measured before is dropped."""
+        self.cancel()
+        self._maps = maps
+        if loaded is None or getattr(loaded, "model", None) is None:
+            self._call = self.workspace.jobs.submit(KEY, map_scores, maps, on_result=self._done, on_error=self._failed)
+        else:
+            self._call = self.workspace.jobs.submit(KEY, head_scores, loaded.model, loaded.tokenizer, maps,
+                                                    on_result=self._done, on_error=self._failed)
 
+    def cancel(self) -> None:
+        """Nothing being measured arrives any more."""
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
 
-def on_scores(panel: AttentionPanel, maps, scores: HeadScores) -> None:
-    panel._scores_call = None
-    if maps is not panel.maps:
-        return
-    panel.scores = scores
-    if panel.kind is not None:
-        panel._draw_grid()
+    def pending(self) -> bool:
+        return self._call is not None and self._call.running
 
+    def _done(self, scores: HeadScores) -> None:
+        self._call = None
+        self.measured.emit(self._maps, scores)  # the latest submission's: the job system delivers no other
 
-def on_scores_failed(panel: AttentionPanel, message: str) -> None:
-    panel._scores_call = None
-    show_message(panel.messageLabel, f"Could not measure the head scores: {message}", error=True)
+    def _failed(self, message: str) -> None:
+        self._call = None
+        self.failed.emit(message)

@@ -10,13 +10,17 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSlider, QWidget
 
 class ProbeTimeline(QWidget):
     """The run's saved probe files by step (`probe_paths`) and a slider over them. ``indexChanged(i)``: the
-    slider moved to the ``i``-th step (or was asked to show it again, `set_index` with ``force``)."""
+    slider moved to the ``i``-th step (or was asked to show it again, `set_index` with ``force``);
+    ``stepChanged(step)``: the step at the slider changed however it came to (moved, `wait_at`, steps added or
+    gone; None: no steps)."""
 
     indexChanged = Signal(int)
+    stepChanged = Signal(object)
 
     def __init__(self, parent=None):
         super().__init__(parent, objectName="probeBar")
         self.probe_paths: dict[int, Path] = {}  # the run's saved probe maps by step (`set_paths`)
+        self._step: int | None = None  # the step last announced (`stepChanged`)
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         self.probePlayButton = QPushButton("▶ Play", objectName="probePlayButton")
@@ -36,7 +40,7 @@ class ProbeTimeline(QWidget):
         self.probeTimer = QTimer(self)
         self.probeTimer.setInterval(400)
         self.probeTimer.timeout.connect(self._advance_probe)
-        self.probeSlider.valueChanged.connect(self.indexChanged)
+        self.probeSlider.valueChanged.connect(self._moved)
         self.probePlayButton.toggled.connect(self._on_probe_play)
         self.setVisible(False)
 
@@ -73,7 +77,7 @@ class ProbeTimeline(QWidget):
         self.probeSlider.blockSignals(False)
         self.setVisible(n > 0)
         self.probePlayButton.setEnabled(n > 1)
-        self.update_label()
+        self._step_moved()
 
     def set_index(self, i: int, force: bool = False) -> None:
         """Move the slider to ``i``; ``force``: say so (`indexChanged`) even when it is there already."""
@@ -87,9 +91,21 @@ class ProbeTimeline(QWidget):
         self.probeSlider.blockSignals(True)
         self.probeSlider.setValue(i)
         self.probeSlider.blockSignals(False)
-        self.update_label()
+        self._step_moved()
 
-    def update_label(self) -> None:
+    def _moved(self, i: int) -> None:
+        self.indexChanged.emit(i)
+        self._step_moved()
+
+    def _step_moved(self) -> None:
+        """Say the slider's step in the label, and with `stepChanged` when it is another."""
+        self._update_label()
+        step = self.current_step()
+        if step != self._step:
+            self._step = step
+            self.stepChanged.emit(step)
+
+    def _update_label(self) -> None:
         steps = self.probe_steps()
         if not steps:
             self.probeStepLabel.setText("")
