@@ -102,7 +102,7 @@ def _give_height(splitter: QSplitter, part: int, want: int) -> None:
 
 
 class AttentionPanel(QWidget):
-    """Shows an `AttentionMaps`; the main window connects ``prompt.attentionReady`` to `show_maps`."""
+    """Shows an `AttentionMaps`; the main window connects the workspace's ``text_maps_changed`` to `show_maps`."""
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
