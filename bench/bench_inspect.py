@@ -78,7 +78,7 @@ def bench_grid(loaded, T: int, repeat: int) -> dict:
     from fatstudio.core.app.workspace import Workspace
     from fatstudio.core.inference.generation import attention_maps_for_ids as capture_attention
     from fatstudio.qt.jobs import new_jobs
-    from fatstudio.qt.panels.attention import AttentionPanel
+    from fatstudio.qt.panels.attention.panel import AttentionPanel
 
     app = QApplication.instance() or QApplication([])
     model, tok = loaded.model, loaded.tokenizer

@@ -19,9 +19,9 @@ from .error_dialog import ErrorDialog
 from .jobs import new_jobs
 from .panels.experiments import ExperimentsPanel
 from .panels.paper import PaperPanel
-from .panels.runs_list import RunsList
 from .panels.token_loss import TokenLossPanel
-from .panels.train import TrainView
+from .panels.train.panel import TrainView
+from .panels.train.runs_list import RunsList
 from .probe_feed import ProbeFeed
 from .runs_control import RunsControl
 from .settings_column import SettingsColumn

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QFileDialog
 from fatstudio.core.app.runs import fine_tune_config, import_destination
 from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt import state
-from fatstudio.qt.panels.train import TrainView
+from fatstudio.qt.panels.train.panel import TrainView
 
 
 def _export_hf(run_dir: str, out_dir: str):

@@ -12,9 +12,9 @@ from PySide6.QtWidgets import QLabel, QTabWidget, QToolButton, QVBoxLayout, QWid
 from ..core.app.workspace import TrainingState
 from ..core.runs.presets import key_of, preset_of
 from . import state
-from .panels.corpus import CorpusPanel
+from .panels.corpus.panel import CorpusPanel
 from .panels.model import ModelPanel
-from .panels.train import TrainPanel
+from .panels.train.panel import TrainPanel
 from .widgets.forms import ColumnScrollArea
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from fatstudio.core.training.events import (
     Steps,
 )
 from fatstudio.qt import state
-from fatstudio.qt.panels.train import TrainPanel, TrainView
+from fatstudio.qt.panels.train.panel import TrainPanel, TrainView
 
 if TYPE_CHECKING:
     from fatstudio.core.runs.folder import Run

@@ -10,13 +10,13 @@ from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
 if TYPE_CHECKING:
     from ..core.app.workspace import Workspace
-    from .panels.attention import AttentionPanel
+    from .panels.attention.panel import AttentionPanel
     from .panels.prompt import PromptPanel
 
 
 def _import_view_panels() -> bool:
     """In a job: import the Prompt and Attention panels off the GUI thread."""
-    import fatstudio.qt.panels.attention
+    import fatstudio.qt.panels.attention.panel
     import fatstudio.qt.panels.prompt  # noqa: F401
     return True
 
@@ -50,7 +50,7 @@ class ViewTabs(QTabWidget):
     def make_panels(self) -> None:
         if self.prompt_panel is not None:
             return
-        from .panels.attention import AttentionPanel
+        from .panels.attention.panel import AttentionPanel
         from .panels.prompt import PromptPanel
 
         self.prompt_panel = PromptPanel(self.workspace, self.prompt_host)

@@ -17,7 +17,7 @@ from fatstudio.core.inference import generation
 from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.inference.prompting import display_token
 from fatstudio.core.paper.reference import ReferenceTransformer
-from fatstudio.qt.panels.attention import MEAN, AttentionPanel
+from fatstudio.qt.panels.attention.panel import MEAN, AttentionPanel
 from fatstudio.qt.panels.prompt import PromptPanel
 
 CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 0123456789"]

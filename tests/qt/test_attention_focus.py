@@ -108,7 +108,7 @@ def test_when_the_focus_moves_to_other_weights_the_tab_shows_no_number_of_the_ol
     focus moves to other weights they go (a patching result on its way too), and the tab says what it shows."""
     from test_attention import make_loaded
 
-    from fatstudio.qt.panels.attention import AttentionPanel
+    from fatstudio.qt.panels.attention.panel import AttentionPanel
 
     panel = AttentionPanel(workspace)
     qtbot.addWidget(panel)

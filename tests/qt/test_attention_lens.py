@@ -15,8 +15,8 @@ from fatstudio.core.config import DataConfig, TrainConfig
 from fatstudio.core.inference import generation
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
 from fatstudio.core.inspect.probes import list_probes, load_probe_lens
-from fatstudio.qt.panels.attention import AttentionPanel
-from fatstudio.qt.panels.attention_lens import NO_LENS, TEXT_ATTRIBUTED
+from fatstudio.qt.panels.attention.lens import NO_LENS, TEXT_ATTRIBUTED
+from fatstudio.qt.panels.attention.panel import AttentionPanel
 from fatstudio.qt.widgets.attribution_bars import part_label
 
 LONG = 60_000  # ms: a worker on a slow, shared machine

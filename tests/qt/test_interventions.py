@@ -15,9 +15,9 @@ from fatstudio.core.inference import generation
 from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
 from fatstudio.core.runs.folder import Run, load_at_step
-from fatstudio.qt.panels.attention import AttentionPanel
-from fatstudio.qt.panels.attention_head_ablation import HeadAblationView
-from fatstudio.qt.panels.attention_patching import PatchingView
+from fatstudio.qt.panels.attention.head_ablation import HeadAblationView
+from fatstudio.qt.panels.attention.panel import AttentionPanel
+from fatstudio.qt.panels.attention.patching import PatchingView
 
 NAMES = ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"]
 

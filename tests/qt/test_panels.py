@@ -14,9 +14,9 @@ from fatstudio.core import costs
 from fatstudio.core.config import ModelConfig, TrainConfig
 from fatstudio.core.data.preview import Piece
 from fatstudio.core.runs.presets import load_presets
-from fatstudio.qt.panels.corpus import tokens_html
+from fatstudio.qt.panels.corpus.panel import tokens_html
 from fatstudio.qt.panels.model import ModelPanel, preset_html
-from fatstudio.qt.panels.train import TrainPanel
+from fatstudio.qt.panels.train.panel import TrainPanel
 
 
 @pytest.mark.parametrize("preset", load_presets(), ids=lambda p: p.key)
@@ -248,7 +248,7 @@ def test_runs_list_fills_at_once_and_keeps_the_selected_run_across_refreshes(qtb
 
     from fatstudio.core.config import RunConfig
     from fatstudio.core.runs.folder import Run
-    from fatstudio.qt.panels.runs_list import RunsList
+    from fatstudio.qt.panels.train.runs_list import RunsList
 
     def run(name: str, step: int) -> Run:
         return Run(Path("/runs") / name, RunConfig(), {"status": "finished", "step": step, "total_steps": 500,

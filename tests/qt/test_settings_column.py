@@ -239,7 +239,7 @@ def test_runs_list_elides_names_in_the_middle_and_says_best_val(qtbot):
     from PySide6.QtWidgets import QStyle
 
     from fatstudio.core.runs.folder import Run
-    from fatstudio.qt.panels.runs_list import RunsList
+    from fatstudio.qt.panels.train.runs_list import RunsList
 
     runs = RunsList()
     qtbot.addWidget(runs)

@@ -17,8 +17,8 @@ from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.data.corpora import load_corpus
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.runs.tokenizer_lab import DEFAULT_SPECS, spec_label, split_corpus
-from fatstudio.qt.panels.corpus import CorpusPanel
-from fatstudio.qt.panels.tokenizer_lab import _UNKNOWN_COLOR, TokenizerLab
+from fatstudio.qt.panels.corpus.panel import CorpusPanel
+from fatstudio.qt.panels.corpus.tokenizer_lab import _UNKNOWN_COLOR, TokenizerLab
 
 LONG = 60_000
 

@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
 
 from ..widgets.focus_label import FocusLabel
 from ..widgets.loss_text import LossText
+from ..widgets.saving import save_with_dialog
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
-from .attention_export import save_with_dialog
 
 if TYPE_CHECKING:
     from ...core.app.jobs import Job

@@ -36,17 +36,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.app.focus import Focus, run_name
-from ...core.inspect.components import component_label
-from ..widgets.focus_label import FocusLabel
-from ..widgets.token_view import signed_tint
-from .attention_export import save_with_dialog, show_message
+from ....core.app.focus import Focus, run_name
+from ....core.inspect.components import component_label
+from ...widgets.focus_label import FocusLabel
+from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
-    from ...core.app.jobs import Job
-    from ...core.app.workspace import Workspace
-    from ...core.inference.loaded import LoadedModel
-    from ...core.inspect.ablation import KnockoutRow, KnockoutTable
+    from ....core.app.jobs import Job
+    from ....core.app.workspace import Workspace
+    from ....core.inference.loaded import LoadedModel
+    from ....core.inspect.ablation import KnockoutRow, KnockoutTable
 
 KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
 DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
@@ -74,7 +74,7 @@ def weights_at(loaded, where: Where):
     ``loaded`` (so hooks touch no model the app prompts)."""
     if where is None:
         return dataclasses.replace(loaded, model=copy.deepcopy(loaded.model))
-    from ...core.runs.folder import Run, load_at_step
+    from ....core.runs.folder import Run, load_at_step
 
     return load_at_step(Run.open(where[0]), where[1])
 
@@ -83,7 +83,7 @@ def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
             progress) -> KnockoutTable:
     """In a worker: the knock-out table of the weights `weights_at` ``where``, each row appended to ``sink`` as it
     is measured; stops when ``stop`` is set."""
-    from ...core.inspect.ablation import ablator_for
+    from ....core.inspect.ablation import ablator_for
 
     if where is not None:
         progress(0.0, f"loading the weights of step {where[1]:,}…")
@@ -374,13 +374,13 @@ class AblationView(QWidget):
         """The rows measured so far as the core's `KnockoutTable` (what the CLI writes)."""
         if not self.rows or self.baseline is None:
             raise ValueError("there is no knock-out table yet; press Run.")
-        from ...core.inspect.ablation import KnockoutTable
+        from ....core.inspect.ablation import KnockoutTable
 
         return KnockoutTable(self.kind, self.baseline, list(self.rows), self.complete)
 
     def export_csv(self, path) -> Path:
         """The CLI's CSV (`KnockoutTable.csv`): component, loss, delta_loss, in the order measured."""
-        from ...core.files import atomic_write
+        from ....core.files import atomic_write
 
         atomic_write(Path(path), self.knockout_table().csv())
         return Path(path)
@@ -404,7 +404,7 @@ def _saved_steps(folder: str | None) -> tuple[list[int], int | None, str]:
     a run being written or gone)."""
     if not folder:
         return [], None, ""
-    from ...core.runs.folder import Run
+    from ....core.runs.folder import Run
 
     try:
         run = Run.open(folder)

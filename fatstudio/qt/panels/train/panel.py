@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 from fatstudio.core.config import TrainConfig
 from fatstudio.core.inspect.probes import ProbeInput
 from fatstudio.qt.binding import Binding, Change
-from fatstudio.qt.panels.runs_list import RunsList
+from fatstudio.qt.panels.train.runs_list import RunsList
 from fatstudio.qt.widgets.forms import (
     Form,
     SciSpinBox,

@@ -1,17 +1,15 @@
 """The Attention tab's export: the large map as it is shown or the head grid as a picture, and the large map's
 numbers as CSV, both written by the core's `AttentionMaps` (the CLI's writers and colours) except the picture of
-the view; and what every part of the tab saves with: the dialog that asks where (`save_with_dialog`) and the line
-that says what came of it (`show_message`).
+the view (saved through `widgets.saving`).
 
 The functions take what they write (the maps, the map's name and head, the view's widget), never the panel."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QLabel, QWidget
+from PySide6.QtWidgets import QWidget
 
-from ...core.inference.attention_maps import MEAN_HEAD, AttentionMaps
-from ...core.runs.targets import check_output
+from ....core.inference.attention_maps import MEAN_HEAD, AttentionMaps
 
 
 def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[str], what: str = "view") -> Path:
@@ -46,28 +44,3 @@ def _exported(maps: AttentionMaps | None) -> AttentionMaps:
 def export_name(kind: str | None, layer: int, head: int) -> str:
     """The file name proposed for the map shown large (counted from 1), without its suffix."""
     return f"attention-{kind}-layer{layer + 1}-{'mean' if head == MEAN_HEAD else f'head{head + 1}'}"
-
-
-def save_with_dialog(parent: QWidget, name: str, filt: str, suffix: str, fn, message: QLabel,
-                     kept: str = "") -> None:
-    """Ask where to save (``name`` + ``suffix`` proposed), write with ``fn(path)`` and say in ``message`` what
-    came of it: the path saved (after ``kept``, a summary the label keeps), or why not (red)."""
-    path, _ = QFileDialog.getSaveFileName(parent, "Export", name + suffix, filt)
-    if not path:
-        return
-    if not path.lower().endswith(suffix):
-        path += suffix
-    try:
-        check_output(path, "the file")  # never into a run folder, a folder or a FIFO
-        fn(path)
-    except (OSError, ValueError) as e:
-        show_message(message, f"Export failed: {e}", error=True)
-    else:
-        show_message(message, f"{kept}Saved {path}.")
-
-
-def show_message(label: QLabel, text: str, error: bool = False) -> None:
-    """Show ``text`` in ``label``: red for an error."""
-    label.setText(text)
-    label.setStyleSheet("color: #c0392b;" if error else "")
-    label.setVisible(True)

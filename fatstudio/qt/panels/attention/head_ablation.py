@@ -25,18 +25,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.data.tokenization import SPECIALS
-from ...core.inference.attention_maps import AttentionMaps, head_label
-from ...core.inference.prompting import display_token
-from ..widgets.focus_label import FocusLabel
-from ..widgets.token_view import TokenView, signed_tint
-from .attention_ablation import Where, weights_at, weights_words
-from .attention_export import save_with_dialog, show_message
+from ....core.data.tokenization import SPECIALS
+from ....core.inference.attention_maps import AttentionMaps, head_label
+from ....core.inference.prompting import display_token
+from ...widgets.focus_label import FocusLabel
+from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.token_view import TokenView, signed_tint
+from .ablation import Where, weights_at, weights_words
 
 if TYPE_CHECKING:
-    from ...core.app.jobs import Job
-    from ...core.app.workspace import Workspace
-    from ...core.inspect.ablation import TextAblation
+    from ....core.app.jobs import Job
+    from ....core.app.workspace import Workspace
+    from ....core.inspect.ablation import TextAblation
 
 MENU_KINDS = (("zero", "Ablate this head (zero)"), ("mean", "Ablate this head (mean over the validation batch)"))
 COLUMNS = ("position", "token", "p before", "p after", "Δp")
@@ -52,7 +52,7 @@ def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None,
                    where: Where = None) -> TextAblation:
     """In a worker: `text_ablation` with the weights `weights_at` ``where`` (a copy of ``loaded`` for None: the
     hooks touch no model the app prompts)."""
-    from ...core.inspect.ablation import text_ablation
+    from ....core.inspect.ablation import text_ablation
 
     return text_ablation(weights_at(loaded, where), name, text, kind, source)
 
@@ -191,7 +191,7 @@ class HeadAblationView(QWidget):
         """The per-position table (`TextAblation.csv`)."""
         if self.result is None:
             raise ValueError("no head has been ablated yet.")
-        from ...core.files import atomic_write
+        from ....core.files import atomic_write
 
         atomic_write(Path(path), self.result.csv())
         return Path(path)

@@ -27,16 +27,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.files import atomic_write, csv_text
-from ...core.inference.prompting import display_token
-from ...core.inspect.saved_lens import SavedLens
-from ..widgets.attribution_bars import AttributionBars
-from ..widgets.lens_grid import LensGrid, RowLabels
-from .attention_export import save_with_dialog
+from ....core.files import atomic_write, csv_text
+from ....core.inference.prompting import display_token
+from ....core.inspect.saved_lens import SavedLens
+from ...widgets.attribution_bars import AttributionBars
+from ...widgets.lens_grid import LensGrid, RowLabels
+from ...widgets.saving import save_with_dialog
 
 if TYPE_CHECKING:
-    from ...core.app.jobs import Job
-    from ...core.app.workspace import Workspace
+    from ....core.app.jobs import Job
+    from ....core.app.workspace import Workspace
 
 NO_LENS = ("No lens saved for this run: its probe files were written before the logit lens was saved with them "
            "(or the model is a classifier, whose output is its classes). Train it again to watch the lens form.")
@@ -134,7 +134,7 @@ class LensView(QWidget):
 
     def show_probe(self, path: str | Path, step: int) -> None:
         """The lens saved with the probe maps of ``step`` (in ``path``), read once and kept (`PROBES_KEPT`)."""
-        from ...core.inspect.probes import load_probe_lens
+        from ....core.inspect.probes import load_probe_lens
 
         self._text_key = None
         key = (str(path), step)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
 
-from ...core.inference.attention_maps import AttentionMaps
-from ...core.inspect.probes import load_probe_file, score_history
-from ..widgets.head_score_history import HeadScoreHistory
-from ..widgets.probe_timeline import ProbeTimeline
+from ....core.inference.attention_maps import AttentionMaps
+from ....core.inspect.probes import load_probe_file, score_history
+from ...widgets.head_score_history import HeadScoreHistory
+from ...widgets.probe_timeline import ProbeTimeline
 
 
 class ProbeMaps(QObject):

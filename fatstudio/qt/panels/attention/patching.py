@@ -32,17 +32,17 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inference.attention_maps import head_label, layer_label
-from ...core.inference.prompting import display_token
-from ..widgets.focus_label import FocusLabel
-from ..widgets.heatmap import HeatmapView
-from ..widgets.token_view import signed_tint
-from .attention_export import save_with_dialog, show_message
+from ....core.inference.attention_maps import head_label, layer_label
+from ....core.inference.prompting import display_token
+from ...widgets.focus_label import FocusLabel
+from ...widgets.heatmap import HeatmapView
+from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
-    from ...core.app.jobs import Job
-    from ...core.app.workspace import Workspace
-    from ...core.inspect.patching import PatchResult
+    from ....core.app.jobs import Job
+    from ....core.app.workspace import Workspace
+    from ....core.inspect.patching import PatchResult
 
 HINT = "Write a clean and a corrupted prompt of the same number of tokens."
 MAX_HINT_WIDTH = 600  # px: the head shown large's width hint (`HeatmapView`)
@@ -52,7 +52,7 @@ STREAMS = (("encoder (source)", "enc"), ("decoder (prefix)", "dec"))  # an encod
 def run_patch(loaded, clean: str, corrupt: str, target: str | None, position: int | None = None,
               prefix: str | None = None) -> PatchResult:
     """In a worker: `patching.patch` on a copy of the model (its hooks touch no model the app prompts)."""
-    from ...core.inspect.patching import patch
+    from ....core.inspect.patching import patch
 
     return patch(copy.deepcopy(loaded.model), loaded.tokenizer, clean, corrupt, target, position=position,
                  prefix=prefix)
@@ -62,7 +62,7 @@ def prompt_lengths(loaded, clean: str, corrupt: str, prefix: str) -> tuple[list[
     """The two prompts' token counts as patching frames them (`lens.encode`: BERT's [bos] … [eos], an
     encoder-decoder's framed sources) and the length of the sequence the prediction is read in (an
     encoder-decoder's decoder: [bos] + prefix). ValueError, in words, for a text the model cannot read."""
-    from ...core.inspect.lens import encode
+    from ....core.inspect.lens import encode
 
     model, tokenizer = loaded.model, loaded.tokenizer
     if model.config.arch == "edt":
@@ -329,7 +329,7 @@ class PatchingView(QWidget):
         """`PatchResult.csv`: each residual patch (layer, position) and each head with the fraction restored."""
         if self.result is None:
             raise ValueError("nothing has been patched yet; press Run.")
-        from ...core.files import atomic_write
+        from ....core.files import atomic_write
 
         atomic_write(Path(path), self.result.csv())
         return Path(path)

@@ -66,26 +66,26 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
-from ...core.inspect.head_scores import HeadScores  # torch-free at import
-from ..widgets.focus_label import FocusLabel
-from ..widgets.head_score_history import HeadScoreHistory
-from ..widgets.map_browser import MapBrowser
-from ..widgets.probe_timeline import ProbeTimeline
-from ..widgets.query_strips import QueryStrips
-from ..widgets.source_switch import PROBE, TEXT, SourceSwitch
-from ..widgets.view_bar import ViewBar
-from . import attention_export
-from .attention_ablation import AblationView
-from .attention_export import save_with_dialog, show_message
-from .attention_head_ablation import HeadAblationView
-from .attention_lens import LensView
-from .attention_patching import PatchingView
-from .attention_probes import ProbeMaps
-from .attention_scores import HeadScoreMeter
+from ....core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
+from ....core.inspect.head_scores import HeadScores  # torch-free at import
+from ...widgets.focus_label import FocusLabel
+from ...widgets.head_score_history import HeadScoreHistory
+from ...widgets.map_browser import MapBrowser
+from ...widgets.probe_timeline import ProbeTimeline
+from ...widgets.query_strips import QueryStrips
+from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.source_switch import PROBE, TEXT, SourceSwitch
+from ...widgets.view_bar import ViewBar
+from . import export as attention_export
+from .ablation import AblationView
+from .head_ablation import HeadAblationView
+from .lens import LensView
+from .patching import PatchingView
+from .probes import ProbeMaps
+from .scores import HeadScoreMeter
 
 if TYPE_CHECKING:
-    from ...core.app.workspace import Workspace
+    from ....core.app.workspace import Workspace
 
 KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from ...core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
+from ....core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
 
 if TYPE_CHECKING:
-    from ...core.app.jobs import Job
-    from ...core.app.workspace import Workspace
-    from ...core.inference.attention_maps import AttentionMaps
+    from ....core.app.jobs import Job
+    from ....core.app.workspace import Workspace
+    from ....core.inference.attention_maps import AttentionMaps
 
 KEY = "head-scores"  # the job's key: a newer measurement supersedes an older one
 

@@ -36,7 +36,7 @@ from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
 
 if TYPE_CHECKING:
     from fatstudio.core.app.workspace import Workspace
-    from fatstudio.qt.panels.tokenizer_lab import TokenizerLab
+    from fatstudio.qt.panels.corpus.tokenizer_lab import TokenizerLab
 
 TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Alg. 12)",
                "seq2seq": "seq2seq (Alg. 11)", "classification": "classification (§3)"}
@@ -356,7 +356,7 @@ class CorpusPanel(QWidget):
     # -- reactions -------------------------------------------------------------------------------------------
     def open_tokenizer_lab(self) -> None:
         """Open the tokenizer lab (``tokenizerLab``) on the loaded corpus, in place of one already open."""
-        from fatstudio.qt.panels.tokenizer_lab import TokenizerLab
+        from fatstudio.qt.panels.corpus.tokenizer_lab import TokenizerLab
 
         if self.info is None or self.info.corpus is None:
             return

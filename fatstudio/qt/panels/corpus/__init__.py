@@ -1,0 +1,1 @@
+"""The Corpus tab (`panel`) and its tokenizer lab (`tokenizer_lab`)."""
