@@ -96,9 +96,8 @@ class SettingsColumn(QWidget):
         elif ws.loaded is not None:
             m = ws.loaded.config.model
             if self.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both the data's
-                note = (f"These settings are for the next run. The Prompt, Attention and Paper tabs keep "
-                        f"{ws.loaded.label or 'the open model'} ({m.arch}); Use settings under the runs list takes a "
-                        "run's settings.")
+                note = (f"These settings are for the next run. The views keep {ws.focus.words()} ({m.arch}); "
+                        "Use settings under the runs list takes a run's settings.")
         chosen = self.model_panel.chosen_preset()
         if ws.state == TrainingState.IDLE and chosen is not None:
             note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
