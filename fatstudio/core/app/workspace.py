@@ -13,7 +13,7 @@ takes the commands meanwhile.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -30,8 +30,11 @@ from .jobs import Jobs, Mailbox
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..data.corpora import Prepared
     from ..inference.attention_maps import AttentionMaps
     from ..inference.loaded import LoadedModel
+    from ..inspect.probes import ProbeInput
 
 TRAINING = "training"  # the training run's job
 
@@ -66,7 +69,7 @@ class Runner(Protocol):
     def set_lr(self, lr: float | None) -> None: ...
     def stop(self) -> None: ...
     def request_snapshot(self) -> None: ...
-    def take_snapshot(self) -> Any: ...
+    def take_snapshot(self) -> LoadedModel | None: ...
 
 
 def diverged_row(diverged: Mapping[str, Any]) -> dict:
@@ -241,7 +244,7 @@ class Workspace:
         self.focus.show(loaded, run_dir, imported=imported)
 
     @property
-    def prepared(self) -> Any:
+    def prepared(self) -> Prepared | None:
         """The corpus read and its tokenizer, while they are the settings' (a run or an estimate reuses them)."""
         return self.corpus.prepared
 
@@ -275,7 +278,7 @@ class Workspace:
         self.diagnosed.emit(*self.diagnostics.diagnose())
 
     # ---- training commands -------------------------------------------------------------------------------
-    def train(self, config: Any, run_dir: str | None = None, resume: bool = False, probe: Any = None,
+    def train(self, config: RunConfig, run_dir: str | None = None, resume: bool = False, probe: ProbeInput | None = None,
               init_from: str | None = None) -> bool:
         """Start a run of ``config`` (a RunConfig) as the job "training", with the corpus prepared (if it is the
         settings'); ``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights. False if
@@ -396,8 +399,8 @@ class Workspace:
         self.diagnose()
 
 
-def _train(config: Any, run_dir: str | None, resume: bool, prepared: Any, probe: Any, init_from: str | None,
-           control: Control) -> Any:
+def _train(config: RunConfig, run_dir: str | None, resume: bool, prepared: Prepared | None, probe: ProbeInput | None,
+           init_from: str | None, control: Control) -> Iterator[Event]:
     """In the training job's thread: the trainer's generator (importing it imports torch, there and not in the
     owner's thread)."""
     from ..training.trainer import train
