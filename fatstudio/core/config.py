@@ -271,6 +271,7 @@ TENSORBOARD_MISSING = "train.tensorboard needs the tensorboard package: pip inst
 TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 TOKENIZERS = ("char", "word", "bpe")
+SPLITS = ("blocks", "tail")  # data.split: where a text's validation part lies (see `data.splits`)
 OPTIMIZERS = ("adamw", "sgd", "muon")
 MODADD_P, MODADD_MAX_P = 97, 500  # the "modadd" corpus's p: by default, and at most (250,000 pairs)
 TASK_ARCHS = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",), "seq2seq": ("edt",),
@@ -285,6 +286,7 @@ class DataConfig(_Config):
     tokenizer: str = "char"
     vocab_size: int = 1000  # for BPE
     val_fraction: float = 0.1
+    split: str = "blocks"  # "blocks" spread over the text | "tail", its last val_fraction (runs before the key)
     task: str = "next_token"
     p_mask: float = 0.15  # masked_lm (Algorithm 12)
     modadd_p: int = MODADD_P  # p of the "modadd" corpus (a + b mod p); its training fraction is 1 - val_fraction
@@ -301,6 +303,7 @@ class DataConfig(_Config):
         check_choice("data.task", self.task, TASKS)
         _whole("data.vocab_size", self.vocab_size, 8, "≥ 8")
         _check_number("data.val_fraction", self.val_fraction, 0.0, 1.0)
+        check_choice("data.split", self.split, SPLITS)
         _check_number("data.p_mask", self.p_mask, 0.0, 1.0, lo_open=True)
         if not isinstance(self.modadd_p, int) or isinstance(self.modadd_p, bool) or not 2 <= self.modadd_p <= MODADD_MAX_P:
             raise ValueError(f"data.modadd_p = {self.modadd_p!r} is not allowed; it must be a whole number "
@@ -389,6 +392,16 @@ class RunConfig(_Config):
         return cls(model=ModelConfig.from_dict(d.get("model", {})), data=DataConfig.from_dict(d.get("data", {})),
                    train=TrainConfig.from_dict(d.get("train", {})))
 
+    @classmethod
+    def from_record(cls, d: dict[str, Any]) -> RunConfig:
+        """A config as a run's config.json (or a reference curve) recorded it: a key it lacks that
+        `RECORDED_BEFORE` names takes the value runs had before the key existed, not today's default."""
+        filled = dict(d)
+        for table, old in RECORDED_BEFORE.items():
+            if isinstance(d.get(table), dict):
+                filled[table] = {**old, **d[table]}
+        return cls.from_dict(filled)
+
     def validate(self) -> RunConfig:
         self.data.validate()
         self.train.validate()
@@ -436,6 +449,11 @@ class RunConfig(_Config):
                 raise ValueError(f"--set {a!r}: {table} has no key {name!r}; known keys: {', '.join(sorted(d[table]))}.")
             d[table][name] = parse_value(raw.strip())
         return RunConfig.from_dict(d)
+
+
+# What a recorded config without a key meant, where today's default means something else: runs recorded before
+# data.split validated on the tail of the text.
+RECORDED_BEFORE: dict[str, dict[str, Any]] = {"data": {"split": "tail"}}
 
 
 class ConfigError(ValueError):

@@ -222,9 +222,10 @@ def test_every_builtin_form_builds_and_batches(name):
 
 # --- datasets -----------------------------------------------------------------------------------------------
 def test_next_token_is_nanogpt_windows_of_the_split_stream():
+    """The tail rule (runs before data.split) is nanoGPT's: the stream cut at 90%."""
     corpus = load_corpus("python-stdlib")
     tok = _char(corpus)
-    ds = build_dataset(corpus, tok, "next_token", l_max=32, val_fraction=0.1)
+    ds = build_dataset(corpus, tok, "next_token", l_max=32, val_fraction=0.1, split="tail")
     data = encode_corpus(tok, corpus.text)
     n_train = int(len(data) * 0.9)
     assert ds.sizes() == {"train_tokens": n_train, "val_tokens": len(data) - n_train}

@@ -54,6 +54,7 @@ def test_word_and_bpe_tokens_hold_each_splits_own_characters(tmp_path, kind):
     corpus.write_text(text, encoding="utf-8")
     cfg = tiny_config(corpus, steps=1)
     cfg.data.tokenizer, cfg.data.vocab_size, cfg.data.val_fraction = kind, 400, 0.5  # the val split spans pieces
+    cfg.data.split = "tail"  # the long words validate
     started = _started(training.train(cfg, runs_root=tmp_path / "runs"))
     run = Run.open(started.run_dir)
     # independently: the whole text encoded at once, split where the trainer splits, each side decoded

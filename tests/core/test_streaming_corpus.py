@@ -100,7 +100,7 @@ def test_streamed_tokens_and_batches_equal_the_in_memory_ones(big, monkeypatch, 
     for task in ("next_token", "masked_lm"):
         a = build_dataset(memory, tok, task, l_max=32)
         b = build_dataset(streamed, tok, task, l_max=32)
-        assert isinstance(b._data["train"], np.memmap)
+        assert isinstance(b.stream("train").base, np.memmap)  # its blocks read from the mapped token file
         assert a.sizes() == b.sizes()
         for split in ("train", "val"):
             np.testing.assert_array_equal(a._data[split], b._data[split])

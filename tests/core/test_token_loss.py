@@ -44,7 +44,8 @@ def loaded(tmp_path):
             texts = [TEXT]
         tok = train_tokenizer("char", texts)
         model = tiny(arch, seed=seed, vocab_size=tok.vocab_size, l_max=l_max).float()
-        cfg = RunConfig(model.config, DataConfig(corpus=str(p), val_fraction=0.1, task=task, p_mask=p_mask),
+        data = DataConfig(corpus=str(p), val_fraction=0.1, task=task, p_mask=p_mask, split="tail")  # the last 10%
+        cfg = RunConfig(model.config, data,
                         TrainConfig(seed=3))
         return LoadedModel(model, tok, cfg, label=f"seed {seed}")
     return make

@@ -31,7 +31,7 @@ def text_corpus(text: str) -> Corpus:
 # ---- the split ---------------------------------------------------------------------------------------------
 def test_a_text_is_split_at_a_line_start_and_nothing_is_lost():
     text = "".join(f"line {i} of the text\n" for i in range(100))
-    (train,), (val,) = split_corpus(text_corpus(text), 0.1)
+    (train,), (val,) = split_corpus(text_corpus(text), 0.1, "tail")
     assert train + val == text
     assert train.endswith("\n") and val.startswith("line ")
     assert abs(len(val) - 0.1 * len(text)) < len("line 99 of the text\n")
@@ -71,10 +71,10 @@ def test_char_on_its_own_alphabet_is_one_token_a_character_with_nothing_unknown(
 
 
 def test_char_counts_a_character_absent_from_training_as_unknown():
-    text = "abc ab\n" * 90 + "abz zb\n" * 10  # 'z' only in the last lines: the validation split
-    lab = compare_tokenizers(text_corpus(text), [("char", None)], 0.1)
+    text = "abc ab\n" * 90 + "abz zb\n" * 10  # 'z' only in the last lines: the tail's validation split
+    lab = compare_tokenizers(text_corpus(text), [("char", None)], 0.1, split="tail")
     (row,) = lab.rows
-    _, (val,) = split_corpus(text_corpus(text), 0.1)
+    _, (val,) = split_corpus(text_corpus(text), 0.1, "tail")
     assert val == "abz zb\n" * 10
     assert row.tokens == len(val) and row.unknown == val.count("z") == 20
     assert row.unknown_rate == pytest.approx(20 / 70)
@@ -84,7 +84,7 @@ def test_char_counts_a_character_absent_from_training_as_unknown():
 
 def test_word_counts_match_a_count_by_hand():
     text = "the cat sat\n" * 9 + "the cat ran.\n"
-    lab = compare_tokenizers(text_corpus(text), [("word", 100)], 0.1)
+    lab = compare_tokenizers(text_corpus(text), [("word", 100)], 0.1, split="tail")
     (row,) = lab.rows
     # the validation split is "the cat ran.\n": "the", " cat", " ran" (never seen), "." (never seen), "\n"
     assert (row.chars, row.tokens, row.unknown) == (13, 5, 2)
@@ -98,8 +98,9 @@ def test_word_counts_match_a_count_by_hand():
 def test_bpe_matches_the_tokenizer_encoding_the_whole_split_at_once():
     corpus = load_corpus("python-stdlib")
     text = corpus.text[:200_000]
-    lab = compare_tokenizers(text_corpus(text), [("bpe", 300), ("bpe", 1000)], 0.2, sentence="def f(x): return x")
-    _, (val,) = split_corpus(text_corpus(text), 0.2)
+    lab = compare_tokenizers(text_corpus(text), [("bpe", 300), ("bpe", 1000)], 0.2, sentence="def f(x): return x",
+                             split="tail")
+    _, (val,) = split_corpus(text_corpus(text), 0.2, "tail")
     small, large = lab.rows
     for row in lab.rows:
         assert row.tokens == len(row.tokenizer.encode(val)) and row.unknown == 0 and row.vocab_size <= row.vocab_cap
@@ -114,7 +115,7 @@ def test_bpe_matches_the_tokenizer_encoding_the_whole_split_at_once():
 
 def test_the_histogram_shares_its_bins_and_keeps_long_lines_in_the_last():
     text = "".join("ab " * (1 + i % 30) + "\n" for i in range(300)) + "x" * 5000 + "\n" + "ab\n" * 40
-    lab = compare_tokenizers(text_corpus(text), [("char", None), ("bpe", 300)], 0.3)
+    lab = compare_tokenizers(text_corpus(text), [("char", None), ("bpe", 300)], 0.3, split="tail")
     for row in lab.rows:
         assert len(row.histogram) == len(lab.bin_edges) - 1 and sum(row.histogram) == len(row.lengths)
         assert row.histogram[-1] >= 1  # the 5,000-character line, beyond the 99th percentile

@@ -23,10 +23,16 @@ def chars_per_token(corpus: Corpus, tokenizer: Tokenizer, dataset: Dataset) -> d
     counted = dataset.split_chars()  # a streamed corpus's, counted as it was encoded (it holds no text)
     if counted is not None:
         return {split: n / sizes[f"{split}_tokens"] for split, n in counted.items()}
-    if not corpus.text:
+    if not corpus.text or not isinstance(dataset, StreamDataset):
         return None
     n_val = sizes.get("val_tokens", 0)
-    val_chars = _tail_chars(corpus.text, tokenizer, n_val)
+    val = dataset.ranges["val"]
+    tail = not val or (len(val) == 1 and val[0][1] == sizes["train_tokens"] + n_val)  # the tail rule's one range
+    if dataset.pieces is not None and not tail:
+        val_chars = sum(_char_at(corpus.text, tokenizer, dataset.pieces, b) -
+                        _char_at(corpus.text, tokenizer, dataset.pieces, a) for a, b in val)
+    else:
+        val_chars = _tail_chars(corpus.text, tokenizer, n_val)
     ratios = {"train": (len(corpus.text) - val_chars) / sizes["train_tokens"]}
     if n_val:
         ratios["val"] = val_chars / n_val
@@ -49,6 +55,22 @@ def _tail_chars(text: str, tokenizer: Tokenizer, n: int) -> int:
     return covered
 
 
+def _char_at(text: str, tokenizer: Tokenizer, pieces: np.ndarray, k: int) -> int:
+    """Where token ``k`` of ``text``'s token stream starts in the text (its length for the stream's end): the
+    piece that holds it found from ``pieces`` (each encoded piece's characters and tokens, `encode_corpus`'s
+    marks), and only that piece encoded again, for its tokens' offsets."""
+    char_ends, token_ends = np.cumsum(pieces[:, 0]), np.cumsum(pieces[:, 1])
+    i = int(np.searchsorted(token_ends, k, side="right"))  # the piece whose tokens hold k
+    if i >= len(pieces):
+        return len(text)
+    lo = int(char_ends[i - 1]) if i else 0
+    first = int(token_ends[i - 1]) if i else 0
+    if k == first:
+        return lo
+    offsets = tokenizer.backend.encode_batch([text[lo:int(char_ends[i])]], add_special_tokens=False)[0].offsets
+    return lo + offsets[k - first][0]
+
+
 CHUNK = 1 << 20  # ids summed at a time
 
 
@@ -59,5 +81,5 @@ def val_bytes_per_token(tokenizer: Tokenizer, dataset: Dataset) -> float | None:
     if not isinstance(dataset, StreamDataset) or not dataset.sizes()["val_tokens"]:
         return None
     lengths, val = tokenizer.utf8_lengths(), dataset.stream("val")
-    total = sum(int(lengths[np.asarray(val[i:i + CHUNK], dtype=np.int64)].sum()) for i in range(0, len(val), CHUNK))
+    total = sum(int(lengths[np.asarray(val[i:i + CHUNK]).astype(np.int64)].sum()) for i in range(0, len(val), CHUNK))
     return total / len(val)

@@ -16,11 +16,11 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import MODADD_P, TASKS, check_choice
+from ..config import MODADD_P, SPLITS, TASKS, DataConfig, check_choice
 from ..files import NotAFile, read_bytes, regular_file
 from . import streaming
 from .builtin import (
@@ -36,6 +36,7 @@ from .builtin import (
 )
 from .datasets import IGNORE as IGNORE  # the loss and the interventions read it here
 from .datasets import AnswerDataset, Dataset, ExampleDataset, MappedDataset, StreamDataset
+from .splits import SplitPlan, plan
 from .tokenization import Progress, Tokenizer, encode_corpus, split_text
 
 if TYPE_CHECKING:
@@ -65,6 +66,14 @@ class Corpus:
     notes: list[str] = field(default_factory=list)
     source: Source | None = None  # a streamed text (see `streaming`)
     modulus: int | None = None  # "modadd": p
+    parts: list[tuple[str, int]] = field(default_factory=list)  # a folder's text: each file and its characters
+
+    @property
+    def chars(self) -> int:
+        """The characters of a text (streamed or held); 0 for examples."""
+        if self.source is not None:
+            return self.source.chars
+        return len(self.text or "") if self.kind == "text" else 0
 
     @property
     def examples(self) -> list[tuple[str, str]]:
@@ -210,6 +219,7 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
     if text_task and _streams(files):
         return _load_streamed(path, spec, files, notes, progress)
     texts, examples, binaries = [], [], 0
+    parts: list[tuple[str, int]] = []
     for i, f in enumerate(files):
         try:
             text = _decode(f, notes)
@@ -221,6 +231,7 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
             binaries += 1
         elif text_task:
             texts.append(text if text.endswith("\n") or f is files[-1] else text + "\n")
+            parts.append((_relative(f, path), len(texts[-1])))
         else:
             examples += _parse_examples(f, text, task)
         if progress:
@@ -233,13 +244,18 @@ def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
         text = texts[0] if len(texts) == 1 else "".join(texts)
         if not text.strip():
             raise ValueError(f"corpus {spec!r} is empty.")
-        return Corpus(path.name, "text", text=text, notes=notes)
+        return Corpus(path.name, "text", text=text, notes=notes, parts=parts if path.is_dir() else [])
     if len(examples) < 2:
         raise ValueError(f"corpus {spec!r} has {len(examples)} example(s); at least 2 are needed "
                          "(one to train on, one to validate).")
     if task == "seq2seq":
         return Corpus(path.name, "pairs", pairs=examples, notes=notes)
     return Corpus(path.name, "labelled", labelled=examples, notes=notes)
+
+
+def _relative(f: Path, folder: Path) -> str:
+    """A file's name as a folder corpus lists it: its path inside the folder."""
+    return f.relative_to(folder).as_posix() if folder.is_dir() else f.name
 
 
 def _streams(files: list[Path]) -> bool:
@@ -263,7 +279,8 @@ def _load_streamed(path: Path, spec: str, files: list[Path], notes: list[str], p
     notes.append(f"{source.size / 1e6:,.0f} MB: too large to hold, so it is streamed from disk into a token file "
                  f"(cached in {streaming.cache_root()}); the tokenizer is trained on "
                  f"{sum(map(len, source.sample)) / 1e6:.0f} M characters sampled across it.")
-    return Corpus(path.name, "text", notes=notes, source=source)
+    parts = [(_relative(f.path, path), n) for f, n in zip(source.files, source.file_chars)] if path.is_dir() else []
+    return Corpus(path.name, "text", notes=notes, source=source, parts=parts)
 
 
 def _load_builtin(name: str, task: str, seed: int, modadd_p: int) -> Corpus:
@@ -339,11 +356,14 @@ _CORPUS_KIND = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs", "
 
 
 def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, val_fraction: float = 0.1,
-                  p_mask: float = 0.15, seed: int = 0, progress: Progress | None = None) -> Dataset:
-    """Tokenize ``corpus`` for ``task`` and split it: a text's token stream is cut at (1 - val_fraction)
-    (nanoGPT's 90/10); examples lose exact duplicates, are shuffled with ``seed`` and split so each side
-    holds at least one (val is empty only when val_fraction = 0)."""
+                  p_mask: float = 0.15, seed: int = 0, progress: Progress | None = None,
+                  split: str = "blocks") -> Dataset:
+    """Tokenize ``corpus`` for ``task`` and split it: ``val_fraction`` of a text's token stream validates, where
+    the rule ``split`` puts it (`splits`: "blocks" spread over the text, or the "tail"); examples lose exact
+    duplicates, are shuffled with ``seed`` and split so each side holds at least one (val is empty only when
+    val_fraction = 0)."""
     check_choice("task", task, TASKS)
+    check_choice("data.split", split, SPLITS)
     if corpus.kind != _CORPUS_KIND[task]:
         raise ValueError(f"task {task} needs a corpus of {_CORPUS_KIND[task]}, but {corpus.name!r} holds "
                          f"{corpus.kind}; load it with task={task!r}.")
@@ -358,18 +378,27 @@ def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, v
         return AnswerDataset(tokenizer, l_max, examples, n_train)
     if corpus.kind == "text":
         tokens = corpus.source.tokens(tokenizer, progress) if corpus.source is not None else None
-        data = tokens.data if tokens is not None else encode_corpus(tokenizer, corpus.text or "", progress)
-        n_train = int(len(data) * (1 - val_fraction))
+        marks: list[tuple[int, int]] = []  # each piece's characters and tokens (`chars`)
+        data = tokens.data if tokens is not None else encode_corpus(tokenizer, corpus.text or "", progress, marks)
+        train, val = split_plan(corpus, val_fraction, split).ranges(len(data))
         need = 2 if task == "next_token" else 1  # tokens per split
-        if n_train < need or (val_fraction > 0 and len(data) - n_train < need):
+        n_train, n_val = (sum(b - a for a, b in r) for r in (train, val))
+        if n_train < need or (val_fraction > 0 and n_val < need):
             raise ValueError(f"corpus {corpus.name!r} gives only {len(data)} tokens, too few to split with "
                              f"val_fraction = {val_fraction}; use a larger corpus.")
         if tokens is not None:
-            return MappedDataset(task, tokenizer, l_max, tokens, n_train, p_mask)
-        return StreamDataset(task, tokenizer, l_max, data, n_train, p_mask)
+            return MappedDataset(task, tokenizer, l_max, tokens, train, val, p_mask)
+        dataset = StreamDataset(task, tokenizer, l_max, data, train, val, p_mask)
+        dataset.pieces = np.array(marks, np.int64).reshape(-1, 2)
+        return dataset
     unique = list(dict.fromkeys(corpus.examples))
     examples, n_train = _shuffled_split(unique, val_fraction, seed, corpus.name)
     return ExampleDataset(task, tokenizer, l_max, examples, n_train, len(corpus.examples) - len(unique), progress)
+
+
+def split_plan(corpus: Corpus, val_fraction: float, split: str = "blocks") -> SplitPlan:
+    """Where the rule ``split`` puts the validation part of a text ``corpus`` (`splits.plan`, by its characters)."""
+    return plan(corpus.chars, val_fraction, split)
 
 
 def _shuffled_split(examples: list[tuple[str, str]], val_fraction: float, seed: int, name: str
@@ -383,6 +412,14 @@ def _shuffled_split(examples: list[tuple[str, str]], val_fraction: float, seed: 
         raise ValueError(f"corpus {name!r} has {len(shuffled)} distinct example(s); at least "
                          f"{n_val + 1} are needed for a train and a validation split.")
     return shuffled, len(shuffled) - n_val
+
+
+def split_record(data: DataConfig, dataset: Dataset) -> dict[str, Any] | None:
+    """What a run records of its split (meta.json's ``split_gap``): the rule ``data.split`` and how the validation
+    text's token frequencies differ from the training text's (`splits.SplitGap`); None where there is nothing to
+    measure (examples, no validation split)."""
+    gap = dataset.split_gap()
+    return None if gap is None else {"rule": data.split, **gap.to_dict()}
 
 
 def short_splits_note(dataset: Dataset, l_max: int) -> str | None:

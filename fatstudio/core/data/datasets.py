@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from .stats import unigram_entropy
+from .splits import SplitGap, gap
 from .tokenization import Tokenizer, token_dtype
 
 if TYPE_CHECKING:
@@ -47,6 +47,11 @@ class Dataset:
         streamed corpus); else None (`training.chars_per_token` counts them from the text)."""
         return None
 
+    def split_gap(self) -> SplitGap | None:
+        """How the validation split's token frequencies differ from the training split's (`splits.SplitGap`),
+        where that can say something: None for examples, which are shuffled."""
+        return None
+
     @staticmethod
     def _check_split(split: str, n: int | None = None) -> None:
         if split not in ("train", "val"):
@@ -55,25 +60,106 @@ class Dataset:
             raise ValueError("there is no validation split (val_fraction = 0).")
 
 
-class StreamDataset(Dataset):
-    """next_token (Algorithm 13) and masked_lm (Algorithm 12): random windows of one token stream."""
+class Joined:
+    """Ranges of a token stream read as one stream (a split of the "blocks" rule, `splits`): its length, and the
+    ids at integer positions (an array of any shape, or a slice) without copying the stream; ``np.asarray`` of
+    it is all its ids, joined. Windows across the join of two ranges read one range's end then the next's start,
+    as windows across the join of two files do."""
 
-    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, data: np.ndarray, n_train: int, p_mask: float):
+    def __init__(self, data: np.ndarray, ranges: list[tuple[int, int]]):
+        self.base, self.ranges = data, ranges
+        lengths = np.array([b - a for a, b in ranges], np.int64)
+        self._ends = np.cumsum(lengths)  # each range's end in the joined stream
+        self._shift = np.array([a for a, _ in ranges], np.int64) - (self._ends - lengths)  # joined → stream
+
+    def __len__(self) -> int:
+        return int(self._ends[-1]) if len(self._ends) else 0
+
+    def positions(self, index: np.ndarray) -> np.ndarray:
+        """Where positions of the joined stream lie in the whole stream."""
+        index = np.asarray(index, np.int64)
+        return index + self._shift[np.searchsorted(self._ends, index, side="right")]
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return self.base[self.positions(np.arange(*index.indices(len(self))))]
+        return self.base[self.positions(index)]
+
+    def __array__(self, dtype=None, copy=None):
+        joined = np.concatenate([self.base[a:b] for a, b in self.ranges]) if self.ranges else self.base[:0]
+        return joined if dtype is None else joined.astype(dtype)
+
+
+def _split_view(data: np.ndarray, ranges: list[tuple[int, int]]):
+    """A split of ``data``: a slice where it is one range (no copy: the tail rule's splits), else a `Joined`."""
+    if len(ranges) == 1:
+        return data[ranges[0][0]:ranges[0][1]]
+    return Joined(data, ranges) if ranges else data[:0]
+
+
+class StreamDataset(Dataset):
+    """next_token (Algorithm 13) and masked_lm (Algorithm 12): random windows of one token stream, from its
+    training or its validation ranges (`splits`)."""
+
+    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, data: np.ndarray, train: list[tuple[int, int]],
+                 val: list[tuple[int, int]], p_mask: float):
         super().__init__(task, tokenizer, l_max)
         self.p_mask = p_mask
-        self._data = {"train": data[:n_train], "val": data[n_train:]}
+        self.ranges = {"train": train, "val": val}
+        self._all = data
+        self._data = {split: _split_view(data, r) for split, r in self.ranges.items()}
+        self._counts: dict[str, np.ndarray] | None = None
+        self.pieces: np.ndarray | None = None  # (pieces, 2): each encoded piece's characters and tokens, if known
 
     def sizes(self) -> dict:
         return {"train_tokens": len(self._data["train"]), "val_tokens": len(self._data["val"])}
 
-    def stream(self, split: str) -> np.ndarray:
-        """The token ids of ``split`` in corpus order (the val split follows the train split)."""
+    def stream(self, split: str):
+        """The token ids of ``split`` in corpus order (its ranges joined: a slice or a `Joined`)."""
         self._check_split(split)
         return self._data[split]
 
+    def positions(self, split: str, index: np.ndarray) -> np.ndarray:
+        """Where positions of ``split``'s `stream` lie in the corpus's whole stream."""
+        self._check_split(split)
+        data = self._data[split]
+        if isinstance(data, Joined):
+            return data.positions(index)
+        start = self.ranges[split][0][0] if self.ranges[split] else 0
+        return np.asarray(index, np.int64) + start
+
+    def before(self, split: str, n: int) -> np.ndarray:
+        """The (at most) ``n`` tokens of the corpus just before ``split``'s first token: the context it follows."""
+        self._check_split(split)
+        start = self.ranges[split][0][0] if self.ranges[split] else 0
+        return np.asarray(self._all[max(0, start - n):start])
+
+    def split_counts(self) -> dict[str, np.ndarray]:
+        """How often each id occurs in each split (bincounts), counted once."""
+        if self._counts is None:
+            self._counts = {split: self._count(r) for split, r in self.ranges.items()}
+        return self._counts
+
+    def _count(self, ranges: list[tuple[int, int]]) -> np.ndarray:
+        total = np.zeros(0, np.int64)
+        for a, b in ranges:
+            c = np.bincount(np.asarray(self._all[a:b]).astype(np.int64, copy=False), minlength=len(total))
+            c[:len(total)] += total
+            total = c
+        return total
+
     def unigram_entropy(self) -> float | None:
-        train = self._data["train"]
-        return unigram_entropy(np.asarray(train)) if len(train) else None
+        counts = self.split_counts()["train"]
+        n = int(counts.sum())
+        if not n:
+            return None
+        p = counts[counts > 0] / n
+        return float(-(p * np.log(p)).sum())
+
+    def split_gap(self) -> SplitGap | None:
+        """How the validation text's token frequencies differ from the training text's (`splits.gap`)."""
+        counts = self.split_counts()
+        return gap(counts["train"], counts["val"])
 
     def window_starts(self, split: str, batch_size: int, generator: torch.Generator) -> tuple[np.ndarray, int]:
         """Where in `stream` the rows of ``batch(split, batch_size, generator)`` begin (B,), and their length T;
@@ -87,7 +173,7 @@ class StreamDataset(Dataset):
     def batch(self, split, batch_size, generator):
         start, T = self.window_starts(split, batch_size, generator)
         data, extra = self._data[split], self.task == "next_token"
-        w = torch.from_numpy(data[start[:, None] + np.arange(T + extra)].astype(np.int64))  # (B, T[+1])
+        w = torch.from_numpy(np.asarray(data[start[:, None] + np.arange(T + extra)]).astype(np.int64))  # (B, T[+1])
         if extra:  # nanoGPT's get_batch: x = data[i:i+T], y = data[i+1:i+1+T]
             return {"x": w[:, :-1].contiguous(), "y": w[:, 1:].contiguous()}
         masked = torch.rand(w.shape, generator=generator) < self.p_mask  # (B, T)
@@ -100,22 +186,18 @@ class MappedDataset(StreamDataset):
     """A `StreamDataset` over a streamed corpus's token file, mapped (`streaming.TokenFile`): the same
     batches from the same ids, while only the pages read stay in memory."""
 
-    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, tokens: TokenFile, n_train: int, p_mask: float):
-        super().__init__(task, tokenizer, l_max, tokens.data, n_train, p_mask)
-        self._tokens, self._n_train = tokens, n_train
+    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, tokens: TokenFile, train: list[tuple[int, int]],
+                 val: list[tuple[int, int]], p_mask: float):
+        super().__init__(task, tokenizer, l_max, tokens.data, train, val, p_mask)
+        self._tokens = tokens
 
-    def unigram_entropy(self) -> float | None:
-        if not self._n_train:
-            return None
-        counts = self._tokens.counts(self._n_train)  # read in chunks, not through the map
-        p = counts[counts > 0] / self._n_train
-        return float(-(p * np.log(p)).sum())
+    def _count(self, ranges: list[tuple[int, int]]) -> np.ndarray:
+        return self._tokens.counts(ranges)  # read in chunks, not through the map
 
     def split_chars(self) -> dict[str, int] | None:
-        train = self._tokens.chars_before(self._n_train)
-        out = {"train": train}
-        if len(self._data["val"]):
-            out["val"] = self._tokens.chars - train
+        out = {"train": sum(self._tokens.chars_before(b) - self._tokens.chars_before(a) for a, b in self.ranges["train"])}
+        if self.ranges["val"]:
+            out["val"] = self._tokens.chars - out["train"]
         return out
 
 

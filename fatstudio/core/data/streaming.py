@@ -143,6 +143,7 @@ class Source:
     words: int = 0
     alphabet: str = ""  # every distinct character, sorted
     sample: list[str] = field(default_factory=list)
+    file_chars: list[int] = field(default_factory=list)  # each file's characters (with the newline `chunks` adds)
 
     @property
     def size(self) -> int:
@@ -251,16 +252,19 @@ class TokenFile:
         char_ends, token_ends = self.marks[:, 0], self.marks[:, 1]
         return round(float(np.interp(n, np.concatenate(([0], token_ends)), np.concatenate(([0], char_ends)))))
 
-    def counts(self, stop: int, chunk: int = 1 << 22) -> np.ndarray:
-        """How often each id occurs in the first ``stop`` tokens, read ``chunk`` tokens at a time (not
-        through the map, so the pages read do not stay in this process's memory)."""
+    def counts(self, ranges: list[tuple[int, int]], chunk: int = 1 << 22) -> np.ndarray:
+        """How often each id occurs in the tokens of ``ranges`` ([start, stop) pairs), read ``chunk`` tokens at
+        a time (not through the map, so the pages read do not stay in this process's memory)."""
         total = np.zeros(0, np.int64)
+        size = self.data.dtype.itemsize
         with open(self.folder / "tokens.bin", "rb") as fh:
-            for start in range(0, stop, chunk):
-                ids = np.fromfile(fh, self.data.dtype, min(chunk, stop - start))
-                c = np.bincount(ids, minlength=len(total))
-                c[:len(total)] += total
-                total = c
+            for lo, hi in ranges:
+                fh.seek(lo * size)
+                for start in range(lo, hi, chunk):
+                    ids = np.fromfile(fh, self.data.dtype, min(chunk, hi - start))
+                    c = np.bincount(ids, minlength=len(total))
+                    c[:len(total)] += total
+                    total = c
         return total
 
 
@@ -289,6 +293,7 @@ def scan(paths: list[Path], notes: list[str], progress: Progress | None = None) 
     last = ""
     for i, f in enumerate(files):
         last = ""
+        before = source.chars
         read = 0  # about how many bytes of this file are read (UTF-8 lengths: good enough to spread blocks)
         for text in _decoded(f.path, f.encoding, f.errors):
             if done + read >= next_block and len(source.sample) < SAMPLE_BLOCKS:
@@ -311,6 +316,7 @@ def scan(paths: list[Path], notes: list[str], progress: Progress | None = None) 
             source.lines += 1
             alphabet.add("\n")
             inside_word, last = False, "\n"
+        source.file_chars.append(source.chars - before)
     source.lines += bool(last) and not last.endswith("\n")
     source.alphabet = "".join(sorted(alphabet))
     return source

@@ -341,8 +341,9 @@ def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
 
 
 def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
-                  progress: Progress | None = None) -> np.ndarray:
-    """The whole corpus as one token stream (uint16 if N_V < 65536, else int32), no specials added.
+                  progress: Progress | None = None, marks: list[tuple[int, int]] | None = None) -> np.ndarray:
+    """The whole corpus as one token stream (uint16 if N_V < 65536, else int32), no specials added; ``marks``,
+    when given, gets each piece's characters and tokens (what places a token in the text, `chars`).
 
     Encodes ``BATCH_PIECES`` pieces of ``CHUNK_CHARS`` characters at a time (in parallel) into one array
     reserved at a token per character (a reservation: memory is taken only as ids are written; it grows
@@ -358,7 +359,9 @@ def encode_corpus(tokenizer: Tokenizer, text_or_iterable: str | Iterable[str],
 
     def flush() -> None:
         nonlocal data, n
-        for ids in tokenizer.encode_batch(batch):
+        for piece, ids in zip(batch, tokenizer.encode_batch(batch)):
+            if marks is not None:
+                marks.append((len(piece), len(ids)))
             if n + len(ids) > len(data):
                 grown: np.ndarray = np.empty(max(2 * len(data), n + len(ids)), dtype)
                 grown[:n] = data[:n]

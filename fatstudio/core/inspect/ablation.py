@@ -48,7 +48,7 @@ def validation_dataset(config: RunConfig, tokenizer: Tokenizer) -> Dataset:
     """The run's corpus tokenized and split as its training did (its own tokenizer, l_max, val_fraction, seed)."""
     d, t = config.data, config.train
     corpus = load_corpus(d.corpus, d.task, None, t.seed, d.modadd_p)
-    dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed)
+    dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, split=d.split)
     if not any(v for k, v in dataset.sizes().items() if k.startswith("val")):
         raise ValueError("this run has no validation split (data.val_fraction = 0), so there is no validation "
                          "loss to measure.")
@@ -107,15 +107,19 @@ def second_copy_mask(config: RunConfig, dataset: Dataset) -> torch.Tensor:
     if d.corpus != "repeat" or d.task != "next_token" or not isinstance(dataset, StreamDataset):
         raise ValueError(f"second copies are those of the 'repeat' corpus's next_token task, not of {d.corpus!r} "
                          f"({d.task}).")
-    back, n_train = repeat_lookback(t.seed), len(dataset.stream("train"))
-    if n_train + len(dataset.stream("val")) != len(back):
+    back = repeat_lookback(t.seed)
+    if len(dataset.stream("train")) + len(dataset.stream("val")) != len(back):
         raise ValueError("this run's tokenizer does not give one token a character, so its tokens cannot be "
                          "matched to the copies; use the char tokenizer.")
     g, masks = _val_generator(t.seed), []
     for _ in range(t.eval_iters):
         starts, T = dataset.window_starts("val", t.batch_size, g)
-        n = back[n_train + starts[:, None] + np.arange(1, T + 1)]  # each target's place in the text
-        masks.append(torch.from_numpy((n > 0) & (np.arange(T) >= n)))  # x_t's earlier occurrence at t - n ≥ 0
+        targets = starts[:, None] + np.arange(1, T + 1)
+        at = dataset.positions("val", targets)  # each target's place in the text
+        n = back[at]
+        # x_t's earlier occurrence at t - n ≥ 0 in the row, n tokens back in the text too (not across two blocks)
+        joined = dataset.positions("val", np.maximum(targets - n, 0)) == at - n
+        masks.append(torch.from_numpy((n > 0) & (np.arange(T) >= n) & joined))
     return torch.cat(masks)
 
 

@@ -129,7 +129,7 @@ def validation_split(loaded: LoadedModel) -> ValidationSplit:
         raise ValueError("the loss per validation token is for a text stream; this run's corpus is prompts and "
                          "answers (modadd), scored on the answer only.")
     train, val = dataset.stream("train"), dataset.stream("val")
-    context = np.asarray(train[-l_max:])
+    context = dataset.before("val", l_max)  # the text the validation split follows
     counts = np.bincount(np.asarray(train), minlength=N_V)
     val = np.asarray(val)
     if task == "next_token":
@@ -238,7 +238,8 @@ def diff(this: TokenLoss, against: TokenLoss) -> TokenLossDiff:
     """``this`` against ``against``; ValueError unless they scored the same tokens."""
     if not np.array_equal(this.ids, against.ids):
         raise ValueError(f"the two runs' validation splits are different tokens ({this.n_tokens} and "
-                         f"{against.n_tokens}); compare runs on the same corpus, tokenizer and data.val_fraction.")
+                         f"{against.n_tokens}); compare runs on the same corpus, tokenizer, data.val_fraction "
+                         "and data.split.")
     return TokenLossDiff(this, against)
 
 

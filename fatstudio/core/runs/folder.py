@@ -169,7 +169,7 @@ class Run(RunWeights):
                              f"{FORMAT_VERSION}); upgrade fatstudio.")
         d = _read_json(path, CONFIG)
         try:
-            config = RunConfig.from_dict(d)
+            config = RunConfig.from_record(d)  # a key added since takes what the run used (data.split: the tail)
             config.model.validate()
             config.data.validate()  # training checks its own table when resuming
         except (ValueError, TypeError, KeyError, AttributeError) as e:

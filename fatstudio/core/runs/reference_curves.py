@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig
+from ..data import splits
 from ..files import atomic_write
 from ..resources import resource_path
 
@@ -105,7 +106,7 @@ class ReferenceCurve:
         try:
             train, val = (Band(**{k: [float(v) for v in d[part][k]] for k in ("step", "mean", "min", "max")})
                           for part in ("train", "val"))
-            return cls(str(d["preset"]), str(d["name"]), RunConfig.from_dict(d["config"]), list(d["seeds"]), train, val,
+            return cls(str(d["preset"]), str(d["name"]), RunConfig.from_record(d["config"]), list(d["seeds"]), train, val,
                        chars_per_token=d.get("chars_per_token"), machine=d.get("machine") or {},
                        commit=d.get("commit"), created=str(d.get("created", "")), seconds=list(d.get("seconds", [])))
         except (KeyError, TypeError, AttributeError) as e:
@@ -130,7 +131,8 @@ class ReferenceCurve:
 def same_settings(a: RunConfig, b: RunConfig) -> bool:
     """Whether runs of ``a`` and ``b`` learn the same way: the same model (paper defaults filled in), data and
     optimisation; the `IGNORED` settings (steps, seed, device, …) may differ, and so may data.vocab_size
-    for a char tokenizer (it takes every character whatever the cap)."""
+    for a char tokenizer (it takes every character whatever the cap) and data.split where it says nothing
+    (`splits.applies`: examples)."""
     def key(c: RunConfig) -> dict[str, Any]:
         d = {"model": asdict(c.model.resolved()), "data": c.data.to_dict(), "train": c.train.to_dict()}
         for table, names in IGNORED.items():
@@ -138,6 +140,8 @@ def same_settings(a: RunConfig, b: RunConfig) -> bool:
                 d[table].pop(name)
         if c.data.tokenizer == "char":
             d["data"].pop("vocab_size")
+        if not splits.applies(c.data):  # examples are shuffled whatever data.split says
+            d["data"].pop("split")
         return d
     try:
         return key(a) == key(b)

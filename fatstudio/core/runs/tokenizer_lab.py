@@ -7,8 +7,9 @@ character, the rate of unknown tokens, the distribution of tokens per line, and 
 ``finished_runs_on`` lists the finished runs on the same corpus with their best validation loss in nats per
 token and in bits per character (`bits_per_char`), the unit that does not depend on the tokenizer.
 
-The validation split is the last ``val_fraction`` of a text's characters (from the next line start, or
-the next space), or of a corpus's examples. Very large corpora are sampled: the tokenizers
+The validation split is the part of a text's characters that training holds out (``data.split``: blocks spread
+over it, or its last ``val_fraction``; each cut moved on to a line start, or the next space), or the last
+``val_fraction`` of a corpus's examples. Very large corpora are sampled: the tokenizers
 train on at most ``TRAIN_CHARS`` characters and are measured on at most ``VAL_CHARS``, in evenly spaced
 pieces of the split (`tokenization.split_text`; evenly spaced lines for the lengths). A text without words
 (letters only: a word tokenizer's tokens span over ``WORD_CHARS`` characters on average) or without line breaks
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..config import TOKENIZERS
+from ..data import splits
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
 from ..records import VAL_LOSS, row_number
 from .reference_curves import bits_per_char
@@ -104,6 +106,7 @@ class LabResult:
     bin_edges: list[int]  # shared by every row's histogram; the last bin also holds every longer sequence
     rows: list[LabRow]
     notes: list[str] = field(default_factory=list)  # what the corpus lacks that some numbers need (words, lines)
+    held_out: str = ""  # the validation split in words (`splits.SplitPlan.describe`)
 
 
 def spec_label(spec: Spec) -> str:
@@ -133,20 +136,24 @@ def parse_specs(text: str) -> list[Spec]:
     return list(dict.fromkeys(specs))
 
 
-def split_corpus(corpus: Corpus, val_fraction: float) -> tuple[list[str], list[str]]:
-    """The training and validation texts of ``corpus``: a text cut at 1 - ``val_fraction`` of its characters
-    (moved on to the next line start within 10,000 characters, else to the next space), or its examples'
-    texts, the last ``val_fraction`` of them held out. A streamed corpus (too large to hold) is represented by
-    its sample (`streaming.SAMPLE_CHARS` characters spread over it)."""
+def split_corpus(corpus: Corpus, val_fraction: float, split: str = "blocks") -> tuple[list[str], list[str]]:
+    """The training and validation texts of ``corpus``: a text's parts as the rule ``split`` places them
+    (`splits.plan`, in characters: the blocks spread over it, or from 1 - ``val_fraction`` on), each cut moved
+    on to the next line start (within 10,000 characters for the tail, `BLOCK_SNAP` for a block), else to the
+    next space; or its examples' texts, the last ``val_fraction`` of them held out. A streamed corpus (too
+    large to hold) is represented by its sample (`streaming.SAMPLE_CHARS` characters spread over it)."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"the tokenizer lab measures on the validation split; val_fraction = {val_fraction} "
                          "holds none out. Set the validation split above 0.")
     if corpus.kind == "text":
         text = corpus.text or ("".join(corpus.source.sample) if corpus.source else "")
-        cut = int(len(text) * (1 - val_fraction))
-        m = _LINE_START.search(text, max(cut - 1, 0), cut + 10_000) or _SPACE.search(text, cut)
-        cut = m.end() if m else cut
-        train, val = [text[:cut]], [text[cut:]]
+        train_ranges, val_ranges = splits.plan(len(text), val_fraction, split).ranges(len(text))
+        reach = 10_000 if split == "tail" else BLOCK_SNAP
+        cuts = sorted({_snap(text, c, reach) for r in val_ranges for c in r})
+        edges = [0, *cuts, len(text)]
+        pieces = [(a, b, any(lo <= a < hi for lo, hi in val_ranges)) for a, b in zip(edges, edges[1:]) if b > a]
+        train, val = [text[a:b] for a, b, v in pieces if not v], [text[a:b] for a, b, v in pieces if v]
+        train, val = train or [""], val or [""]
     else:
         texts = corpus.texts()  # a source and a target per pair, a text per labelled example
         cut = len(texts) - max(1, round(len(corpus.examples) * val_fraction)) * (2 if corpus.kind == "pairs" else 1)
@@ -155,6 +162,18 @@ def split_corpus(corpus: Corpus, val_fraction: float) -> tuple[list[str], list[s
         raise ValueError(f"corpus {corpus.name!r} is too small to split into training and validation text; "
                          "use a larger corpus.")
     return train, val
+
+
+BLOCK_SNAP = 200  # characters a block's cut may move on to a line start
+
+
+def _snap(text: str, cut: int, reach: int) -> int:
+    """``cut`` moved on to the next line start within ``reach`` characters, else after the next space (the
+    text's ends stay where they are)."""
+    if cut <= 0 or cut >= len(text):
+        return cut
+    m = _LINE_START.search(text, max(cut - 1, 0), cut + reach) or _SPACE.search(text, cut)
+    return m.end() if m else cut
 
 
 def _sample(texts: list[str], cap: int) -> list[str]:
@@ -221,16 +240,18 @@ def _no_words(row: LabRow) -> str:
 
 
 def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, val_fraction: float = 0.1,
-                       sentence: str | None = None, progress: Progress | None = None) -> LabResult:
+                       sentence: str | None = None, progress: Progress | None = None,
+                       split: str = "blocks") -> LabResult:
     """Train each tokenizer of ``specs`` on ``corpus``'s training split and measure it on the validation split
-    (see the module docstring); ``sentence`` (default: a line of the validation split) tokenized by each."""
-    train, val = split_corpus(corpus, val_fraction)
+    as ``split`` places it (see the module docstring); ``sentence`` (default: a line of the validation split)
+    tokenized by each."""
+    train, val = split_corpus(corpus, val_fraction, split)
     train = _sample([p for t in train for p in split_text(t)], TRAIN_CHARS)
     val_pieces = _sample([p for t in val for p in split_text(t)], VAL_CHARS)
     notes = []
-    if corpus.kind == "text" and "\n" not in val[0]:  # no lines: one "line" would be the whole split
+    if corpus.kind == "text" and not any("\n" in v for v in val):  # no lines: a "line" would be a whole block
         lines = []
-        notes.append(f"No lines: the validation split has no line breaks ({len(val[0]):,} characters in one "
+        notes.append(f"No lines: the validation split has no line breaks ({sum(map(len, val)):,} characters in one "
                      "run), so there are no tokens per line to compare; the lengths are left out.")
     else:
         lines = _sample([s for t in val for s in t.split("\n") if s.strip()] if corpus.kind == "text" else
@@ -259,8 +280,10 @@ def compare_tokenizers(corpus: Corpus, specs: Sequence[Spec] = DEFAULT_SPECS, va
         r.histogram = np.bincount(np.minimum(r.lengths // width, len(edges) - 2), minlength=len(edges) - 1).tolist()
     if progress:
         progress(1.0, f"{len(rows)} tokenizers compared")
+    held_out = (splits.plan(corpus.chars, val_fraction, split).describe() if corpus.kind == "text" else
+                f"the last {val_fraction:.0%} of the examples")
     return LabResult(corpus.name, "line" if corpus.kind == "text" else "example text", val_fraction,
-                     sum(map(len, train)), sum(map(len, val)), sentence, edges, rows, notes)
+                     sum(map(len, train)), sum(map(len, val)), sentence, edges, rows, notes, held_out)
 
 
 # --- runs on the corpus ---------------------------------------------------------------------------------------
@@ -312,7 +335,8 @@ def run_chars_per_token(run: Run, corpus: Corpus | None = None) -> float | None:
 
     corpus = corpus or load_corpus(d.corpus, d.task, seed=t.seed, modadd_p=d.modadd_p)
     tokenizer = run.load_tokenizer()
-    dataset = build_dataset(corpus, tokenizer, d.task, run.config.model.l_max, d.val_fraction, d.p_mask, t.seed)
+    dataset = build_dataset(corpus, tokenizer, d.task, run.config.model.l_max, d.val_fraction, d.p_mask, t.seed,
+                            split=d.split)
     return (chars_per_token(corpus, tokenizer, dataset) or {}).get("val")
 
 

@@ -51,7 +51,7 @@ def prepare(config: RunConfig, run: Run | None = None, prepared: Prepared | None
     assert tokenizer is not None
     yield Prepare("tokenizing the corpus", 0.4)
     dataset = yield from _with_progress(lambda progress: corpora.build_dataset(
-        corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress), 0.4, 0.9)
+        corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, progress, d.split), 0.4, 0.9)
     mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,  # N_V: the tokenizer's actual size
                                 n_classes=dataset.n_classes if d.task == "classification" else 0)
     return tokenizer, dataset, RunConfig(mcfg, d, t).validate(), chars_per_token(corpus, tokenizer, dataset)

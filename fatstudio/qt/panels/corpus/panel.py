@@ -364,7 +364,7 @@ class CorpusPanel(QWidget):
             self.tokenizer_lab.close()
         d = self.settings.data
         lab = self.tokenizer_lab = TokenizerLab(self.workspace.jobs, self.info.corpus, self.info.spec, self.info.task,
-                                                self.info.seed, d.val_fraction or 0.1, parent=self)
+                                                self.info.seed, d.val_fraction or 0.1, parent=self, split=d.split)
         lab.show()
 
     def _builtin_activated(self, _index: int) -> None:

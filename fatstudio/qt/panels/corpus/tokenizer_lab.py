@@ -51,9 +51,10 @@ _TOKEN_COLORS = (QColor("#cfe3fa"), QColor("#fbe3b4"))
 _UNKNOWN_COLOR = QColor("#f4a582")
 
 
-def _lab_and_runs(corpus, specs, val_fraction, sentence, spec, task, seed, runs_root, progress):
+def _lab_and_runs(corpus, specs, val_fraction, sentence, spec, task, seed, runs_root, progress, split="blocks"):
     """Worker: the comparison, then the runs on the corpus (``progress`` 0–0.9 and 0.9–1)."""
-    lab = compare_tokenizers(corpus, specs, val_fraction, sentence, progress=lambda f, m: progress(0.9 * f, m))
+    lab = compare_tokenizers(corpus, specs, val_fraction, sentence, progress=lambda f, m: progress(0.9 * f, m),
+                             split=split)
     runs = finished_runs_on(spec, runs_root, task=task, loaded=corpus, seed=seed,
                             progress=lambda f, m: progress(0.9 + 0.1 * f, m))
     return lab, runs
@@ -64,18 +65,19 @@ TOKENIZER_LAB = "tokenizer-lab"  # the comparison's job
 
 class TokenizerLab(QDialog):
     """The tokenizers ``specs`` compared on ``corpus`` (loaded from ``spec`` for ``task`` with ``seed``),
-    measured on its last ``val_fraction``; the finished runs under ``runs_root`` on the same corpus and task.
+    measured on its validation split (``val_fraction`` placed by the rule ``split``); the finished runs under
+    ``runs_root`` on the same corpus and task.
     The comparison starts at once; ``result`` and ``runs`` hold the latest."""
 
     def __init__(self, jobs: Jobs, corpus: Corpus, spec: str, task: str = "next_token", seed: int = 0,
                  val_fraction: float = 0.1, runs_root: str | Path | None = None, specs: Sequence[Spec] = DEFAULT_SPECS,
-                 parent=None):
+                 parent=None, split: str = "blocks"):
         super().__init__(parent)
         self.jobs = jobs
         self.setObjectName("tokenizerLab")
         self.setWindowTitle(f"Tokenizer lab – {corpus.name}")
         self.corpus, self.spec, self.task, self.seed = corpus, spec, task, seed
-        self.val_fraction, self.runs_root = val_fraction, runs_root
+        self.val_fraction, self.runs_root, self.split = val_fraction, runs_root, split
         self.lab_result: LabResult | None = None  # (not `result`: QDialog.result() is the dialog's code)
         self.runs: list[RunScore] = []
         self.sentenceViews: list[TokenView] = []
@@ -185,7 +187,7 @@ class TokenizerLab(QDialog):
         self.progressBar.show()
         sentence = self.sentenceEdit.text() or None
         self._call = self.jobs.submit(TOKENIZER_LAB, _lab_and_runs, self.corpus, specs, self.val_fraction, sentence,
-                                      self.spec, self.task, self.seed, self.runs_root, progress=True,
+                                      self.spec, self.task, self.seed, self.runs_root, split=self.split, progress=True,
                                       on_progress=self._progress, on_result=self._done,
                                       on_error=lambda message: self._done(None, message))
 
@@ -217,8 +219,8 @@ class TokenizerLab(QDialog):
     def _show(self, lab: LabResult) -> None:
         sampled = " (an even sample)" if lab.rows and lab.rows[0].chars < lab.val_chars else ""
         self.summaryLabel.setText(
-            f"Trained on the first {1 - lab.val_fraction:.0%} of {lab.corpus} ({lab.train_chars:,} characters), "
-            f"measured on the last {lab.val_fraction:.0%} ({lab.val_chars:,} characters{sampled}), text the "
+            f"Trained on {1 - lab.val_fraction:.0%} of {lab.corpus} ({lab.train_chars:,} characters), measured on "
+            f"the rest, {lab.held_out} ({lab.val_chars:,} characters{sampled}), text the "
             f"tokenizers never saw." + (f" Sequence lengths are tokens per {lab.unit}." if lab.rows[0].lengths.size
                                         else ""))
         self.notesLabel.setText("\n".join(lab.notes))
