@@ -7,8 +7,8 @@ events are fed to `diagnostics.Diagnosis` the way the main window feeds them (ea
 evaluation's numbers joining its step's row, each probe's head findings), and every line the Diagnostics tab
 would show after each evaluation is printed, with the warnings marked "!". ``--save DIR`` writes what
 `tests/core/test_diagnostics.py` replays: ``DIR/<key>.npz`` with the per-step train loss and gradient norm
-(float32), the evaluations (step, train loss, validation loss, accuracy), the run's settings and unigram
-entropy, and ``DIR/<key>.safetensors``, the run's last probe
+(float32), the evaluations (step, train loss, validation loss, accuracy), the run's settings, unigram
+entropy and split gap (meta.json's ``split_gap``), and ``DIR/<key>.safetensors``, the run's last probe
 (the maps the trainer saved, float16).
 """
 from __future__ import annotations
@@ -62,7 +62,8 @@ def replay(events) -> tuple[list[str], dict]:
         if isinstance(ev, training.Started):
             config = ev.config.to_dict()
             train = config["train"]
-            diagnosis = diagnostics.Diagnosis(float(train["grad_clip"]), ev.unigram_entropy, int(train["warmup"]))
+            diagnosis = diagnostics.Diagnosis(float(train["grad_clip"]), ev.unigram_entropy, int(train["warmup"]),
+                                              ev.split_gap)
         elif isinstance(ev, training.Steps):
             new = [{"step": s, "train_loss": x, "lr": lr, "grad_norm": g}
                    for s, x, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)]
@@ -91,7 +92,7 @@ def replay(events) -> tuple[list[str], dict]:
                 train_loss=np.array([r["train_loss"] for r in steps], np.float32),
                 grad_norm=np.array([np.nan if r["grad_norm"] is None else r["grad_norm"] for r in steps], np.float32),
                 evals=np.array(evals, np.float64),
-                settings=json.dumps({"config": config, "unigram": diagnosis.unigram}))
+                settings=json.dumps({"config": config, "unigram": diagnosis.unigram, "split": diagnosis.split}))
     return shown, {"arrays": data, "probe": last_probe}
 
 

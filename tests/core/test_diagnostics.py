@@ -274,7 +274,7 @@ def _replay(key):
     run = np.load(RUNS / f"{key}.npz")
     settings = json.loads(str(run["settings"]))
     train = settings["config"]["train"]
-    diagnosis = d.Diagnosis(float(train["grad_clip"]), settings["unigram"], int(train["warmup"]))
+    diagnosis = d.Diagnosis(float(train["grad_clip"]), settings["unigram"], int(train["warmup"]), settings.get("split"))
     rows = [{"step": int(s), "train_loss": float(x), "grad_norm": None if np.isnan(g) else float(g)}
             for s, x, g in zip(run["step"], run["train_loss"], run["grad_norm"])]
     evals = {int(s): (t, v, None if np.isnan(a) else a) for s, t, v, a in run["evals"]}
@@ -311,7 +311,7 @@ def test_no_warning_on_any_shipped_preset_run_at_its_own_settings():
     notes = {}
     for preset in presets:
         calls, diagnosis, settings = _replay(preset.key)
-        measured = RunConfig.from_dict(settings["config"])
+        measured = RunConfig.from_record(settings["config"])  # recorded before data.split: the tail
         assert same_settings(measured, preset.config) and measured.train.steps == preset.config.train.steps, \
             f"{preset.key} changed: measure it again (bench/diagnose_presets.py --save {RUNS})"
         allowed = ("spike",) if preset.key == "grokking" else ()

@@ -1,7 +1,7 @@
 """The validation split of a text (``data.split``): a folder of German then Russian files validates on both
 languages with the "blocks" rule and on Russian alone with the old "tail" rule; the tail stays what old runs
-used (their config.json has no data.split); the distance between the two splits' texts is measured; the
-blocks' batches, characters, token losses and the tokenizer lab follow the blocks."""
+used (their config.json has no data.split); the distance between the two splits' texts is measured, recorded
+and warned about; the blocks' batches, characters, token losses and the tokenizer lab follow the blocks."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,7 @@ from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.runs.folder import CONFIG, Run
 from fatstudio.core.runs.reference_curves import ReferenceCurve, same_settings
 from fatstudio.core.runs.tokenizer_lab import split_corpus
+from fatstudio.core.training.diagnostics import Diagnosis, diagnose
 
 GERMAN = ("der die das und ist nicht ein eine zu mit auf für von dem den sich auch es im wir sie ich haben werden "
           "über schön groß Straße Mädchen Bücher hören möchte").split()
@@ -183,3 +184,26 @@ def test_a_reference_curve_without_the_key_was_measured_on_the_tail():
     assert ref.applies_to(cfg.with_overrides(["data.split=tail"]))
     examples = RunConfig(data=DataConfig(corpus="reverse", task="seq2seq"))
     assert same_settings(examples, examples.with_overrides(["data.split=tail"]))  # the rule says nothing there
+
+
+# ---- diagnostics ---------------------------------------------------------------------------------------------------
+def test_a_run_on_the_tail_of_two_languages_is_warned_about_and_one_on_blocks_is_not(tmp_path, languages):
+    folder, _, _ = languages
+    found = {}
+    for rule in ("tail", "blocks"):
+        cfg = tiny_config(folder, steps=40).with_overrides([f"data.split={rule}"])
+        events = list(training.train(cfg, runs_root=tmp_path / rule))
+        started = next(e for e in events if e.kind == "started")
+        run = Run.open(started.run_dir)
+        assert run.meta["split_gap"]["rule"] == rule and started.split_gap == run.meta["split_gap"]
+        diagnosis = Diagnosis(unigram=run.meta["unigram_entropy"], split=run.meta["split_gap"])
+        found[rule] = diagnosis(run.metrics())
+        summary = diagnosis.summary(found[rule])
+        if rule == "blocks":
+            assert "validation text like the training text" in summary
+    warning = [f for f in found["tail"] if f.kind == "split_mismatch"]
+    assert len(warning) == 1 and warning[0].warning and warning[0].step == 0
+    assert "unlike the training text" in warning[0].advice and 'data.split = "tail"' in warning[0].advice
+    assert not any(f.kind == "split_mismatch" for f in found["blocks"])
+    # an old run's meta.json has no split_gap: nothing is claimed either way
+    assert diagnose([], split=None) == [] and diagnose([], split={"tv": "x"}) == []

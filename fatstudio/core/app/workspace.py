@@ -101,17 +101,19 @@ class RunDiagnostics:
         self.add_rows(list(rows))
         if meta.get("diverged") and meta.get("status") == "failed":
             self.add_rows([diverged_row(meta["diverged"])])
-        self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"))
+        self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"), meta.get("split_gap"))
 
     @staticmethod
-    def _configure(d: Diagnosis, train: Mapping[str, Any], unigram: float | None) -> Diagnosis:
+    def _configure(d: Diagnosis, train: Mapping[str, Any], unigram: float | None, split: Any = None) -> Diagnosis:
         d.grad_clip, d.unigram = float(train.get("grad_clip", 0.0) or 0.0), unigram
         d.warmup = int(train.get("warmup", 0) or 0)
+        d.split = split if isinstance(split, dict) else None  # meta.json's split_gap
         return d
 
-    def configure(self, train: Mapping[str, Any], unigram: float | None) -> None:
-        """A run started with these train settings (the rows of a resumed run already read stay read)."""
-        self._configure(self.diagnosis, train, unigram)
+    def configure(self, train: Mapping[str, Any], unigram: float | None, split: Any = None) -> None:
+        """A run started with these train settings (the rows of a resumed run already read stay read), its
+        train split's unigram entropy and how its validation text differs (``split_gap``)."""
+        self._configure(self.diagnosis, train, unigram, split)
 
     def add_rows(self, rows: list[dict]) -> None:
         self.new.extend(rows)
@@ -358,7 +360,7 @@ class Workspace:
     def _on_started(self, ev: Started) -> None:
         self.run_dir = ev.run_dir
         self.focus.train(ev.run_dir)  # the views follow the run that trains
-        self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy)  # a resumed run's rows are read
+        self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy, ev.split_gap)  # rows read stay read
         if self.state is TrainingState.STARTING:
             self._set_state(TrainingState.RUNNING)
 

@@ -15,6 +15,10 @@ Qt-free (numpy only). `diagnose` (`Diagnosis` for a run that grows) takes the me
 - `unigram_plateau`: after warm-up, the median train loss of the last ``PLATEAU_STEPS`` steps within
   ``PLATEAU_NATS`` of the corpus's unigram entropy (`unigram_entropy`), and flat (the medians of their two
   halves within ``PLATEAU_NATS`` of each other): the model predicts token frequencies and nothing more.
+- `split_mismatch`: the validation text's token frequencies unlike the training text's (`splits.SplitGap.marked`:
+  a total variation of at least ``splits.GAP_TV`` and ``splits.GAP_CHANCE`` times what two samples of one text
+  show), as the trainer measured them on the two splits (meta.json's ``split_gap``): a gap between the two losses
+  is then no sign of overfitting alone (a folder of German then Russian files, split at its tail).
 - `clipping` (a note, not a warning): the gradient norm above ``grad_clip`` on at least ``CLIP_FRACTION`` of
   the last ``CLIP_STEPS`` steps, the first ``CLIP_STEPS`` steps and warm-up left out (large early gradients
   are normal). A tight clip does that on purpose (the BERT presets clip on every step); only with spikes or a
@@ -40,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.splits import SplitGap
 from ..data.stats import unigram_entropy
 from ..inference.attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
 from ..inspect.probes import list_probes, load_probe_file
@@ -66,8 +71,8 @@ SOLVED_NATS = 0.01  # likewise, validation loss (nats per token)
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "clipping",
-    "dead_head", "uniform_head"), the step it concerns, and one line of advice. ``warning``: something to act
+    """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "split_mismatch",
+    "clipping", "dead_head", "uniform_head"), the step it concerns, and one line of advice. ``warning``: something to act
     on; else a note (what the curves or maps show, nothing wrong in itself). ``heads``: the (map name, h) of
     the heads a head finding is about, h from 0."""
 
@@ -173,6 +178,23 @@ def unigram_plateau(rows: Sequence[dict], entropy: float | None, warmup: int = 0
     return []
 
 
+def split_mismatch(split: dict | None) -> list[Finding]:
+    """The validation split's text unlike the training split's (``split``: meta.json's ``split_gap``, a
+    `SplitGap`'s numbers and the rule ``data.split``), at step 0: it holds from the start."""
+    gap = SplitGap.from_dict(split)
+    if gap is None or not gap.marked:
+        return []
+    rule = split.get("rule") if isinstance(split, dict) else None
+    why = ('data.split = "tail" validates on the corpus\'s last part (of a folder, its last files); "blocks" '
+           "spreads it over the whole corpus." if rule == "tail" else
+           "check that the corpus is one kind of text, or give each kind its own run.")
+    return [Finding("split_mismatch", 0,
+                    f"the validation text is unlike the training text: their token frequencies differ by a total "
+                    f"variation of {gap.tv:.2f} (two samples of one text this size differ by about {gap.chance:.2f}),"
+                    f" and a model of the training text's frequencies loses {gap.kl:.2f} nats a token more on it. "
+                    f"A validation loss above the training loss then says little of overfitting; {why}")]
+
+
 def clipping(rows: Sequence[dict], grad_clip: float, warmup: int = 0) -> list[Finding]:
     """The gradient norm above ``grad_clip`` (> 0) on ≥ CLIP_FRACTION of the last CLIP_STEPS steps that have
     one, all of them after step CLIP_STEPS and after warm-up: a note (clipping set on purpose does that)."""
@@ -208,13 +230,15 @@ class Diagnosis:
     costs the new rows and its memory stays bounded however long the run (the GUI holds no rows; a 17,000-step
     run took 0.3 s a call over all its rows when it did). An evaluation's numbers may join a row already given
     (the same dict, updated) up to `LATE_EVAL_ROWS` rows later. ``grad_clip`` and ``warmup`` are the run's
-    train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule).
+    train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule);
+    ``split`` meta.json's ``split_gap`` (None: not measured, no `split_mismatch` rule).
 
     ``heads``, when given, is the latest probe step's `head_findings`: listed with the rest unless the task is
     `solved` (then how the heads attend is no cause for concern)."""
 
-    def __init__(self, grad_clip: float = 0.0, unigram: float | None = None, warmup: int = 0):
-        self.grad_clip, self.unigram, self.warmup = grad_clip, unigram, warmup
+    def __init__(self, grad_clip: float = 0.0, unigram: float | None = None, warmup: int = 0,
+                 split: dict | None = None):
+        self.grad_clip, self.unigram, self.warmup, self.split = grad_clip, unigram, warmup, split
         self._recent: list[dict] = []  # the last KEEP_ROWS rows given
         self._first: list[float] = []  # the first LOSS_ENDS finite train losses
         self._non_finite: list[Finding] = []
@@ -239,7 +263,8 @@ class Diagnosis:
                 self._evals[row_step(r)] = r
         self._recent = window[-KEEP_ROWS:]
         tail = self._recent[-TAIL_ROWS:]
-        found = [*self._non_finite, *self._spikes, *overfitting([self._evals[s] for s in sorted(self._evals)]),
+        found = [*split_mismatch(self.split), *self._non_finite, *self._spikes,
+                 *overfitting([self._evals[s] for s in sorted(self._evals)]),
                  *unigram_plateau(tail, self.unigram, self.warmup), *clipping(tail, self.grad_clip, self.warmup)]
         if self._heads is not None and self.solved() is None:
             found += self._heads[1]
@@ -271,6 +296,9 @@ class Diagnosis:
             checks.append("no spikes")
         if len(self._evals) > OVERFIT_EVALS:  # enough for the rule to have fired
             checks.append(f"no overfitting over {len(self._evals)} evaluations")
+        gap = SplitGap.from_dict(self.split)
+        if gap is not None:
+            checks.append(f"validation text like the training text (token frequencies {gap.tv:.2f} apart)")
         tail = self._recent[-PLATEAU_STEPS:]
         if self.unigram is not None and len(tail) == PLATEAU_STEPS and row_step(tail[0]) > self.warmup:
             checks.append(f"not stuck at the unigram entropy ({self.unigram:.2f} nats)")
@@ -292,10 +320,10 @@ class Diagnosis:
 
 
 def diagnose(rows: Sequence[dict], grad_clip: float = 0.0, unigram: float | None = None,
-             warmup: int = 0) -> list[Finding]:
+             warmup: int = 0, split: dict | None = None) -> list[Finding]:
     """Every rule above over ``rows`` (metrics rows, in step order), the findings sorted by step (see
     `Diagnosis` for the arguments, and for rows that keep growing)."""
-    return Diagnosis(grad_clip, unigram, warmup)(rows)
+    return Diagnosis(grad_clip, unigram, warmup, split)(rows)
 
 
 # ---- attention -----------------------------------------------------------------------------------------------
@@ -397,4 +425,5 @@ def latest_head_findings(run_dir: str | Path) -> HeadCheck | None:
 
 
 __all__ = ["Finding", "HeadCheck", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau",
-           "clipping", "Diagnosis", "diagnose", "heads_text", "dead_heads", "head_findings", "latest_head_findings"]
+           "split_mismatch", "clipping", "Diagnosis", "diagnose", "heads_text", "dead_heads", "head_findings",
+           "latest_head_findings"]

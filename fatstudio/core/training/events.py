@@ -3,6 +3,7 @@ thread reads as they come. Their order is described at `train`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import RunConfig
 from .diagnostics import Finding
@@ -33,6 +34,7 @@ class Started(Event):
     config: RunConfig  # the run's settings, N_V and n_classes as the data made them
     unigram_entropy: float | None = None  # of the train split's tokens, nats (next_token, masked_lm); see `diagnostics`
     chars_per_token: dict[str, float] | None = None  # per split (next_token, masked_lm); see `chars_per_token`
+    split_gap: dict[str, Any] | None = None  # how the validation text differs from the training text (`splits.SplitGap`)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch
 from .. import model as models  # models.build_model looked up per call (tests substitute it)
 from ..config import RunConfig
 from ..data.chars import val_bytes_per_token
-from ..data.corpora import Dataset, Prepared, short_splits_note
+from ..data.corpora import Dataset, Prepared, short_splits_note, split_record
 from ..data.tokenization import Tokenizer
 from ..device import (
     OutOfMemory,
@@ -160,7 +160,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
             trainer.folder.write_meta(chars_per_token=chars,
                                       val_bytes_per_token=val_bytes_per_token(tokenizer, trainer.dataset))
             yield Started(str(trainer.folder.path), start, t.steps, trainer.model.num_parameters(), str(dev),
-                          precision, deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars)
+                          precision, deterministic(dev), config, trainer.folder.meta.get("unigram_entropy"), chars,
+                          trainer.folder.meta.get("split_gap"))
         for ev in events:
             yield ev
             if isinstance(ev, Steps):
@@ -274,7 +275,7 @@ class Trainer:
         run.write_meta(status="running", total_steps=t.steps, device=str(self.dev), precision=self.precision,
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
                        data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy(),
-                       processes=self.world.size)
+                       split_gap=split_record(self.config.data, self.dataset), processes=self.world.size)
         self._open_probe()
         return start, state
 
