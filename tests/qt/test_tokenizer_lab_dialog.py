@@ -54,11 +54,11 @@ def test_the_table_compares_the_default_tokenizers_on_a_built_in_corpus(qtbot, t
     table, rows = dialog.table, dialog.lab_result.rows
     assert table.rowCount() == len(DEFAULT_SPECS)
     assert [table.item(r, 0).text() for r in range(table.rowCount())] == [spec_label(s) for s in DEFAULT_SPECS]
-    (train,), _ = split_corpus(corpus, 0.1)
+    train, val = ("".join(part) for part in split_corpus(corpus, 0.1))  # the blocks the dialog measures on
     char = {table.horizontalHeaderItem(c).text(): table.item(0, c).text() for c in range(table.columnCount())}
     assert char["N_V"] == str(len(set(train)) + 4)  # the letters, '>' and '\n', then the four specials
     assert char["tokens / char"] == "1.000" and char["unknown"] == "0.00%"
-    lengths = sorted(len(line) for line in corpus.text[len(train):].split("\n") if line)
+    lengths = sorted(len(line) for line in val.split("\n") if line)
     assert char["max"] == str(lengths[-1]) and char["median"] == f"{lengths[len(lengths) // 2]:,.0f}"
     for r, row in enumerate(rows):
         assert table.item(r, 1).text() == f"{row.vocab_size:,}" and table.item(r, 2).text() == f"{row.tokens_per_char:.3f}"

@@ -127,6 +127,75 @@ def stat_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+@dataclass(frozen=True)
+class FileShare:
+    """A file of a folder corpus in the split: where it lies (fractions of the text) and how much of it validates."""
+
+    name: str
+    start: float
+    stop: float
+    val: float  # the share of the file in the validation split, 0…1
+
+
+@dataclass(frozen=True)
+class SplitView:
+    """Where a corpus's validation split lies, for the Corpus panel: ``text`` says it in words; for a text,
+    ``blocks`` are the validation spans and ``files`` the folder's files (fractions of the text: the split is cut in
+    tokens at these fractions of the token stream, so in characters a cut lies about there)."""
+
+    text: str
+    blocks: tuple[tuple[float, float], ...] = ()
+    files: tuple[FileShare, ...] = ()
+
+
+SPLIT_FILES_LISTED = 12  # files named one by one; more are summed up
+
+
+def split_view(info: CorpusPreview, val_fraction: float, rule: str, seed: int) -> SplitView:
+    """Where ``val_fraction`` of the corpus ``info`` validates under the rule ``rule`` (``data.split``) and the
+    training ``seed`` (which shuffles examples)."""
+    from . import splits
+
+    corpus = info.corpus
+    if corpus is None:
+        return SplitView("")
+    if not val_fraction:
+        return SplitView("No validation split (validation fraction 0): nothing is held out.")
+    if corpus.kind == "text" and corpus.pairs is not None:  # modadd
+        return SplitView(f"Validation: a random {val_fraction:.0%} of the {len(corpus.pairs):,} sums, drawn with the "
+                         f"training seed ({seed}); the model trains on the others.")
+    if corpus.kind != "text":
+        what = "pairs" if corpus.kind == "pairs" else "examples"
+        return SplitView(f"Validation: {val_fraction:.0%} of the {len(corpus.examples):,} {what}, drawn at random "
+                         f"with the training seed ({seed}) once exact duplicates are removed.")
+    plan = splits.plan(corpus.chars, val_fraction, rule)
+    total = max(sum(n for _, n in corpus.parts), 1)
+    files, at = [], 0
+    for name, n in corpus.parts:
+        a, b = at / total, (at + n) / total
+        held = sum(max(0.0, min(hi, b) - max(lo, a)) for lo, hi in plan.val)
+        files.append(FileShare(name, a, b, held / (b - a) if b > a else 0.0))
+        at += n
+    return SplitView(f"Validation: {plan.describe()}. {_by_file(files, rule)}".rstrip(), plan.val, tuple(files))
+
+
+def _by_file(files: list[FileShare], rule: str) -> str:
+    """What the files give to validation, in a sentence ("" for a single file)."""
+    if not files:
+        return ""
+    held = [f for f in files if f.val > 0.005]
+    if rule == "tail" or len(held) < len(files):
+        named = [f"{f.name} ({'all' if f.val > 0.995 else f'{f.val:.0%}'})" for f in held[:SPLIT_FILES_LISTED]]
+        more = f" and {len(held) - SPLIT_FILES_LISTED} more" if len(held) > SPLIT_FILES_LISTED else ""
+        return (f"It holds {len(held)} of the {len(files)} files: {', '.join(named)}{more}; "
+                f"the other {len(files) - len(held)} only train.")
+    shares = [f.val for f in files]
+    named = [f"{f.name} {f.val:.0%}" for f in files[:SPLIT_FILES_LISTED]]
+    more = f", … ({len(files) - SPLIT_FILES_LISTED} more)" if len(files) > SPLIT_FILES_LISTED else ""
+    return (f"Every file gives {min(shares):.0%}–{max(shares):.0%} of itself: {', '.join(named)}{more}."
+            if len(files) > 1 else "")
+
+
 def load(spec: str, task: str, tokenizer: str, vocab_size: int, seed: int,
          progress: Progress | None = None, modadd_p: int = MODADD_P) -> CorpusPreview:
     """Load the corpus ``spec`` for ``task`` (a synthetic built-in generated with ``seed``; "modadd" with

@@ -28,10 +28,11 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.app.corpus import tasks_for_arch
-from fatstudio.core.config import MODADD_MAX_P, MODADD_P, TASKS, TOKENIZERS, DataConfig
-from fatstudio.core.data import preview
-from fatstudio.core.data.preview import CorpusPreview, Piece
+from fatstudio.core.config import MODADD_MAX_P, MODADD_P, SPLITS, TASKS, TOKENIZERS, DataConfig
+from fatstudio.core.data import preview, splits
+from fatstudio.core.data.preview import CorpusPreview, Piece, SplitView
 from fatstudio.qt.binding import Binding, Change
+from fatstudio.qt.panels.corpus.split_strip import VAL_COLOR, SplitStrip
 from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 TASK_LABELS = {"next_token": "next token (Alg. 13)", "masked_lm": "masked LM (Alg. 12)",
                "seq2seq": "seq2seq (Alg. 11)", "classification": "classification (§3)"}
 TOKENIZER_LABELS = {"char": "characters", "word": "words", "bpe": "byte-level BPE"}
+SPLIT_LABELS = {"blocks": "blocks spread over the text", "tail": "the last part (tail)"}
 _TOKEN_COLORS = ("#cfe3fa", "#fbe3b4")
 _CHOOSE_BUILTIN = "(choose a built-in corpus)"
 
@@ -88,6 +90,7 @@ class CorpusPanel(QWidget):
         outer.addWidget(self._build_form())
         outer.addWidget(self._build_progress())
         outer.addWidget(self._build_stats())
+        outer.addWidget(self._build_split())
         outer.addWidget(self._build_preview(), 1)
         outer.addWidget(self._build_tokens(), 1)
 
@@ -147,6 +150,12 @@ class CorpusPanel(QWidget):
         self.valFractionSpin = f.add("val_fraction", "validation split",
                                      float_spin(0.0, 0.9, 0.1, decimals=3, step=0.05),
                                      "The fraction of the corpus held out to measure the validation loss.")
+        self.splitCombo = f.add("split", "validation part", ValueCombo([(SPLIT_LABELS[s], s) for s in SPLITS]),
+                                "Where a text's validation part lies. Blocks: the text is cut into equal stretches "
+                                "and each gives the validation fraction of itself, so every file (every language, "
+                                "every kind of text) is validated on in its share. The last part (tail): the end "
+                                "of the text, as runs before this setting were split; on a folder that is its last "
+                                "files alone. Examples are drawn at random whatever this says.")
         self.pMaskSpin = f.add("p_mask", "p<sub>mask</sub>", float_spin(0.01, 0.99, 0.15, decimals=2, step=0.05),
                                "Masked LM (Algorithm 12): the probability that each token is masked.")
         self.modaddPSpin = f.add("modadd_p", "p (a + b mod p)", int_spin(2, MODADD_MAX_P, MODADD_P),
@@ -170,6 +179,19 @@ class CorpusPanel(QWidget):
         self.statsLabel.setTextFormat(Qt.TextFormat.RichText)
         self.statsLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         QVBoxLayout(box).addWidget(self.statsLabel)
+        return box
+
+    def _build_split(self) -> QGroupBox:
+        box = QGroupBox("Validation split", objectName="corpusSplitBox")
+        lay = QVBoxLayout(box)
+        self.splitStrip = SplitStrip()
+        self.splitStrip.setToolTip("The text from start to end: each file a band, the validation part in orange.")
+        lay.addWidget(self.splitStrip)
+        self.splitLabel = QLabel("–", objectName="corpusSplitLabel")
+        self.splitLabel.setWordWrap(True)
+        self.splitLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.splitLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.splitLabel)
         return box
 
     def _build_preview(self) -> QGroupBox:
@@ -249,6 +271,8 @@ class CorpusPanel(QWidget):
             self._update_visibility()
         if "corpus" in data:
             self._show_source()
+        if data & {"val_fraction", "split"} or change.touches("train", "seed"):
+            self._show_split()
 
     def _offer_tasks(self) -> None:
         """Offer only the tasks the architecture can learn (the corpus makes a task it cannot the first it can)."""
@@ -293,6 +317,7 @@ class CorpusPanel(QWidget):
                 self._show(info)
             elif self.error:
                 self.statsLabel.setText("–")
+                self._show_split()
                 self.previewView.setPlainText("")
                 self.tokenView.clear()
                 self.tokenSummary.setText("")
@@ -337,7 +362,16 @@ class CorpusPanel(QWidget):
         if self.builtinCombo.findData(spec) >= 0:
             self.builtinCombo.set_value(spec)
 
+    def _show_split(self) -> None:
+        """Where the validation split lies, for the corpus read and the split settings."""
+        info, d = self.info, self.settings.data
+        view = preview.split_view(info, d.val_fraction, d.split, self.seed) if info is not None else SplitView("–")
+        self.splitStrip.set_view(view)
+        marked = f"<span style='color:{VAL_COLOR.name()}'>■</span> " if view.blocks else ""
+        self.splitLabel.setText(marked + html.escape(view.text or "–"))
+
     def _show(self, info: CorpusPreview) -> None:
+        self._show_split()
         self.statsLabel.setText(stats_html(info, self.builtins.get(info.spec)))
         self.previewView.setPlainText(info.preview)
         self.tokenView.setHtml(tokens_html(info.tokens))
@@ -352,6 +386,7 @@ class CorpusPanel(QWidget):
         self.form.set_row_visible("vocab_size", d.tokenizer != "char")
         self.form.set_row_visible("p_mask", d.task == "masked_lm")
         self.form.set_row_visible("modadd_p", d.corpus == "modadd")
+        self.form.set_row_visible("split", splits.applies(d))
 
     # -- reactions -------------------------------------------------------------------------------------------
     def open_tokenizer_lab(self) -> None:
