@@ -194,6 +194,8 @@ def test_a_run_on_the_tail_of_two_languages_is_warned_about_and_one_on_blocks_is
         cfg = tiny_config(folder, steps=40).with_overrides([f"data.split={rule}"])
         events = list(training.train(cfg, runs_root=tmp_path / rule))
         started = next(e for e in events if e.kind == "started")
+        said = [e.message for e in events if isinstance(e, training.Note) and "unlike the training text" in e.message]
+        assert len(said) == (rule == "tail")  # the terminal's line (fatstudio train prints notes)
         run = Run.open(started.run_dir)
         assert run.meta["split_gap"]["rule"] == rule and started.split_gap == run.meta["split_gap"]
         diagnosis = Diagnosis(unigram=run.meta["unigram_entropy"], split=run.meta["split_gap"])

@@ -40,7 +40,7 @@ from ..memory import check_fits
 from ..runs import snapshots
 from ..runs.folder import Run
 from .control import Control
-from .diagnostics import head_findings
+from .diagnostics import head_findings, split_mismatch
 from .events import (
     Checkpoint,
     Evaluation,
@@ -137,6 +137,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     short = short_splits_note(dataset, config.model.l_max)
     if short and world.is_main:
         yield Note(short)
+    for unlike in split_mismatch(split_record(config.data, dataset)) if world.is_main else ():
+        yield Note(unlike.advice)  # the terminal's line; the Diagnostics tab lists it too
     yield Prepare("building the model", 0.9)
     problem = compile_problem(dev) if t.compile else None
     existed = run_dir is not None and Path(run_dir).is_dir()
