@@ -19,7 +19,8 @@ from fatstudio.core.data.chars import chars_per_token
 from fatstudio.core.data.corpora import build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.runs.folder import CONFIG, Run
-from fatstudio.core.runs.reference_curves import ReferenceCurve, same_settings
+from fatstudio.core.runs.presets import load_presets
+from fatstudio.core.runs.reference_curves import ReferenceCurve, find_reference, same_settings
 from fatstudio.core.runs.tokenizer_lab import split_corpus
 from fatstudio.core.training.diagnostics import Diagnosis, diagnose
 
@@ -184,6 +185,18 @@ def test_a_reference_curve_without_the_key_was_measured_on_the_tail():
     assert ref.applies_to(cfg.with_overrides(["data.split=tail"]))
     examples = RunConfig(data=DataConfig(corpus="reverse", task="seq2seq"))
     assert same_settings(examples, examples.with_overrides(["data.split=tail"]))  # the rule says nothing there
+
+
+def test_the_presets_runs_of_before_keep_their_reference_curves():
+    """A preset run made before data.split (it validated on the tail) still finds the reference measured then;
+    a run at the preset's settings of now finds the one measured on blocks."""
+    for p in load_presets():
+        if not splits.applies(p.config.data):
+            assert find_reference(p.config) is not None, p.key  # examples: one reference, whatever the rule
+            continue
+        old, new = find_reference(p.config.with_overrides(["data.split=tail"])), find_reference(p.config)
+        assert old is not None and new is not None and old.preset == new.preset == p.key
+        assert (old.config.data.split, new.config.data.split) == ("tail", "blocks")
 
 
 # ---- diagnostics ---------------------------------------------------------------------------------------------------

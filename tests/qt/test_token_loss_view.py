@@ -31,7 +31,7 @@ def make(tmp_path):
 
         torch.manual_seed(seed)
         cfg = ModelConfig(arch="gpt", vocab_size=tok.vocab_size, l_max=16, L=1, H=2, d_e=16, d_mlp=32)
-        run = RunConfig(cfg, DataConfig(corpus=str(corpus), val_fraction=0.2), TrainConfig())
+        run = RunConfig(cfg, DataConfig(corpus=str(corpus), val_fraction=0.2, split="tail"), TrainConfig())  # the last 20%
         return LoadedModel(build_model(cfg).eval(), tok, run, label=f"seed {seed} · step {seed}", step=seed)
     return model
 

@@ -12,6 +12,11 @@ measures them; they ship as ``resources/reference-curves/<preset key>.json``:
      "val": {"step": [...], "mean": [...], "min": [...], "max": [...]},
      "machine": {...}, "commit": "0123abc" or null, "created": "2025-01-01T00:00:00Z", "seconds": [...]}
 
+A preset's reference measured before ``data.split`` existed validated on the text's tail; its config has no
+``split`` and reads as "tail" (`RunConfig.from_record`). Those of the text presets stay, as
+``<preset key>-tail.json``, for the runs made then; ``<preset key>.json`` is measured at the preset's settings of
+now ("blocks").
+
 "train" is each seed's per-step train loss averaged over windows of steps (at most `POINTS` windows), "val"
 the validation loss at each evaluation; "mean", "min" and "max" are taken over the seeds. A reference
 applies to a run whose model, data and optimisation settings are the ones measured (`same_settings`).
