@@ -32,6 +32,7 @@ checkpoint_interval = 10
 sample_tokens = 0
 seed = {seed}
 device = "cpu"
+precision = "fp32"  # as ablate, patch and token-loss compute: "auto" is bf16 on a CPU that has it
 """
 
 

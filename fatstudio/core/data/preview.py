@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..config import MODADD_P
+from . import splits  # numpy and the config: light
 
 if TYPE_CHECKING:
     from .corpora import Corpus, Prepared
@@ -154,8 +155,6 @@ SPLIT_FILES_LISTED = 12  # files named one by one; more are summed up
 def split_view(info: CorpusPreview, val_fraction: float, rule: str, seed: int) -> SplitView:
     """Where ``val_fraction`` of the corpus ``info`` validates under the rule ``rule`` (``data.split``) and the
     training ``seed`` (which shuffles examples)."""
-    from . import splits
-
     corpus = info.corpus
     if corpus is None:
         return SplitView("")
