@@ -30,6 +30,7 @@ from .attention_maps import AttentionMaps, attention_entropy, colormap
 from .prompting import (
     MASK_MARKER,
     EncodedPrompt,
+    Mode,
     check_length,
     default_slide,
     encode_masked,
@@ -245,7 +246,7 @@ def _sampler(model, tokenizer: TokenizerLike, temperature, top_k, top_p, seed: i
                     generator=generator, exclude=_never_sampled(tokenizer))
 
 
-def _as_prompt(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, mode: str, **kw: Any) -> EncodedPrompt:
+def _as_prompt(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, mode: Mode, **kw: Any) -> EncodedPrompt:
     """``prompt`` encoded for ``mode`` (see `prompting.encode_prompt`), or checked when it already is."""
     if not isinstance(prompt, EncodedPrompt):
         return encode_prompt(tokenizer, prompt, mode, l_max=_l_max(model), **kw)

@@ -30,7 +30,7 @@ from ..inference.scoring import rows_per_pass, score_text
 from .components import Component, Replace, component, components, recorded, replaced
 
 if TYPE_CHECKING:
-    from ..config import RunConfig
+    from ..config import RunConfig, Task
     from ..data.corpora import Dataset
     from ..data.tokenization import Tokenizer
     from ..inference.loaded import LoadedModel
@@ -60,7 +60,7 @@ class ValidationBatch:
     """The evaluation's validation batches as one: ``rows`` (x, y, and z, padding masks or label as the task has
     them) padded to a common length, ``batch_of`` (N,) the evaluation batch each row came from."""
 
-    task: str
+    task: Task
     rows: dict[str, torch.Tensor]
     batch_of: torch.Tensor
     n_batches: int
@@ -81,7 +81,7 @@ def _val_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed + 1)  # as `training.evaluate` draws the validation split
 
 
-def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: int, seed: int,
+def validation_batch(dataset: Dataset, task: Task, batch_size: int, eval_iters: int, seed: int,
                      pad_id: int = 0) -> ValidationBatch:
     """The ``eval_iters`` validation batches `training.evaluate` draws (generator seeded with ``seed`` + 1)."""
     g = _val_generator(seed)
@@ -120,14 +120,14 @@ def second_copy_mask(config: RunConfig, dataset: Dataset) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------- losses
-def task_logits(model, rows: dict[str, torch.Tensor], task: str) -> torch.Tensor:
+def task_logits(model, rows: dict[str, torch.Tensor], task: Task) -> torch.Tensor:
     """The (N, T, N_V) logits of a next_token, masked_lm or seq2seq batch's rows (`training.task_loss`'s)."""
     if task == "seq2seq":
         return model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
     return model(rows["x"], mask=rows.get("x_pad_mask"))
 
 
-def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.Tensor, torch.Tensor]:
+def row_losses(model, rows: dict[str, torch.Tensor], task: Task) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: the summed cross-entropy of its counted targets (float64) and their number (`training.task_loss`
     per row)."""
     if task == "classification":

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import RunConfig
+from ..config import Arch, RunConfig, Task
 from ..files import NotAFile, atomic_write, regular_file, step_files
 from ..inference.attention_maps import AttentionMaps, parse_map_name
-from ..inference.prompting import MASK_MARKER, check_length, encode_prompt
+from ..inference.prompting import MASK_MARKER, Mode, check_length, encode_prompt
 from .head_scores import HeadScores, head_scores, map_scores
 from .saved_lens import META_KEY as LENS_KEY
 from .saved_lens import PREFIX as LENS_PREFIX
@@ -68,7 +68,7 @@ class ProbeInput:
     label: str | None = None
 
     @classmethod
-    def asked(cls, text: str | None, source: str | None, arch: str) -> ProbeInput | None:
+    def asked(cls, text: str | None, source: str | None, arch: Arch) -> ProbeInput | None:
         """The probe a person asked for (the CLI's --probe/--probe-source, the Train panel's fields): None when
         neither text is given (the task's default). An encoder-decoder's needs both its source and its target
         text; no other model reads a source. ValueError in words otherwise."""
@@ -102,7 +102,7 @@ class ProbeInput:
             s += f" (label {self.label})"
         return s
 
-    def encode(self, tokenizer: TokenizerLike, arch: str, task: str, l_max: int) -> tuple[list[int], list[int] | None]:
+    def encode(self, tokenizer: TokenizerLike, arch: Arch, task: Task, l_max: int) -> tuple[list[int], list[int] | None]:
         """The token ids the model reads, and an edt's encoder ids (else None), as the Prompt panel encodes
         the same text: gpt/gopher: encode(text), its last l_max tokens; bert: [bos] + text + [eos] with
         mask_id at each ``[MASK]``; edt: the encoder [bos] + source + [eos], the decoder [bos] + text (cut to
@@ -113,14 +113,14 @@ class ProbeInput:
             z = list(encode_prompt(tokenizer, self.source, "translate", l_max=l_max).context_ids or ())
             return [tokenizer.bos_id, *tokenizer.encode(self.text)][:l_max], z
         if arch == "bert":
-            mode = "fill_mask" if task == "masked_lm" else "classify"
+            mode: Mode = "fill_mask" if task == "masked_lm" else "classify"
             return list(encode_prompt(tokenizer, self.text, mode, l_max=l_max).ids), None
         ids = list(encode_prompt(tokenizer, self.text, "generate", l_max=l_max).ids)
         return ids[-l_max:], None
 
 
 # ------------------------------------------------------------------------------------------------ defaults
-def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: str, l_max: int, seed: int = 0) -> ProbeInput:
+def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: Task, l_max: int, seed: int = 0) -> ProbeInput:
     """A probe taken from the validation split (the training split when there is none), short enough for
     ``l_max`` and at most `MAX_TOKENS` tokens (see the module for each task)."""
     split = "val" if any(v for k, v in dataset.sizes().items() if k.startswith("val")) else "train"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..config import ModelConfig
-from ..inference.prompting import encode_prompt
+from ..inference.prompting import Mode, encode_prompt
 from ..model import ETransformer, Transformer, build_model
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
@@ -178,7 +178,7 @@ def check_on_corpus(model: Transformer, tokenizer: TokenizerLike | None, corpus:
 
 
 def model_input(model: Transformer, tokenizer: TokenizerLike | None, corpus: Corpus | None, text: str,
-                mode: str | None) -> tuple[list[int], list[int] | None, str]:
+                mode: Mode | None) -> tuple[list[int], list[int] | None, str]:
     """The ids a forward pass on ``text`` reads (x, an edt's source z, and where they came from in words):
     ``text`` encoded as prompting in ``mode`` encodes it, its last ℓ_max tokens; with no text or no tokenizer,
     `sample_input` from the start of ``corpus`` (or random ids)."""

@@ -43,7 +43,7 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.app.workspace import TrainingState, Workspace
-from fatstudio.core.config import ARCH_NAMES, ModelConfig
+from fatstudio.core.config import ARCH_NAMES, Arch, ModelConfig
 from fatstudio.core.inference.attention_maps import head_label, map_name
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
@@ -237,10 +237,10 @@ class PaperPanel(QWidget):
         return page
 
     @staticmethod
-    def _deviations_html(arch: str | None) -> str:
+    def _deviations_html(arch: Arch | None) -> str:
         """Every deviation, under a heading per group: the architecture ``arch``'s own, every architecture's,
         the other architectures'."""
-        heading = {0: f"For {ARCH_NAMES.get(arch or '', arch)}", 1: "For every architecture",
+        heading = {0: f"For {ARCH_NAMES.get(arch, arch)}" if arch else "", 1: "For every architecture",
                    2: "For the other architectures"}
         parts, group = [], None
         for d in deviations(arch):
