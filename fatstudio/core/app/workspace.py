@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from psygnal import Signal
 
+from ..names import MapName
 from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, EndStatus, RunMeta, row_step
 from ..training.control import Control
 from ..training.diagnostics import Diagnosis
@@ -160,7 +161,7 @@ class Workspace:
     probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
     probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
     text_maps_changed = Signal(object)  # the attention of the text in focus (None: none)
-    head_chosen = Signal(str, int, int)  # the head in question: (kind, layer, head; -1 the mean over heads)
+    head_chosen = Signal(object, int)  # the head in question: (its MapName, head; -1 the mean over heads)
     diagnostics_due = Signal()  # rows or head findings arrived: `diagnose` when convenient
     diagnosed = Signal(list, str)  # the findings (line, warning) and the summary
 
@@ -232,9 +233,9 @@ class Workspace:
         self.text_maps, self._maps_of = maps, self.focus.loaded
         self.text_maps_changed.emit(maps)
 
-    def choose_head(self, kind: str, layer: int, head: int) -> None:
+    def choose_head(self, name: MapName, head: int) -> None:
         """The head in question (the Paper tab shows the line that made it)."""
-        self.head_chosen.emit(kind, layer, head)
+        self.head_chosen.emit(name, head)
 
     def _focus_changed(self, focus: Focus) -> None:
         if self.text_maps is not None and focus.loaded is not self._maps_of:  # another model's maps: they go

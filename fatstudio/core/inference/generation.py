@@ -26,6 +26,7 @@ import torch
 
 from ..device import at_least_fp32, model_device
 from ..model.attention import KVCache
+from ..names import MapName
 from .attention_maps import AttentionMaps, attention_entropy, colormap
 from .prompting import (
     MASK_MARKER,
@@ -260,7 +261,7 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
           attn: dict[str, torch.Tensor]) -> AttentionMaps:
     """The AttentionMaps of a forward pass's attention (batch row 0), in the model's own dtype (half precision
     is widened to float32 for numpy)."""
-    maps = {k: at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
+    maps = {MapName.parse(k): at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
     ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
     return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps, list(ids),
                          None if context_ids is None else list(context_ids))

@@ -27,6 +27,7 @@ from ..device import at_least_fp32, model_device
 from ..files import csv_text
 from ..inference.generation import eval_mode
 from ..inference.scoring import rows_per_pass, score_text
+from ..names import ComponentName
 from .components import Component, Replace, component, components, recorded, replaced
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class ValidationBatch:
 
     def position_mask(self, c: Component) -> torch.Tensor | None:
         """(N, T) True at the real positions of the sequence ``c`` reads (the encoder's for enc/enc-mlp)."""
-        return self.rows.get("z_pad_mask" if c.stack.startswith("enc") else "x_pad_mask")
+        return self.rows.get("z_pad_mask" if c.name.map.kind == "enc" else "x_pad_mask")
 
 
 def _val_generator(seed: int) -> torch.Generator:
@@ -145,7 +146,7 @@ ChunkReplacements = Callable[[slice], dict[Component, Replace]]  # the rows of a
 
 @dataclass
 class KnockoutRow:
-    component: str
+    component: ComponentName
     loss: float
     delta_loss: float
 
@@ -161,7 +162,7 @@ class KnockoutTable:
 
     def to_dict(self) -> dict:
         return {"baseline_loss": self.baseline_loss,
-                "rows": [{"component": r.component, "loss": r.loss, "delta_loss": r.delta_loss} for r in self.rows]}
+                "rows": [{"component": str(r.component), "loss": r.loss, "delta_loss": r.delta_loss} for r in self.rows]}
 
     def csv(self) -> str:
         return "component,loss,delta_loss\n" + "".join(f"{r.component},{r.loss!r},{r.delta_loss!r}\n"
@@ -181,7 +182,7 @@ class Ablator:
         per = rows_per_pass(int(first.shape[1]) if first.dim() == 2 else 1, model.config.vocab_size)
         self.chunks = [slice(s, min(val.n, s + per)) for s in range(0, val.n, per)]
         self._baseline: float | None = None
-        self._outputs: dict[str, torch.Tensor] = {}
+        self._outputs: dict[ComponentName, torch.Tensor] = {}
 
     @torch.inference_mode()
     def loss(self, replace: ChunkReplacements | None = None) -> float:
@@ -201,7 +202,7 @@ class Ablator:
     def baseline(self, record: bool = False) -> float:
         """The loss with nothing knocked out; ``record``: keep every component's output for mean/resample."""
         if self._baseline is None or (record and not self._outputs):
-            kept: dict[str, list[torch.Tensor]] = {}
+            kept: dict[ComponentName, list[torch.Tensor]] = {}
             comps = components(self.model) if record else []
             with recorded(comps, kept):
                 self._baseline = self.loss()
@@ -229,7 +230,7 @@ class Ablator:
         fns = [(c, self.replacement(c, kind)) for c in comps]
         return self.loss(lambda rows: {c: fn(rows) for c, fn in fns})
 
-    def table(self, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+    def table(self, kind: str = "zero", progress: Callable[[int, int, ComponentName], None] | None = None,
               cancelled: Callable[[], bool] | None = None,
               on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
         """Every head and MLP knocked out alone. ``on_row(row)`` and ``progress(done, total, name)`` after each;
@@ -262,7 +263,8 @@ def ablator_for(loaded: LoadedModel, second_copy: bool = False) -> Ablator:
     return Ablator(loaded.model, val)
 
 
-def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+def knockout_table(loaded: LoadedModel, kind: str = "zero",
+                   progress: Callable[[int, int, ComponentName], None] | None = None,
                    cancelled: Callable[[], bool] | None = None,
                    on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
     """`Ablator.table` for a loaded run's model on its validation batch."""
@@ -280,7 +282,7 @@ class TextAblation:
     as the model is and ``after`` with ``component`` knocked out by ``kind``; None for a token that is context
     only (a next-token text's first)."""
 
-    component: str
+    component: ComponentName
     kind: str
     tokens: list[str]
     before: list[float | None]
@@ -299,7 +301,7 @@ class TextAblation:
                          *((i, t, cell(b), cell(a), cell(d)) for i, (t, b, a, d) in rows)])
 
 
-def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero", source: str | None = None,
+def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: str = "zero", source: str | None = None,
                   ablator: Ablator | None = None) -> TextAblation:
     """Score ``text`` (an edt: the target, given ``source``) with the model as it is and with component ``name``
     knocked out by ``kind``: "zero", or "mean" (its mean over the validation batch, position by position, from

@@ -37,8 +37,9 @@ import numpy as np
 
 from ..config import Arch, RunConfig, Task
 from ..files import NotAFile, atomic_write, regular_file, step_files
-from ..inference.attention_maps import AttentionMaps, parse_map_name
+from ..inference.attention_maps import AttentionMaps
 from ..inference.prompting import MASK_MARKER, Mode, check_length, encode_prompt
+from ..names import AttentionKind, MapName
 from .head_scores import HeadScores, head_scores, map_scores
 from .saved_lens import META_KEY as LENS_KEY
 from .saved_lens import PREFIX as LENS_PREFIX
@@ -187,7 +188,7 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
 
     path = probe_path(run_dir, step)
     path.parent.mkdir(exist_ok=True)
-    tensors = {name: np.ascontiguousarray(A, dtype=np.float16) for name, A in maps.maps.items()}
+    tensors = {str(name): np.ascontiguousarray(A, dtype=np.float16) for name, A in maps.maps.items()}
     metadata = {"format": "fatstudio-probe", "step": str(step), "tokens": json.dumps(list(maps.tokens)),
                 "context_tokens": json.dumps(maps.context_tokens),
                 "probe": json.dumps(probe.to_dict() if probe else None)}
@@ -232,8 +233,8 @@ def load_probe_file(path: str | Path) -> AttentionMaps:
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     if not isinstance(tokens, list) or not (context is None or isinstance(context, list)):
         raise ValueError(f"{path} is not a probe file of fatstudio: its tokens are not a list.")
-    probe = AttentionMaps(tokens, context, maps)
     try:
+        probe = AttentionMaps(tokens, context, {MapName.parse(name): A for name, A in maps.items()})
         mismatch = probe_mismatch(probe)
     except ValueError as e:  # a map name that is not kind/layer
         mismatch = str(e)
@@ -246,14 +247,14 @@ def probe_mismatch(maps: AttentionMaps, config: RunConfig | None = None) -> str 
     """How a probe file's maps differ from its tokens (each map is H × queries × keys), or, with ``config``, from
     the model's heads and layers."""
     m = config.model.resolved() if config is not None else None
-    layers = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
+    layers: dict[AttentionKind, int] = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
     for name, A in maps.maps.items():
         want = (len(maps.query_tokens(name)), len(maps.key_tokens(name)))
         if A.ndim != 3 or A.shape[1:] != want:
             return f"map {name} is {'×'.join(map(str, A.shape))}, its tokens make it H×{want[0]}×{want[1]}"
         if m and A.shape[0] != m.H:
             return f"map {name} has {A.shape[0]} heads, config.json's model H = {m.H}"
-        if m and parse_map_name(name).layer >= layers.get(parse_map_name(name).kind, m.L):
+        if m and name.layer >= layers[name.kind]:
             return f"map {name} is of a layer that config.json's model does not have"
     return None
 
@@ -312,7 +313,7 @@ def score_history(run: str | Path | Mapping[int, str | Path]) -> dict[int, HeadS
     return history
 
 
-def score_series(history: Mapping[int, HeadScores], name: str, score: str) -> tuple[np.ndarray, np.ndarray]:
+def score_series(history: Mapping[int, HeadScores], name: MapName, score: str) -> tuple[np.ndarray, np.ndarray]:
     """One score of map ``name`` over training time: the steps (S,) that have it, ascending, and its values
     (S, H), for plotting one line per head."""
     found = [(step, v) for step, sc in sorted(history.items()) if (v := sc.get(name, score)) is not None]

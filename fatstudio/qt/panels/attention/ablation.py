@@ -37,7 +37,6 @@ from PySide6.QtWidgets import (
 )
 
 from ....core.app.focus import Focus, run_name
-from ....core.inspect.components import component_label
 from ...widgets.focus_label import FocusLabel
 from ...widgets.saving import save_with_dialog, show_message
 from ...widgets.token_view import signed_tint
@@ -89,7 +88,7 @@ def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
         progress(0.0, f"loading the weights of step {where[1]:,}…")
     loaded = weights_at(loaded, where)
     progress(0.0, "measuring the validation loss with nothing knocked out…")
-    return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name),
+    return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name.label),
                                      cancelled=stop.is_set, on_row=sink.append)
 
 
@@ -310,7 +309,7 @@ class AblationView(QWidget):
 
     def _on_progress(self, fraction: float, message: str) -> None:
         if self.running and not self._stop.is_set():
-            self._say(f"{fraction:.0%} · measured {component_label(message)}" if fraction else message.capitalize())
+            self._say(f"{fraction:.0%} · measured {message}" if fraction else message.capitalize())
 
     def _drain(self) -> None:
         """Add the rows measured since the last drain to the table (one redraw for them all)."""
@@ -335,7 +334,7 @@ class AblationView(QWidget):
         done = (f"{len(self.rows)} components in {self.seconds:.1f} s" if table.complete else
                 f"<b>cancelled</b> after {len(self.rows)} components")
         self._result = (f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
-                        f"step {self.step:,}; {done}). Knocking out <b>{component_label(worst.component)}</b> changes "
+                        f"step {self.step:,}; {done}). Knocking out <b>{worst.component.label}</b> changes "
                         f"it most ({worst.delta_loss:+.4f}).")
         self._say(self._result + self._other_weights())
 
@@ -356,7 +355,7 @@ class AblationView(QWidget):
         t.setRowCount(len(self.rows))
         scale = max((abs(r.delta_loss) for r in self.rows), default=0.0)
         for i, r in enumerate(self.rows):
-            name = _Number(component_label(r.component), i)
+            name = _Number(r.component.label, i)
             name.setToolTip(f"{r.component} (as the CLI's files name it)")
             name.setData(Qt.ItemDataRole.UserRole, r.component)
             delta = _Number(f"{r.delta_loss:+.4f}", r.delta_loss)
@@ -439,7 +438,7 @@ def knockout_image(table: KnockoutTable, font: QFont, width: int = 720) -> QImag
         y = line * i + 4
         p.setPen(QColor("black"))
         p.drawText(8, y, label_w - 12, line - 6, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight),
-                   component_label(r.component))
+                   r.component.label)
         bar = QColor(214, 96, 77) if r.delta_loss > 0 else QColor(67, 147, 195)
         w = unit * r.delta_loss / scale
         p.fillRect(int(min(zero, zero + w)), y + 3, max(1, int(abs(w))), line - 12, bar)
