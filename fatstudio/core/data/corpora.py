@@ -16,7 +16,7 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -48,6 +48,7 @@ TEXT_SUFFIXES = frozenset(
 EXAMPLE_SUFFIXES = (".tsv", ".jsonl")
 _SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
 _FIELDS = {"seq2seq": ("source", "target"), "classification": ("text", "label")}
+CorpusKind = Literal["text", "pairs", "labelled"]  # a text (next_token, masked_lm), seq2seq pairs, labelled texts
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Corpus:
     ``texts()`` are a sample spread over it, its ``preview`` the start of it; its ``stats`` are exact)."""
 
     name: str
-    kind: str
+    kind: CorpusKind
     text: str | None = None
     pairs: list[tuple[str, str]] | None = None
     labelled: list[tuple[str, str]] | None = None
@@ -336,7 +337,8 @@ def seeded(spec: str) -> bool:
     return spec in SYNTHETIC or spec == "repeat"
 
 
-_CORPUS_KIND = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs", "classification": "labelled"}
+_CORPUS_KIND: dict[Task, CorpusKind] = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs",
+                                        "classification": "labelled"}
 
 
 def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: Task, l_max: int, val_fraction: float = 0.1,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import MODADD_P, Task, TokenizerKind
 
 if TYPE_CHECKING:
-    from .corpora import Corpus, Prepared
+    from .corpora import Corpus, CorpusKind, Prepared
     from .tokenization import Tokenizer
 
 Progress = Callable[[float, str], None]
@@ -57,7 +57,7 @@ class CorpusPreview:
     seed: int = 0  # what a synthetic built-in was generated with
     seeded: bool = False  # whether the corpus depends on the seed (the synthetic built-ins do)
     name: str = ""
-    kind: str = ""  # "text" | "pairs" | "labelled"
+    kind: CorpusKind = "text"
     stats: dict[str, Any] = field(default_factory=dict)
     preview: str = ""  # the first PREVIEW_CHARS characters, examples one a line
     notes: list[str] = field(default_factory=list)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..config import one_of
 from ..data.builtin import repeat_lookback
 from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..data.datasets import StreamDataset
@@ -36,11 +37,12 @@ if TYPE_CHECKING:
     from ..data.tokenization import Tokenizer
     from ..inference.loaded import LoadedModel
 
-KINDS = ("zero", "mean", "resample")
+AblationKind = Literal["zero", "mean", "resample"]  # what replaces a component's output (see the module)
+KINDS: tuple[AblationKind, ...] = get_args(AblationKind)
 
 
-def check_kind(kind: str) -> None:
-    if kind not in KINDS:
+def check_kind(kind: object) -> None:
+    if not one_of(kind, KINDS):
         raise ValueError(f"{kind!r} is not a kind of ablation; use one of {', '.join(KINDS)}.")
 
 
@@ -155,7 +157,7 @@ class KnockoutRow:
 class KnockoutTable:
     """Every component's validation loss when knocked out; ``complete`` False when it was cancelled."""
 
-    kind: str
+    kind: AblationKind
     baseline_loss: float
     rows: list[KnockoutRow] = field(default_factory=list)
     complete: bool = True
@@ -209,7 +211,7 @@ class Ablator:
             self._outputs = {name: torch.cat(parts) for name, parts in kept.items()}
         return self._baseline
 
-    def replacement(self, c: Component, kind: str) -> Callable[[slice], Replace]:
+    def replacement(self, c: Component, kind: AblationKind) -> Callable[[slice], Replace]:
         """For the rows of a chunk, the function that knocks ``c`` out by ``kind``."""
         check_kind(kind)
         if kind == "zero":
@@ -225,12 +227,12 @@ class Ablator:
         other = out.roll(-1, 0)  # row i takes row i+1's output
         return lambda rows: (lambda a: other[rows, :a.shape[1]])
 
-    def ablated(self, comps: Sequence[Component], kind: str = "zero") -> float:
+    def ablated(self, comps: Sequence[Component], kind: AblationKind = "zero") -> float:
         """The validation loss with every component of ``comps`` knocked out by ``kind``."""
         fns = [(c, self.replacement(c, kind)) for c in comps]
         return self.loss(lambda rows: {c: fn(rows) for c, fn in fns})
 
-    def table(self, kind: str = "zero", progress: Callable[[int, int, ComponentName], None] | None = None,
+    def table(self, kind: AblationKind = "zero", progress: Callable[[int, int, ComponentName], None] | None = None,
               cancelled: Callable[[], bool] | None = None,
               on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
         """Every head and MLP knocked out alone. ``on_row(row)`` and ``progress(done, total, name)`` after each;
@@ -263,7 +265,7 @@ def ablator_for(loaded: LoadedModel, second_copy: bool = False) -> Ablator:
     return Ablator(loaded.model, val)
 
 
-def knockout_table(loaded: LoadedModel, kind: str = "zero",
+def knockout_table(loaded: LoadedModel, kind: AblationKind = "zero",
                    progress: Callable[[int, int, ComponentName], None] | None = None,
                    cancelled: Callable[[], bool] | None = None,
                    on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
@@ -273,7 +275,7 @@ def knockout_table(loaded: LoadedModel, kind: str = "zero",
 
 
 # ------------------------------------------------------------------------------- one component, one text
-TEXT_KINDS = ("zero", "mean")  # resample needs another row of a batch: not for one text
+TEXT_KINDS: tuple[AblationKind, ...] = ("zero", "mean")  # resample needs another row of a batch: not for one text
 
 
 @dataclass
@@ -283,7 +285,7 @@ class TextAblation:
     only (a next-token text's first)."""
 
     component: ComponentName
-    kind: str
+    kind: AblationKind
     tokens: list[str]
     before: list[float | None]
     after: list[float | None]
@@ -301,8 +303,8 @@ class TextAblation:
                          *((i, t, cell(b), cell(a), cell(d)) for i, (t, b, a, d) in rows)])
 
 
-def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: str = "zero", source: str | None = None,
-                  ablator: Ablator | None = None) -> TextAblation:
+def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: AblationKind = "zero",
+                  source: str | None = None, ablator: Ablator | None = None) -> TextAblation:
     """Score ``text`` (an edt: the target, given ``source``) with the model as it is and with component ``name``
     knocked out by ``kind``: "zero", or "mean" (its mean over the validation batch, position by position, from
     ``ablator``, by default `ablator_for` ``loaded``)."""
@@ -317,7 +319,7 @@ def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: str
                         [t.prob for t in after.tokens])
 
 
-__all__ = ["KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
+__all__ = ["AblationKind", "KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
            "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "second_copy_mask", "task_logits",
            "validation_batch",
            "validation_dataset"]

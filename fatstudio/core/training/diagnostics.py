@@ -37,6 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -65,14 +66,16 @@ SOLVED_ACCURACY = 0.99  # validation accuracy from which a task counts as solved
 SOLVED_NATS = 0.01  # likewise, validation loss (nats per token)
 
 
+FindingKind = Literal["non_finite", "spike", "overfitting", "unigram_plateau", "clipping", "dead_head", "uniform_head"]
+
+
 @dataclass(frozen=True)
 class Finding:
-    """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "clipping",
-    "dead_head", "uniform_head"), the step it concerns, and one line of advice. ``warning``: something to act
-    on; else a note (what the curves or maps show, nothing wrong in itself). ``heads``: the (map name, h) of
-    the heads a head finding is about, h from 0."""
+    """One thing to know: its ``kind`` (the rule that found it), the step it concerns, and one line of advice.
+    ``warning``: something to act on; else a note (what the curves or maps show, nothing wrong in itself).
+    ``heads``: the (map name, h) of the heads a head finding is about, h from 0."""
 
-    kind: str
+    kind: FindingKind
     step: int
     advice: str
     warning: bool = True

@@ -45,9 +45,10 @@ if TYPE_CHECKING:
     from ....core.app.jobs import Job
     from ....core.app.workspace import Workspace
     from ....core.inference.loaded import LoadedModel
-    from ....core.inspect.ablation import KnockoutRow, KnockoutTable
+    from ....core.inspect.ablation import AblationKind, KnockoutRow, KnockoutTable
 
-KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
+KINDS: dict[AblationKind, str] = {"zero": "zero", "mean": "mean over the validation batch",
+                                  "resample": "resample (another row's output)"}
 DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
 COLUMNS = ("component", "loss", "Δ loss")
 
@@ -78,7 +79,7 @@ def weights_at(loaded, where: Where):
     return load_at_step(Run.open(where[0]), where[1])
 
 
-def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
+def measure(loaded, where: Where, kind: AblationKind, stop: threading.Event, sink: list,
             progress) -> KnockoutTable:
     """In a worker: the knock-out table of the weights `weights_at` ``where``, each row appended to ``sink`` as it
     is measured; stops when ``stop`` is set."""
@@ -116,7 +117,7 @@ class AblationView(QWidget):
         self.loaded = None
         self.rows: list[KnockoutRow] = []  # measured so far, in the order measured
         self.baseline: float | None = None
-        self.kind = "zero"
+        self.kind: AblationKind = "zero"
         self.step: int | None = None  # the step of the weights measured
         self.folder: str | None = None  # the run whose saved steps the chooser lists
         self.loaded_run: str | None = None  # the run the model loaded is of (its folder, or the run it is a snapshot of)

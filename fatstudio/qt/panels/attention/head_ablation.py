@@ -37,9 +37,10 @@ from .ablation import Where, weights_at, weights_words
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
     from ....core.app.workspace import Workspace
-    from ....core.inspect.ablation import TextAblation
+    from ....core.inspect.ablation import AblationKind, TextAblation
 
-MENU_KINDS = (("zero", "Ablate this head (zero)"), ("mean", "Ablate this head (mean over the validation batch)"))
+MENU_KINDS: tuple[tuple[AblationKind, str], ...] = (("zero", "Ablate this head (zero)"),
+                                                    ("mean", "Ablate this head (mean over the validation batch)"))
 COLUMNS = ("position", "token", "p before", "p after", "Δp")
 
 
@@ -49,7 +50,7 @@ def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
     return plain(maps.tokens), plain(maps.context_tokens) if maps.context_tokens else None
 
 
-def ablate_on_text(loaded, name: ComponentName, text: str, kind: str, source: str | None,
+def ablate_on_text(loaded, name: ComponentName, text: str, kind: AblationKind, source: str | None,
                    where: Where = None) -> TextAblation:
     """In a worker: `text_ablation` with the weights `weights_at` ``where`` (a copy of ``loaded`` for None: the
     hooks touch no model the app prompts)."""
@@ -126,7 +127,7 @@ class HeadAblationView(QWidget):
             action.triggered.connect(lambda _checked=False, k=kind: self.ablate(name, k, maps))
         return menu
 
-    def ablate(self, name: ComponentName, kind: str, maps: AttentionMaps | None) -> None:
+    def ablate(self, name: ComponentName, kind: AblationKind, maps: AttentionMaps | None) -> None:
         """Knock head ``name`` out by ``kind`` and score the text of ``maps``, in a worker thread."""
         self.showRequested.emit()
         if self.where is False or maps is None:
@@ -140,7 +141,7 @@ class HeadAblationView(QWidget):
     def running(self) -> bool:
         return self._call is not None and self._call.running
 
-    def start(self, loaded, name: ComponentName, text: str, kind: str, source: str | None, where: Where = None) -> None:
+    def start(self, loaded, name: ComponentName, text: str, kind: AblationKind, source: str | None, where: Where = None) -> None:
         """Score ``text`` with head ``name`` knocked out, with the weights `weights_at` ``where``, in a worker."""
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it
