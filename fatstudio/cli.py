@@ -476,9 +476,7 @@ def _save_maps(maps, out: Path) -> None:
 
 def _maps_in_words(maps) -> str:
     """The maps as a person counts them (from 1, the kind in words): "encoder layer 1, decoder layer 1, …"."""
-    from .core.inference.attention_maps import layer_label
-
-    return ", ".join(layer_label(name) for name in maps.maps)
+    return ", ".join(name.label for name in maps.maps)
 
 
 def cmd_attention(args) -> int:

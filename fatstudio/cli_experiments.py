@@ -77,7 +77,6 @@ def _loaded(run_dir: str, step: int | None):
 
 def cmd_ablate(args) -> int:
     from .core.inspect.ablation import knockout_table
-    from .core.inspect.components import component_label
 
     out = out_file(args.out, (".json", ".csv"))
     loaded = _loaded(args.run_dir, args.step)
@@ -85,13 +84,12 @@ def cmd_ablate(args) -> int:
     write(out, table.to_dict(), table.csv)
     worst = max(table.rows, key=lambda r: r.delta_loss)
     print(f"wrote the {args.kind} ablation of {len(table.rows)} heads and MLPs at step {loaded.step} to {out}: "
-          f"validation loss {table.baseline_loss:.4f}; knocking out {component_label(worst.component)} changes it "
+          f"validation loss {table.baseline_loss:.4f}; knocking out {worst.component.label} changes it "
           f"most ({worst.delta_loss:+.4f})")
     return 0
 
 
 def cmd_patch(args) -> int:
-    from .core.inspect.components import component_label
     from .core.inspect.patching import patch
 
     out = out_file(args.out, (".json",))
@@ -104,7 +102,7 @@ def cmd_patch(args) -> int:
     print(f"wrote the patching of {len(result.clean_tokens)} positions to {out}: logit difference of {result.target!r} "
           f"over {result.foil!r} at position {result.position} is {result.clean_logit_diff:.3f} clean, "
           f"{result.corrupted_logit_diff:.3f} corrupted; "
-          f"{component_label(f'{name}/{h}')} restores the most ({result.heads[name][h]:.0%})")
+          f"{name.head_label(h)} restores the most ({result.heads[name][h]:.0%})")
     return 0
 
 

@@ -8,9 +8,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
+from .config import one_of
 from .files import read_bytes
+
+EndStatus = Literal["finished", "stopped", "failed"]  # how a run (or a generation) ends
+RunStatus = Literal["created", "running", EndStatus]  # meta.json's ``status``
+ENDED: tuple[EndStatus, ...] = get_args(EndStatus)
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
 
 
 class MetricsRow(TypedDict, total=False):
@@ -163,9 +169,9 @@ class RunMeta:
     data: Mapping[str, Any]
 
     @property
-    def status(self) -> str | None:
+    def status(self) -> RunStatus | None:
         value = self.data.get("status")
-        return value if isinstance(value, str) else None
+        return value if one_of(value, RUN_STATUSES) else None
 
     @property
     def step(self) -> int:

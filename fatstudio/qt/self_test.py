@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fatstudio.core.names import MapName
 from fatstudio.core.records import TRAIN_LOSS, VAL_LOSS
 
 STEPS = 30
@@ -218,7 +219,7 @@ class _SelfTest:
         a = self._open().attention_panel
         _wait(lambda: a.maps is not None, "the attention maps of the generated text")
         layers = a.layers()
-        heads = sum(a.maps.n_heads(f"{a.kind}/{l}") for l in layers)
+        heads = sum(a.maps.n_heads(MapName(a.kind, l)) for l in layers)
         _check(heads == MODEL["L"] * MODEL["H"], f"expected {MODEL['L'] * MODEL['H']} heads, the maps have {heads}")
         drawn = [item for item in a.headGrid.image_items() if item.image is not None]
         _check(len(drawn) >= heads, f"the head grid drew {len(drawn)} maps of {heads} heads")

@@ -30,14 +30,14 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from ..config import RunConfig
 from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
 from ..inference.loaded import LoadedModel
-from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
+from ..records import ENDED, MetricsRow, RunMeta, RunStatus, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
 from . import agreement, snapshots
 from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGHTS, RunWeights
 
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
     from .tensorboard_log import TensorBoardLog
 
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
-ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
 RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
@@ -230,11 +229,12 @@ class Run(RunWeights):
         self.config = config
         atomic_write(self.path / CONFIG, json.dumps(config.to_dict(), indent=2))
 
-    def write_meta(self, **updates) -> None:
-        """Update meta.json. ``status="running"`` with ``train.tensorboard`` on first imports TensorBoard's
-        writer (a ValueError in one line, before the run starts, if it cannot); a status the run ends with
-        (`ENDED`) closes the event files."""
-        status = updates.get("status")
+    def write_meta(self, status: RunStatus | None = None, **updates: Any) -> None:
+        """Update meta.json (``status`` first, where given). ``status="running"`` with ``train.tensorboard`` on
+        first imports TensorBoard's writer (a ValueError in one line, before the run starts, if it cannot); a
+        status the run ends with (`ENDED`) closes the event files."""
+        if status is not None:
+            updates = {"status": status, **updates}
         if status == "running" and self.config.train.tensorboard:
             from .tensorboard_log import summary_writer_class
 
@@ -244,11 +244,11 @@ class Run(RunWeights):
         if status in ENDED:
             self.close()
 
-    def try_write_meta(self, **updates) -> bool:
+    def try_write_meta(self, status: RunStatus | None = None, **updates: Any) -> bool:
         """`write_meta`, unless the folder cannot be written (a full disk, whose error is being reported
         already): False then. For marking a run that ends on an error."""
         try:
-            self.write_meta(**updates)
+            self.write_meta(status, **updates)
         except OSError:
             self.close()
             return False

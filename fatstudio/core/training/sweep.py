@@ -21,9 +21,10 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ..config import RunConfig, parse_value
 from ..records import RunMeta
@@ -37,18 +38,19 @@ BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`r
 # ---- the plan ---------------------------------------------------------------------------------------------
 def typed_value(config: RunConfig, key: str, raw: str) -> Any:
     """``raw`` as the type of the config field ``key`` (table.name): a whole number for an int field, a number
-    for a float, true/false for a bool, the text for a str (quotes optional), none for an optional one."""
+    for a float, true/false for a bool, the text for a str or a choice (quotes optional), none for an optional
+    one."""
     table, _, name = key.partition(".")
-    fields = {f.name: f for f in getattr(config, table).__dataclass_fields__.values()} if table in \
-        ("model", "data", "train") else {}
-    if name not in fields:
+    section = getattr(config, table) if table in ("model", "data", "train") else None
+    if section is None or name not in {f.name for f in fields(section)}:
         raise ValueError(f"{key}: no such key; give table.key with table model, data or train "
                          f"(e.g. train.lr, model.d_e).")
-    kind = str(fields[name].type)
+    hint = get_type_hints(type(section))[name]
+    types = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)  # X | None: (X, None)
     value = parse_value(raw.strip())
-    if "None" in kind and (value is None or str(value).lower() == "none"):
+    if type(None) in types and (value is None or str(value).lower() == "none"):
         return None
-    base = kind.split("|")[0].strip()
+    base = "str" if get_origin(types[0]) is Literal else types[0].__name__  # a choice (`config.Arch`, …) is text
     ok = {"int": isinstance(value, int) and not isinstance(value, bool),
           "float": isinstance(value, (int, float)) and not isinstance(value, bool),
           "bool": isinstance(value, bool), "str": True}[base]

@@ -32,8 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ....core.inference.attention_maps import head_label, layer_label
 from ....core.inference.prompting import display_token
+from ....core.names import ComponentName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.heatmap import HeatmapView
 from ...widgets.saving import save_with_dialog, show_message
@@ -271,13 +271,13 @@ class PatchingView(QWidget):
         t.setRowCount(len(layers))
         t.setColumnCount(H)
         t.setHorizontalHeaderLabels([f"h{h + 1}" for h in range(H)])
-        t.setVerticalHeaderLabels([layer_label(n) for n in layers])  # "layer 1", "decoder layer 1", …
+        t.setVerticalHeaderLabels([n.label for n in layers])  # "layer 1", "decoder layer 1", …
         for i, n in enumerate(layers):
             for h, v in enumerate(r.heads[n]):
                 item = QTableWidgetItem(f"{v:.2f}")
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 item.setBackground(signed_tint(v, 1.0))
-                item.setToolTip(f"{n}/{h}: restores {v:.4f}")
+                item.setToolTip(f"{ComponentName(n, h)}: restores {v:.4f}")
                 t.setItem(i, h, item)
         t.resizeColumnsToContents()
         want = (t.verticalHeader().sizeHint().width() + sum(t.columnWidth(c) for c in range(H)) + 2 * t.frameWidth()
@@ -287,7 +287,7 @@ class PatchingView(QWidget):
             self.results.setSizes([total - want, want])
         best = max(((n, h) for n in layers for h in range(len(r.heads[n]))), key=lambda nh: r.heads[nh[0]][nh[1]],
                    default=None)
-        most = "" if best is None else (f" Of the heads, {head_label(best[0], best[1])} restores the most "
+        most = "" if best is None else (f" Of the heads, {best[0].head_label(best[1])} restores the most "
                                         f"({r.heads[best[0]][best[1]]:.0%}).")
         read = r.prefix_tokens if r.prefix_tokens is not None else r.clean_tokens
         show_message(self.message, html.escape(
