@@ -126,6 +126,15 @@ def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the process itself, not a caller in Python
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    from .core import environment
+    from .core.children import watch_parent
+
+    try:
+        environment.check()  # every variable, before any work (the app's too)
+    except ValueError as e:
+        _say_error(args.command, str(e))
+        return EXIT_ERROR
+    watch_parent()  # a sweep's run: it ends with the sweep
     if args.self_test:
         from .qt.self_test import run as self_test
         return self_test()
@@ -183,7 +192,7 @@ def _command(args) -> int:
         return _interrupted(e)
 
 
-def _say_error(command: str, msg: str) -> None:
+def _say_error(command: str | None, msg: str) -> None:
     """Print the command's error. Under torchrun every process meets the same error and rank 0 says it: another
     rank first waits (had it ended at once, torchrun could have ended rank 0 before it said anything), and says
     it only when rank 0 has not ended the job meanwhile (an error of its own, which rank 0 would wait on)."""
@@ -192,7 +201,7 @@ def _say_error(command: str, msg: str) -> None:
             time.sleep(RANK_WAIT_S)
         except KeyboardInterrupt:  # torchrun ended this process: rank 0 has said it
             return
-    print(f"fatstudio {command}: error: {msg}", file=sys.stderr)
+    print(f"fatstudio{f' {command}' if command else ''}: error: {msg}", file=sys.stderr)
 
 
 def _main_process() -> bool:

@@ -6,14 +6,14 @@ GPU's free memory. ``FATSTUDIO_IGNORE_MEMORY=1`` (``--force-memory``, the app's 
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 from .config import ModelConfig, Optimizer, ResolvedPrecision
 from .costs import memory_estimate
+from .environment import IGNORE_MEMORY
 
-IGNORE_ENV = "FATSTUDIO_IGNORE_MEMORY"
+IGNORE_ENV = IGNORE_MEMORY.name
 OVERRIDE = f"--force-memory or {IGNORE_ENV}=1"
 
 
@@ -87,7 +87,7 @@ def check_fits(model: ModelConfig, batch_size: int = 1, where: Any = "cpu", *, t
     its name) has free, before anything is built. Weights are made in RAM and then moved, so a CUDA device's
     RAM must hold the weights too. Nothing is checked where the memory free cannot be read, or with
     ``FATSTUDIO_IGNORE_MEMORY=1``. Cheap: arithmetic on the config and a file or two read."""
-    if os.environ.get(IGNORE_ENV, "").strip() not in ("", "0"):
+    if IGNORE_MEMORY.value():
         return
     est = needs(model, batch_size, training=training, optimizer=optimizer, precision=precision)
     on_gpu = str(where).startswith("cuda")

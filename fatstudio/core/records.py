@@ -17,6 +17,9 @@ EndStatus = Literal["finished", "stopped", "failed"]  # how a run (or a generati
 RunStatus = Literal["created", "running", EndStatus]  # meta.json's ``status``
 ENDED: tuple[EndStatus, ...] = get_args(EndStatus)
 RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+AT_WORK: tuple[RunStatus, ...] = ("created", "running")  # written while a process holds the run's lock
+INTERRUPTED: Literal["interrupted"] = "interrupted"  # read, never written: a run AT_WORK whose process is gone
+ShownStatus = Literal[RunStatus, "interrupted"]  # a run's status as read (`RunMeta.status`, `runs.folder.Run.info`)
 
 
 class MetricsRow(TypedDict, total=False):
@@ -169,9 +172,9 @@ class RunMeta:
     data: Mapping[str, Any]
 
     @property
-    def status(self) -> RunStatus | None:
+    def status(self) -> ShownStatus | None:
         value = self.data.get("status")
-        return value if one_of(value, RUN_STATUSES) else None
+        return value if one_of(value, (*RUN_STATUSES, INTERRUPTED)) else None
 
     @property
     def step(self) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from fatstudio.core.names import MapName
 from fatstudio.core.records import TRAIN_LOSS, VAL_LOSS
+from fatstudio.core.temporary import scratch_folder
 
 STEPS = 30
 MODEL = {"L": 1, "H": 2, "d_e": 32, "d_mlp": 64, "l_max": 32}
@@ -253,7 +253,7 @@ def run(out: Callable[[str], None] = _print) -> int:
     """Run the self-test, printing with ``out``; 0 when everything worked, 1 otherwise."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before the QApplication is made
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fatstudio-self-test-") as tmp:
+    with scratch_folder("self-test") as tmp:  # removed by the next one if this process is killed
         folder = Path(tmp)
         with _environment(FATSTUDIO_RUNS=str(folder / "runs"), FATSTUDIO_STATE=str(folder / "state.ini"),
                           TORCHINDUCTOR_CACHE_DIR=str(folder / "torchinductor")), _quiet_offscreen():

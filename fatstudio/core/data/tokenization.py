@@ -42,7 +42,7 @@ from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
 from ..config import TOKENIZERS, TokenizerKind, check_choice
-from ..files import read_text
+from ..files import atomic_write, read_text
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -269,7 +269,7 @@ class Tokenizer:
         return cls(backend, kinds[model, pre])
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json(), encoding="utf-8")
+        atomic_write(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:

@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..files import regular_file
+from ..files import atomic_write, regular_file
 from ..names import ATTENTION_KINDS, MEAN_HEAD, AttentionKind, MapName
 from .prompting import display_token
 
@@ -238,37 +238,39 @@ class AttentionMaps:
     # ---- files ----
     def save(self, path: str | Path, names: Sequence[MapName] | None = None) -> Path:
         """Write the maps (all, or ``names``): .json (to_json_dict), .npz (exact arrays named as ``maps``, plus
-        "tokens" and "context_tokens") or .csv (to_csv). Returns the path."""
+        "tokens" and "context_tokens") or .csv (to_csv), whole or not at all (`files.atomic_write`). Returns the
+        path."""
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in SAVE_SUFFIXES:
             raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz or .csv file ({PICTURES}).")
         chosen = self._names(names)
+        data: str | bytes
         if suffix == ".csv":
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                self._write_csv(f, chosen)
+            data = self.to_csv(chosen)
         else:
             part = AttentionMaps(self.tokens, self.context_tokens, {n: self.maps[n] for n in chosen})
             if suffix == ".json":
-                path.write_text(json.dumps(part.to_json_dict()), encoding="utf-8")
+                data = json.dumps(part.to_json_dict())
             else:
                 arrays: dict[str, Any] = {str(n): A for n, A in part.maps.items()}
                 arrays["tokens"] = np.array(self.tokens, dtype=str)
                 if self.context_tokens is not None:
                     arrays["context_tokens"] = np.array(self.context_tokens, dtype=str)
-                with open(path, "wb") as f:
-                    np.savez(f, **arrays)
+                f = io.BytesIO()
+                np.savez(f, **arrays)
+                data = f.getvalue()
+        atomic_write(path, data)
         return path
 
     def save_head(self, path: str | Path, name: MapName, head: int = MEAN_HEAD) -> Path:
-        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean), as a .csv file (head_csv).
-        Returns the path."""
+        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean), as a .csv file (head_csv), whole
+        or not at all. Returns the path."""
         path = Path(path)
         if path.suffix.lower() != ".csv":
             raise ValueError(f"cannot save one attention matrix as {path.name!r}; use a .csv file ({PICTURES}).")
         self._names([name])
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            self._write_head_csv(f, name, head)
+        atomic_write(path, self.head_csv(name, head))
         return path
 
     @classmethod

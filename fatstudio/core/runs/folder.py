@@ -15,7 +15,9 @@ window (a batch of steps announced together), so every row of a window carries t
 ``meta.json`` records the layout's ``format_version`` (`FORMAT_VERSION`; a run without one is version 1): a run
 written by a newer fatstudio is refused with a message rather than misread. Training holds ``.lock`` in the
 folder (`Run.lock`, an OS file lock: released when training ends, however it ends, or when its process dies),
-so a second process training the same run is refused at once; reading a run takes no lock.
+so a second process training the same run is refused at once. Reading a run writes nothing, takes no lock and
+needs nothing writable; a run whose meta.json says it is at work (`AT_WORK`) while no process holds its lock
+reads as `INTERRUPTED` (its process was killed or crashed), what the runs list shows and what resuming continues.
 
 With ``train.tensorboard = true`` the rows and samples also go into TensorBoard event files in
 ``tensorboard/`` (`tensorboard_log`), written as they are appended and closed when the run ends.
@@ -35,9 +37,23 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 
 from ..config import RunConfig
+from ..environment import RUNS
 from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
 from ..inference.loaded import LoadedModel
-from ..records import ENDED, MetricsRow, RunMeta, RunStatus, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
+from ..records import (
+    AT_WORK,
+    ENDED,
+    INTERRUPTED,
+    MetricsRow,
+    RunMeta,
+    RunStatus,
+    jsonl,
+    mark_window_ends,
+    parse_jsonl,
+    read_jsonl,
+    row_step,
+)
+from ..temporary import held, remove_abandoned
 from . import agreement, snapshots
 from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGHTS, RunWeights
 
@@ -53,22 +69,23 @@ FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fat
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
 RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."
+BUSY = "{path} is being trained by another process; wait for it to end or stop it."
+LOCK_WAIT_S = 0.25  # how long `Run.lock` tries: a reader's look at the lock (`temporary.held`) holds it for microseconds
 
 
 def default_runs_root() -> Path:
     """``$FATSTUDIO_RUNS``, else ``runs`` in the platform's user data folder for fatstudio (platformdirs):
     ``$XDG_DATA_HOME/fatstudio`` or ``~/.local/share/fatstudio`` on Linux, ``~/Library/Application
     Support/fatstudio`` on macOS, ``%LOCALAPPDATA%\\fatstudio`` on Windows."""
-    if os.environ.get("FATSTUDIO_RUNS"):
-        return Path(os.environ["FATSTUDIO_RUNS"]).expanduser()
-    return platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
+    return RUNS.value() or platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
 
 
 class Run(RunWeights):
     """One run folder. Create with `Run.create`, reopen with `Run.open`; its weights: `weights.RunWeights`."""
 
-    def __init__(self, path: Path, config: RunConfig, meta: dict):
+    def __init__(self, path: Path, config: RunConfig, meta: dict, interrupted: bool = False):
         self.path, self.config, self.meta = Path(path), config, meta
+        self.interrupted = interrupted  # meta.json says a process is at work on the run, and none is (`open`)
         self._tensorboard: TensorBoardLog | None = None  # opened by the first write when config says so
         self._lock: BaseFileLock | None = None  # held while this process trains the run (`lock`)
 
@@ -102,6 +119,7 @@ class Run(RunWeights):
         path = root / name if name else root
         try:
             root.mkdir(parents=True, exist_ok=True)
+            remove_abandoned(root)  # the hidden work a killed import or copy left there
             if name:  # an explicit folder (the CLI's --out): exactly there, and never over an earlier run
                 cls.check_new(path)
                 made = not path.exists()
@@ -173,7 +191,7 @@ class Run(RunWeights):
             config.data.validate()  # training checks its own table when resuming
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"{path / CONFIG} is not a valid run config: {e}") from None
-        return cls(path, config, meta)
+        return cls(path, config, meta, interrupted=meta.get("status") in AT_WORK and not held(path / LOCK))
 
     def delete(self) -> None:
         """Remove the run's folder. A run another process trains (`lock`) is a ValueError and nothing goes."""
@@ -187,16 +205,16 @@ class Run(RunWeights):
     def lock(self) -> None:
         """Hold ``RUN/.lock`` while this process trains the run: an OS lock (filelock), so it is released by
         `unlock` or, however the process ends (kill -9 too), by the system. Another process holding it is a
-        ValueError at once (no waiting)."""
+        ValueError at once (after `LOCK_WAIT_S`, for a reader looking at it: `temporary.held`)."""
         from filelock import FileLock, Timeout
 
         if self._lock is not None:
             return
-        busy = f"{self.path} is being trained by another process; wait for it to end or stop it."
+        busy = BUSY.format(path=self.path)
         for _ in range(3):  # the file we locked may have been removed by the holder releasing it (`unlock`)
             lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
             try:
-                lock.acquire(timeout=0)
+                lock.acquire(timeout=LOCK_WAIT_S)
             except Timeout:
                 raise ValueError(busy) from None
             except OSError as e:
@@ -224,6 +242,11 @@ class Run(RunWeights):
         """Whether this process holds the run's lock (`lock`)."""
         return self._lock is not None
 
+    @property
+    def trained_elsewhere(self) -> bool:
+        """Whether another process (or another `Run` of this one) holds the run's lock, found without taking it."""
+        return not self.locked and held(self.path / LOCK)
+
     # -- files -----------------------------------------------------------------------------------------------
     def write_config(self, config: RunConfig) -> None:
         self.config = config
@@ -235,6 +258,7 @@ class Run(RunWeights):
         status the run ends with (`ENDED`) closes the event files."""
         if status is not None:
             updates = {"status": status, **updates}
+            self.interrupted = False
         if status == "running" and self.config.train.tensorboard:
             from .tensorboard_log import summary_writer_class
 
@@ -311,8 +335,9 @@ class Run(RunWeights):
 
     @property
     def info(self) -> RunMeta:
-        """meta.json through typed readers (`records.RunMeta`)."""
-        return RunMeta(self.meta)
+        """meta.json through typed readers (`records.RunMeta`), its status `INTERRUPTED` where its process is gone (read,
+        never written)."""
+        return RunMeta({**self.meta, "status": INTERRUPTED} if self.interrupted else self.meta)
 
     def metrics(self) -> list[dict]:
         """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs
@@ -432,12 +457,13 @@ def _read_json(path: Path, name: str) -> dict:
 
 def list_runs(root: Path | None = None) -> list[Run]:
     """Every readable run under ``root``, newest first; folders that are not runs (or not readable ones: a
-    truncated config.json or meta.json, a newer format) are skipped."""
+    truncated config.json or meta.json, a newer format) are skipped, and hidden ones (the temporary work of an
+    import or a copy, `temporary.made_beside`, whole or not)."""
     root = Path(root) if root else default_runs_root()
     runs = []
     if root.is_dir():
         for p in root.iterdir():
-            if p.is_dir() and (p / CONFIG).exists():
+            if p.is_dir() and not p.name.startswith(".") and (p / CONFIG).exists():
                 try:
                     runs.append(Run.open(p))
                 except ValueError:

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,6 +39,7 @@ from ..config import Activation, DataConfig, ModelConfig, RunConfig, Task, Train
 from ..data.tokenization import Tokenizer
 from ..memory import check_fits
 from ..model import build_empty
+from ..temporary import made_beside
 from .folder import Run
 
 GPT2, LLAMA, MISTRAL, BERT = "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForCausalLM", "BertForMaskedLM"
@@ -379,8 +378,7 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     config = RunConfig(cfg, DataConfig(tokenizer="bpe", task=task), TrainConfig())
     say(0.8, "writing the run")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # the whole run renamed into place
-    try:
+    with made_beside(out, folder=True) as tmp:  # the whole run renamed into place; hidden, never listed meanwhile
         run = Run.create(config, tmp.parent, tmp.name)
         run.save_tokenizer(tokenizer)
         run.save_checkpoint(model, None, 0, {})
@@ -388,7 +386,4 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
         if out.exists():
             out.rmdir()  # empty (Run.check_new)
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return HFImport(out, cls, cfg.vocab_size, sum(p.numel() for p in model.parameters()))

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..config import TOKENIZERS, Task, TokenizerKind, one_of
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
-from ..records import VAL_LOSS, RunStatus, row_number
+from ..records import VAL_LOSS, ShownStatus, row_number
 from .reference_curves import bits_per_char
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ class RunScore:
 
     name: str
     path: str
-    status: RunStatus  # "finished" or "stopped"
+    status: ShownStatus  # "finished" or "stopped"
     task: Task
     tokenizer: TokenizerKind
     vocab_size: int  # N_V

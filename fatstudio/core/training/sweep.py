@@ -15,7 +15,6 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -26,10 +25,11 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from ..children import start
 from ..config import RunConfig, parse_value
 from ..records import RunMeta
-from ..resources import child_env
 from ..runs.folder import Run, default_runs_root
+from ..temporary import scratch_folder
 from .estimate import estimate
 
 BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`run_value`)
@@ -231,7 +231,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
     root = Path(runs_dir) if runs_dir else default_runs_root()
     name = name or time.strftime("sweep-%Y%m%d-%H%M%S")
     sweep = Sweep([Row(v) for v in plan.variants()])
-    with tempfile.TemporaryDirectory(prefix="fatstudio-sweep-") as tmp:
+    with scratch_folder("sweep") as tmp:  # removed by the next sweep if this process is killed
         for i, row in enumerate(sweep.rows):
             steps, error = plan.budget_steps, None
             if plan.budget_seconds is not None and not (stop and stop.is_set()):
@@ -269,16 +269,16 @@ def _mark(run_dir: Path, sweep: str, variant: dict[str, Any]) -> None:
 def _train_one(config_file: Path, run_dir: Path,
                stop: threading.Event | None) -> tuple[tuple[float, str] | None, str | None]:
     """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value and unit (`run_value`), or why none."""
-    cmd = [sys.executable, "-m", "fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
+    args = ["fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env())
-        while p.poll() is None:
-            if stop is None:
-                p.wait()
-            elif stop.wait(0.2):
-                p.terminate()  # the child stops at its next step (SIGTERM), checkpoints and exits
-                p.wait()
-                return None, "the sweep was stopped"
+        with start(args, stdout=subprocess.DEVNULL, stderr=err) as p:  # it dies with this process (`children`)
+            while p.poll() is None:
+                if stop is None:
+                    p.wait()
+                elif stop.wait(0.2):
+                    p.terminate()  # the child stops at its next step (SIGTERM), checkpoints and exits
+                    p.wait()
+                    return None, "the sweep was stopped"
         err.seek(0)
         said = [line.strip() for line in err.read().splitlines() if line.strip()]
     if p.returncode != 0:

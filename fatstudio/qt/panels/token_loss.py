@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from ..widgets.focus_label import FocusLabel
 from ..widgets.loss_text import LossText
-from ..widgets.saving import save_with_dialog
+from ..widgets.saving import save_with_dialog, write_picture
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
 
 if TYPE_CHECKING:
@@ -450,10 +450,7 @@ class TokenLossPanel(QWidget):
             painter.drawPixmap(0, y, p)
             y += p.height()
         painter.end()
-        path = Path(path)
-        if not image.save(str(path), "PNG"):
-            raise OSError(f"could not write {path}")
-        return path
+        return write_picture(image, path)
 
     def _exportable(self) -> Scored:
         if self.scored is None:

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QApplication
 from ...core.inference.attention_maps import KIND_TITLES, LEVELS, MEAN_HEAD, AttentionMaps, colormap
 from ...core.inference.prompting import display_token
 from ...core.names import ATTENTION_KINDS, AttentionKind, MapName
+from .saving import write_picture
 
 __all__ = ["Layout", "by_kind", "ensure_gui_application", "render_attention_maps", "save_attention_png"]
 
@@ -216,8 +217,5 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[MapName] | None =
 def save_attention_png(maps: AttentionMaps, path: str | Path, names: Sequence[MapName] | None = None, *,
                        with_mean: bool = False) -> Path:
     """Write `render_attention_maps` to ``path`` as a PNG file. Returns the path."""
-    path = Path(path)
     image, _ = render_attention_maps(maps, names, with_mean=with_mean)
-    if not image.save(str(path), "PNG"):
-        raise OSError(f"could not write {path}.")
-    return path
+    return write_picture(image, path)

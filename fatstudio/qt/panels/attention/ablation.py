@@ -38,7 +38,7 @@ from PySide6.QtWidgets import (
 
 from ....core.app.focus import Focus, run_name
 from ...widgets.focus_label import FocusLabel
-from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.saving import save_with_dialog, show_message, write_picture
 from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
@@ -387,10 +387,7 @@ class AblationView(QWidget):
 
     def export_png(self, path) -> Path:
         """A bar per component, its Δ loss, largest rise first (`knockout_image`)."""
-        path = Path(path)
-        if not knockout_image(self.knockout_table(), self.font()).save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(knockout_image(self.knockout_table(), self.font()), path)
 
     def _export(self, filt: str, suffix: str, fn) -> None:
         if not self.rows:

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QWidget
 
 from ....core.inference.attention_maps import MEAN_HEAD, AttentionMaps
 from ....core.names import AttentionKind, MapName
+from ...widgets.saving import write_picture
 
 
 def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[MapName], what: str = "view") -> Path:
@@ -19,10 +20,7 @@ def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[MapN
     mean, labelled as the command line draws them, `attention_png`). Returns the path."""
     maps = _exported(maps)
     if what == "view":
-        path = Path(path)
-        if not view.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(view.grab(), path)
     if what == "grid":
         from fatstudio.qt.widgets.attention_png import save_attention_png
 

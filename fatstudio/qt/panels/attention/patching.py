@@ -36,7 +36,7 @@ from ....core.inference.prompting import display_token
 from ....core.names import ComponentName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.heatmap import HeatmapView
-from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.saving import save_with_dialog, show_message, write_picture
 from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
@@ -338,10 +338,7 @@ class PatchingView(QWidget):
         """The map and the heads' table as they are shown."""
         if self.result is None:
             raise ValueError("nothing has been patched yet; press Run.")
-        path = Path(path)
-        if not self.results.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(self.results.grab(), path)
 
     def _export(self, filt: str, suffix: str, fn) -> None:
         if self.result is None:
