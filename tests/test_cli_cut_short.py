@@ -67,6 +67,8 @@ MEMBERS = {  # what is killed mid-write: (the rename it is stopped at, its argum
                              ["train", "--resume", "{tmp}/runs/new", "--quiet"]),
     "an export (export --out)": ("hf@1", ["export", "{run}", "--format", "hf", "--out", "{tmp}/hf"], None),
     "an import (import --out)": ("imported@1", ["import", "{hf}", "--out", "{tmp}/runs/imported"], None),
+    "a copy to continue (train --resume RUN --out NEW)": (
+        "copy@1", ["train", "--resume", "{run}", "--out", "{tmp}/runs/copy", "--set", "train.steps=30", "--quiet"], None),
 }
 
 
