@@ -107,6 +107,24 @@ def why_not_written(e: OSError, path: Path) -> str:
     return e.strerror.lower() if e.strerror else str(e)
 
 
+def cannot_make(path: Path) -> str | None:
+    """Why nothing can be made at ``path`` (a file or a folder to create, or to write into if it is a folder), in
+    words, found before any work: the nearest folder at or above it that exists refuses writes ("permission denied",
+    "read-only file system"), or a file stands in the way; None if it can be made, as far as can be told."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder"
+            if os.access(p, os.W_OK | os.X_OK):
+                return None
+            try:
+                readonly = bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+            except (AttributeError, OSError):  # no statvfs (Windows)
+                readonly = False
+            return f"{'read-only file system' if readonly else 'permission denied'} ({p})"
+    return None
+
+
 def _kind(mode: int) -> str:
     for test, words in ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
                         (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),

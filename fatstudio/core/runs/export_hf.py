@@ -240,7 +240,7 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} already exists and is not an empty folder; export to a new or empty folder.")
-    check_output(out, "the export folder")  # never inside a run folder (the run's own, or another's)
+    check_output(out, "the export folder", parents=True)  # never inside a run folder (the run's own, or another's)
     loaded = run.load_model("cpu")
     files = _tokenizer_files(loaded.tokenizer, cfg.l_max)
     files["config.json"] = json.dumps(hf_config(cfg, loaded.tokenizer), indent=2)

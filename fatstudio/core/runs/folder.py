@@ -38,7 +38,7 @@ import platformdirs
 
 from ..config import RunConfig
 from ..environment import RUNS
-from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
+from ..files import NotAFile, atomic_write, cannot_make, naming, read_bytes, read_text, regular_file, why_not_written
 from ..inference.loaded import LoadedModel
 from ..records import (
     AT_WORK,
@@ -97,7 +97,7 @@ class Run(RunWeights):
     @staticmethod
     def check_new(path: str | Path) -> None:
         """ValueError unless ``path`` can become a new run: absent, or an empty folder (an earlier run is never
-        overwritten: resume it instead)."""
+        overwritten: resume it instead), where this process may write (`files.cannot_make`)."""
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ValueError(f"{path} is a file, not a folder; choose another --out.")
@@ -109,6 +109,9 @@ class Run(RunWeights):
                 raise ValueError(f"cannot create the run folder {path}: {parent} is a file, not a folder.")
         if path.is_dir() and not _empty(path):
             raise ValueError(_TAKEN.format(path=path))
+        problem = cannot_make(path)  # a read-only disk: said now, not once the corpus is prepared
+        if problem:
+            raise ValueError(f"cannot create the run folder {path}: {problem}.")
 
     @classmethod
     def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None, lock: bool = False) -> Run:

@@ -9,15 +9,16 @@ import shutil
 import stat
 from pathlib import Path
 
-from ..files import regular_file
+from ..files import cannot_make, regular_file
 from ..temporary import made_beside
 from .folder import BUSY, LOCK, Run, run_folder_above
 
 
-def check_output(path: str | Path, what: str = "--out") -> Path:
+def check_output(path: str | Path, what: str = "--out", parents: bool = False) -> Path:
     """``path`` if a command may write its result there: not a folder, a device, a FIFO or a socket (an existing
-    regular file is replaced), not through a file, and not inside a run folder (a run's files are the run's
-    own: write elsewhere). Else a ValueError naming it."""
+    regular file is replaced), not through a file, in a folder that exists (or, with ``parents``, may be made) and
+    may be written (`files.cannot_make`), and not inside a run folder (a run's files are the run's own: write
+    elsewhere). Else a ValueError naming it: checked before any work, so that none is lost for want of a place."""
     out = Path(path)
     if out.exists() or out.is_symlink():
         if out.is_dir():
@@ -31,6 +32,11 @@ def check_output(path: str | Path, what: str = "--out") -> Path:
     if inside:
         raise ValueError(f"{what} {out} is inside the run folder {inside}, which only training that run changes; "
                          "write it elsewhere.")
+    if not parents and not out.parent.is_dir():
+        raise ValueError(f"{what} {out}: the folder {out.parent} does not exist; make it first, or write elsewhere.")
+    problem = cannot_make(out.parent)
+    if problem:
+        raise ValueError(f"{what} {out} cannot be written: {problem}.")
     return out
 
 

@@ -26,7 +26,7 @@ from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from ..children import start
-from ..config import RunConfig, parse_value
+from ..config import INT64_MAX, RunConfig, parse_value
 from ..records import RunMeta
 from ..runs.folder import Run, default_runs_root
 from ..temporary import scratch_folder
@@ -94,8 +94,15 @@ class Plan:
             raise ValueError("give --budget-steps or --budget-seconds, not both.")
         if self.budget_steps is not None and self.budget_steps < 1:
             raise ValueError(f"--budget-steps {self.budget_steps}: give a whole number ≥ 1.")
-        if self.budget_seconds is not None and not self.budget_seconds > 0:
-            raise ValueError(f"--budget-seconds {self.budget_seconds}: give a number of seconds > 0.")
+        if self.budget_seconds is not None and not (math.isfinite(self.budget_seconds) and self.budget_seconds > 0):
+            raise ValueError(f"--budget-seconds {self.budget_seconds}: give a (finite) number of seconds > 0.")
+        seeds = self.seed_list()
+        for variant in self.variants():  # every run's settings, checked before any trains
+            for seed in {seeds[0], seeds[-1]}:
+                try:
+                    RunConfig.from_dict(self.config_of(variant, seed, self.budget_steps)).validate()
+                except ValueError as e:
+                    raise ValueError(f"the run of {variant_label(variant)}, seed {seed}: {e}") from None
 
     def variants(self) -> list[dict[str, Any]]:
         """Every combination, the baseline (each key's first value) first."""
@@ -312,5 +319,5 @@ def _steps_in(plan: Plan, variant: dict[str, Any], seconds: float) -> tuple[int 
     except Exception as ex:  # bad settings: every run of the variant is missing, with the reason
         return None, f"cannot time the variant: {ex}"
     per_step = e.step_s + e.evaluation_s / config.train.eval_interval
-    return max(1, int(seconds / per_step)), None
+    return max(1, min(INT64_MAX, int(seconds / max(per_step, 1e-9)))), None
 
