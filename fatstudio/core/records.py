@@ -152,7 +152,7 @@ def mark_window_ends(rows: list[dict]) -> None:
 def _number(value: Any) -> float | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.copysign(math.inf, value)
+    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf if value > 0 else -math.inf
 
 
 def _count(value: Any, default: int = 0) -> int:

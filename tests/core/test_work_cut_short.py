@@ -112,3 +112,11 @@ def test_a_run_at_work_without_its_lock_file_is_interrupted_too(trained, tmp_pat
     shutil.copytree(trained, run)
     (run / "meta.json").write_text(json.dumps({**json.loads((run / "meta.json").read_text()), "status": "running"}))
     assert not (run / LOCK).exists() and Run.open(run).info.status == INTERRUPTED
+
+
+def test_the_runs_list_reads_a_time_past_any_float(trained, tmp_path):
+    """Found by the config fuzz: a meta.json's created of 10**400 made RunMeta overflow, and the runs list with it."""
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    (run / "meta.json").write_text(json.dumps({**json.loads((run / "meta.json").read_text()), "created": 10**400}))
+    assert [r.info.created for r in list_runs(tmp_path)] == [float("inf")]
