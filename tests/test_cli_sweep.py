@@ -21,7 +21,8 @@ def cfg_file(tmp_path):
     return write_config(tmp_path, 50, "héllo wörld, hello transformers.\n" * 100, sample_tokens=0, seed=5)
 
 
-def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys):
+def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FATSTUDIO_IGNORE_MEMORY", raising=False)  # a command run in this process may have set it
     out = tmp_path / "sweep.json"
     rc = main(["sweep", str(cfg_file), "--vary", f"train.batch_size=4,8,{HUGE}", "--seeds", "2", "--budget-steps", "6",
                "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
