@@ -132,7 +132,6 @@ class PaperPanel(QWidget):
         self.shapes: dict[str, tuple[int, ...]] = {}  # the parameters' shapes, known after a forward pass
         self.check = None  # the last PaperCheck
         self._fresh: tuple[Subject, Any] | None = None  # the fresh model built for a subject
-        self._version = 0  # bumped whenever the model in use changes; older results are dropped
         self._subject_key: tuple | None = None  # what the model in use is: (config, seed, id of the loaded model)
         self._calls: dict[str, Any] = {}
         self._build()
@@ -290,7 +289,9 @@ class PaperPanel(QWidget):
         if key == self._subject_key and key is not None:
             return  # the same model (a settings change that a loaded model does not follow)
         self._subject_key = key
-        self._version += 1
+        for running in list(self._calls):  # their results are of the model no longer in use: none arrives
+            self.workspace.jobs.cancel(f"paper-{running}")
+            self._ended(running)
         self.trace, self.shapes, self.check = None, {}, None
         self.checkPaperLabel.setText("")
         self.checkPaperLabel.setToolTip("")
@@ -463,29 +464,26 @@ class PaperPanel(QWidget):
             self.checkPaperLabel.setText("While training runs, check a snapshot (Prompt current weights) or "
                                          "a run's model; a fresh one is built once it ends.")
             return False
-        version = self._version
-
         def done(result):
             *value, model = result
             if subject.loaded is None:
                 self._fresh = (subject, model)
-            if version == self._version:
-                on_result(*value)
+            on_result(*value)
 
         def failed(message: str) -> None:
-            if version == self._version:
-                self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
-                if key == "check":
-                    self.checkPaperLabel.setText(f"Could not check: {message}")
-
-        def finished(_status) -> None:
-            self._calls.pop(key, None)
-            (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
+            self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+            if key == "check":
+                self.checkPaperLabel.setText(f"Could not check: {message}")
 
         (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
         self._calls[key] = self.workspace.jobs.submit(f"paper-{key}", func, subject, cached, self.workspace.prepared,
-                                                      *args, on_result=done, on_error=failed, on_end=finished)
+                                                      *args, on_result=done, on_error=failed,
+                                                      on_end=lambda _status: self._ended(key))
         return True
+
+    def _ended(self, key: str) -> None:
+        self._calls.pop(key, None)
+        (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
 
     def busy(self) -> bool:
         return bool(self._calls)
