@@ -138,9 +138,10 @@ class RunsControl(QObject):
                 f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
                 f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
         else:
-            self.view.show_progress(step, total, text=str(m.get("status", "")))
+            status = run.info.status
+            self.view.show_progress(step, total, text=status or "")
             self.view.show_status(
-                f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} at "
+                f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {status or '?'} at "
                 f"step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
         self.error.emit(None, False)
         self.workspace.list_probes(str(run.path))

@@ -43,8 +43,8 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.app.workspace import TrainingState, Workspace
-from fatstudio.core.config import ARCH_NAMES, ModelConfig
-from fatstudio.core.inference.attention_maps import head_label, map_name
+from fatstudio.core.config import ARCH_NAMES, Arch, ModelConfig
+from fatstudio.core.names import MapName
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change
@@ -132,7 +132,6 @@ class PaperPanel(QWidget):
         self.shapes: dict[str, tuple[int, ...]] = {}  # the parameters' shapes, known after a forward pass
         self.check = None  # the last PaperCheck
         self._fresh: tuple[Subject, Any] | None = None  # the fresh model built for a subject
-        self._version = 0  # bumped whenever the model in use changes; older results are dropped
         self._subject_key: tuple | None = None  # what the model in use is: (config, seed, id of the loaded model)
         self._calls: dict[str, Any] = {}
         self._build()
@@ -237,10 +236,10 @@ class PaperPanel(QWidget):
         return page
 
     @staticmethod
-    def _deviations_html(arch: str | None) -> str:
+    def _deviations_html(arch: Arch | None) -> str:
         """Every deviation, under a heading per group: the architecture ``arch``'s own, every architecture's,
         the other architectures'."""
-        heading = {0: f"For {ARCH_NAMES.get(arch or '', arch)}", 1: "For every architecture",
+        heading = {0: f"For {ARCH_NAMES.get(arch, arch)}" if arch else "", 1: "For every architecture",
                    2: "For the other architectures"}
         parts, group = [], None
         for d in deviations(arch):
@@ -290,7 +289,9 @@ class PaperPanel(QWidget):
         if key == self._subject_key and key is not None:
             return  # the same model (a settings change that a loaded model does not follow)
         self._subject_key = key
-        self._version += 1
+        for running in list(self._calls):  # their results are of the model no longer in use: none arrives
+            self.workspace.jobs.cancel(f"paper-{running}")
+            self._ended(running)
         self.trace, self.shapes, self.check = None, {}, None
         self.checkPaperLabel.setText("")
         self.checkPaperLabel.setToolTip("")
@@ -333,16 +334,16 @@ class PaperPanel(QWidget):
         if emit:
             self.fieldsChosen.emit(list(line.fields))
 
-    def show_head(self, kind: str, layer: int, head: int) -> None:
-        """A head of the Attention tab (``head`` -1: the mean over heads): highlight the line whose MHAttention
-        made the maps of ``kind`` in ``layer``."""
+    def show_head(self, name: MapName, head: int) -> None:
+        """A head of the Attention tab's map ``name`` (``head`` -1: the mean over heads): highlight the line whose
+        MHAttention made it."""
         if self.code is None:
             return
         try:
-            index = self.code.attention_line(kind)
+            index = self.code.attention_line(name.kind)
         except ValueError:
             return
-        self.select_line(index, layer=layer, head=head if head >= 0 else None, emit=False)
+        self.select_line(index, layer=name.layer, head=head if head >= 0 else None, emit=False)
 
     def selected_line(self) -> Line | None:
         return self.code.lines[self.line] if self.code is not None and self.line is not None else None
@@ -377,7 +378,7 @@ class PaperPanel(QWidget):
         n_layers = code.layers.get(line.stack, 1) if line.stack else 0
         where = line.where() or "A note beside the algorithm"
         if self.head is not None and line.attention is not None:
-            where += f" · {head_label(map_name(line.attention, self.layer), self.head)}"
+            where += f" · {MapName(line.attention, self.layer).head_label(self.head)}"
         elif line.stack:
             where += f" · layer l = {self.layer + 1} of {n_layers}"
         self.lineTitle.setText(f"<b>{html.escape(where)}</b><br><code>{html.escape(line.text.strip())}</code>")
@@ -416,9 +417,10 @@ class PaperPanel(QWidget):
             drawn = (line.shape, stats)
             parts.append(stats_html(f"{html.escape(line.shape)}{rows}", stats))
         if self.head is not None and line.attention is not None:
-            A = self.trace.attention.get(map_name(line.attention, self.layer))
+            name = MapName(line.attention, self.layer)
+            A = self.trace.attention.get(name)
             if A is not None and self.head < A.shape[0]:
-                what = f"softmax(S/√d_attn) of {head_label(map_name(line.attention, self.layer), self.head)}"
+                what = f"softmax(S/√d_attn) of {name.head_label(self.head)}"
                 head = tensor_stats(A[self.head])
                 parts.append(stats_html(f"{what} (query × key; each row sums to 1)", head))
                 drawn = (what, head)  # the head asked about is drawn
@@ -462,29 +464,26 @@ class PaperPanel(QWidget):
             self.checkPaperLabel.setText("While training runs, check a snapshot (Prompt current weights) or "
                                          "a run's model; a fresh one is built once it ends.")
             return False
-        version = self._version
-
         def done(result):
             *value, model = result
             if subject.loaded is None:
                 self._fresh = (subject, model)
-            if version == self._version:
-                on_result(*value)
+            on_result(*value)
 
         def failed(message: str) -> None:
-            if version == self._version:
-                self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
-                if key == "check":
-                    self.checkPaperLabel.setText(f"Could not check: {message}")
-
-        def finished(_status) -> None:
-            self._calls.pop(key, None)
-            (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
+            self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
+            if key == "check":
+                self.checkPaperLabel.setText(f"Could not check: {message}")
 
         (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
         self._calls[key] = self.workspace.jobs.submit(f"paper-{key}", func, subject, cached, self.workspace.prepared,
-                                                      *args, on_result=done, on_error=failed, on_end=finished)
+                                                      *args, on_result=done, on_error=failed,
+                                                      on_end=lambda _status: self._ended(key))
         return True
+
+    def _ended(self, key: str) -> None:
+        self._calls.pop(key, None)
+        (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
 
     def busy(self) -> bool:
         return bool(self._calls)
