@@ -1,13 +1,22 @@
-"""Files written whole or not at all, files read only when they are regular files (`read_bytes`: never a device,
-a FIFO or a socket), and the OSError behind an error: what the run folder, the probe files, the configs, the
+"""Files written whole or not at all, files read only when they are regular files of a bounded size (`read_bytes`:
+never a device, a FIFO or a socket, nor a file past its reader's limit), the checksum every weight file carries
+(`seal`, `verify`), and the OSError behind an error: what the run folder, the probe files, the configs, the
 corpora and the reference curves share; the experiments' CSV text, the step-N files of probes and snapshots, and
-the cache's folders."""
+the cache's folders.
+
+A safetensors file that fatstudio writes holds, in its header's metadata, ``data_sha256``: the SHA-256 of every
+byte after the header (the tensors' data), so any reader can check it (``hashlib.sha256(data[8 + n:])`` where ``n``
+is the header's length, the file's first 8 bytes, little-endian). It is written in the file itself rather than in a
+file beside it: the file and its checksum are renamed into place together, copied together, and stay a safetensors
+file that other programs read as any other."""
 from __future__ import annotations
 
 import contextlib
 import csv
 import errno
+import hashlib
 import io
+import json
 import os
 import re
 import stat
@@ -15,6 +24,13 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+MB = 1 << 20
+# The most a reader takes of each kind of file (`read_bytes`'s limit), far above what such a file holds: a file past
+# it is not what its name says (a sparse file, another file renamed) and is refused before a byte is read.
+JSON_LIMIT = 64 * MB  # a run's config.json or meta.json; a checkpoint's config.json, tokenizer_config.json, index
+TOKENIZER_LIMIT = 512 * MB  # a tokenizer.json, vocab.json, merges.txt or vocab.txt (the largest known: tens of MB)
+ROWS_LIMIT = 1024 * MB  # metrics.jsonl, samples.jsonl: a row a step, ~200 bytes (5 million steps)
 
 
 def cache_folder(name: str) -> Path:
@@ -26,17 +42,20 @@ def cache_folder(name: str) -> Path:
     return platformdirs.user_cache_path("fatstudio", appauthor=False) / name
 
 
-def atomic_write(path: Path, data: bytes | str) -> None:
-    """Write to a temporary file beside ``path``, flush it to disk, then rename it into place. A failed write
-    (a full disk) leaves ``path`` as it was, removes the temporary file and raises an OSError naming ``path``."""
+def atomic_write(path: Path, data: bytes | str | Sequence[bytes | memoryview]) -> None:
+    """Write ``data`` (text, bytes, or pieces of bytes written one after another) to a temporary file beside
+    ``path``, flush it to disk, then rename it into place. A failed write (a full disk) leaves ``path`` as it was,
+    removes the temporary file and raises an OSError naming ``path``."""
     path = Path(path)
+    pieces = [data.encode("utf-8")] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
         raise naming(e, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            for piece in pieces:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -95,8 +114,12 @@ def naming(e: OSError, path: Path) -> OSError:
 
 
 class NotAFile(ValueError):
-    """A path that is not a regular file (a device, a FIFO, a socket, a folder, or a link to one), or one whose
-    size cannot be known before reading it: refused without reading it."""
+    """A path refused without reading it: not a regular file (a device, a FIFO, a socket, a folder, or a link to
+    one), one whose size cannot be known before reading it, or one larger than its reader takes (a limit)."""
+
+
+class Damaged(ValueError):
+    """A file whose content does not match the checksum written with it (`verify`): changed since it was written."""
 
 
 def why_not_written(e: OSError, path: Path) -> str:
@@ -120,23 +143,35 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def regular_file(path: str | Path) -> os.stat_result:
-    """``os.stat(path)`` (links followed) if ``path`` is a regular file; else `NotAFile` naming what it is.
-    Nothing is opened, so a FIFO cannot block and a device is not read. A missing or unreadable path is the
-    OSError of ``os.stat``."""
+def human_bytes(n: float) -> str:
+    """A number of bytes as people read it: 512 B, 3.1 MB, 12.0 GB (powers of 1024)."""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TB"
+
+
+def regular_file(path: str | Path, limit: int | None = None) -> os.stat_result:
+    """``os.stat(path)`` (links followed) if ``path`` is a regular file of at most ``limit`` bytes (if given); else
+    `NotAFile` naming what it is, or its size and the limit. Nothing is opened, so a FIFO cannot block and a
+    device is not read. A missing or unreadable path is the OSError of ``os.stat``."""
     st = os.stat(path)
     if not stat.S_ISREG(st.st_mode):
         link = f" (a link to {os.path.realpath(path)})" if os.path.islink(path) else ""
         raise NotAFile(f"{path}{link} is {_kind(st.st_mode)}, not a regular file; give a file.")
+    if limit is not None and st.st_size > limit:
+        raise NotAFile(f"{path} is {human_bytes(st.st_size)}, more than such a file can hold (at most {human_bytes(limit)}); "
+                       "it is not what its name says.")
     return st
 
 
-def open_regular(path: str | Path) -> tuple[BinaryIO, int]:
-    """``path`` opened for reading in binary, and its size, if it is a regular file (`regular_file`), checked
-    again on the opened file (a path swapped for a FIFO in between cannot block: it is opened non-blocking).
-    A file that says it is empty but is not (``/proc`` and ``/sys`` files) has no size known in advance and is
-    `NotAFile` too."""
-    regular_file(path)
+def open_regular(path: str | Path, limit: int | None = None) -> tuple[BinaryIO, int]:
+    """``path`` opened for reading in binary, and its size, if it is a regular file of at most ``limit`` bytes
+    (`regular_file`), checked again on the opened file (a path swapped for a FIFO in between cannot block: it is
+    opened non-blocking). A file that says it is empty but is not (``/proc`` and ``/sys`` files) has no size
+    known in advance and is `NotAFile` too."""
+    regular_file(path, limit)
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     f = os.fdopen(fd, "rb")
     try:
@@ -155,14 +190,100 @@ def open_regular(path: str | Path) -> tuple[BinaryIO, int]:
     return f, st.st_size
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """The bytes of regular file ``path`` (`open_regular`), at most its size when opened (a file growing
-    meanwhile is read as it was)."""
-    f, size = open_regular(path)
+def read_bytes(path: str | Path, limit: int | None = None) -> bytes:
+    """The bytes of regular file ``path`` of at most ``limit`` bytes (`open_regular`), at most its size when
+    opened (a file growing meanwhile is read as it was)."""
+    f, size = open_regular(path, limit)
     with f:
         return f.read(size)
 
 
-def read_text(path: str | Path, encoding: str = "utf-8") -> str:
+def read_text(path: str | Path, encoding: str = "utf-8", limit: int | None = None) -> str:
     """`read_bytes` decoded (a UnicodeDecodeError if it is not ``encoding``)."""
-    return read_bytes(path).decode(encoding)
+    return read_bytes(path, limit).decode(encoding)
+
+
+# ---- the checksum of a safetensors file ----------------------------------------------------------------------
+CHECKSUM = "data_sha256"  # the metadata key: the SHA-256 of the bytes after the header, in hex
+_UNSEALED = "0" * 64  # its value until `seal` or `sealed` fills it: the same length, so nothing moves
+_PLACE = f'"{CHECKSUM}":"{_UNSEALED}"'.encode()
+MAX_HEADER = 100_000_000  # the largest header safetensors reads
+
+
+def unsealed(metadata: dict[str, str]) -> dict[str, str]:
+    """A safetensors file's ``metadata`` with the place for its checksum, which `seal` (a file) or `sealed` (its
+    bytes) fills once the tensors are written."""
+    return {**metadata, CHECKSUM: _UNSEALED}
+
+
+def _place(header: bytes, what: object) -> int:
+    """Where the checksum's value starts in ``header`` (written with `unsealed` metadata)."""
+    at = header.find(_PLACE)
+    if at < 0:
+        raise ValueError(f"{what} was written without a place for its checksum (files.unsealed).")
+    return at + len(_PLACE) - len(_UNSEALED) - 1
+
+
+def _header_length(first: bytes, size: int, what: object) -> int:
+    n = int.from_bytes(first, "little") if len(first) == 8 else -1
+    if not 0 < n <= min(size - 8, MAX_HEADER):
+        raise Damaged(f"{what} is damaged or not a safetensors file: its header length ({n}) does not fit its "
+                      f"{human_bytes(size)}.")
+    return n
+
+
+def sealed(data: bytes) -> list[bytes | memoryview]:
+    """The bytes of a safetensors file (written with `unsealed` metadata) with its checksum filled in, as pieces
+    for `atomic_write` (the tensors' data is not copied)."""
+    n = _header_length(data[:8], len(data), "the file")
+    header, rest = bytearray(data[8:8 + n]), memoryview(data)[8 + n:]
+    at = _place(bytes(header), "the file")
+    header[at:at + 64] = hashlib.sha256(rest).hexdigest().encode()
+    return [data[:8], bytes(header), rest]
+
+
+def seal(path: str | Path) -> None:
+    """Fill the checksum of the safetensors file at ``path`` (written with `unsealed` metadata) in place, and flush
+    it to disk: for a file a library wrote itself (before it is renamed into place)."""
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        n = _header_length(f.read(8), size, path)
+        at = _place(f.read(n), path)
+        digest = _digest(f, size - 8 - n)
+        f.seek(8 + at)
+        f.write(digest.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _digest(f: BinaryIO, size: int) -> str:
+    """The SHA-256 of the next ``size`` bytes of ``f``, read a few megabytes at a time."""
+    h = hashlib.sha256()
+    while size > 0:
+        chunk = f.read(min(size, 8 * MB))
+        if not chunk:
+            break
+        h.update(chunk)
+        size -= len(chunk)
+    return h.hexdigest()
+
+
+def verify(path: str | Path) -> bool:
+    """Check the safetensors file at ``path`` (a regular file: `open_regular`) against the checksum in its header:
+    True if it matches, False if it has none (a file written before fatstudio wrote them, or by another program);
+    `Damaged`, naming the file, if it does not match or its header cannot be read. The file is read once, a few
+    megabytes at a time."""
+    f, size = open_regular(path)
+    with f:
+        n = _header_length(f.read(8), size, path)
+        try:
+            header = json.loads(f.read(n))
+            said = (header.get("__metadata__") or {}).get(CHECKSUM)
+        except (ValueError, AttributeError):
+            raise Damaged(f"{path} is damaged: its header is not the JSON object a safetensors file begins with.") from None
+        if said is None:
+            return False
+        if said != _digest(f, size - 8 - n):
+            raise Damaged(f"{path} is damaged: its tensors do not match the checksum written with them "
+                          f"({CHECKSUM}); it was changed after it was written.")
+    return True

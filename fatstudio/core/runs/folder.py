@@ -35,7 +35,18 @@ from typing import TYPE_CHECKING
 import platformdirs
 
 from ..config import RunConfig
-from ..files import NotAFile, atomic_write, naming, read_bytes, read_text, regular_file, why_not_written
+from ..files import (
+    JSON_LIMIT,
+    ROWS_LIMIT,
+    TOKENIZER_LIMIT,
+    NotAFile,
+    atomic_write,
+    naming,
+    read_bytes,
+    read_text,
+    regular_file,
+    why_not_written,
+)
 from ..inference.loaded import LoadedModel
 from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
 from . import agreement, snapshots
@@ -299,7 +310,7 @@ class Run(RunWeights):
             path = self.path / name
             if not path.exists():
                 continue
-            data = read_bytes(path)
+            data = read_bytes(path, ROWS_LIMIT)
             kept = list({row_step(r): r for r in parse_jsonl(data) if row_step(r) <= step}.values())  # one a step
             lines = sum(1 for line in data.splitlines() if line.strip())
             if len(kept) != lines or (data and not data.endswith(b"\n")):
@@ -334,7 +345,7 @@ class Run(RunWeights):
     def load_tokenizer(self):
         from ..data.tokenization import Tokenizer
         try:
-            text = read_text(self.path / TOKENIZER)
+            text = read_text(self.path / TOKENIZER, limit=TOKENIZER_LIMIT)
             tokenizer = Tokenizer.from_json(text)
         except FileNotFoundError:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
@@ -418,7 +429,7 @@ def _read_json(path: Path, name: str) -> dict:
     not an object."""
     f = path / name
     try:
-        d = json.loads(read_text(f))
+        d = json.loads(read_text(f, limit=JSON_LIMIT))
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
+WEIGHT_DTYPES = ("float32", "bfloat16")  # what a run's model is kept in: meta.json's dtype (an import's --dtype)
 
 
 class RunWeights:
@@ -178,11 +179,29 @@ class RunWeights:
         model = build_empty(self.config.model, device)
         if model.config.tie_embeddings:  # given storage, W_u became a Parameter of its own
             model.tie_unembedding()
-        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
+        model = model.to(getattr(torch, self._meta_dtype()))
         step = self.load_weights(model, path)
         model.eval()
-        return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
-                           f"{self.name} · step {step}", step)
+        return LoadedModel(model, tokenizer, self.config, self._class_names(), f"{self.name} · step {step}", step)
+
+    def _meta_dtype(self) -> str:
+        """meta.json's ``dtype``, if it is one fatstudio writes (`WEIGHT_DTYPES`), else a ValueError naming it."""
+        dtype = self.meta.get("dtype", "float32")
+        if not (isinstance(dtype, str) and dtype in WEIGHT_DTYPES):
+            raise ValueError(f"{self.path / META}: dtype = {dtype!r:.60} is not one fatstudio writes "
+                             f"({', '.join(WEIGHT_DTYPES)}); the model cannot be opened.")
+        return dtype
+
+    def _class_names(self) -> list[str]:
+        """meta.json's ``class_names`` (a classifier's labels, one per class of the model; none otherwise)."""
+        names = self.meta.get("class_names", [])
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{self.path / META}: class_names = {names!r:.60} is not a list of names; the model "
+                             "cannot be opened.")
+        if names and len(names) != self.config.model.n_classes:
+            raise agreement.disagree(self.path / META, self.path / CONFIG, f"meta.json names {len(names)} classes, "
+                                     f"config.json's model has {self.config.model.n_classes}")
+        return names
 
 
 def _steps(steps: Sequence[int]) -> str:
