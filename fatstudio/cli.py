@@ -18,7 +18,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, out_file, write
+from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file, write
 
 EXIT_ERROR = 2
 RANK_WAIT_S = 5.0  # how long a process other than torchrun's rank 0 waits before it says an error itself
@@ -402,9 +402,8 @@ def cmd_generate(args) -> int:
     from .core.inference import prompting
     from .core.inference.decode_step import compiling_enabled, decode_step_of
     from .core.inference.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
-    from .core.runs.folder import Run
 
-    loaded = Run.open(args.run_dir).load_model()
+    loaded = loaded_model(args.run_dir)
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
     prompt = prompting.encode_prompt(loaded.tokenizer, args.prompt, mode, l_max=loaded.model.config.l_max)
     if args.compile and mode != "generate":
@@ -506,7 +505,7 @@ def cmd_attention(args) -> int:
         return 0
     if args.prompt is None:
         raise ValueError("give the text with --prompt, or --step N for the probe maps saved at step N.")
-    loaded = Run.open(args.run_dir).load_model()
+    loaded = loaded_model(args.run_dir)
     if loaded.config.model.arch == "edt" and not args.source:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")
     maps = generation.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)

@@ -63,7 +63,7 @@ def test_a_model_that_cannot_fit_is_refused_before_its_weights_are_read(hf_folde
     from fatstudio.core.runs import import_hf
 
     monkeypatch.setattr(memory, "ram_available", lambda: 1000)  # 1 kB free
-    monkeypatch.setattr(import_hf, "read_tensors", lambda folder: pytest.fail("the weights were read"))
+    monkeypatch.setattr(import_hf, "read_tensors", lambda *a, **kw: pytest.fail("the weights were read"))
     assert main(["import", str(hf_folder), "--out", str(tmp_path / "r")]) == EXIT_ERROR
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "RAM" in err[0] and not (tmp_path / "r").exists()
@@ -288,3 +288,19 @@ def test_a_folder_with_vocab_json_and_merges_txt_instead_of_tokenizer_json(hf_fo
     (hf_folder / "merges.txt").symlink_to(tmp_path / "fifo")
     assert main(["import", str(hf_folder), "--out", str(tmp_path / "r")]) == EXIT_ERROR
     assert "hf/merges.txt (a link to" in capsys.readouterr().err
+
+
+def test_an_export_and_an_import_write_a_checksum_and_import_checks_it(hf_folder, tmp_path, capsys):
+    from fatstudio.core.files import verify
+
+    assert verify(hf_folder / "model.safetensors") is True  # export's, in the header: transformers reads it still
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "imported")]) == 0
+    assert verify(tmp_path / "imported" / "model.safetensors") is True
+    data = bytearray((hf_folder / "model.safetensors").read_bytes())
+    data[-4096:] = bytes(4096)  # four kilobytes of zeros in the tensors' data
+    (hf_folder / "model.safetensors").write_bytes(bytes(data))
+    assert main(["import", str(hf_folder), "--out", str(tmp_path / "r")]) == EXIT_ERROR
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "hf/model.safetensors is damaged: it does not match the checksum written into it" in err[-1]
+
+

@@ -4,11 +4,11 @@ never a device, a FIFO or a socket, nor a file past its reader's limit), the che
 corpora and the reference curves share; the experiments' CSV text, the step-N files of probes and snapshots, and
 the cache's folders.
 
-A safetensors file that fatstudio writes holds, in its header's metadata, ``data_sha256``: the SHA-256 of every
-byte after the header (the tensors' data), so any reader can check it (``hashlib.sha256(data[8 + n:])`` where ``n``
-is the header's length, the file's first 8 bytes, little-endian). It is written in the file itself rather than in a
-file beside it: the file and its checksum are renamed into place together, copied together, and stay a safetensors
-file that other programs read as any other."""
+A safetensors file that fatstudio writes holds, in its header's metadata, ``sha256``: the SHA-256 of the whole file
+as it is with that value written as 64 zeros (the header, the tensors' data and all), so any reader can check it
+(replace the value by 64 "0"s and hash the file). It is written in the file itself rather than in a file beside it:
+the file and its checksum are renamed into place together and copied together, no crash can leave one without the
+other, and the file stays a safetensors file that other programs read as any other."""
 from __future__ import annotations
 
 import contextlib
@@ -204,9 +204,8 @@ def read_text(path: str | Path, encoding: str = "utf-8", limit: int | None = Non
 
 
 # ---- the checksum of a safetensors file ----------------------------------------------------------------------
-CHECKSUM = "data_sha256"  # the metadata key: the SHA-256 of the bytes after the header, in hex
+CHECKSUM = "sha256"  # the metadata key: the SHA-256 of the whole file as it is with this value written as 64 zeros
 _UNSEALED = "0" * 64  # its value until `seal` or `sealed` fills it: the same length, so nothing moves
-_PLACE = f'"{CHECKSUM}":"{_UNSEALED}"'.encode()
 MAX_HEADER = 100_000_000  # the largest header safetensors reads
 
 
@@ -216,12 +215,13 @@ def unsealed(metadata: dict[str, str]) -> dict[str, str]:
     return {**metadata, CHECKSUM: _UNSEALED}
 
 
-def _place(header: bytes, what: object) -> int:
-    """Where the checksum's value starts in ``header`` (written with `unsealed` metadata)."""
-    at = header.find(_PLACE)
+def _place(header: bytes, value: str, what: object) -> int:
+    """Where the checksum's ``value`` starts in ``header`` (as safetensors writes it: ``"sha256":"…"``), counted
+    from the start of the file."""
+    at = header.find(f'"{CHECKSUM}":"{value}"'.encode())
     if at < 0:
-        raise ValueError(f"{what} was written without a place for its checksum (files.unsealed).")
-    return at + len(_PLACE) - len(_UNSEALED) - 1
+        raise Damaged(f"{what} is damaged: its checksum is not where its header says.")
+    return 8 + at + len(CHECKSUM) + 4
 
 
 def _header_length(first: bytes, size: int, what: object) -> int:
@@ -232,34 +232,12 @@ def _header_length(first: bytes, size: int, what: object) -> int:
     return n
 
 
-def sealed(data: bytes) -> list[bytes | memoryview]:
-    """The bytes of a safetensors file (written with `unsealed` metadata) with its checksum filled in, as pieces
-    for `atomic_write` (the tensors' data is not copied)."""
-    n = _header_length(data[:8], len(data), "the file")
-    header, rest = bytearray(data[8:8 + n]), memoryview(data)[8 + n:]
-    at = _place(bytes(header), "the file")
-    header[at:at + 64] = hashlib.sha256(rest).hexdigest().encode()
-    return [data[:8], bytes(header), rest]
-
-
-def seal(path: str | Path) -> None:
-    """Fill the checksum of the safetensors file at ``path`` (written with `unsealed` metadata) in place, and flush
-    it to disk: for a file a library wrote itself (before it is renamed into place)."""
-    with open(path, "r+b") as f:
-        size = os.fstat(f.fileno()).st_size
-        n = _header_length(f.read(8), size, path)
-        at = _place(f.read(n), path)
-        digest = _digest(f, size - 8 - n)
-        f.seek(8 + at)
-        f.write(digest.encode())
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _digest(f: BinaryIO, size: int) -> str:
-    """The SHA-256 of the next ``size`` bytes of ``f``, read a few megabytes at a time."""
+def _digest(pieces: Iterable[bytes | memoryview], f: BinaryIO | None = None, size: int = 0) -> str:
+    """The SHA-256 of ``pieces``, then of the next ``size`` bytes of ``f`` (read a few megabytes at a time)."""
     h = hashlib.sha256()
-    while size > 0:
+    for piece in pieces:
+        h.update(piece)
+    while f is not None and size > 0:
         chunk = f.read(min(size, 8 * MB))
         if not chunk:
             break
@@ -268,22 +246,49 @@ def _digest(f: BinaryIO, size: int) -> str:
     return h.hexdigest()
 
 
+def sealed(data: bytes) -> list[bytes | memoryview]:
+    """The bytes of a safetensors file (written with `unsealed` metadata) with its checksum filled in, as pieces
+    for `atomic_write` (the tensors' data is not copied)."""
+    n = _header_length(data[:8], len(data), "the file")
+    at = _place(data[8:8 + n], _UNSEALED, "the file")
+    digest = _digest([data])
+    return [memoryview(data)[:at], digest.encode(), memoryview(data)[at + 64:]]
+
+
+def seal(path: str | Path) -> None:
+    """Fill the checksum of the safetensors file at ``path`` (written with `unsealed` metadata) in place, and flush
+    it to disk: for a file a library wrote itself (before it is renamed into place)."""
+    with open(path, "r+b") as f:
+        size = os.fstat(f.fileno()).st_size
+        first = f.read(8)
+        header = f.read(_header_length(first, size, path))
+        at = _place(header, _UNSEALED, path)
+        digest = _digest([first, header], f, size - 8 - len(header))
+        f.seek(at)
+        f.write(digest.encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def verify(path: str | Path) -> bool:
     """Check the safetensors file at ``path`` (a regular file: `open_regular`) against the checksum in its header:
     True if it matches, False if it has none (a file written before fatstudio wrote them, or by another program);
-    `Damaged`, naming the file, if it does not match or its header cannot be read. The file is read once, a few
-    megabytes at a time."""
+    `Damaged`, naming the file, if it does not match or its header cannot be read. Any byte changed anywhere in the
+    file (the header, the tensors, the checksum itself) fails. The file is read once, a few megabytes at a time."""
     f, size = open_regular(path)
     with f:
-        n = _header_length(f.read(8), size, path)
+        first = f.read(8)
+        header = f.read(_header_length(first, size, path))
         try:
-            header = json.loads(f.read(n))
-            said = (header.get("__metadata__") or {}).get(CHECKSUM)
-        except (ValueError, AttributeError):
-            raise Damaged(f"{path} is damaged: its header is not the JSON object a safetensors file begins with.") from None
+            said = (json.loads(header).get("__metadata__") or {}).get(CHECKSUM)
+        except (ValueError, AttributeError, RecursionError):
+            raise Damaged(f"{path} is damaged: its header is not the JSON object a safetensors file begins "
+                          "with.") from None
         if said is None:
             return False
-        if said != _digest(f, size - 8 - n):
-            raise Damaged(f"{path} is damaged: its tensors do not match the checksum written with them "
-                          f"({CHECKSUM}); it was changed after it was written.")
+        at = _place(header, str(said), path) - 8
+        zeroed = header[:at] + _UNSEALED.encode() + header[at + len(str(said)):]
+        if said != _digest([first, zeroed], f, size - 8 - len(header)):
+            raise Damaged(f"{path} is damaged: it does not match the checksum written into it ({CHECKSUM}); it was "
+                          "changed after it was written.")
     return True

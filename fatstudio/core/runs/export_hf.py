@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import CAUSAL_ARCHS, ResolvedModelConfig
+from ..files import seal, unsealed
 
 if TYPE_CHECKING:
     import torch
@@ -249,7 +250,8 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # the whole folder renamed into place
     try:
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / "model.safetensors"), metadata=unsealed({"format": "pt"}))
+        seal(tmp / "model.safetensors")  # its checksum in its header, which import checks
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if out.exists():

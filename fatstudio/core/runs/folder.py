@@ -61,7 +61,8 @@ if TYPE_CHECKING:
 
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
 ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
-FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
+FORMAT_VERSION = 2  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
+# (2: every weight file carries a checksum, `weights.CHECKSUMMED`; 1 and older runs load without one)
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
 RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."

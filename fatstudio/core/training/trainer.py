@@ -39,6 +39,7 @@ from ..inspect.probes import ProbeInput
 from ..memory import check_fits
 from ..runs import snapshots
 from ..runs.folder import Run
+from ..runs.weights import OPTIMIZER
 from .control import Control
 from .diagnostics import head_findings
 from .events import (
@@ -155,6 +156,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
             raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
         if problem:
             yield Note(f"{problem}; training without compiling.")
+        for note in trainer.notes:
+            yield Note(note)
         events = trainer.run(start)
         if world.is_main:
             trainer.folder.write_meta(chars_per_token=chars,
@@ -224,6 +227,7 @@ class Trainer:
         self.eager_loss: torch.nn.Module = TaskLoss(self.model, self.task)  # under torchrun, its DDP wrapper
         self.loss: LossFunction = self.eager_loss
         self.folder: Run  # the run folder, from `open`
+        self.notes: list[str] = []  # what `open` found that the run should say (`Note`s): optimizer state not restored
         self.snapshot_every = 0  # every how many evaluations the weights are saved (`snapshots.stride`; 0 never)
         self.recorder: Recorder
 
@@ -253,8 +257,11 @@ class Trainer:
         t, start, state = self.t, 0, None
         if run:
             start = run.load_weights(self.model)
-            state = run.load_training_state()
-            if not (state and state.get("step") == start):
+            state = run.load_training_state(self.model.num_parameters())
+            if not (state and state.get("step") == start):  # none, or another step's (a crash between the two files)
+                kept = f"of step {state.get('step')}" if state else "missing"
+                self.notes.append(f"{run.path / OPTIMIZER} is {kept}, the weights of step {start}: the optimizer "
+                                  f"starts afresh at step {start} (its moments and the random state are not restored).")
                 state = None
             run.truncate_after(start)
             run.write_config(self.config)
@@ -268,6 +275,8 @@ class Trainer:
             if init is not None:
                 init.load_weights(self.model)
                 run.write_meta(init_from=str(init.path))
+        if unverified := (init or run).unverified():
+            self.notes.append(unverified)
         self.folder, self.recorder = run, Recorder(run)
         if t.keep_weights == "evaluations":
             self.snapshot_every = snapshots.stride(snapshots.snapshot_bytes(self.model), t.steps, t.eval_interval)
