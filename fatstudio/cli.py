@@ -232,6 +232,16 @@ def _load_config(args):
     return base.with_overrides(args.set)
 
 
+def _given(args) -> set[str] | None:
+    """The ``table.key`` names the config file and ``--set`` give (what ``--init-from`` refuses to see differ from
+    the source run's); None for a preset (its non-default values count as given)."""
+    from .core.config import RunConfig
+
+    if args.preset or not args.config:
+        return None
+    return RunConfig.given_in(args.config) | {a.partition("=")[0].strip() for a in args.set}
+
+
 def _probe(args, config):
     """The probe input asked for with --probe / --probe-source, or None (the run's own, or the default)."""
     from .core.inspect.probes import ProbeInput
@@ -272,7 +282,7 @@ def cmd_train(args) -> int:
 
             args.resume = str(copy_run(Run.open(args.resume), args.out).path)
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
-                        probe=_probe(args, config), init_from=args.init_from):
+                        probe=_probe(args, config), init_from=args.init_from, given=_given(args)):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)

@@ -7,7 +7,7 @@ import contextlib
 import math
 import shutil
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Collection, Generator, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -80,15 +80,17 @@ def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: 
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
           control: Control | None = None, runs_root: Path | None = None,
           prepared: Prepared | None = None, probe: ProbeInput | str | None = None,
-          init_from: str | Path | None = None) -> Iterator[Event]:
+          init_from: str | Path | None = None, given: Collection[str] | None = None) -> Iterator[Event]:
     """Train per ``config``; yield events. ``init_from``: a new run that starts from that run's weights and
-    tokenizer (an imported or an earlier run), its model settings (`init_config`), at step 0. ``probe`` is the input
-    whose attention maps are saved at every evaluation (`probes`; a text alone for gpt/gopher/bert; default: the
-    run's own when resuming, else one from the validation split). ``resume=True`` continues the run at ``run_dir``
-    from its last checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for
-    the same data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again;
-    one made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory while
-    setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed.
+    tokenizer (an imported or an earlier run), its model settings and task (`init_config`: a key of them that the
+    config sets, ``given``, to another value is refused naming it; a Note says what comes from it), at step 0.
+    ``probe`` is the input whose attention maps are saved at every evaluation (`probes`; a text alone for
+    gpt/gopher/bert; default: the run's own when resuming, else one from the validation split). ``resume=True``
+    continues the run at ``run_dir`` from its last checkpoint (``config.train.steps`` may be raised). ``prepared``
+    (a corpus and tokenizer made for the same data settings, e.g. by the GUI's corpus preview) is used instead of
+    loading and training them again; one made for other settings is ignored. Bad input raises ValueError while
+    iterating; running out of memory while setting up raises `device.OutOfMemory` (a ValueError), and in the loop
+    ends the run as failed.
 
     Under torchrun (`distributed`) every process calls this; rank 0 alone opens or writes the run and
     yields events past Prepare (the others yield Finished at the end)."""
@@ -99,13 +101,15 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
             raise ValueError("--init-from starts a new run; --resume continues one. Give one of them.")
         if not init.has_checkpoint:
             raise ValueError(f"{init.path} has no weights to start from (model.safetensors).")
-        config = init_config(config, init)
+        config, said = init_config(config, init, given)
     config.validate()
     t = config.train
     world = World.from_env()
     dev = resolve_device(t.device)
     locked: list[Run] = []  # the run this process trains holds its lock (`Run.lock`) until training ends
     try:
+        if init is not None and world.is_main:
+            yield Note(said)
         if world.distributed:
             dev = world.start(dev, t.batch_size)
         yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe, locked, init)
@@ -135,6 +139,9 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
     tokenizer, dataset, config, chars = yield from prepare(config, run or init, prepared, world)
+    if init is not None and config.model.n_classes != init.config.model.n_classes:  # a class head of another size
+        raise ValueError(f"--init-from {init.path}: its class head has {init.config.model.n_classes} classes, the "
+                         f"corpus {config.model.n_classes}; a classifier starts from one of as many classes.")
     short = short_splits_note(dataset, config.model.l_max)
     if short and world.is_main:
         yield Note(short)
