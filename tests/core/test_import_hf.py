@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from fatstudio.core.inference.generation import fill_mask, generate
@@ -294,6 +294,8 @@ TOKENIZER_KEYS = ["bos_token_id", "eos_token_id", "pad_token_id", "vocab_size", 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=st.sampled_from(["config.json", "tokenizer_config.json", "special_tokens_map.json",
                              "model.safetensors.index.json"]), key=st.sampled_from(TOKENIZER_KEYS), value=JSON_VALUES)
+@example(name="model.safetensors.index.json", key="weight_map", value={})  # found by this test: no file named
+@example(name="model.safetensors.index.json", key="weight_map", value={"x": ""})  # found by it: the folder itself
 def test_fuzz_any_value_in_a_folders_json_files_imports_or_is_one_line_naming_the_file(exported_folder, tmp_path,
                                                                                         name, key, value):
     folder = tmp_path / "hf"

@@ -325,11 +325,11 @@ class Checkpoint(Mapping[str, torch.Tensor]):
 def _shards(index: Path) -> list[Path]:
     """The files an index (``model.safetensors.index.json``) names: plain names of files in its folder."""
     weight_map = _json(index).get("weight_map")
-    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+    if not isinstance(weight_map, dict) or not weight_map or not all(isinstance(v, str) for v in weight_map.values()):
         raise ValueError(f"{index}: weight_map = {_shown(weight_map)} is not a map of tensor names to file names.")
     files = []
     for name in sorted(set(weight_map.values())):
-        if Path(name).name != name or name in (".", "..") or "\\" in name:
+        if not name or Path(name).name != name or name in (".", "..") or "\\" in name:
             raise ValueError(f"{index}: weight_map names {_shown(name)}, which is not a file of the folder; fatstudio "
                              "reads only the folder's own files.")
         if not (index.parent / name).exists():
