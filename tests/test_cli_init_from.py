@@ -3,13 +3,18 @@ and task. A setting of them that CONFIG (or ``--set``) gives another value is re
 that value is the default (``model.L = 4``, ``data.tokenizer = "char"``); ``model.dropout`` applies; what comes from
 RUN is said. The app's Fine-tune… follows the same rules with nothing given: its settings never refuse, and the run
 says what it took."""
+import dataclasses
+
 import pytest
 from cli_helpers import MODEL, TEXT, TRAIN, toml_table
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.app.runs import fine_tune_config
-from fatstudio.core.config import RunConfig
+from fatstudio.core.config import ModelConfig, RunConfig
 from fatstudio.core.runs.folder import Run
+from fatstudio.core.runs.init_from import init_config
 from fatstudio.core.training import Note, train
 
 
@@ -101,3 +106,35 @@ def test_a_class_head_of_another_size_is_refused_before_anything_is_written(tmp_
     assert not (tmp_path / "tuned").exists()
     two = RunConfig.from_dict({"data": {"corpus": labelled("other", "ba")}, "train": {"steps": 3, **TRAIN}})
     assert list(train(two, run_dir=tmp_path / "tuned", init_from=tmp_path / "source"))[-1].status == "finished"
+
+
+KEYS = [f"model.{f.name}" for f in dataclasses.fields(ModelConfig)] + ["data.tokenizer", "data.vocab_size", "data.task"]
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-3, 70), st.floats(0, 2), st.sampled_from(
+    ["gpt", "bert", "char", "word", "bpe", "learned", "rope", "next_token", "masked_lm", "layer", "pre", "gelu"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.sampled_from(KEYS), value=VALUES)
+def test_fuzz_every_setting_init_from_takes_is_refused_by_name_unless_it_is_the_sources(source, key, value):
+    """Whatever a config gives for any key that --init-from takes from the source: the source's own value passes,
+    model.dropout applies, and any other value is refused naming the key, never replaced in silence."""
+    run = Run.open(source)
+    mine = run.config
+    table, name = key.split(".")
+    d = RunConfig().to_dict()
+    d[table][name] = value
+    config = RunConfig.from_dict(d)
+    if table == "model":
+        sources = (getattr(mine.model, name), getattr(mine.model.resolved(), name))
+    else:
+        sources = (getattr(mine.data, name), *((mine.model.vocab_size,) if name == "vocab_size" else ()))
+    try:
+        got, said = init_config(config, run, given={key})
+    except ValueError as e:
+        assert key != "model.dropout" and value not in sources, str(e)
+        assert f"{key} = {value!r}" in str(e) and "\n" not in str(e), str(e)
+        return
+    assert key == "model.dropout" or value in sources  # nothing given is dropped
+    assert got.model == mine.model.replace(dropout=config.model.dropout) and "its tokenizer (char" in said
+    assert (got.data.tokenizer, got.data.vocab_size, got.data.task) == (mine.data.tokenizer, mine.data.vocab_size,
+                                                                        mine.data.task)

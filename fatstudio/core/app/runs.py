@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import RunConfig
+from ..runs.init_from import init_config
 
 if TYPE_CHECKING:
     from ..runs.folder import Run
@@ -37,10 +38,8 @@ def resumption(run: Run, total_steps: int) -> Resumption:
 def fine_tune_config(run: Run, settings: RunConfig) -> RunConfig:
     """A new run from ``run``'s weights on the current corpus and training ``settings``: its model (its dropout the
     settings'), its tokenizer and its task, whatever the settings show (the rules of ``--init-from``,
-    `training.preparation.init_config`, with nothing given; training says what comes from ``run`` in a Note).
+    `runs.init_from.init_config`, with nothing given; training says what comes from ``run`` in a Note).
     ValueError in words if it has no weights."""
-    from ..training.preparation import init_config
-
     if not run.has_checkpoint:
         raise ValueError(f"{run.name} has no weights to start from; train it first.")
     return init_config(settings, run, given=())[0]

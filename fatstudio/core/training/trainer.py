@@ -39,6 +39,7 @@ from ..inspect.probes import ProbeInput
 from ..memory import check_fits
 from ..runs import snapshots
 from ..runs.folder import Run
+from ..runs.init_from import init_config
 from ..runs.weights import OPTIMIZER
 from .control import Control
 from .diagnostics import head_findings
@@ -58,7 +59,7 @@ from .events import (
     Steps,
 )
 from .loss import LossFunction, TaskLoss, evaluate, loss_function, next_batch, tokens_in
-from .preparation import init_config, prepare
+from .preparation import prepare
 from .recorder import Recorder
 from .sample import make_sample
 from .schedule import lr_at, make_optimizer, set_lr
