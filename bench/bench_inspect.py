@@ -96,7 +96,7 @@ def bench_grid(loaded, T: int, repeat: int) -> dict:
     grid = panel.headGrid
     rows_of = []
     for maps in maps_list:
-        rows_of.append([(f"l{l}", maps.maps[f"self/{l}"], maps.entropy(f"self/{l}")) for l in range(len(maps.maps))])
+        rows_of.append([(f"l{name.layer}", A, maps.entropy(name)) for name, A in maps.maps.items()])
     state = {"i": 0}
 
     def grid_redraw():

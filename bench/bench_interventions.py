@@ -47,13 +47,14 @@ def timed(fn):
 def bench_ablate() -> None:
     from fatstudio.core.inspect.ablation import ablator_for
     from fatstudio.core.inspect.components import component
+    from fatstudio.core.names import ComponentName
 
     loaded = loaded_preset()
     ablator, s = timed(lambda: ablator_for(loaded))
     print(f"validation batch ({ablator.val.n} rows × {loaded.config.model.l_max}) built in {s:.2f} s")
     base, s = timed(ablator.baseline)
     print(f"baseline loss {base:.4f} in {s:.2f} s")
-    head = component(loaded.model, "self/2/1")
+    head = component(loaded.model, ComponentName.parse("self/2/1"))
 
     def one_head(kind: str) -> float:
         fresh = ablator_for(loaded)

@@ -47,6 +47,7 @@ def one(seed: int, threads: int, steps: int | None, sets: list[str]) -> dict:
     from fatstudio.core import training
     from fatstudio.core.inspect.ablation import ablator_for
     from fatstudio.core.inspect.head_scores import head_scores
+    from fatstudio.core.names import ComponentName
     from fatstudio.core.runs.folder import Run
     from fatstudio.core.runs.presets import preset
 
@@ -73,15 +74,15 @@ def one(seed: int, threads: int, steps: int | None, sets: list[str]) -> dict:
                              for i, v in enumerate(per["induction"])), key=lambda r: r[2])
         table = ablator_for(loaded, second_copy=True).table("mean")
         whole = ablator_for(loaded).table("mean")  # what the app's knock-out table shows: every target
-    top = f"{name}/{h}"
-    deltas = {r.component: r.delta_loss for r in table.rows if r.component.count("/") == 2}  # heads only
-    prev = max(((f"{n}/{i}", float(v)) for n, per in scores.scores.items() for i, v in enumerate(per["prev"])
-                if f"{n}/{i}" != top), key=lambda r: r[1])[0]  # the circuit's other half: the previous-token head
+    top = ComponentName(name, h)
+    deltas = {r.component: r.delta_loss for r in table.rows if r.component.head is not None}  # heads only
+    prev = max(((ComponentName(n, i), float(v)) for n, per in scores.scores.items() for i, v in enumerate(per["prev"])
+                if ComponentName(n, i) != top), key=lambda r: r[1])[0]  # the circuit's other half: the previous-token head
     t = cfg.train
-    return {"seed": seed, "threads": threads, "best": best, "head": top, "val_loss": val,
+    return {"seed": seed, "threads": threads, "best": best, "head": str(top), "val_loss": val,
             "second_copy_loss": table.baseline_loss, "delta_top": deltas[top],
             "delta_top_all": next(r.delta_loss for r in whole.rows if r.component == top),
-            "delta_other": max(v for k, v in deltas.items() if k != top), "prev_head": prev,
+            "delta_other": max(v for k, v in deltas.items() if k != top), "prev_head": str(prev),
             "delta_prev": deltas[prev], "delta_rest": max(v for k, v in deltas.items() if k not in (top, prev)),
             "seconds": seconds, "cpu_seconds": cpu,
             "tokens_per_s": t.steps * t.batch_size * cfg.model.l_max / seconds, "trajectory": trajectory}

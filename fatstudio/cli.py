@@ -19,13 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file, write
+from .cli_options import EXIT_ERROR, Parser, number, whole
 
-EXIT_ERROR = 2
+MAX_TOKENS = 1_000_000  # generate --tokens: at most (the text generated is held, a token at a time)
 RANK_WAIT_S = 5.0  # how long a process other than torchrun's rank 0 waits before it says an error itself
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fatstudio", description="A playground for 'Formal Algorithms for Transformers'. "
+    p = Parser(prog="fatstudio", description="A playground for 'Formal Algorithms for Transformers'. "
                                 "With no command, opens the desktop app.")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--self-test", action="store_true", help="check that the app works here (offscreen: train, "
@@ -51,11 +52,12 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="prompt a trained run (DInference, EDInference, fill-mask, classify)")
     g.add_argument("run_dir")
     g.add_argument("--prompt", required=True, help="the prompt (the source text for seq2seq; text with [MASK] for BERT)")
-    g.add_argument("--tokens", type=int, default=200, help="ℓ_gen, tokens to generate")
-    g.add_argument("--temperature", type=float, default=1.0, help="τ; 0 = greedy")
-    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
-    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling: keep the smallest set with mass ≥ p")
-    g.add_argument("--seed", type=int, default=None)
+    g.add_argument("--tokens", type=whole(0, MAX_TOKENS), default=200, help="ℓ_gen, tokens to generate")
+    g.add_argument("--temperature", type=number(0, note=" (0: greedy)"), default=1.0, help="τ; 0 = greedy")
+    g.add_argument("--top-k", type=whole(0, note=" (0: off)"), default=0, help="keep the k most likely tokens (0 = off)")
+    g.add_argument("--top-p", type=number(0, 1, lo_open=True, note=" (1: off)"), default=1.0,
+                   help="nucleus sampling: keep the smallest set with mass ≥ p")
+    g.add_argument("--seed", type=whole(0), default=None)
     g.add_argument("--compile", action="store_true",
                    help="compile the decode step of this model's shape first, if no earlier compile left it in the "
                         "cache folder (once per shape; ~40 s for the recipe's model on a CPU): each token then takes "
@@ -67,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("run_dir")
     a.add_argument("--prompt", help="the text (the decoder's text for seq2seq)")
     a.add_argument("--source", help="the source text (encoder-decoder runs)")
-    a.add_argument("--step", type=int, help="write the run's probe maps saved at evaluation step N instead (and "
+    a.add_argument("--step", type=whole(0), help="write the run's probe maps saved at evaluation step N instead (and "
                    "print that step's head scores)")
     a.add_argument("--out", required=True, help="FILE.json, FILE.npz, FILE.png (every layer × head, labelled) "
                    "or FILE.csv")
@@ -80,11 +82,11 @@ def _parser() -> argparse.ArgumentParser:
     sw.add_argument("config", help="CONFIG.toml with [model], [data], [train] tables (train.seed: the first seed)")
     sw.add_argument("--vary", action="append", required=True, metavar="KEY=V1,V2",
                     help="a key and its values, the first the baseline's (e.g. train.optimizer=adamw,muon); repeatable")
-    sw.add_argument("--seeds", type=int, required=True, metavar="N", help="runs per variant (seeds train.seed, +1, …)")
+    sw.add_argument("--seeds", type=whole(1), required=True, metavar="N", help="runs per variant (seeds train.seed, +1, …)")
     budget = sw.add_mutually_exclusive_group()
-    budget.add_argument("--budget-steps", type=int, metavar="N", help="train.steps of every run")
-    budget.add_argument("--budget-seconds", type=float, metavar="S", help="as many steps as fit in S seconds of "
-                        "training here, timed per variant (its schedule ends there)")
+    budget.add_argument("--budget-steps", type=whole(1), metavar="N", help="train.steps of every run")
+    budget.add_argument("--budget-seconds", type=number(0, lo_open=True), metavar="S", help="as many steps as fit in "
+                        "S seconds of training here, timed per variant (its schedule ends there)")
     sw.add_argument("--runs-dir", metavar="DIR", help="where the run folders go (default: the runs directory)")
     sw.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
@@ -126,6 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     program = argv is None  # the process itself, not a caller in Python
     argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
+    from .core import environment
+    from .core.children import watch_parent
+
+    try:
+        environment.check()  # every variable, before any work (the app's too)
+    except ValueError as e:
+        _say_error(args.command, str(e))
+        return EXIT_ERROR
+    watch_parent()  # a sweep's run: it ends with the sweep
     if args.self_test:
         from .qt.self_test import run as self_test
         return self_test()
@@ -183,7 +194,7 @@ def _command(args) -> int:
         return _interrupted(e)
 
 
-def _say_error(command: str, msg: str) -> None:
+def _say_error(command: str | None, msg: str) -> None:
     """Print the command's error. Under torchrun every process meets the same error and rank 0 says it: another
     rank first waits (had it ended at once, torchrun could have ended rank 0 before it said anything), and says
     it only when rank 0 has not ended the job meanwhile (an error of its own, which rank 0 would wait on)."""
@@ -192,7 +203,7 @@ def _say_error(command: str, msg: str) -> None:
             time.sleep(RANK_WAIT_S)
         except KeyboardInterrupt:  # torchrun ended this process: rank 0 has said it
             return
-    print(f"fatstudio {command}: error: {msg}", file=sys.stderr)
+    print(f"fatstudio{f' {command}' if command else ''}: error: {msg}", file=sys.stderr)
 
 
 def _main_process() -> bool:
@@ -485,9 +496,7 @@ def _save_maps(maps, out: Path) -> None:
 
 def _maps_in_words(maps) -> str:
     """The maps as a person counts them (from 1, the kind in words): "encoder layer 1, decoder layer 1, …"."""
-    from .core.inference.attention_maps import layer_label
-
-    return ", ".join(layer_label(name) for name in maps.maps)
+    return ", ".join(name.label for name in maps.maps)
 
 
 def cmd_attention(args) -> int:
@@ -556,9 +565,15 @@ def _vary(config, spec: str):
 
 def cmd_sweep(args) -> int:
     from .core.config import RunConfig
+    from .core.files import cannot_make
     from .core.training.sweep import Plan, run_sweep, variant_label
 
-    out = out_file(args.out, (".json", ".csv"))
+    out = out_file(args.out, (".json", ".csv"))  # its folder too: checked now, not once every run has trained
+    runs_dir = Path(args.runs_dir) if args.runs_dir else None
+    if runs_dir is not None:
+        problem = cannot_make(runs_dir)
+        if problem:
+            raise ValueError(f"--runs-dir {runs_dir} cannot hold the runs: {problem}.")
     config = RunConfig.load(args.config)
     plan = Plan(config, [_vary(config, v) for v in args.vary], args.seeds, args.budget_steps, args.budget_seconds)
     n = len(plan.variants()) * args.seeds
@@ -567,7 +582,7 @@ def cmd_sweep(args) -> int:
         got = f"{done.value:.4f} {sweep.unit}" if done.value is not None else f"missing ({done.error})"
         print(f"[{sum(len(r.values) for r in sweep.rows)}/{n}] variant {done.row + 1}, seed {done.seed}: {got}", flush=True)
 
-    sweep = run_sweep(plan, Path(args.runs_dir) if args.runs_dir else None, progress=progress)
+    sweep = run_sweep(plan, runs_dir, progress=progress)
     write(out, sweep.to_dict(), sweep.csv)
     unit = f" {sweep.unit}" if sweep.unit else ""
     for i, r in enumerate(sweep.rows):

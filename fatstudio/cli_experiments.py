@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .cli_options import INT64_MAX, whole
+
 
 def intervention_parsers(sub) -> None:
     """ablate, patch, lens, token-loss: experiments on a trained run (layers and heads 0-based in the files)."""
@@ -14,7 +16,7 @@ def intervention_parsers(sub) -> None:
     ab.add_argument("run_dir")
     ab.add_argument("--kind", default="zero", choices=["zero", "mean", "resample"], help="replace the component's "
                     "output by zeros, its mean over the validation batch, or its output on another row (default zero)")
-    ab.add_argument("--step", type=int, metavar="N", help=step)
+    ab.add_argument("--step", type=whole(0), metavar="N", help=step)
     ab.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
     pa = sub.add_parser("patch", help="patch a clean prompt's activations into a corrupted one")
@@ -24,12 +26,12 @@ def intervention_parsers(sub) -> None:
     pa.add_argument("--corrupt", required=True, metavar="TEXT", help="as many tokens as --clean")
     pa.add_argument("--target", metavar="TOKEN", help="the token whose logit difference is restored (default: the "
                     "clean prompt's most likely token at --position)")
-    pa.add_argument("--position", type=int, metavar="T", help="where the prediction is read, 0-based (BERT: of "
+    pa.add_argument("--position", type=whole(-INT64_MAX), metavar="T", help="where the prediction is read, 0-based (BERT: of "
                     "[bos] + text + [eos]; an encoder-decoder: of [bos] + prefix), -1 the last; default: the last "
                     "(BERT: the first [MASK], else the last text token)")
     pa.add_argument("--prefix", metavar="TEXT", help="an encoder-decoder's target prefix, the same in both runs "
                     "(default: none, the decoder reads [bos])")
-    pa.add_argument("--step", type=int, metavar="N", help=step)
+    pa.add_argument("--step", type=whole(0), metavar="N", help=step)
     pa.add_argument("--out", required=True, help="FILE.json")
 
     le = sub.add_parser("lens", help="the logit lens: the top token after every layer at every position")
@@ -37,16 +39,16 @@ def intervention_parsers(sub) -> None:
     le.add_argument("--prompt", required=True, metavar="TEXT", help="the text (BERT: with [MASK], row ℓ at position "
                     "t predicting the token at t; an encoder-decoder: the decoder's text, read given --source)")
     le.add_argument("--source", metavar="TEXT", help="the source text (encoder-decoder runs)")
-    le.add_argument("--step", type=int, metavar="N", help=step)
+    le.add_argument("--step", type=whole(0), metavar="N", help=step)
     le.add_argument("--out", required=True, help="FILE.json")
 
     tl = sub.add_parser("token-loss", help="the loss of every validation token (gpt, gopher, bert, edt), or its change "
                         "against another run")
     tl.add_argument("run_dir")
-    tl.add_argument("--step", type=int, metavar="N", help=step)
+    tl.add_argument("--step", type=whole(0), metavar="N", help=step)
     against = tl.add_mutually_exclusive_group()
     against.add_argument("--against", metavar="RUN_DIR2", help="a run on the same corpus to compare with")
-    against.add_argument("--against-step", type=int, metavar="M", help="this run's weights of step M to compare with")
+    against.add_argument("--against-step", type=whole(0), metavar="M", help="this run's weights of step M to compare with")
     tl.add_argument("--out", required=True, help="FILE.json or FILE.csv")
 
 
@@ -85,7 +87,6 @@ def loaded_model(run_dir: str, step: int | None = None):
 
 def cmd_ablate(args) -> int:
     from .core.inspect.ablation import knockout_table
-    from .core.inspect.components import component_label
 
     out = out_file(args.out, (".json", ".csv"))
     loaded = loaded_model(args.run_dir, args.step)
@@ -93,13 +94,12 @@ def cmd_ablate(args) -> int:
     write(out, table.to_dict(), table.csv)
     worst = max(table.rows, key=lambda r: r.delta_loss)
     print(f"wrote the {args.kind} ablation of {len(table.rows)} heads and MLPs at step {loaded.step} to {out}: "
-          f"validation loss {table.baseline_loss:.4f}; knocking out {component_label(worst.component)} changes it "
+          f"validation loss {table.baseline_loss:.4f}; knocking out {worst.component.label} changes it "
           f"most ({worst.delta_loss:+.4f})")
     return 0
 
 
 def cmd_patch(args) -> int:
-    from .core.inspect.components import component_label
     from .core.inspect.patching import patch
 
     out = out_file(args.out, (".json",))
@@ -112,7 +112,7 @@ def cmd_patch(args) -> int:
     print(f"wrote the patching of {len(result.clean_tokens)} positions to {out}: logit difference of {result.target!r} "
           f"over {result.foil!r} at position {result.position} is {result.clean_logit_diff:.3f} clean, "
           f"{result.corrupted_logit_diff:.3f} corrupted; "
-          f"{component_label(f'{name}/{h}')} restores the most ({result.heads[name][h]:.0%})")
+          f"{name.head_label(h)} restores the most ({result.heads[name][h]:.0%})")
     return 0
 
 

@@ -31,3 +31,12 @@ def _collect_after_each_test():
     from fatstudio.qt.gc import collect_due
 
     collect_due()
+
+
+@pytest.fixture
+def read_only(monkeypatch):
+    """``read_only(folder, …)``: those folders behave as on a read-only disk for this process (read_only_disk.py);
+    its ``refused`` lists what was tried."""
+    from read_only_disk import ReadOnlyDisk
+
+    return lambda *folders: ReadOnlyDisk(monkeypatch, *folders)

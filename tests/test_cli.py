@@ -15,6 +15,7 @@ from cli_helpers import train_tiny, write_config
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.inference import decode_step, generation
 from fatstudio.core.inference.attention_maps import AttentionMaps
+from fatstudio.core.names import MapName
 from fatstudio.core.training.events import Finished
 
 
@@ -323,7 +324,7 @@ def test_train_with_a_probe_of_ones_own(cfg_file, tmp_path):
     run = tmp_path / "run"
     assert main(["train", str(cfg_file()), "--out", str(run), "--probe", "hello hello", "--quiet"]) == 0
     maps = Run.open(run).load_probe(20)
-    assert "".join(maps.tokens) == "hello hello" and maps.maps["self/0"].shape[-1] == len("hello hello")
+    assert "".join(maps.tokens) == "hello hello" and maps.maps[MapName("self", 0)].shape[-1] == len("hello hello")
     assert main(["train", "--resume", str(run), "--set", "train.steps=30", "--probe", "x"]) == EXIT_ERROR
 
 
@@ -340,7 +341,7 @@ def test_attention_step_writes_the_saved_probe_maps(trained_run, tmp_path, capsy
     assert_labelled_png(tmp_path / "maps.png", want)
     got = np.load(tmp_path / "maps.npz")
     assert got["tokens"].tolist() == want.tokens
-    np.testing.assert_array_equal(got["self/0"], want.maps["self/0"])
+    np.testing.assert_array_equal(got["self/0"], want.maps[MapName("self", 0)])
     printed = capsys.readouterr().out
     assert "step 10" in printed
     # what a person reads counts from 1, as the paper does: no map names such as self/0

@@ -1,5 +1,6 @@
 """``fatstudio sweep`` as a user runs it: 3 variants × 2 seeds of a tiny model, each run its own process, one
-variant crashing (an invalid value) while the sweep goes on, the p-values scipy's; the CSV form."""
+variant crashing (a batch that cannot fit) while the sweep goes on, the p-values scipy's; the CSV form. A value its
+config refuses is said before any run trains."""
 import csv
 import json
 import math
@@ -12,21 +13,24 @@ from scipy.stats import ttest_ind
 from fatstudio.cli import main
 from fatstudio.core.runs.folder import Run
 
+HUGE = 4 * 10**12  # a batch no machine holds: the run's process refuses it before it reads the corpus
+
 
 @pytest.fixture
 def cfg_file(tmp_path):
     return write_config(tmp_path, 50, "héllo wörld, hello transformers.\n" * 100, sample_tokens=0, seed=5)
 
 
-def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys):
+def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("FATSTUDIO_IGNORE_MEMORY", raising=False)  # a command run in this process may have set it
     out = tmp_path / "sweep.json"
-    rc = main(["sweep", str(cfg_file), "--vary", "train.lr=1e-3,1e-2,0.0", "--seeds", "2", "--budget-steps", "6",
+    rc = main(["sweep", str(cfg_file), "--vary", f"train.batch_size=4,8,{HUGE}", "--seeds", "2", "--budget-steps", "6",
                "--runs-dir", str(tmp_path / "runs"), "--out", str(out)])
     assert rc == 0
     result = json.loads(out.read_text())
     rows = result["rows"]
     assert result["unit"] == "bits/byte"
-    assert [r["variant"] for r in rows] == [{"train.lr": 0.001}, {"train.lr": 0.01}, {"train.lr": 0.0}]
+    assert [r["variant"] for r in rows] == [{"train.batch_size": 4}, {"train.batch_size": 8}, {"train.batch_size": HUGE}]
     for r in rows[:2]:
         assert len(r["values"]) == 2 and all(isinstance(v, float) and 0 < v < 10 for v in r["values"])
         assert r["mean"] == pytest.approx(sum(r["values"]) / 2)
@@ -35,16 +39,25 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
             assert run.config.train.seed == seed and run.info.step == 6 and run.info.status == "finished"
             assert run.info.val_bits_per_byte == r["values"][r["runs"].index(run_dir)]
             assert run.meta["variant"] == r["variant"] and run.meta["sweep"] == Path(run_dir).name.rsplit("-v", 1)[0]
-            assert run.info.sweep_variant == f"{run.meta['sweep']}: train.lr = {r['variant']['train.lr']}"
+            assert run.info.sweep_variant == f"{run.meta['sweep']}: train.batch_size = {r['variant']['train.batch_size']}"
     assert rows[0]["p_value"] is None
     expected = ttest_ind(rows[1]["values"], rows[0]["values"], equal_var=False).pvalue
     assert rows[1]["p_value"] == pytest.approx(expected, rel=1e-12) and not math.isnan(expected)
-    crashed = rows[2]  # lr = 0 is refused by the run's own process: recorded, and the sweep went on
+    crashed = rows[2]  # refused by the run's own process (it cannot fit): recorded, and the sweep went on
     assert crashed["values"] == [None, None] and crashed["mean"] is None and crashed["p_value"] is None
-    assert all(e.startswith("the run exited with code 2: train.lr = 0.0 is not allowed")  # not the sweep's own file
+    assert all(e.startswith("the run exited with code 2: training this model needs about")
                for e in crashed["errors"].values())
     err = capsys.readouterr().err
-    assert err.count("missing: train.lr=0.0") == 2
+    assert err.count(f"missing: train.batch_size={HUGE}") == 2
+
+
+def test_a_value_its_config_refuses_is_said_before_any_run_trains(cfg_file, tmp_path, capsys):
+    assert main(["sweep", str(cfg_file), "--vary", "train.lr=1e-3,0.0", "--seeds", "2", "--runs-dir",
+                 str(tmp_path / "runs"), "--out", str(tmp_path / "s.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("fatstudio sweep: error: the run of train.lr=0.0, seed 5: train.lr = 0.0 is not allowed; it must be "
+                   "a number in (0, 10).")
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "s.json").exists()
 
 
 def test_sweep_writes_csv_and_refuses_bad_keys(cfg_file, tmp_path, capsys):

@@ -2,29 +2,31 @@
 (``tokens``, `data.streaming`) and the compiled decode steps (``decode``, one per model shape,
 `inspect.decode_export`).
 
-An entry is a folder made under a hidden work name (`work_folder`) and renamed to its key when complete, so a
-half-made one is never listed (`entries`); a work folder untouched for ``STALE_S`` belongs to a process that
-died and is removed (`remove_stale`). An entry's marker (a file of it, or the folder itself) says that it is
-complete and, by its modification time, when it was last used (`mark_used`, when it is made or loaded). Past
-`cache_cap` bytes in all (``$FATSTUDIO_CACHE_MB``, else `CACHE_MB`), `prune` removes the entries used least
-recently, whatever their kind, never the one in use, each renamed to a hidden name before its files go (so
-one removed part way is not listed either)."""
+An entry is a folder made under a hidden work name (`work_folder`, a `temporary.made_beside` folder: held by the
+process making it) and renamed to its key when complete, so a half-made one is never listed (`entries`); a work
+folder that no process holds was left by one that died and is removed by the next `work_folder` (`remove_stale`).
+An entry's marker (a file of it, or the folder itself) says that it is complete and, by its modification time,
+when it was last used (`mark_used`, when it is made or loaded). Past `cache_cap` bytes in all
+(``$FATSTUDIO_CACHE_MB``, else `CACHE_MB`), `prune` removes the entries used least recently, whatever their kind,
+never the one in use, each renamed to a hidden temporary name before its files go (so one removed part way is not
+listed either, and is removed as abandoned)."""
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
-import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from . import environment
 from .files import cache_folder
+from .temporary import SUFFIX, made_beside, remove_abandoned
 
-CACHE_MB = 20_000  # the cache's default bound, in MB (10⁶ bytes): the least recently used entries go past it
-STALE_S = 3600  # a work folder untouched this long belongs to a process that died
+CACHE_MB = int(environment.CACHE_MB.default)  # the cache's default bound, in MB (10⁶ bytes): the least recently used go past it
+STALE_S = 3600  # a folder of an earlier fatstudio's work (not a temporary) untouched this long is removed
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,8 @@ class Entry(NamedTuple):
 
 
 def cache_cap() -> int:
-    """The cache's bound in bytes: ``$FATSTUDIO_CACHE_MB`` (MB), else `CACHE_MB`."""
-    raw = os.environ.get("FATSTUDIO_CACHE_MB", "").strip()
-    try:
-        mb = float(raw) if raw else CACHE_MB
-    except ValueError:
-        raise ValueError(f"FATSTUDIO_CACHE_MB = {raw!r} is not a number of megabytes.") from None
-    return max(0, int(mb * 1e6))
+    """The cache's bound in bytes: ``$FATSTUDIO_CACHE_MB`` (MB), else `CACHE_MB` (`environment.CACHE_MB`)."""
+    return int(environment.CACHE_MB.value() * 1e6)
 
 
 def _folders(kind: Kind) -> Iterable[Path]:
@@ -93,11 +90,13 @@ def mark_used(kind: Kind, entry: Path) -> None:
 
 
 def remove_stale() -> None:
-    """Remove the folders of the cache that are not complete entries (work folders) and that nothing has
-    written to for ``STALE_S`` seconds: the work of a process that was killed."""
+    """Remove the work folders of the cache that no process holds (`temporary.remove_abandoned`: the work of a
+    process that was killed), and the folders that are neither entries nor temporaries (an earlier fatstudio's
+    work folders) once nothing has written to them for ``STALE_S`` seconds."""
     for kind in KINDS:
+        remove_abandoned(kind.root())
         for folder in _folders(kind):
-            if _complete(kind, folder):
+            if _complete(kind, folder) or folder.name.endswith(SUFFIX):
                 continue
             try:
                 newest = max((p.stat().st_mtime for p in folder.iterdir()), default=folder.stat().st_mtime)
@@ -107,13 +106,15 @@ def remove_stale() -> None:
                 shutil.rmtree(folder, ignore_errors=True)
 
 
-def work_folder(kind: Kind, key: str) -> Path:
-    """A new hidden folder in which to make entry ``key`` of ``kind`` (then renamed to ``key``), once stale work
-    folders are removed."""
+@contextlib.contextmanager
+def work_folder(kind: Kind, key: str) -> Iterator[Path]:
+    """A new hidden folder, held while the block runs, in which to make entry ``key`` of ``kind`` (then renamed to
+    ``key`` within the block; removed if it is not), once stale work folders are removed."""
     root = kind.root()
     root.mkdir(parents=True, exist_ok=True)
     remove_stale()
-    return Path(tempfile.mkdtemp(prefix=f".{key}.", dir=root))
+    with made_beside(root / key, folder=True) as work:
+        yield work
 
 
 def prune(keep: Path | None = None, cap: int | None = None) -> list[Path]:
@@ -136,8 +137,8 @@ def prune(keep: Path | None = None, cap: int | None = None) -> list[Path]:
 
 def _remove(entry: Path) -> bool:
     """Remove ``entry``, first renamed to a hidden work name, so that one removed part way (its process killed,
-    a file held open) is never listed as complete but removed as stale (`remove_stale`); whether it is gone."""
-    gone = entry.with_name(f".{entry.name}.removed-{os.getpid()}-{time.monotonic_ns()}")
+    a file held open) is never listed as complete but removed as abandoned (`remove_stale`); whether it is gone."""
+    gone = entry.with_name(f".{entry.name}.removed-{os.getpid()}-{time.monotonic_ns()}{SUFFIX}")  # held by none
     try:
         entry.rename(gone)
     except OSError:  # removed by another process meanwhile, or held open where that forbids a rename

@@ -12,38 +12,53 @@ import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeGuard, TypeVar, get_args
 
 import tomllib
 
 from .files import NotAFile, read_bytes, regular_file
 
-ARCHS = ("edt", "bert", "gpt", "gopher")
-NORMS = ("layer", "rms")
-NORM_POSITIONS = ("pre", "post")
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swiglu")
-POSITIONS = ("learned", "sinusoidal", "rope", "alibi", "relative", "none")
+# The closed choices of a config, each a Literal type (what mypy checks) and its values (what `check_choice`
+# allows, in this order); a config read from a file holds plain strings, checked by `validate`.
+Arch = Literal["edt", "bert", "gpt", "gopher"]
+NormKind = Literal["layer", "rms"]
+NormPosition = Literal["pre", "post"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "swiglu"]
+Positions = Literal["learned", "sinusoidal", "rope", "alibi", "relative", "none"]
+ARCHS: tuple[Arch, ...] = get_args(Arch)
+NORMS: tuple[NormKind, ...] = get_args(NormKind)
+NORM_POSITIONS: tuple[NormPosition, ...] = get_args(NormPosition)
+ACTIVATIONS: tuple[Activation, ...] = get_args(Activation)
+POSITIONS: tuple[Positions, ...] = get_args(Positions)
 
 # Each architecture's defaults are the paper's algorithm exactly.
 PRESET_KEYS = ("name", "description", "walkthrough", "details", "demo_steps")  # a preset file's keys beside the tables
 VASWANI_BASE = 10000.0  # b of Vaswani et al.'s sinusoids, RoPE's and Transformer-XL's
-ARCH_DEFAULTS: dict[str, dict[str, str]] = {
+ARCH_DEFAULTS: dict[Arch, dict[str, str]] = {
     "edt": dict(norm="layer", norm_position="post", activation="relu", positions="learned"),  # Algorithm 8
     "bert": dict(norm="layer", norm_position="post", activation="gelu", positions="learned"),  # Algorithm 9
     "gpt": dict(norm="layer", norm_position="pre", activation="gelu", positions="learned"),  # Algorithm 10
     "gopher": dict(norm="rms", norm_position="pre", activation="gelu", positions="relative"),  # §6 Gopher
 }
-ARCH_NAMES = {
+ARCH_NAMES: dict[Arch, str] = {
     "edt": "EDTransformer (encoder-decoder, Algorithm 8)",
     "bert": "ETransformer / BERT (encoder-only, Algorithm 9)",
     "gpt": "DTransformer / GPT-2 (decoder-only, Algorithm 10)",
     "gopher": "Gopher (DTransformer with RMSnorm and relative positions)",
 }
-CAUSAL_ARCHS = ("gpt", "gopher")
+CAUSAL_ARCHS: tuple[Arch, ...] = ("gpt", "gopher")
 
 
-def check_choice(name: str, value: Any, allowed: tuple) -> None:
-    if not isinstance(value, str) or value not in allowed:
+_S = TypeVar("_S", bound=str)
+
+
+def one_of(value: object, allowed: tuple[_S, ...]) -> TypeGuard[_S]:
+    """Whether ``value`` is one of the choices ``allowed`` (mypy then reads it as their Literal type)."""
+    return isinstance(value, str) and value in allowed
+
+
+def check_choice(name: str, value: object, allowed: tuple[str, ...]) -> None:
+    if not one_of(value, allowed):
         raise ValueError(f"{name} = {_shown(value)} is not allowed; choose one of {', '.join(map(repr, allowed))}.")
 
 
@@ -131,7 +146,7 @@ class ModelConfig(_Config):
     Fields left as ``None`` take the architecture's paper default (see `resolved`).
     """
 
-    arch: str = "gpt"
+    arch: Arch = "gpt"
     vocab_size: int = 65  # N_V (filled in from the tokenizer when training)
     l_max: int = 64  # ℓ_max, maximum context length
     L: int = 4  # layers of a decoder-only or encoder-only stack
@@ -143,10 +158,10 @@ class ModelConfig(_Config):
     d_attn: int | None = None  # query/key width per head (default d_e // H)
     d_mid: int | None = None  # value width per head (default d_e // H)
     d_f: int | None = None  # BERT's final projection width (default d_e)
-    norm: str | None = None  # "layer" | "rms"
-    norm_position: str | None = None  # "pre" | "post"
-    activation: str | None = None  # "relu" | "gelu" | "gelu_tanh" | "swiglu"
-    positions: str | None = None  # "learned" | "sinusoidal" | "rope" | "alibi" | "relative" | "none"
+    norm: NormKind | None = None
+    norm_position: NormPosition | None = None
+    activation: Activation | None = None
+    positions: Positions | None = None
     # b, the base of every sinusoid: the sinusoidal W_p, the rotary angles and Transformer-XL's relative
     # distances. Default (None): ℓ_max for the sinusoidal W_p, as Algorithm 2 writes it; 10000 for RoPE and
     # Transformer-XL, as their papers (and Vaswani et al.'s table) do
@@ -233,7 +248,7 @@ class ResolvedModelConfig:
     them ``None``, so the model reads ``d_attn``, ``norm``, ``positions``… without checking. Frozen: change the
     ModelConfig and resolve it again. `as_config` gives the values back as a ModelConfig (``model.config``)."""
 
-    arch: str
+    arch: Arch
     vocab_size: int
     l_max: int
     L: int
@@ -245,10 +260,10 @@ class ResolvedModelConfig:
     d_attn: int
     d_mid: int
     d_f: int
-    norm: str
-    norm_position: str
-    activation: str
-    positions: str
+    norm: NormKind
+    norm_position: NormPosition
+    activation: Activation
+    positions: Positions
     position_base: float
     tie_embeddings: bool
     bias: bool
@@ -268,13 +283,24 @@ class ResolvedModelConfig:
 
 
 TENSORBOARD_MISSING = "train.tensorboard needs the tensorboard package: pip install tensorboard"
-TASKS = ("next_token", "masked_lm", "seq2seq", "classification")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-TOKENIZERS = ("char", "word", "bpe")
-OPTIMIZERS = ("adamw", "sgd", "muon")
+Task = Literal["next_token", "masked_lm", "seq2seq", "classification"]
+TokenizerKind = Literal["char", "word", "bpe"]
+Optimizer = Literal["adamw", "sgd", "muon"]  # sgd: the paper's plain θ ← θ - η∇loss; muon: hidden matrices, AdamW the rest
+LRSchedule = Literal["cosine", "constant"]
+Device = Literal["auto", "cpu", "cuda", "mps"]
+ResolvedPrecision = Literal["fp32", "bf16", "fp16"]  # what a run computes in (`device.resolve_precision`)
+Precision = Literal["auto", ResolvedPrecision]  # auto: bf16 on devices that do it natively, else fp32
+KeepWeights = Literal["evaluations", "last"]  # evaluations: the weights at every evaluation too (`runs.snapshots`)
+TASKS: tuple[Task, ...] = get_args(Task)
+TOKENIZERS: tuple[TokenizerKind, ...] = get_args(TokenizerKind)
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+LR_SCHEDULES: tuple[LRSchedule, ...] = get_args(LRSchedule)
+DEVICES: tuple[Device, ...] = get_args(Device)
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+KEEP_WEIGHTS: tuple[KeepWeights, ...] = get_args(KeepWeights)
 MODADD_P, MODADD_MAX_P = 97, 500  # the "modadd" corpus's p: by default, and at most (250,000 pairs)
-TASK_ARCHS = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",), "seq2seq": ("edt",),
-              "classification": ("bert",)}
+TASK_ARCHS: dict[Task, tuple[Arch, ...]] = {"next_token": ("gpt", "gopher"), "masked_lm": ("bert",),
+                                            "seq2seq": ("edt",), "classification": ("bert",)}
 
 
 @dataclass
@@ -282,10 +308,10 @@ class DataConfig(_Config):
     """What to train on: a corpus (path or built-in name), its tokenizer, the task and the split."""
 
     corpus: str = "python-stdlib"
-    tokenizer: str = "char"
+    tokenizer: TokenizerKind = "char"
     vocab_size: int = 1000  # for BPE
     val_fraction: float = 0.1
-    task: str = "next_token"
+    task: Task = "next_token"
     p_mask: float = 0.15  # masked_lm (Algorithm 12)
     modadd_p: int = MODADD_P  # p of the "modadd" corpus (a + b mod p); its training fraction is 1 - val_fraction
 
@@ -322,10 +348,10 @@ class TrainConfig(_Config):
 
     steps: int = 2000
     batch_size: int = 12
-    optimizer: str = "adamw"  # "adamw" | "sgd" (the paper's plain θ ← θ - η∇loss) | "muon" (hidden matrices; AdamW the rest)
+    optimizer: Optimizer = "adamw"
     lr: float = 1e-3
     warmup: int = 100
-    lr_schedule: str = "cosine"  # "cosine" | "constant"
+    lr_schedule: LRSchedule = "cosine"
     min_lr: float = 1e-4
     weight_decay: float = 0.1
     beta1: float = 0.9
@@ -338,11 +364,11 @@ class TrainConfig(_Config):
     checkpoint_interval: int = 500
     sample_tokens: int = 200  # length of the sample text written at each evaluation (0 = none)
     seed: int = 1337
-    device: str = "auto"  # "auto" | "cpu" | "cuda" | "mps"
-    precision: str = "auto"  # "auto" (bf16 on GPUs that do it natively, else fp32) | "fp32" | "bf16" | "fp16"
+    device: Device = "auto"
+    precision: Precision = "auto"
     compile: bool = False
     tensorboard: bool = False  # also write TensorBoard event files into RUN_DIR/tensorboard/ (see `tensorboard_log`)
-    keep_weights: str = "evaluations"  # "evaluations": the weights at every evaluation too (`runs.snapshots`) | "last"
+    keep_weights: KeepWeights = "evaluations"
 
     def validate(self) -> TrainConfig:
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
@@ -350,10 +376,10 @@ class TrainConfig(_Config):
         for name in ("warmup", "sample_tokens", "seed"):
             _whole(f"train.{name}", getattr(self, name), 0, "≥ 0")
         check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("train.lr_schedule", self.lr_schedule, ("cosine", "constant"))
-        check_choice("train.device", self.device, ("auto", "cpu", "cuda", "mps"))
+        check_choice("train.lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        check_choice("train.device", self.device, DEVICES)
         check_choice("train.precision", self.precision, PRECISIONS)
-        check_choice("train.keep_weights", self.keep_weights, ("evaluations", "last"))
+        check_choice("train.keep_weights", self.keep_weights, KEEP_WEIGHTS)
         _check_number("train.lr", self.lr, 0.0, 10.0, lo_open=True)
         _check_number("train.min_lr", self.min_lr, 0.0, 10.0)
         _check_number("train.weight_decay", self.weight_decay, 0.0, 10.0)

@@ -3,7 +3,7 @@ FLOPs per token and a memory estimate. The model panel shows these live; tests c
 built model and against the paper's parameter lists."""
 from __future__ import annotations
 
-from .config import ModelConfig
+from .config import ModelConfig, Optimizer, ResolvedPrecision
 
 
 def _linear(d_in: int, d_out: int, bias: bool) -> int:
@@ -55,8 +55,8 @@ def flops_per_token(cfg: ModelConfig, T: int | None = None) -> dict[str, float]:
     return {"forward": float(forward), "training": float(3 * forward)}
 
 
-def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: str = "adamw",
-                    precision: str = "fp32") -> dict[str, int]:
+def memory_estimate(cfg: ModelConfig, batch_size: int = 12, optimizer: Optimizer = "adamw",
+                    precision: ResolvedPrecision = "fp32") -> dict[str, int]:
     """A rough training-memory estimate in bytes: weights, gradients and optimizer state in fp32 (autocast
     keeps the master weights in fp32), and the activations the backward pass keeps, 2 bytes each under bf16
     or fp16 autocast. Attention is fused (scaled_dot_product_attention keeps no T×T matrix, only one number

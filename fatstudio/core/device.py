@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from .config import Device, Precision, ResolvedPrecision
+
 OOM_ADVICE = "lower batch_size, l_max or d_e"
 
 
@@ -22,7 +24,7 @@ def mps_available() -> bool:
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
-def resolve_device(name: str) -> torch.device:
+def resolve_device(name: Device) -> torch.device:
     """``"auto"``: CUDA, else MPS, else the CPU. Naming a device that is absent is a ValueError."""
     if name == "auto":
         if torch.cuda.is_available():
@@ -52,7 +54,7 @@ def bf16_native(device: torch.device) -> bool:
                                                                           "_is_amx_tile_supported"))
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
+def resolve_precision(precision: Precision, device: torch.device) -> ResolvedPrecision:
     """The precision a run uses on ``device``: ``"auto"`` is bf16 autocast where the device does bf16
     natively, else fp32 (with TF32 matmuls on CUDA, see `configure_matmul`). On a CPU with AVX-512 BF16 the
     recipe trains 1.5× faster in bf16 (its matrix products run twice as fast; attention stays fp32) at the
@@ -68,13 +70,13 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return precision
 
 
-def configure_matmul(device: torch.device, precision: str) -> None:
+def configure_matmul(device: torch.device, precision: ResolvedPrecision) -> None:
     """fp32 on CUDA multiplies matrices in TF32 (10-bit mantissa, fp32 range): 'high' rather than 'highest'."""
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high" if precision == "fp32" else "highest")
 
 
-def autocast(device: torch.device, precision: str) -> AbstractContextManager[Any]:
+def autocast(device: torch.device, precision: ResolvedPrecision) -> AbstractContextManager[Any]:
     """The autocast context of a resolved precision (fp32: none)."""
     if precision == "fp32":
         return nullcontext()
@@ -179,7 +181,7 @@ class OutOfMemory(ValueError):
     """Memory ran out while setting a run up; the message says where and what to change."""
 
 
-def describe_choice(device: str, precision: str) -> tuple[str, str]:
+def describe_choice(device: Device, precision: Precision) -> tuple[str, str]:
     """The precision training with these settings will use here, and that in words (the Train panel shows
     it); a ValueError if the device or the precision cannot be had."""
     dev = resolve_device(device)

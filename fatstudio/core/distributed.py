@@ -14,12 +14,13 @@ runs a collective.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from .environment import torchrun_world
 
 
 class World:
@@ -30,11 +31,11 @@ class World:
         self._control: Any = None  # the CPU group the per-step agreement runs on
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> World:
-        """The world torchrun describes in the environment, else a world of one."""
-        if "WORLD_SIZE" not in env or "RANK" not in env:
-            return cls()
-        return cls(int(env["RANK"]), int(env["WORLD_SIZE"]), int(env.get("LOCAL_RANK", env["RANK"])))
+    def from_env(cls, env: Mapping[str, str] | None = None) -> World:
+        """The world torchrun describes in the environment, else a world of one; a ValueError naming a variable
+        out of its range (`environment.torchrun_world`)."""
+        world = torchrun_world(env)
+        return cls(*world) if world else cls()
 
     @property
     def is_main(self) -> bool:

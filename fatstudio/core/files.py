@@ -11,7 +11,6 @@ the file and its checksum are renamed into place together and copied together, n
 other, and the file stays a safetensors file that other programs read as any other."""
 from __future__ import annotations
 
-import contextlib
 import csv
 import errno
 import hashlib
@@ -20,10 +19,12 @@ import json
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO
+
+from .environment import CACHE
+from .temporary import made_beside
 
 MB = 1 << 20
 # The most a reader takes of each kind of file (`read_bytes`'s limit), far above what such a file holds: a file past
@@ -35,8 +36,9 @@ ROWS_LIMIT = 1024 * MB  # metrics.jsonl, samples.jsonl: a row a step, ~200 bytes
 
 def cache_folder(name: str) -> Path:
     """A folder of the cache (not made here): ``$FATSTUDIO_CACHE/NAME``, else NAME in the user cache folder."""
-    if os.environ.get("FATSTUDIO_CACHE"):
-        return Path(os.environ["FATSTUDIO_CACHE"]).expanduser() / name
+    folder = CACHE.value()
+    if folder is not None:
+        return folder / name
     import platformdirs
 
     return platformdirs.user_cache_path("fatstudio", appauthor=False) / name
@@ -44,27 +46,21 @@ def cache_folder(name: str) -> Path:
 
 def atomic_write(path: Path, data: bytes | str | Sequence[bytes | memoryview]) -> None:
     """Write ``data`` (text, bytes, or pieces of bytes written one after another) to a temporary file beside
-    ``path``, flush it to disk, then rename it into place. A failed write (a full disk) leaves ``path`` as it was,
+    ``path`` (`temporary.made_beside`: held while written, removed by a later write there if this process dies
+    first), flush it to disk, then rename it into place. A failed write (a full disk) leaves ``path`` as it was,
     removes the temporary file and raises an OSError naming ``path``."""
     path = Path(path)
     pieces = [data.encode("utf-8")] if isinstance(data, str) else [data] if isinstance(data, bytes) else data
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with made_beside(path) as tmp:
+            with open(tmp, "wb") as f:
+                for piece in pieces:
+                    f.write(piece)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
     except OSError as e:
         raise naming(e, path) from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for piece in pieces:
-                f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as e:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(e, OSError):
-            raise naming(e, path) from None
-        raise
 
 
 def csv_text(rows: Iterable[Sequence]) -> str:
@@ -132,6 +128,24 @@ def why_not_written(e: OSError, path: Path) -> str:
     if e.errno == errno.ENOSPC:
         return "the disk is full"
     return e.strerror.lower() if e.strerror else str(e)
+
+
+def cannot_make(path: Path) -> str | None:
+    """Why nothing can be made at ``path`` (a file or a folder to create, or to write into if it is a folder), in
+    words, found before any work: the nearest folder at or above it that exists refuses writes ("permission denied",
+    "read-only file system"), or a file stands in the way; None if it can be made, as far as can be told."""
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                return f"{p} is a file, not a folder"
+            if os.access(p, os.W_OK | os.X_OK):
+                return None
+            try:
+                readonly = bool(os.statvfs(p).f_flag & os.ST_RDONLY)
+            except (AttributeError, OSError):  # no statvfs (Windows)
+                readonly = False
+            return f"{'read-only file system' if readonly else 'permission denied'} ({p})"
+    return None
 
 
 def _kind(mode: int) -> str:

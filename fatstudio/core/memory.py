@@ -6,15 +6,15 @@ GPU's free memory. ``FATSTUDIO_IGNORE_MEMORY=1`` (``--force-memory``, the app's 
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from .config import ModelConfig
+from .config import ModelConfig, Optimizer, ResolvedPrecision
 from .costs import memory_estimate
+from .environment import IGNORE_MEMORY
 from .files import human_bytes
 
-IGNORE_ENV = "FATSTUDIO_IGNORE_MEMORY"
+IGNORE_ENV = IGNORE_MEMORY.name
 OVERRIDE = f"--force-memory or {IGNORE_ENV}=1"
 
 
@@ -62,8 +62,8 @@ def device_available(device: Any) -> int | None:
     return int(torch.cuda.mem_get_info(index if index is not None else torch.cuda.current_device())[0])
 
 
-def needs(model: ModelConfig, batch_size: int, *, training: bool = True, optimizer: str = "adamw",
-          precision: str = "fp32") -> dict[str, int]:
+def needs(model: ModelConfig, batch_size: int, *, training: bool = True, optimizer: Optimizer = "adamw",
+          precision: ResolvedPrecision = "fp32") -> dict[str, int]:
     """The estimate: for training `costs.memory_estimate`; for using a model (prompting, inspecting,
     exporting) its weights and the activations of one sequence, no gradients nor optimizer state."""
     est = memory_estimate(model, batch_size, optimizer, precision)
@@ -74,12 +74,13 @@ def needs(model: ModelConfig, batch_size: int, *, training: bool = True, optimiz
 
 
 def check_fits(model: ModelConfig, batch_size: int = 1, where: Any = "cpu", *, training: bool = True,
-               optimizer: str = "adamw", precision: str = "fp32", what: str = "training this model") -> None:
+               optimizer: Optimizer = "adamw", precision: ResolvedPrecision = "fp32",
+               what: str = "training this model") -> None:
     """Raise `DoesNotFit` if ``model`` at ``batch_size`` (and its ℓ_max) needs more than ``where`` (a device or
     its name) has free, before anything is built. Weights are made in RAM and then moved, so a CUDA device's
     RAM must hold the weights too. Nothing is checked where the memory free cannot be read, or with
     ``FATSTUDIO_IGNORE_MEMORY=1``. Cheap: arithmetic on the config and a file or two read."""
-    if os.environ.get(IGNORE_ENV, "").strip() not in ("", "0"):
+    if IGNORE_MEMORY.value():
         return
     est = needs(model, batch_size, training=training, optimizer=optimizer, precision=precision)
     on_gpu = str(where).startswith("cuda")

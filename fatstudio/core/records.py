@@ -8,9 +8,18 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
+from .config import one_of
 from .files import ROWS_LIMIT, read_bytes
+
+EndStatus = Literal["finished", "stopped", "failed"]  # how a run (or a generation) ends
+RunStatus = Literal["created", "running", EndStatus]  # meta.json's ``status``
+ENDED: tuple[EndStatus, ...] = get_args(EndStatus)
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+AT_WORK: tuple[RunStatus, ...] = ("created", "running")  # written while a process holds the run's lock
+INTERRUPTED: Literal["interrupted"] = "interrupted"  # read, never written: a run AT_WORK whose process is gone
+ShownStatus = Literal[RunStatus, "interrupted"]  # a run's status as read (`RunMeta.status`, `runs.folder.Run.info`)
 
 
 class MetricsRow(TypedDict, total=False):
@@ -143,7 +152,7 @@ def mark_window_ends(rows: list[dict]) -> None:
 def _number(value: Any) -> float | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.copysign(math.inf, value)
+    return float(value) if isinstance(value, float) or abs(value) < 2**1023 else math.inf if value > 0 else -math.inf
 
 
 def _count(value: Any, default: int = 0) -> int:
@@ -163,9 +172,9 @@ class RunMeta:
     data: Mapping[str, Any]
 
     @property
-    def status(self) -> str | None:
+    def status(self) -> ShownStatus | None:
         value = self.data.get("status")
-        return value if isinstance(value, str) else None
+        return value if one_of(value, (*RUN_STATUSES, INTERRUPTED)) else None
 
     @property
     def step(self) -> int:

@@ -1,21 +1,12 @@
 """Where the shipped resources are: a checkout's top-level resources/, an installed wheel's
-fatstudio.resources package, or a frozen bundle's resources folder — found the same way in each; and the
-environment of a child process that imports this copy of fatstudio."""
+fatstudio.resources package, or a frozen bundle's resources folder — found the same way in each; and where this
+copy of fatstudio is (`PACKAGE_ROOT`, what a child process imports: `children.child_env`)."""
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # where ``import fatstudio`` finds this copy
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    """The environment of a child ``python -m fatstudio…``: this one, with this copy of fatstudio importable
-    (wherever the parent found it) and output unbuffered, plus ``extra``."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PACKAGE_ROOT), env.get("PYTHONPATH", "")) if p)
-    return env
 
 
 def resources_dir() -> Path:

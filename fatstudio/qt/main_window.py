@@ -11,7 +11,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QMessageBox, QSplitter, QWidget
 
 from ..core.app.settings import Settings
-from ..core.app.workspace import TrainingState, Workspace
+from ..core.app.workspace import Ending, TrainingState, Workspace
 from ..core.config import RunConfig
 from ..core.runs.presets import load_presets
 from . import state
@@ -47,7 +47,7 @@ class MainWindow(QMainWindow):
     `TrainingState`), ``run_dir``, ``loaded_model``, ``last_status``, ``last_error`` (the last message shown to the
     user), ``validation_error``; ``training`` and ``runs`` (the controls)."""
 
-    trainingFinished = Signal(str)  # the status: "finished" | "stopped" | "failed" | "error"
+    trainingFinished = Signal(str)  # the status: an `Ending` ("finished", "stopped", "failed" or "error")
 
     def __init__(self, parent=None, runs_root: str | Path | None = None):
         super().__init__(parent)
@@ -186,7 +186,7 @@ class MainWindow(QMainWindow):
         self.workspace.list_probes(run_dir)  # a resumed run's earlier steps; none for a new one
         self.refresh_runs()
 
-    def _ended(self, status: str) -> None:
+    def _ended(self, status: Ending) -> None:
         """The training job has ended with ``status``: the run just ended is selected once the runs list is read,
         and its model loaded into the focus."""
         self.trainingFinished.emit(status)

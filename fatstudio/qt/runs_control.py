@@ -137,10 +137,11 @@ class RunsControl(QObject):
             status = (f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
                       f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
         else:
-            self.view.show_progress(step, total, text=str(m.get("status", "")))
-            status = (f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {m.get('status', '?')} "
-                      f"at step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float))
-                                             else "") + ".")
+            shown = run.info.status
+            self.view.show_progress(step, total, text=shown or "")
+            status = (f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {shown or '?'} at "
+                      f"step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float))
+                                          else "") + ".")
         unverified = run.unverified()  # an older run's weights: nothing can tell whether they were damaged
         self.view.show_status(f"{status} {unverified}" if unverified else status)
         self.error.emit(None, False)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -23,7 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fatstudio.core.names import MapName
 from fatstudio.core.records import TRAIN_LOSS, VAL_LOSS
+from fatstudio.core.temporary import scratch_folder
 
 STEPS = 30
 MODEL = {"L": 1, "H": 2, "d_e": 32, "d_mlp": 64, "l_max": 32}
@@ -218,7 +219,7 @@ class _SelfTest:
         a = self._open().attention_panel
         _wait(lambda: a.maps is not None, "the attention maps of the generated text")
         layers = a.layers()
-        heads = sum(a.maps.n_heads(f"{a.kind}/{l}") for l in layers)
+        heads = sum(a.maps.n_heads(MapName(a.kind, l)) for l in layers)
         _check(heads == MODEL["L"] * MODEL["H"], f"expected {MODEL['L'] * MODEL['H']} heads, the maps have {heads}")
         drawn = [item for item in a.headGrid.image_items() if item.image is not None]
         _check(len(drawn) >= heads, f"the head grid drew {len(drawn)} maps of {heads} heads")
@@ -252,7 +253,7 @@ def run(out: Callable[[str], None] = _print) -> int:
     """Run the self-test, printing with ``out``; 0 when everything worked, 1 otherwise."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # before the QApplication is made
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="fatstudio-self-test-") as tmp:
+    with scratch_folder("self-test") as tmp:  # removed by the next one if this process is killed
         folder = Path(tmp)
         with _environment(FATSTUDIO_RUNS=str(folder / "runs"), FATSTUDIO_STATE=str(folder / "state.ini"),
                           TORCHINDUCTOR_CACHE_DIR=str(folder / "torchinductor")), _quiet_offscreen():

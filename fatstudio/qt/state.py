@@ -6,18 +6,19 @@ splitters' positions, the last preset and corpus, and the runs opened or trained
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMainWindow, QSplitter
 
+from ..core.environment import STATE
+
 RECENT_RUNS = 10  # how many run folders are remembered
 
 
 def store() -> QSettings:
-    path = os.environ.get("FATSTUDIO_STATE")
-    return QSettings(path, QSettings.Format.IniFormat) if path else QSettings("fatstudio", "fatstudio")
+    path = STATE.value()
+    return QSettings(str(path), QSettings.Format.IniFormat) if path else QSettings("fatstudio", "fatstudio")
 
 
 def save_window(window: QMainWindow) -> None:

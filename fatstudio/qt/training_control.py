@@ -14,7 +14,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from fatstudio.core import memory
 from fatstudio.core.app.runs import resumption
 from fatstudio.core.app.settings import SECTIONS
-from fatstudio.core.app.workspace import TrainingState, Workspace
+from fatstudio.core.app.workspace import Ending, TrainingState, Workspace
 from fatstudio.core.config import RunConfig
 from fatstudio.core.training.events import (
     Checkpoint,
@@ -321,6 +321,6 @@ class TrainingControl(QObject):
             os.environ[memory.IGNORE_ENV] = "1"
             self.start(*self.refused)
 
-    def _on_ended(self, status: str) -> None:
+    def _on_ended(self, status: Ending) -> None:
         self.plots.flush()
         self.view.show_ended(None if status == "finished" else (status or "ended"))  # finished keeps its text

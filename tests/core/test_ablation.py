@@ -12,6 +12,7 @@ from fatstudio.core.data.corpora import build_dataset, load_corpus
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect.ablation import Ablator, validation_batch
 from fatstudio.core.inspect.components import component, components, replaced
+from fatstudio.core.names import ComponentName
 from fatstudio.core.training import evaluate
 
 
@@ -45,7 +46,7 @@ def test_zero_ablation_equals_the_model_with_the_component_s_weights_zeroed(arch
             assert (ablated - clean).abs().max() > 1e-3, c.name  # the knock-out did something
     kinds = {"gpt": {"self", "mlp"}, "gopher": {"self", "mlp"}, "bert": {"self", "mlp"},
              "edt": {"enc", "enc-mlp", "dec", "cross", "dec-mlp"}}.get(arch, {"self", "mlp"})
-    assert {n.split("/")[0] for n in names} == kinds
+    assert {str(n).split("/")[0] for n in names} == kinds
     L = 2
     assert len(names) == L * (2 + 1) if arch != "edt" else len(names) == 2 * (2 + 1) + 2 * (2 + 2 + 1)
 
@@ -78,7 +79,7 @@ def test_mean_and_resample_put_the_batch_mean_or_the_next_row_in_the_head_s_plac
     val, x, kw = _val(model)
     ablator = Ablator(model, val)
     for name in ("cross/1/1" if arch == "edt" else "self/1/0", "dec/0/1" if arch == "edt" else "self/0/1"):
-        c = component(model, name)
+        c = component(model, ComponentName.parse(name))
         clean = _what_W_o_reads(model, x, kw, c, lambda a: a)
         mean = _what_W_o_reads(model, x, kw, c, ablator.replacement(c, "mean")(slice(None)))
         assert torch.allclose(mean, clean.mean(0, keepdim=True).expand_as(clean), atol=1e-12)
@@ -94,7 +95,7 @@ def test_mean_ablation_of_an_mlp_in_chunks_counts_only_real_positions():
     val.rows["x_pad_mask"][0, 5:] = False  # row 0 is padded after 5 tokens
     ablator = Ablator(model, val)
     ablator.chunks = [slice(0, 2), slice(2, 5)]  # the replacement follows the rows of each chunk
-    c = component(model, "dec-mlp/0")
+    c = component(model, ComponentName.parse("dec-mlp/0"))
     ablator.baseline(record=True)
     out = ablator._outputs[c.name]
     w = val.rows["x_pad_mask"].double()
@@ -134,8 +135,8 @@ def test_the_table_lists_every_component_reports_progress_and_stops_when_cancell
     seen = []
     table = ablator.table("zero", progress=lambda done, total, name: seen.append((done, total, name)))
     names = [c.name for c in components(model)]
-    assert [r.component for r in table.rows] == names == ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1",
-                                                          "mlp/1"]
+    assert [r.component for r in table.rows] == names
+    assert list(map(str, names)) == ["self/0/0", "self/0/1", "mlp/0", "self/1/0", "self/1/1", "mlp/1"]
     assert seen == [(i + 1, len(names), n) for i, n in enumerate(names)] and table.complete
     for r in table.rows:
         assert r.loss == pytest.approx(ablator.ablated([component(model, r.component)]))
@@ -163,24 +164,24 @@ def test_a_component_knocked_out_on_a_text_changes_each_token_s_probability_as_c
     loaded = LoadedModel(model, tok, RunConfig())
     text = "the lazy fox"
     ids = tok.encode(text)
-    got = text_ablation(loaded, "self/1/0", text)
+    got = text_ablation(loaded, ComponentName.parse("self/1/0"), text)
     assert got.tokens == tok.token_strings(ids) and got.before[0] is None and got.after[0] is None
     assert got.before[1:] == pytest.approx(_next_token_probs(model, ids), abs=1e-9)
-    assert got.after[1:] == pytest.approx(_next_token_probs(_zeroed_copy(model, "self/1/0"), ids), abs=1e-9)
+    assert got.after[1:] == pytest.approx(_next_token_probs(_zeroed_copy(model, got.component), ids), abs=1e-9)
     assert max(abs(d) for d in got.delta[1:]) > 1e-3 and got.delta[0] is None
     assert got.csv().splitlines()[0] == "position,token,p_before,p_after,delta_p"
     assert got.csv().splitlines()[2].startswith("1,h,")
 
     data = build_dataset(corpus, tok, "next_token", 12, 0.2, 0.15, 0)
     ablator = Ablator(model, validation_batch(data, "next_token", 4, 2, 0, tok.pad_id))
-    c = component(model, "mlp/0")
+    c = component(model, ComponentName.parse("mlp/0"))
     ablator.baseline(record=True)
-    mean = ablator._outputs["mlp/0"].mean(0)  # (T, d_e): no padding in next-token rows
+    mean = ablator._outputs[c.name].mean(0)  # (T, d_e): no padding in next-token rows
     with replaced({c: lambda a: mean[:a.shape[1]].expand_as(a)}):
         by_hand = _next_token_probs(model, ids)
-    got = text_ablation(loaded, "mlp/0", text, "mean", ablator=ablator)
+    got = text_ablation(loaded, ComponentName.parse("mlp/0"), text, "mean", ablator=ablator)
     assert got.after[1:] == pytest.approx(by_hand, abs=1e-9) and got.kind == "mean"
     with pytest.raises(ValueError, match="zero, mean"):
-        text_ablation(loaded, "mlp/0", text, "resample")
+        text_ablation(loaded, ComponentName.parse("mlp/0"), text, "resample")
     with pytest.raises(ValueError, match="no component"):
-        text_ablation(loaded, "self/5/0", text)
+        text_ablation(loaded, ComponentName.parse("self/5/0"), text)

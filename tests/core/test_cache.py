@@ -7,6 +7,7 @@ import time
 
 import pytest
 import torch
+from held_work import held_by_another_process, left_by_a_killed_process
 from test_inference import tiny
 
 from fatstudio.cli import main
@@ -79,28 +80,32 @@ def test_the_cap_is_read_from_fatstudio_cache_mb(monkeypatch):
     monkeypatch.setenv("FATSTUDIO_CACHE_MB", " 1.5 ")
     assert cache.cache_cap() == 1_500_000
     monkeypatch.setenv("FATSTUDIO_CACHE_MB", "lots")
-    with pytest.raises(ValueError, match="FATSTUDIO_CACHE_MB = 'lots' is not a number of megabytes"):
+    with pytest.raises(ValueError, match="FATSTUDIO_CACHE_MB = 'lots' is not allowed; it must be a number of megabytes"):
         cache.cache_cap()
 
 
-def test_stale_work_folders_of_both_kinds_are_removed_fresh_ones_and_entries_kept():
+def test_work_folders_no_process_holds_are_removed_held_ones_and_entries_kept_whatever_their_age():
+    """A work folder is held by the process making it: one that process left when it was killed goes at the next
+    work folder made, at once; one a live process holds stays, however long it has worked. A folder of an earlier
+    fatstudio's work (not a temporary) goes once untouched for STALE_S."""
     long_ago = time.time() - cache.STALE_S - 10
     kept = [token_entry("t1", 100, long_ago), decode_entry("d1", 100, long_ago)]
-    stale, fresh = [], []
-    for kind in (TOKENS, DECODE):
-        for name, out in ((".dead.x", stale), (".alive.y", fresh)):
-            (kind.root() / name).mkdir()
-            (kind.root() / name / "part").write_bytes(b"1")
-            when = long_ago if out is stale else time.time()
-            os.utime(kind.root() / name / "part", (when, when))
-            out.append(kind.root() / name)
-    legacy = TOKENS.root() / "t0.partial-1-1"  # a token folder without its meta.json, as builds used to leave
-    legacy.mkdir()
-    os.utime(legacy, (long_ago, long_ago))
-    stale.append(legacy)
-    work = cache.work_folder(DECODE, "d2")
-    assert work.parent == DECODE.root() and work.name.startswith(".d2.") and work.is_dir()
-    assert not any(p.exists() for p in stale) and all(p.exists() for p in [*kept, *fresh])
+    abandoned = [left_by_a_killed_process(kind.root() / "dead") for kind in (TOKENS, DECODE)]
+    legacy = [TOKENS.root() / "t0.partial-1-1", DECODE.root() / ".d0.x1y2"]  # as builds used to leave them
+    fresh_legacy = TOKENS.root() / ".t9.z3"
+    for folder in [*legacy, fresh_legacy]:
+        folder.mkdir()
+    for folder in legacy:
+        os.utime(folder, (long_ago, long_ago))
+    with held_by_another_process(TOKENS.root() / "alive") as alive, \
+            held_by_another_process(DECODE.root() / "alive") as alive_too:
+        for folder in (alive, alive_too):
+            os.utime(folder / "part", (long_ago, long_ago))
+        with cache.work_folder(DECODE, "d2") as work:
+            assert work.parent == DECODE.root() and work.name.startswith(".d2.") and work.is_dir()
+            assert not any(p.exists() for p in [*abandoned, *legacy])
+            assert all(p.exists() for p in [*kept, alive, alive_too, fresh_legacy])
+        assert not work.exists()  # not renamed into place: removed
 
 
 def test_loading_a_compiled_step_marks_it_used(monkeypatch):
@@ -132,6 +137,12 @@ def test_a_compile_prunes_the_cache_keeping_what_it_made(monkeypatch):
             for T in LENGTHS:
                 decode_export.package_path(decode_export.Path(self.out), T).write_bytes(b"x" * 300)
             return None, ""
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
 
     monkeypatch.setattr(subprocess, "Popen", Child)
     monkeypatch.setattr(decode_export, "load_steps", lambda *args: {1: "step"})

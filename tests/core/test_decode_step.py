@@ -154,6 +154,12 @@ def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeyp
 
         def communicate(self):
             return None, "Traceback …\nRuntimeError: inductor blew up in the child"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
     monkeypatch.setattr(subprocess, "Popen", Failing)
     decoder = ready(DecodeStep(tiny("gpt")))
     assert not decoder.ready

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fatstudio.core.inference.attention_maps import AttentionMaps
+from fatstudio.core.names import MapName
 from fatstudio.core.training import diagnostics as d
 
 
@@ -118,7 +119,7 @@ def test_unigram_entropy():
 
 
 def _maps(A):
-    return AttentionMaps(tokens=[str(i) for i in range(A.shape[-2])], context_tokens=None, maps={"self/0": A})
+    return AttentionMaps(tokens=[str(i) for i in range(A.shape[-2])], context_tokens=None, maps={MapName("self", 0): A})
 
 
 def _heads(T=8):
@@ -138,8 +139,8 @@ def test_dead_and_uniform_heads():
     previous = np.eye(T, k=-1)
     previous[0, 0] = 1.0
     found = d.dead_heads(_maps(np.stack([causal_uniform, first_token, looking, previous])), step=200)
-    assert [(f.kind, f.warning, f.heads) for f in found] == [("dead_head", True, (("self/0", 1),)),
-                                                             ("uniform_head", False, (("self/0", 0),))]
+    assert [(f.kind, f.warning, f.heads) for f in found] == [("dead_head", True, ((MapName("self", 0), 1),)),
+                                                             ("uniform_head", False, ((MapName("self", 0), 0),))]
     assert found[0].line.startswith("step 200 · head 2 of layer 1 always attends to the same key")
     assert found[1].advice.startswith("head 1 of layer 1 attends uniformly")
     assert d.dead_heads(_maps(looking[None])) == []
@@ -152,14 +153,14 @@ def test_uniform_heads_are_one_line():
     """Heads 1 and 3 of layer 2 and head 4 of layer 3 uniform: one line that names them so, no map names."""
     T = 6
     uniform, _, looking = _heads(T)
-    maps = {f"self/{layer}": np.stack([looking] * 4) for layer in range(3)}
-    for layer, h in (("self/1", 0), ("self/1", 2), ("self/2", 3)):
+    maps = {MapName("self", layer): np.stack([looking] * 4) for layer in range(3)}
+    for layer, h in ((MapName("self", 1), 0), (MapName("self", 1), 2), (MapName("self", 2), 3)):
         maps[layer][h] = uniform
     (found,) = d.dead_heads(AttentionMaps(list("abcdef"), None, maps), step=900)
     assert found.advice.startswith("heads 1 and 3 of layer 2 and head 4 of layer 3 attend uniformly: ")
     assert "self/" not in found.advice
-    edt = {"enc/0": np.full((4, T, T), 1 / T), "dec/0": np.stack([looking] * 4),
-           "cross/1": np.stack([np.full((T, T), 1 / T), *[looking] * 3])}
+    edt = {MapName("enc", 0): np.full((4, T, T), 1 / T), MapName("dec", 0): np.stack([looking] * 4),
+           MapName("cross", 1): np.stack([np.full((T, T), 1 / T), *[looking] * 3])}
     (found,) = d.dead_heads(AttentionMaps(list("abcdef"), list("abcdef"), edt))
     assert found.advice.startswith("all 4 heads of encoder layer 1 and head 1 of cross-attention layer 2 attend")
 

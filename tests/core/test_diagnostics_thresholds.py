@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from fatstudio.core.inference.attention_maps import AttentionMaps
+from fatstudio.core.names import MapName
 from fatstudio.core.training import diagnostics as d
 
 
@@ -187,7 +188,7 @@ def _causal_head(nats: float = 0.0, fraction: float = 0.0, T: int = 8) -> np.nda
 
 def _maps(*heads):
     A = np.stack(heads)
-    return AttentionMaps([str(i) for i in range(A.shape[-2])], None, {"self/0": A})
+    return AttentionMaps([str(i) for i in range(A.shape[-2])], None, {MapName("self", 0): A})
 
 
 def test_a_dead_head_has_every_query_below_dead_entropy_nats():

@@ -11,6 +11,7 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect import head_scores as hs
+from fatstudio.core.names import MapName
 
 CORPUS = ["the quick brown fox jumps over the lazy dog.\n", "hello world, 0123456789"]
 
@@ -27,7 +28,7 @@ def test_previous_token_head_scores_exactly():
     T = 7
     A = np.stack([shift(T, 1), shift(T, 0), np.tile(np.eye(T)[0], (T, 1)), np.tril(np.ones((T, T)))])
     A[3] /= A[3].sum(-1, keepdims=True)  # causal uniform
-    s = hs.text_scores({"self/0": A})["self/0"]
+    s = hs.text_scores({MapName("self", 0): A})[MapName("self", 0)]
     assert s["prev"][0] == 1 and s["diag"][0] == pytest.approx(1 / T) and s["sink"][0] == pytest.approx(2 / T)
     assert s["prev"][1] == 0 and s["diag"][1] == 1 and s["sink"][1] == pytest.approx(1 / T)
     assert s["prev"][2] == pytest.approx(1 / (T - 1)) and s["diag"][2] == pytest.approx(1 / T) and s["sink"][2] == 1
@@ -41,12 +42,12 @@ def test_previous_token_head_scores_exactly():
 def test_only_self_attention_maps_get_scores():
     rng = np.random.default_rng(0)
     sq = rng.random((2, 4, 4))
-    maps = AttentionMaps(list("abcd"), list("vwxyz"), {"enc/0": rng.random((2, 5, 5)), "dec/0": sq,
-                                                       "cross/0": rng.random((2, 4, 5))})
-    assert set(hs.text_scores(maps)) == {"enc/0", "dec/0"}
-    assert hs.text_scores(maps)["dec/0"]["prev"].shape == (2,)
+    maps = AttentionMaps(list("abcd"), list("vwxyz"), {MapName("enc", 0): rng.random((2, 5, 5)), MapName("dec", 0): sq,
+                                                       MapName("cross", 0): rng.random((2, 4, 5))})
+    assert set(hs.text_scores(maps)) == {MapName("enc", 0), MapName("dec", 0)}
+    assert hs.text_scores(maps)[MapName("dec", 0)]["prev"].shape == (2,)
     no_model = hs.map_scores(maps)  # no model: prev, diag, sink only
-    assert no_model.score_names() == ["prev", "diag", "sink"] and no_model.get("dec/0", "induction") is None
+    assert no_model.score_names() == ["prev", "diag", "sink"] and no_model.get(MapName("dec", 0), "induction") is None
 
 
 def induction_map(n: int) -> np.ndarray:
@@ -94,8 +95,8 @@ def test_head_scores_of_a_hand_made_induction_model():
     n = hs.induction_length(16)
     assert out.n == n == 7
     assert out.score_names() == ["prev", "diag", "sink", "induction"]
-    np.testing.assert_array_equal(out.get("self/0", "induction"), [1.0, 0.0])
-    assert out.get("self/0", "prev")[1] == 1.0  # maps=None: prev/diag/sink from the repeated sequence
+    np.testing.assert_array_equal(out.get(MapName("self", 0), "induction"), [1.0, 0.0])
+    assert out.get(MapName("self", 0), "prev")[1] == 1.0  # maps=None: prev/diag/sink from the repeated sequence
     ids = model.seen[0]
     assert len(ids) == 2 * n + 1 and ids[0] == tok.bos_id and ids[1:n + 1] == ids[n + 1:]
     specials = {tok.pad_id, tok.mask_id, tok.bos_id, tok.eos_id}
@@ -105,8 +106,8 @@ def test_head_scores_of_a_hand_made_induction_model():
 
     edt = InductionModel(l_max=16, arch="edt")
     out = hs.head_scores(edt, tok)
-    assert set(out.names()) == {"enc/0", "dec/0"}  # cross-attention gets no scores
-    np.testing.assert_array_equal(out.get("enc/0", "induction"), [1.0, 0.0])
+    assert set(out.names()) == {MapName("enc", 0), MapName("dec", 0)}  # cross-attention gets no scores
+    np.testing.assert_array_equal(out.get(MapName("enc", 0), "induction"), [1.0, 0.0])
 
 
 def test_too_short_a_context_is_an_error_in_words():
@@ -127,7 +128,7 @@ def test_real_tiny_models_give_scores_in_0_1(arch):
     ids = tok.encode("the fox")
     maps = generation.attention_maps_for_ids(model, tok, ids, ids if arch == "edt" else None)
     out = hs.head_scores(model, tok, maps)
-    expected = {n for n in maps.maps if not n.startswith("cross/")}
+    expected = {n for n in maps.maps if n.kind != "cross"}
     assert set(out.names()) == expected and out.n == 5
     for name in expected:
         for score in hs.SCORES:
@@ -141,14 +142,15 @@ def test_real_tiny_models_give_scores_in_0_1(arch):
 def test_scores_round_trip_through_plain_json_and_print_as_a_table():
     import json
 
-    s = hs.HeadScores({"self/0": {"prev": np.array([0.25, np.nan]), "induction": np.array([0.1234567, 1.0])},
-                       "dec/1": {"sink": np.array([0.5, 0.0])}}, n=7, seed=3)
+    s = hs.HeadScores({MapName("self", 0): {"prev": np.array([0.25, np.nan]), "induction": np.array([0.1234567, 1.0])},
+                       MapName("dec", 1): {"sink": np.array([0.5, 0.0])}}, n=7, seed=3)
     d = json.loads(json.dumps(s.to_dict(), allow_nan=False))  # standard JSON: NaN is written null
+    assert list(d["maps"]) == ["self/0", "dec/1"]  # the maps named as the files name them
     back = hs.HeadScores.from_dict(d)
-    assert back.n == 7 and back.seed == 3 and back.names() == ["self/0", "dec/1"]
-    assert back.get("self/0", "induction").tolist() == [0.123457, 1.0]  # 6 decimals
-    assert back.get("self/0", "prev")[0] == 0.25 and np.isnan(back.get("self/0", "prev")[1])
-    assert back.get("dec/1", "sink").tolist() == [0.5, 0.0] and back.get("dec/1", "prev") is None
+    assert back.n == 7 and back.seed == 3 and back.names() == [MapName("self", 0), MapName("dec", 1)]
+    assert back.get(MapName("self", 0), "induction").tolist() == [0.123457, 1.0]  # 6 decimals
+    assert back.get(MapName("self", 0), "prev")[0] == 0.25 and np.isnan(back.get(MapName("self", 0), "prev")[1])
+    assert back.get(MapName("dec", 1), "sink").tolist() == [0.5, 0.0] and back.get(MapName("dec", 1), "prev") is None
     for bad in ({}, {"maps": {"self/0": {"prev": ["x"]}}}, {"maps": [1]}, "text"):
         with pytest.raises(ValueError, match="not head scores"):
             hs.HeadScores.from_dict(bad)

@@ -27,6 +27,7 @@ from fatstudio.core.inference.generation import (
     translate,
 )
 from fatstudio.core.inference.prompting import encode_prompt
+from fatstudio.core.names import MapName
 
 
 class CharTok:
@@ -424,7 +425,7 @@ def test_a_generation_knows_what_the_model_read():
     # the user's text: the window starts where the prompt starts, whatever the output's length
     assert x == (list(gen.prompt.ids) + out)[:L_MAX] and z is None
     maps = gen.attention()
-    assert maps.tokens == TOK.token_strings(x) and maps.maps["self/0"].shape == (2, L_MAX, L_MAX)
+    assert maps.tokens == TOK.token_strings(x) and maps.maps[MapName("self", 0)].shape == (2, L_MAX, L_MAX)
     assert maps.caption == "the prompt (15 tokens) + the first 1 of the 5 generated tokens (l_max = 16)"
     gen = generate(model, TOK, "abcde", tokens=40, temperature=0)
     out = [c.id for c in gen]
@@ -443,7 +444,7 @@ def test_a_generation_knows_what_the_model_read():
     gen = translate(edt, TOK, "abc", max_tokens=4)
     out = [c.id for c in gen]
     assert gen.attention_input() == ([TOK.bos_id] + out, [TOK.bos_id] + TOK.encode("abc") + [TOK.eos_id])
-    assert gen.attention().maps["cross/0"].shape == (2, 5, 5)
+    assert gen.attention().maps[MapName("cross", 0)].shape == (2, 5, 5)
     assert gen.attention().caption == "the source (5 tokens with bos and eos) → <bos> + all 4 output tokens"
     gen = generate(model, TOK, "ab", tokens=100)
     next(gen)
@@ -466,10 +467,10 @@ def test_attention_maps_are_the_model_numbers():
     x = [TOK.bos_id] + TOK.encode("dead beef")
     _, attn = model(torch.tensor([x]), return_attention=True)
     assert am.tokens == TOK.token_strings(x) and am.context_tokens is None
-    assert list(am.maps) == ["self/0", "self/1"]
+    assert list(am.maps) == [MapName("self", 0), MapName("self", 1)]
     for k, A in am.maps.items():
         assert A.shape == (2, len(x), len(x))
-        assert np.array_equal(A, attn[k][0].numpy())
+        assert np.array_equal(A, attn[str(k)][0].numpy())
         assert np.allclose(A.sum(-1), 1, atol=1e-6)
         assert np.allclose(np.triu(A, 1), 0)
         assert am.entropy(k).shape == (2,) and am.mean_over_heads(k).shape == (len(x), len(x))
@@ -481,20 +482,20 @@ def test_attention_maps_edt_and_bert():
     edt = tiny("edt")
     am = attention_maps(edt, TOK, "ab", source="cdef")
     assert am.context_tokens == ["<bos>", "c", "d", "e", "f", "<eos>"] and am.tokens == ["<bos>", "a", "b"]
-    assert am.maps["enc/1"].shape == (2, 6, 6) and am.maps["dec/0"].shape == (2, 3, 3)
-    assert am.maps["cross/1"].shape == (2, 3, 6) and am.key_tokens("cross/1") == am.context_tokens
+    assert am.maps[MapName("enc", 1)].shape == (2, 6, 6) and am.maps[MapName("dec", 0)].shape == (2, 3, 3)
+    assert am.maps[MapName("cross", 1)].shape == (2, 3, 6) and am.key_tokens(MapName("cross", 1)) == am.context_tokens
     with pytest.raises(ValueError, match="source"):
         attention_maps(edt, TOK, "ab")
     am = attention_maps(tiny("bert"), TOK, "a[MASK]b")
-    assert am.tokens == ["<bos>", "a", "<mask>", "b", "<eos>"] and am.maps["self/0"].shape == (2, 5, 5)
+    assert am.tokens == ["<bos>", "a", "<mask>", "b", "<eos>"] and am.maps[MapName("self", 0)].shape == (2, 5, 5)
 
 
 def test_entropy_of_uniform_rows_is_log_t_key():
-    am = AttentionMaps(["a", "b", "c"], None, {"self/0": np.full((2, 3, 5), 0.2, np.float32)})
-    assert np.allclose(am.entropy("self/0"), math.log(5))
+    am = AttentionMaps(["a", "b", "c"], None, {MapName("self", 0): np.full((2, 3, 5), 0.2, np.float32)})
+    assert np.allclose(am.entropy(MapName("self", 0)), math.log(5))
     one_hot = np.zeros((1, 3, 3), np.float32)
     one_hot[0, :, 0] = 1
-    assert np.allclose(AttentionMaps(["a"] * 3, None, {"m": one_hot}).entropy("m"), 0)
+    assert np.allclose(AttentionMaps(["a"] * 3, None, {MapName("self", 0): one_hot}).entropy(MapName("self", 0)), 0)
 
 
 def test_attention_maps_save_and_reload(tmp_path):
@@ -505,9 +506,9 @@ def test_attention_maps_save_and_reload(tmp_path):
         for k in am.maps:
             assert np.allclose(back.maps[k], am.maps[k], atol=1e-6)
     d = json.loads((tmp_path / "a.json").read_text())
-    assert set(d["maps"]) == set(am.maps) and len(d["entropy"]["enc/0"]) == 2
+    assert set(d["maps"]) == set(map(str, am.maps)) and len(d["entropy"]["enc/0"]) == 2
     with np.load(tmp_path / "a.npz") as z:
-        assert np.array_equal(z["cross/0"], am.maps["cross/0"])
+        assert np.array_equal(z["cross/0"], am.maps[MapName("cross", 0)])
     lines = am.save(tmp_path / "a.csv").read_text().splitlines()
     assert lines[0].startswith("map,head,query,key") and len(lines) == 1 + sum(a.size for a in am.maps.values())
     for name in ("a.txt", "a.png"):

@@ -11,6 +11,7 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference.generation import generate
 from fatstudio.core.inspect import head_scores as hs
+from fatstudio.core.names import MapName
 
 TOK = train_tokenizer("char", ["abcdefghijklmnopqrstuvwxyz .,"])
 L_MAX = 16
@@ -98,4 +99,4 @@ def test_head_scores_measure_induction_on_bos_r_r_of_length_n(l_max, n):
     for name, A in attn.items():
         A = A[0].double().numpy()
         want = [np.mean([A[h, p, p - n + 1] for p in range(n + 1, 2 * n + 1)]) for h in range(A.shape[0])]
-        np.testing.assert_allclose(scores.get(name, "induction"), want, rtol=1e-6)
+        np.testing.assert_allclose(scores.get(MapName.parse(name), "induction"), want, rtol=1e-6)

@@ -126,7 +126,7 @@ def _direct_effect(model, x, kw, position, target, name):
         handles.append(model.norm_f.register_forward_pre_hook(lambda _m, _a: (gate["u"] * gate["clean"],)))
     def hold(c):  # the part is an MLP's output without its bias b_mlp2
         gone = torch.zeros(()) if c.is_head or c.module.W_mlp2.bias is None else c.module.W_mlp2.bias
-        return lambda a: gone.expand_as(a) if c.name == name else kept[c.name][0]
+        return lambda a: gone.expand_as(a) if str(c.name) == name else kept[c.name][0]
     held = {c: hold(c) for c in comps}
     with torch.no_grad(), replaced(held):
         ablated = model(x, **kw)[0, position, target]

@@ -9,6 +9,7 @@ from fatstudio import ModelConfig, build_model
 from fatstudio.core.data.corpora import Corpus
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.model import attention, layers
+from fatstudio.core.names import MapName
 from fatstudio.core.paper import fidelity
 from fatstudio.core.paper.paper_check import CHECK_TOKENS, check_against_paper, compare, sample_input
 from fatstudio.core.paper.reference import ReferenceTransformer
@@ -82,7 +83,7 @@ def test_a_wrong_activation_is_caught_where_it_acts(monkeypatch):
     s = sample(model)
     d = check_against_paper(model, s.x).differences
     assert d.probabilities > 1e-6
-    assert d.attention["self/0"] <= TOL and d.attention["self/1"] > 1e-7
+    assert d.attention[MapName("self", 0)] <= TOL and d.attention[MapName("self", 1)] > 1e-7
 
 
 @pytest.mark.parametrize("arch", ["gpt", "bert", "edt"])

@@ -5,6 +5,7 @@ from interventions_helpers import inputs, tiny
 
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inspect.patching import Patcher, patch
+from fatstudio.core.names import MapName
 
 VARIANTS = {  # every architecture, pre- and post-LN
     "gpt": ("gpt", {}), "gopher": ("gopher", {}), "gpt-post-swiglu-gqa-rope": ("gpt-post-swiglu-gqa-rope", {}),
@@ -52,7 +53,7 @@ def test_the_final_residual_at_the_measured_position_restores_the_clean_logits(v
     heads = p.head_outputs()  # row i: head i patched; each head's own row differs from the corrupted run
     for i, c in enumerate(p.heads):
         moved = (heads[i] - p.corrupt_logits[0]).abs().max()
-        if c.stack == "dec" and c.layer == 0:  # an encoder-decoder's first decoder layer: the same prefix in both
+        if c.name.map == MapName("dec", 0):  # an encoder-decoder's first decoder layer: the same prefix in both
             assert moved <= 1e-10
         else:
             assert moved > 1e-6, c.name
@@ -67,15 +68,16 @@ def test_patch_reports_fractions_of_the_logit_difference():
     assert len(r.residual) == L + 1 and all(len(row) == T for row in r.residual)
     assert r.residual[L][T - 1] == pytest.approx(1.0, abs=1e-9)  # the last position's final stream: all of it
     assert r.residual[0][0] == pytest.approx(0.0, abs=1e-9)  # a position both prompts share: nothing
-    assert set(r.heads) == {"self/0", "self/1"} and all(len(v) == 2 for v in r.heads.values())
+    assert set(r.heads) == {MapName("self", 0), MapName("self", 1)} and all(len(v) == 2 for v in r.heads.values())
     assert r.clean_tokens[3] == "a" and r.corrupt_tokens[3] == "x" and r.target != r.foil
     assert r.clean_logit_diff != r.corrupted_logit_diff
     d = r.to_dict()
     assert [row["layer"] for row in d["residual"]] == [0, 1, 2] and d["target"] == r.target
+    assert d["heads"] == {"self/0": r.heads[MapName("self", 0)], "self/1": r.heads[MapName("self", 1)]}
     lines = r.csv().splitlines()
     assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + (L + 1) * T + 2 * 2
     assert lines[4].startswith("resid/0,3,x,") and float(lines[(L + 1) * T].split(",")[-1]) == r.residual[L][T - 1]
-    assert lines[-1] == f"self/1/1,,,{r.heads['self/1'][1]!r}"
+    assert lines[-1] == f"self/1/1,,,{r.heads[MapName('self', 1)][1]!r}"
     forced = patch(model, tok, "abcabcabcab", "abcxyzabcab", target="z")
     assert forced.target == "z"
     with pytest.raises(ValueError, match="same number of tokens"):
@@ -92,7 +94,7 @@ def test_patch_reads_bert_at_its_mask_and_an_encoder_decoder_over_its_sources():
     assert r.position == 4 and r.clean_tokens[4] == r.corrupt_tokens[4] == tok.token_strings([tok.mask_id])[0]
     assert len(r.residual) == 3 and all(len(row) == T for row in r.residual)
     assert r.residual[2][4] == pytest.approx(1.0, abs=1e-9) and r.residual[0][5] == pytest.approx(0.0, abs=1e-9)
-    assert set(r.heads) == {"self/0", "self/1"} and "decoder_residual" not in r.to_dict()
+    assert set(r.heads) == {MapName("self", 0), MapName("self", 1)} and "decoder_residual" not in r.to_dict()
     assert patch(bert, tok, "abcdefgh", "xycdefgh").position == 8  # no mask: the last token, before [eos]
     at = patch(bert, tok, "abc[MASK]efgh", "xyc[MASK]efgh", position=-3)
     assert at.position == 7 and at.residual[2][7] == pytest.approx(1.0, abs=1e-9)
@@ -110,7 +112,7 @@ def test_patch_reads_bert_at_its_mask_and_an_encoder_decoder_over_its_sources():
     assert r.decoder_residual is not None and [len(row) for row in r.decoder_residual] == [4, 4, 4]
     assert r.decoder_residual[2][3] == pytest.approx(1.0, abs=1e-9)  # the final decoder stream where it is read
     assert r.decoder_residual[0] == pytest.approx([0.0] * 4, abs=1e-9)  # the prefix's embedding: the same in both
-    assert set(r.heads) == {"enc/0", "enc/1", "dec/0", "dec/1", "cross/0", "cross/1"}
+    assert set(r.heads) == {MapName(kind, l) for kind in ("enc", "dec", "cross") for l in (0, 1)}
     d = r.to_dict()
     assert [row["layer"] for row in d["decoder_residual"]] == [0, 1, 2] and d["prefix_tokens"] == r.prefix_tokens
     assert patch(edt, tok, "abcdef", "xycdef").prefix_tokens == [tok.token_strings([tok.bos_id])[0]]

@@ -10,6 +10,7 @@ from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.lens import attribute, lens, lens_probs
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
+from fatstudio.core.names import MapName
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import train
 
@@ -38,7 +39,7 @@ def test_the_saved_lens_is_the_lens_of_that_steps_weights(text_file, tmp_path): 
     assert a.row(0) is None and a.row(T - 1) == ATTRIBUTED - 1
     earlier = probes.load_probe_lens(probes.probe_path(run.path, 10))
     assert earlier is not None and not np.allclose(earlier.top_probs, saved.top_probs)  # it changed over training
-    assert set(run.load_probe(25).maps) == {"self/0", "self/1"}  # the lens's arrays are no maps
+    assert set(run.load_probe(25).maps) == {MapName("self", 0), MapName("self", 1)}  # the lens's arrays are no maps
 
 
 @pytest.mark.parametrize("arch,task,corpus", [("bert", "masked_lm", None), ("edt", "seq2seq", "copy"),
@@ -69,9 +70,9 @@ def test_every_architecture_saves_its_lens_and_attribution(arch, task, corpus, t
 
 def test_probe_files_without_a_lens_still_load(tmp_path):
     A = np.tile(np.eye(4, dtype=np.float32), (2, 1, 1))
-    path = probes.save_probe(tmp_path, 5, AttentionMaps(list("abcd"), None, {"self/0": A}))
+    path = probes.save_probe(tmp_path, 5, AttentionMaps(list("abcd"), None, {MapName("self", 0): A}))
     assert probes.load_probe_lens(path) is None
-    assert set(probes.load_probe_file(path).maps) == {"self/0"}
+    assert set(probes.load_probe_file(path).maps) == {MapName("self", 0)}
 
 
 def test_measuring_every_position_of_a_text():
@@ -154,7 +155,7 @@ def test_a_damaged_lens_is_refused_in_one_line_naming_the_file(tmp_path, damage,
     model = build_model(ModelConfig(arch="gpt", vocab_size=tok.vocab_size, l_max=16, L=2, H=2, d_e=16, d_mlp=32))
     saved = measure(model, tok, tok.encode("hello world"), attributed=3)
     A = np.tile(np.eye(11, dtype=np.float32), (2, 1, 1))
-    path = probes.save_probe(tmp_path, 5, AttentionMaps(list("hello world"), None, {"self/0": A}), lens=saved)
+    path = probes.save_probe(tmp_path, 5, AttentionMaps(list("hello world"), None, {MapName("self", 0): A}), lens=saved)
     assert probes.load_probe_lens(path).top_tokens == saved.top_tokens
     damage(path)
     with pytest.raises(ValueError) as e:

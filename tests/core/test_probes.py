@@ -10,6 +10,7 @@ from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.inference.generation import attention_maps_for_ids
 from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.probes import ProbeInput
+from fatstudio.core.names import MapName
 from fatstudio.core.runs.folder import Run
 from fatstudio.core.training import Evaluation, Probe, train
 
@@ -44,11 +45,11 @@ def test_probe_maps_saved_at_every_evaluation_and_equal_to_the_final_models(text
     ids, ctx = probe.encode(loaded.tokenizer, "gpt", "next_token", 16)
     want = attention_maps_for_ids(loaded.model, loaded.tokenizer, ids, ctx)
     got = run.load_probe(25)
-    assert got.tokens == want.tokens and set(got.maps) == {"self/0", "self/1"}
+    assert got.tokens == want.tokens and set(got.maps) == {MapName("self", 0), MapName("self", 1)}
     for name, A in want.maps.items():
         assert got.maps[name].dtype == np.float32 and got.maps[name].shape == A.shape
         np.testing.assert_allclose(got.maps[name], A, atol=1e-3)
-    assert not np.allclose(run.load_probe(10).maps["self/1"], got.maps["self/1"])  # the heads changed
+    assert not np.allclose(run.load_probe(10).maps[MapName("self", 1)], got.maps[MapName("self", 1)])  # the heads changed
     with pytest.raises(probes.MissingProbe, match="saved steps: 10, 20, 25"):
         run.load_probe(15)
 
@@ -78,7 +79,7 @@ def test_default_probe_per_task(arch, task, corpus, kinds, text_file, tmp_path):
     run = Run.open(tmp_path / "run")
     probe = run.probe_input()
     maps = run.load_probe(10)
-    assert {k.split("/")[0] for k in maps.maps} == kinds
+    assert {k.kind for k in maps.maps} == kinds
     if task == "masked_lm":
         assert "[MASK]" in probe.text
     if task == "seq2seq":
@@ -106,7 +107,7 @@ def test_each_evaluation_saves_that_steps_head_scores(text_file, tmp_path):
     for ev in probe_events:
         saved = probes.saved_scores(ev.path)
         assert saved is not None and saved.to_dict() == ev.scores
-        assert saved.score_names() == list(SCORES) and saved.names() == ["self/0", "self/1"]
+        assert saved.score_names() == list(SCORES) and saved.names() == [MapName("self", 0), MapName("self", 1)]
         for name, per in text_scores(probes.load_probe_file(ev.path)).items():  # the file's float16 maps
             for score, v in per.items():
                 np.testing.assert_allclose(saved.get(name, score), v, atol=2e-3)
@@ -119,7 +120,8 @@ def test_each_evaluation_saves_that_steps_head_scores(text_file, tmp_path):
     for name in want.names():
         for score in SCORES:
             np.testing.assert_allclose(final.get(name, score), want.get(name, score), atol=2e-6)
-    assert np.abs(first.get("self/1", "induction") - final.get("self/1", "induction")).max() > 1e-4  # a past model
+    self1 = MapName("self", 1)
+    assert np.abs(first.get(self1, "induction") - final.get(self1, "induction")).max() > 1e-4  # a past model
 
 
 def test_measuring_the_scores_keeps_the_model_training_and_gradient_free():
@@ -140,26 +142,26 @@ def test_probe_files_without_scores_still_load_and_the_history_mixes_them(tmp_pa
     from fatstudio.core.inference.attention_maps import AttentionMaps
     from fatstudio.core.inspect.head_scores import HeadScores
 
-    T = 4
+    T, self0 = 4, MapName("self", 0)
     causal = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
-    maps = AttentionMaps(list("abcd"), None, {"self/0": np.stack([causal, np.eye(T)])})
+    maps = AttentionMaps(list("abcd"), None, {self0: np.stack([causal, np.eye(T)])})
     old = probes.save_probe(tmp_path, 5, maps)  # as written before scores were saved
-    saved = HeadScores({"self/0": {"prev": np.array([0.1, 0.2]), "induction": np.array([0.7, np.nan])}}, n=3)
+    saved = HeadScores({self0: {"prev": np.array([0.1, 0.2]), "induction": np.array([0.7, np.nan])}}, n=3)
     new = probes.save_probe(tmp_path, 10, maps, scores=saved)
     assert probes.saved_scores(old) is None and probes.load_probe_file(old).tokens == list("abcd")
     from_maps = probes.probe_scores(old)  # what the maps give: no induction
     assert from_maps.score_names() == ["prev", "diag", "sink"]
-    np.testing.assert_allclose(from_maps.get("self/0", "diag"), [np.mean(1 / np.arange(1, T + 1)), 1.0], atol=1e-3)
+    np.testing.assert_allclose(from_maps.get(self0, "diag"), [np.mean(1 / np.arange(1, T + 1)), 1.0], atol=1e-3)
     got = probes.probe_scores(new)
-    assert got.n == 3 and got.get("self/0", "prev").tolist() == [0.1, 0.2] and got.get("self/0", "diag") is None
-    assert got.get("self/0", "induction")[0] == 0.7 and np.isnan(got.get("self/0", "induction")[1])
+    assert got.n == 3 and got.get(self0, "prev").tolist() == [0.1, 0.2] and got.get(self0, "diag") is None
+    assert got.get(self0, "induction")[0] == 0.7 and np.isnan(got.get(self0, "induction")[1])
     history = probes.score_history(tmp_path)
     assert list(history) == [5, 10] and probes.score_history(probes.list_probes(tmp_path)).keys() == history.keys()
-    steps, values = probes.score_series(history, "self/0", "induction")
+    steps, values = probes.score_series(history, self0, "induction")
     assert steps.tolist() == [10] and values.shape == (1, 2)
-    steps, values = probes.score_series(history, "self/0", "prev")
+    steps, values = probes.score_series(history, self0, "prev")
     assert steps.tolist() == [5, 10] and values[1].tolist() == [0.1, 0.2]
-    assert probes.score_series(history, "self/9", "prev")[0].size == 0
+    assert probes.score_series(history, MapName("self", 9), "prev")[0].size == 0
     # an unreadable file is left out of the history; unreadable scores are an error in words
     (tmp_path / probes.PROBES / "step-00000020.safetensors").write_bytes(b"not a probe file")
     bad = tmp_path / probes.PROBES / "step-00000030.safetensors"

@@ -9,6 +9,7 @@ import torch
 
 from fatstudio import ModelConfig, build_model
 from fatstudio.core.model.hooks import point_names
+from fatstudio.core.names import MapName
 from fatstudio.core.paper.pseudocode import OUTPUTS, Tap, pseudocode, tensor_stats, trace
 
 BASE = dict(vocab_size=30, l_max=16, L=2, L_enc=2, L_dec=3, H=4, d_e=16, d_mlp=24)
@@ -110,7 +111,7 @@ def test_trace_captures_what_the_model_computes(arch, kw):
         ret = next(line for line in code.lines if line.text.startswith("return P = softmax(W_u X"))
         np.testing.assert_allclose(tr.tensors[ret.tap], logits[0].double().softmax(-1).numpy(), atol=1e-6)
         for name, a in attn.items():
-            np.testing.assert_allclose(tr.attention[name], a[0].double().numpy(), atol=1e-6)
+            np.testing.assert_allclose(tr.attention[MapName.parse(name)], a[0].double().numpy(), atol=1e-6)
         first, prefix = ("enc", "enc-") if arch == "edt" else ("self", "")
         emb = model.embed(xt)[0] if arch != "edt" else model.embed(torch.tensor([z]))[0]
         # the normed e_t (BERT's embedding norm: the first layer's input), else e_t

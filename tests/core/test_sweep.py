@@ -115,11 +115,11 @@ def test_a_seconds_budget_becomes_the_steps_that_fit_and_a_stopped_sweep_runs_no
     from fatstudio.core.training.sweep import _steps_in, run_sweep
 
     c = tiny_config(text_file, steps=10_000, sample_tokens=0)
-    plan = Plan(c, [parse_vary(c, "model.d_e=16,0")], seeds=2, budget_seconds=3.0)
+    plan = Plan(c, [parse_vary(c, f"data.corpus={text_file},{tmp_path / 'gone.txt'}")], seeds=2, budget_seconds=3.0)
     steps, error = _steps_in(plan, plan.variants()[0], 3.0)
     assert error is None and 1 <= steps < 10_000  # a tiny model's step takes milliseconds, not 0.3 ms
     steps, error = _steps_in(plan, plan.variants()[1], 3.0)
-    assert steps is None and "cannot time the variant" in error and "d_e" in error
+    assert steps is None and "cannot time the variant" in error and "gone.txt" in error
     stop = threading.Event()
     stop.set()
     seen = []

@@ -16,6 +16,7 @@ from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference import generation
 from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.inference.prompting import display_token
+from fatstudio.core.names import MapName
 from fatstudio.core.paper.reference import ReferenceTransformer
 from fatstudio.qt.panels.attention.panel import MEAN, AttentionPanel
 from fatstudio.qt.panels.prompt import PromptPanel
@@ -73,17 +74,17 @@ def test_drawn_numbers_are_the_reference(qtbot, panel, arch):
     z = [ids_of[t] for t in maps.context_tokens] if maps.context_tokens else None
     ref = ReferenceTransformer(loaded.model.config, loaded.model.state_dict())
     _, A_ref = ref.forward(x, z)
-    assert set(A_ref) == set(maps.maps)
+    assert set(A_ref) == set(map(str, maps.maps))
     worst = 0.0
-    for name, heads in A_ref.items():
-        kind, layer = name.split("/")
-        panel.set_view(kind=kind, layer=int(layer))
+    for key, heads in A_ref.items():
+        name = MapName.parse(key)
+        panel.set_view(kind=name.kind, layer=name.layer)
         for h, a in enumerate(heads):
             panel.set_view(head=h)
             drawn = panel.attentionView.image.image  # the ImageItem's array
             assert drawn.shape == tuple(a.shape)
             worst = max(worst, float(np.abs(drawn - a.numpy()).max()))
-            r = panel.layers().index(int(layer))
+            r = panel.layers().index(name.layer)
             thumb = panel.headGrid.matrices[r][h]
             assert np.array_equal(panel.headGrid.images[r][h].image, thumb)  # short: drawn as is, not pooled
             worst = max(worst, float(np.abs(thumb - a.numpy()).max()))
@@ -102,20 +103,20 @@ def test_switch_layer_and_head(qtbot, panel):
     assert panel.headCombo.itemText(3).startswith("mean  (H = ")  # as the grid names its column
     panel.layerCombo.setCurrentIndex(1)
     panel.headCombo.setCurrentIndex(2)
-    assert panel.current_name() == "self/1" and panel.head == 2
-    assert panel.attentionView.image.image is maps.maps["self/1"][2] or \
-        np.array_equal(panel.attentionView.image.image, maps.maps["self/1"][2])
-    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps["self/1"][2])
+    assert panel.current_name() == MapName("self", 1) and panel.head == 2
+    assert panel.attentionView.image.image is maps.maps[MapName("self", 1)][2] or \
+        np.array_equal(panel.attentionView.image.image, maps.maps[MapName("self", 1)][2])
+    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps[MapName("self", 1)][2])
     panel.headCombo.setCurrentIndex(3)
-    np.testing.assert_allclose(panel.attentionView.matrix, maps.maps["self/1"].mean(0), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(panel.attentionView.matrix, maps.maps[MapName("self", 1)].mean(0), rtol=0, atol=1e-12)
     # clicking a thumbnail of the grid shows that head
     panel.headGrid.headClicked.emit(0, 1)
     assert (panel.layer, panel.head) == (0, 1)
     assert panel.layerCombo.currentIndex() == 0 and panel.headCombo.currentIndex() == 1
-    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps["self/0"][1])
+    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps[MapName("self", 0)][1])
     # the axes carry the tokens, the grid titles the entropy
     assert panel.attentionView.key_axis.labels == ["t", "h", "e", "␣", "q", "u", "i", "c", "k", "␣", "f", "o", "x"]
-    ent = maps.entropy("self/0")
+    ent = maps.entropy(MapName("self", 0))
     assert panel.headGrid.titles[0][1].text == f"h2 · {ent[1]:.2f}"
 
 
@@ -141,7 +142,7 @@ def one_sharp_head(sharp, L=2, H=3, T=6):
 
     A = np.full((L, H, T, T), 1.0 / T)
     A[sharp] = np.eye(T, k=-1) + np.eye(T, k=T - 1)
-    return AttentionMaps(["<bos>", *"abcd", "<eos>"][:T], None, {f"self/{l}": A[l] for l in range(L)})
+    return AttentionMaps(["<bos>", *"abcd", "<eos>"][:T], None, {MapName("self", l): A[l] for l in range(L)})
 
 
 def test_new_maps_open_on_the_most_informative_head_until_the_user_chooses_one(panel, tmp_path):
@@ -199,7 +200,7 @@ def test_click_query_lays_row_over_text(qtbot, panel):
     strip = panel.tokenStrip
     qtbot.mouseClick(strip.viewport(), Qt.MouseButton.LeftButton, pos=strip.token_rect_center(4))
     assert panel.query == 4
-    row = maps.maps["self/0"][0][4]
+    row = maps.maps[MapName("self", 0)][0][4]
     alphas = [strip.color(j).alphaF() for j in range(len(row))]
     assert np.argmax(alphas) == np.argmax(row)
     caption = panel.strips.stripCaption.text()
@@ -235,7 +236,7 @@ def test_encoder_decoder_kinds(qtbot, panel):
     assert panel.attentionView.key_tokens[0] == "<bos>" and panel.attentionView.key_tokens[-1] == "<eos>"
     assert panel.queryStrip.isVisibleTo(panel) and panel.tokenStrip.token_count() == 13
     panel.set_view(kind="enc", layer=1, head=2)
-    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps["enc/1"][2])
+    np.testing.assert_array_equal(panel.attentionView.matrix, maps.maps[MapName("enc", 1)][2])
 
 
 def test_export_png_and_csv(qtbot, panel, tmp_path):
@@ -247,7 +248,7 @@ def test_export_png_and_csv(qtbot, panel, tmp_path):
     assert panel.export_png(tmp_path / "grid.png", what="grid").stat().st_size > 0
     out = panel.export_csv(tmp_path / "view.csv")
     rows = list(csv.reader(out.open(encoding="utf-8")))
-    A = maps.maps["self/1"][0]
+    A = maps.maps[MapName("self", 1)][0]
     assert rows[0] == ["query \\ key"] + ["t", "h", "e", "␣", "q", "u", "i", "c", "k", "␣", "f", "o", "x"]
     assert [r[0] for r in rows[1:]] == rows[0][1:]
     np.testing.assert_array_equal(np.array([[float(v) for v in r[1:]] for r in rows[1:]]), A)
@@ -278,11 +279,12 @@ def test_exports_are_the_cores(panel, tmp_path):
     from PySide6.QtGui import QImage
     view = QImage(str(panel.export_png(tmp_path / "v.png")))
     assert (view.width(), view.height()) == (panel.attentionView.width(), panel.attentionView.height())
-    assert panel.export_csv(tmp_path / "v.csv").read_bytes().decode() == maps.head_csv("self/1", MEAN)
+    assert panel.export_csv(tmp_path / "v.csv").read_bytes().decode() == maps.head_csv(MapName("self", 1), MEAN)
     from fatstudio.qt.widgets.attention_png import save_attention_png
 
     grid = panel.export_png(tmp_path / "g.png", what="grid").read_bytes()  # labelled, as the CLI draws it
-    assert grid == save_attention_png(maps, tmp_path / "cli.png", ["self/0", "self/1"], with_mean=True).read_bytes()
+    names = [MapName("self", 0), MapName("self", 1)]
+    assert grid == save_attention_png(maps, tmp_path / "cli.png", names, with_mean=True).read_bytes()
     with pytest.raises(ValueError, match="'view' or 'grid'"):
         panel.export_png(tmp_path / "p.png", what="panel")
 
@@ -307,7 +309,7 @@ def test_entropy_table_shows_head_scores_sortable(qtbot, panel):
     rows = panel.score_table()
     assert [r["head"] for r in rows[:4]] == ["1", "2", "3", "mean"]
     for r in rows:
-        name = f"self/{int(r['layer']) - 1}"  # the table counts layers from 1
+        name = MapName("self", int(r['layer']) - 1)  # the table counts layers from 1
         for score in SCORES:
             v = expected.get(name, score)
             want = v.mean() if r["head"] == "mean" else v[int(r["head"]) - 1]
@@ -368,11 +370,11 @@ def test_probe_slider_follows_a_training_run_and_scrubs(qtbot, panel, probe_run)
     run = Run.open(run_dir)
     panel.set_view(layer=1, head=0)
     last = panel.current_matrix().copy()
-    np.testing.assert_array_equal(last, run.load_probe(30).maps["self/1"][0])
+    np.testing.assert_array_equal(last, run.load_probe(30).maps[MapName("self", 1)][0])
     slider.setValue(0)  # scrub back to the first evaluation: grid and large map follow
     assert panel.probe_step == 10 and "step 10" in panel.probeStepLabel.text()
     first = panel.current_matrix()
-    np.testing.assert_array_equal(first, run.load_probe(10).maps["self/1"][0])
+    np.testing.assert_array_equal(first, run.load_probe(10).maps[MapName("self", 1)][0])
     assert not np.allclose(first, last)
     assert panel.headGrid.image_items() and panel.layer == 1 and panel.head == 0  # the view is kept
     panel.probeTimer.setInterval(10)
@@ -444,7 +446,7 @@ def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_sli
     for score in ("induction", "prev"):
         combo.setCurrentIndex(combo.findData(score))
         for layer in (0, 1):
-            steps, values = score_series(history, f"self/{layer}", score)
+            steps, values = score_series(history, MapName("self", layer), score)
             for h in (0, 1):
                 x, y = panel.score_curves()[f"L{layer + 1} H{h + 1}"]
                 assert x.tolist() == steps.tolist() == [10, 20, 30]
@@ -456,7 +458,8 @@ def test_head_scores_plot_grows_with_probe_events_and_its_marker_follows_the_sli
     panel.probeSlider.setValue(1)
     assert panel.score_marker_step() == 20
     panel.set_view(layer=1, head=1)  # the head shown large is drawn bold
-    widths = {label: panel.scoreHistory._score_curves[(f"self/{int(label[1]) - 1}", int(label[-1]) - 1)].opts["pen"].widthF()
+    curves = panel.scoreHistory._score_curves
+    widths = {label: curves[MapName("self", int(label[1]) - 1), int(label[-1]) - 1].opts["pen"].widthF()
               for label in panel.score_curves()}
     assert widths["L2 H2"] > widths["L2 H1"] == widths["L1 H2"]
     panel.set_probes({})
@@ -481,7 +484,7 @@ def test_grid_scores_are_each_probe_steps_saved_scores(qtbot, panel, probe_run):
         rows = [r for r in panel.score_table() if r["head"] != "mean"]
         for r in rows:
             for score in ("prev", "induction"):
-                want = saved.get(f"self/{int(r['layer']) - 1}", score)[int(r["head"]) - 1]
+                want = saved.get(MapName("self", int(r['layer']) - 1), score)[int(r["head"]) - 1]
                 assert r[score] == f"{want:.2f}"
         tables[step] = {(r["layer"], r["head"]): float(r["induction"]) for r in rows}
     assert tables[10] != tables[30]  # the scores change with the slider
@@ -497,7 +500,7 @@ def test_an_older_runs_probe_files_without_scores(qtbot, panel, tmp_path):
     rng = np.random.default_rng(0)
     for step in (10, 20):
         A = np.tril(rng.random((2, 5, 5)))
-        save_probe(tmp_path, step, AttentionMaps(list("abcde"), None, {"self/0": A / A.sum(-1, keepdims=True)}))
+        save_probe(tmp_path, step, AttentionMaps(list("abcde"), None, {MapName("self", 0): A / A.sum(-1, keepdims=True)}))
     panel.set_probes(list_probes(tmp_path))
     assert panel.headScoreCombo.currentData() != "induction"  # opens on a score the files have
     assert sorted(panel.score_curves()) == ["L1 H1", "L1 H2"]
@@ -530,8 +533,8 @@ def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_r
     looking /= looking.sum(-1, keepdims=True)
     dead = np.zeros((T, T))
     dead[:, 0] = 1.0
-    maps = AttentionMaps(list("abcdef"), None, {"self/0": np.stack([looking, looking]),
-                                                "self/1": np.stack([looking, dead])})
+    maps = AttentionMaps(list("abcdef"), None, {MapName("self", 0): np.stack([looking, looking]),
+                                                MapName("self", 1): np.stack([looking, dead])})
     save_probe(run_dir, 40, maps)
     w = MainWindow(runs_root=tmp_path)
     qtbot.addWidget(w)
@@ -548,7 +551,7 @@ def test_diagnostics_list_the_dead_heads_of_the_latest_probe_step(qtbot, probe_r
     assert dead == []
     w.workspace.take(Probe(50, str(save_probe(run_dir, 50, maps)), None, tuple(head_findings(maps, 50))))
     qtbot.waitUntil(lambda: any(line.startswith("step 50 · head 2 of layer 2") for line in lines()), timeout=5000)
-    healthy = AttentionMaps(maps.tokens, None, {"self/0": maps.maps["self/0"]})
+    healthy = AttentionMaps(maps.tokens, None, {MapName("self", 0): maps.maps[MapName("self", 0)]})
     w.workspace.take(Probe(60, str(save_probe(run_dir, 60, healthy)), None, tuple(head_findings(healthy, 60))))
     qtbot.waitUntil(lambda: not any("head" in line.split(":")[0] for line in lines()), timeout=5000)
 
@@ -707,7 +710,7 @@ def _probe_files(tmp_path, prev_by_step: dict[int, float]):
         for i in range(1, T):
             A[0, i, i - 1], A[0, i, :i - 1], A[0, i, i] = prev, 0, 1 - prev  # head 1: prev-token as it trains
             A[1, i, : i + 1] = 1 / (i + 1)  # head 2: uniform, flat
-        save_probe(tmp_path, step, AttentionMaps(list("abcdef"), None, {"self/0": A}))
+        save_probe(tmp_path, step, AttentionMaps(list("abcdef"), None, {MapName("self", 0): A}))
     return list_probes(tmp_path)
 
 
@@ -744,7 +747,7 @@ def test_head_scores_plot_opens_on_the_score_that_rises_not_one_that_only_falls(
         for i in range(1, T):
             A[0, i, i - 1], A[0, i, i] = prev, 1 - prev
             A[1, i, 0], A[1, i, 1:i + 1] = sink, (1 - sink) / i
-        save_probe(tmp_path, step, AttentionMaps(list("abcdef"), None, {"self/0": A}))
+        save_probe(tmp_path, step, AttentionMaps(list("abcdef"), None, {MapName("self", 0): A}))
     panel.show()
     qtbot.waitExposed(panel)
     panel.set_probes(list_probes(tmp_path))

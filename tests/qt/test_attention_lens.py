@@ -15,6 +15,7 @@ from fatstudio.core.config import DataConfig, TrainConfig
 from fatstudio.core.inference import generation
 from fatstudio.core.inspect.probe_lens import ATTRIBUTED, measure
 from fatstudio.core.inspect.probes import list_probes, load_probe_lens
+from fatstudio.core.names import MapName
 from fatstudio.qt.panels.attention.lens import NO_LENS, TEXT_ATTRIBUTED
 from fatstudio.qt.panels.attention.panel import AttentionPanel
 from fatstudio.qt.widgets.attribution_bars import part_label
@@ -87,7 +88,7 @@ def test_a_run_without_a_saved_lens_says_so(qtbot, panel, tmp_path):
     from fatstudio.core.inspect.probes import save_probe
 
     A = np.tile(np.eye(5, dtype=np.float32), (2, 1, 1))
-    save_probe(tmp_path, 10, AttentionMaps(list("abcde"), None, {"self/0": A}))
+    save_probe(tmp_path, 10, AttentionMaps(list("abcde"), None, {MapName("self", 0): A}))
     panel.set_probes(list_probes(tmp_path))
     assert panel.lensView.lens is None and panel.lensView.captionLabel.text().endswith(html.escape(NO_LENS))
     assert not panel.lensView.exportCsvButton.isEnabled()

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QListWidget
 
 from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect.probes import save_probe
+from fatstudio.core.names import MapName
 from fatstudio.core.training import Evaluation, Probe
 from fatstudio.core.training.diagnostics import head_findings
 
@@ -31,7 +32,7 @@ def uniform_maps(T=6) -> AttentionMaps:
     looking = np.eye(T, k=-1)
     looking[0, 0] = 1.0
     second = np.stack([uniform, looking, uniform, looking])
-    return AttentionMaps(list("abcdef"), None, {"self/0": np.stack([uniform] * 4), "self/1": second})
+    return AttentionMaps(list("abcdef"), None, {MapName("self", 0): np.stack([uniform] * 4), MapName("self", 1): second})
 
 
 def test_warnings_notes_and_the_all_clear(qtbot, window):
@@ -89,7 +90,7 @@ def test_an_opened_runs_latest_probe_is_read_in_a_worker(qtbot, window, monkeypa
     monkeypatch.setattr(diagnostics, "latest_head_findings", spy)
     dead = np.zeros((6, 6))
     dead[:, 0] = 1.0
-    save_probe(tmp_path, 40, AttentionMaps(list("abcdef"), None, {"self/0": dead[None]}))
+    save_probe(tmp_path, 40, AttentionMaps(list("abcdef"), None, {MapName("self", 0): dead[None]}))
     w = window
     w.workspace.show_rows(falling_rows(100), {})
     w.workspace.list_probes(str(tmp_path))

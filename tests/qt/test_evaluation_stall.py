@@ -6,6 +6,7 @@ import numpy as np
 
 from fatstudio.core.inference.attention_maps import AttentionMaps
 from fatstudio.core.inspect.probes import save_probe
+from fatstudio.core.names import MapName
 from fatstudio.core.training import Probe
 
 
@@ -19,7 +20,7 @@ def test_probes_wait_for_the_attention_tab_and_go_at_once(qtbot, window, tmp_pat
     w.workspace.list_probes(str(tmp_path))  # the run that trains: no probes yet
     calls.clear()
     T = 5
-    maps = AttentionMaps(list("abcde"), None, {"self/0": np.tile(np.eye(T), (2, 1, 1))})
+    maps = AttentionMaps(list("abcde"), None, {MapName("self", 0): np.tile(np.eye(T), (2, 1, 1))})
     for step in (100, 200, 300):
         w.workspace.take(Probe(step, str(save_probe(tmp_path, step, maps)), None, ()))
     assert calls == []  # hidden: nothing drawn at the evaluations

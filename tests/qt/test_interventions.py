@@ -14,6 +14,7 @@ from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfi
 from fatstudio.core.inference import generation
 from fatstudio.core.inspect import probes
 from fatstudio.core.inspect.ablation import knockout_table, text_ablation
+from fatstudio.core.names import ComponentName, MapName
 from fatstudio.core.runs.folder import Run, load_at_step
 from fatstudio.qt.panels.attention.head_ablation import HeadAblationView
 from fatstudio.qt.panels.attention.panel import AttentionPanel
@@ -60,15 +61,15 @@ def test_the_knockout_table_fills_with_every_component_sorted_by_delta_and_expor
     assert view.running and not view.runButton.isEnabled() and view.cancelButton.isEnabled()
     qtbot.waitUntil(lambda: not view.running, timeout=LONG)
     expected = knockout_table(panel.loaded, "mean")
-    assert sorted(r.component for r in view.rows) == sorted(NAMES) and view.complete
+    assert sorted(str(r.component) for r in view.rows) == sorted(NAMES) and view.complete
     assert view.baseline == pytest.approx(expected.baseline_loss)
-    by_name = {r.component: r for r in expected.rows}
+    by_name = {str(r.component): r for r in expected.rows}
     t = panel.ablationTable
     assert t.rowCount() == len(NAMES)
     deltas = [float(t.item(i, 2).text()) for i in range(t.rowCount())]
     assert deltas == sorted(deltas, reverse=True)  # the largest rise first
     for i in range(t.rowCount()):
-        name = t.item(i, 0).data(Qt.ItemDataRole.UserRole)
+        name = str(t.item(i, 0).data(Qt.ItemDataRole.UserRole))
         assert float(t.item(i, 2).text()) == pytest.approx(by_name[name].delta_loss, abs=1e-4)
     top = t.item(0, 2).background().color()
     assert top.alphaF() > 0.5 and (top.red() > top.blue()) == (deltas[0] > 0)  # coloured by Δ
@@ -128,7 +129,7 @@ def test_the_weights_follow_the_probe_slider_and_the_head_ablation_uses_them(qtb
     menu.actions()[0].trigger()
     qtbot.waitUntil(lambda: panel.headAblationView.result is not None, timeout=LONG)
     text = "".join(t for t in panel.maps.tokens if not t.startswith("["))
-    expected = text_ablation(load_at_step(run, 10), "self/1/0", text)
+    expected = text_ablation(load_at_step(run, 10), ComponentName.parse("self/1/0"), text)
     assert panel.headAblationView.result.after == pytest.approx(expected.after)
     assert "weights of step 10" in panel.headAblationView.summary.text()
     view.followCheck.setChecked(False)
@@ -145,7 +146,7 @@ def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_pro
     view = panel.headAblationView
     assert panel.browser.viewTabs.currentWidget() is view
     qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
-    expected = text_ablation(panel.loaded, "self/1/0", "the lazy fox")
+    expected = text_ablation(panel.loaded, ComponentName.parse("self/1/0"), "the lazy fox")
     assert view.result.after == pytest.approx(expected.after) and view.result.before == pytest.approx(expected.before)
     assert view.table.rowCount() == len(expected.tokens) == view.text.token_count()
     assert view.table.item(1, 4).text() == f"{expected.delta[1]:+.4f}" and view.table.item(0, 4).text() == ""
@@ -177,7 +178,7 @@ def test_patching_shows_the_map_and_says_what_is_wrong_inline(qtbot, panel, tmp_
     # the last stream at the last position: all of the clean difference, within float32 rounding of the logits
     assert abs(view.map.matrix[2, 11] - 1.0) * abs(r.clean_logit_diff - r.corrupted_logit_diff) < 1e-4
     assert view.heads.rowCount() == 2 and view.heads.columnCount() == 2
-    assert view.heads.item(1, 1).text() == f"{r.heads['self/1'][1]:.2f}"
+    assert view.heads.item(1, 1).text() == f"{r.heads[MapName('self', 1)][1]:.2f}"
     assert "clean" in view.message.text() and "corrupted" in view.message.text() and "logit(" in view.message.text()
     lines = view.export_csv(tmp_path / "p.csv").read_text(encoding="utf-8").splitlines()
     assert lines[0] == "patched,position,token,restored" and len(lines) == 1 + 3 * 12 + 4
@@ -264,7 +265,7 @@ def test_patching_an_encoder_decoder_patches_the_sources_and_shows_the_decoder_s
     assert abs(view.map.matrix[-1, -1] - 1.0) * abs(r.clean_logit_diff - r.corrupted_logit_diff) < 1e-4
     labels = [view.heads.verticalHeaderItem(i).text() for i in range(view.heads.rowCount())]
     assert labels == ["encoder layer 1", "decoder layer 1", "cross-attention layer 1"]
-    assert view.heads.item(2, 1).text() == f"{want.heads['cross/0'][1]:.2f}"
+    assert view.heads.item(2, 1).text() == f"{want.heads[MapName('cross', 0)][1]:.2f}"
     assert "of the decoder" in view.message.text()
 
 
@@ -272,7 +273,8 @@ def test_rows_measured_in_the_worker_reach_the_table_at_each_drain(panel):
     from fatstudio.core.inspect.ablation import KnockoutRow
 
     view = panel.ablationView
-    view._sink.extend([KnockoutRow("self/0/0", 2.0, 0.5), KnockoutRow("mlp/0", 1.4, -0.1)])
+    view._sink.extend([KnockoutRow(ComponentName.parse("self/0/0"), 2.0, 0.5),
+                       KnockoutRow(ComponentName.parse("mlp/0"), 1.4, -0.1)])
     view._drain()  # what the timer does every DRAIN_MS while the worker runs
     assert view.baseline == pytest.approx(1.5) and panel.ablationTable.rowCount() == 2
     assert panel.ablationTable.item(1, 2).text() == "-0.1000"  # sorted by Δ
@@ -297,7 +299,8 @@ def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot, w
 
     view = HeadAblationView(workspace)
     qtbot.addWidget(view)
-    view._on_result(TextAblation("self/0/1", "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35]))
+    view._on_result(TextAblation(ComponentName.parse("self/0/1"), "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4],
+                                 [None, 0.1, 0.35]))
     assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag
 
 

@@ -23,6 +23,7 @@ from fatstudio.core.config import DataConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference import generation
 from fatstudio.core.inference.loaded import LoadedModel
+from fatstudio.core.names import MapName
 from fatstudio.core.paper import fidelity
 from fatstudio.core.paper.pseudocode import tensor_stats
 from fatstudio.qt.binding import Settings
@@ -179,7 +180,7 @@ def test_a_head_highlights_the_line_that_made_it(qtbot, make_panel, arch, kind, 
     panel = make_panel(arch)
     chosen = []
     panel.fieldsChosen.connect(chosen.append)
-    panel.show_head(kind, 1, 2)
+    panel.show_head(MapName(kind, 1), 2)
     line = panel.selected_line()
     assert line.attention == kind and line.number == number and "MHAttention" in line.text
     title = html.unescape(panel.lineTitle.text())
@@ -190,7 +191,7 @@ def test_a_head_highlights_the_line_that_made_it(qtbot, make_panel, arch, kind, 
     assert sel[0].cursor.blockNumber() == panel.line
     run_forward(qtbot, panel)  # then the head's own weights are shown
     assert f"softmax(S/√d_attn) of {words} · head 3" in panel.tensorLabel.text()
-    A = panel.trace.attention[f"{kind}/1"][2]
+    A = panel.trace.attention[MapName(kind, 1)][2]
     assert f"shape {A.shape}" in panel.tensorLabel.text() and np.allclose(A.sum(-1), 1)
 
 

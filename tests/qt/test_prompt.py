@@ -15,6 +15,7 @@ from fatstudio.core.inference import generation, scoring
 from fatstudio.core.inference.decode_step import DecodeStep, decode_step_of
 from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.inference.prompting import display_token
+from fatstudio.core.names import MapName
 from fatstudio.qt.panels import prompt as prompt_module
 from fatstudio.qt.panels.prompt import PromptPanel, mode_for
 from fatstudio.qt.widgets.token_view import LossStrip, TokenView
@@ -91,8 +92,8 @@ def test_generate_streams_tokens_and_emits_attention(qtbot, panel, monkeypatch):
     assert len(maps) == 1 and maps[0] is panel.last_maps
     ids = (loaded.tokenizer.encode("the fox") + [c.id for c in expected])[:24]
     assert maps[0].tokens == loaded.tokenizer.token_strings(ids)
-    assert set(maps[0].maps) == {"self/0", "self/1"}
-    assert maps[0].maps["self/1"].shape == (2, 24, 24)
+    assert set(maps[0].maps) == {MapName("self", 0), MapName("self", 1)}
+    assert maps[0].maps[MapName("self", 1)].shape == (2, 24, 24)
 
 
 def test_tooltip_shows_alternatives_and_cutoffs(qtbot, panel):
@@ -193,7 +194,7 @@ def test_long_prompt_is_cropped_with_a_note(qtbot, panel):
     panel.attentionReady.connect(maps.append)
     run_and_wait(qtbot, panel)
     assert "ℓ_max = 16" in panel.messageLabel.text()
-    assert maps[0].maps["self/0"].shape == (2, 16, 16)
+    assert maps[0].maps[MapName("self", 0)].shape == (2, 16, 16)
 
 
 def test_fill_mask(qtbot, panel):
@@ -234,10 +235,10 @@ def test_translate(qtbot, panel):
     assert panel.output_text() == "".join(c.text for c in expected)
     assert panel.outputView.token_count() == len(expected)
     m = maps[0]
-    assert {n.split("/")[0] for n in m.maps} == {"enc", "dec", "cross"}
+    assert {n.kind for n in m.maps} == {"enc", "dec", "cross"}
     assert m.context_tokens == loaded.tokenizer.token_strings(
         [loaded.tokenizer.bos_id] + loaded.tokenizer.encode("hello world") + [loaded.tokenizer.eos_id])
-    assert m.maps["cross/0"].shape == (2, len(m.tokens), len(m.context_tokens))
+    assert m.maps[MapName("cross", 0)].shape == (2, len(m.tokens), len(m.context_tokens))
 
 
 def test_classify(qtbot, panel):
@@ -295,7 +296,7 @@ def test_capture_attention_keeps_dtype():
     loaded = make_loaded("gpt", dtype=torch.float64)
     ids = loaded.tokenizer.encode("hello")
     maps = generation.attention_maps_for_ids(loaded.model, loaded.tokenizer, ids)
-    assert maps.maps["self/0"].dtype.name == "float64"
+    assert maps.maps[MapName("self", 0)].dtype.name == "float64"
     assert maps.tokens == list("hello")
 
 

@@ -401,3 +401,33 @@ def test_hundreds_of_runs_are_read_off_the_gui_thread_and_open(qtbot, window, ru
     w.findChild(type(runs.openButton), "openRunButton").click()
     qtbot.waitUntil(lambda: w.loaded_model is not None, timeout=LONG)
     assert w.run_dir == str(made[250]) and w.plots.n_points() == 10
+
+
+# ============================================================================ a runs folder on a read-only disk
+def test_runs_on_a_read_only_disk_list_open_and_prompt_writing_nothing(qtbot, window, runs_root, read_only):
+    """Issue 34: the runs list and opening a run only read (no byte written, no lock taken), and a run whose
+    meta.json says "running" while no process trains it (killed) is listed "interrupted"."""
+    from fatstudio.core.runs.folder import LOCK, Run
+
+    w = window
+    run_a, run_b = headless_run(runs_root), headless_run(runs_root)
+    (Path(run_b) / "meta.json").write_text(json.dumps({**meta(run_b), "status": "running"}))
+    (Path(run_b) / LOCK).touch()  # as a process killed -9 mid-run leaves it: the file, no one holding it
+    before = {p: p.read_bytes() for p in sorted(runs_root.rglob("*")) if p.is_file()}
+    guard = read_only(runs_root)
+    w.refresh_runs()
+    qtbot.waitUntil(lambda: not w.runs_loading, timeout=LONG)
+    runs = w.train_view.runs
+    listed = {runs.tree.topLevelItem(i).text(0): runs.tree.topLevelItem(i).text(1)
+              for i in range(runs.tree.topLevelItemCount())}
+    assert listed == {Path(run_a).name: "finished", Path(run_b).name: "interrupted"}
+    for run_dir in (run_a, run_b):
+        w.open_run(Run.open(run_dir))
+        qtbot.waitUntil(lambda d=run_dir: w.loaded_model is not None and w.run_dir == d, timeout=LONG)
+        w.prompt_panel.promptEdit.setPlainText("abc")
+        w.prompt_panel.tokensSpin.setValue(3)
+        assert w.prompt_panel.run()
+        qtbot.waitUntil(lambda: not w.prompt_panel.is_running(), timeout=LONG)
+        assert len(w.prompt_panel.generated) == 3, w.prompt_panel.messageLabel.text()
+    assert guard.refused == []
+    assert {p: p.read_bytes() for p in sorted(runs_root.rglob("*")) if p.is_file()} == before

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from psygnal import Signal
 
-from ..config import TASK_ARCHS, TASKS
+from ..config import TASK_ARCHS, TASKS, Arch, Task, TokenizerKind
 from .jobs import Cancelled, Jobs, Progress
 from .settings import Change, Settings
 
@@ -33,7 +33,7 @@ class Reading(str, Enum):
     RETOKENIZE_LATER = "retokenize-later"
 
 
-def tasks_for_arch(arch: str) -> list[str]:
+def tasks_for_arch(arch: Arch) -> list[Task]:
     """The tasks an architecture can learn (TASK_ARCHS), in TASKS order."""
     return [t for t in TASKS if arch in TASK_ARCHS[t]]
 
@@ -117,12 +117,12 @@ class Corpus:
             return Reading.RELOAD_LATER
         return None
 
-    def tokenizer_resets(self, kind: str) -> dict[str, int]:
+    def tokenizer_resets(self, kind: TokenizerKind) -> dict[str, int]:
         """What choosing the tokenizer ``kind`` sets with it: BPE starts from the 256 bytes, so a smaller
         vocabulary becomes 1000."""
         return {"vocab_size": 1000} if kind == "bpe" and self.settings.data.vocab_size < BPE_MIN_VOCAB else {}
 
-    def follow_arch(self) -> list[str]:
+    def follow_arch(self) -> list[Task]:
         """The tasks the architecture can learn; a task it cannot becomes the first it can."""
         tasks = tasks_for_arch(self.settings.model.arch)
         if tasks and self.settings.data.task not in tasks:

@@ -13,14 +13,15 @@ takes the commands meanwhile.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from psygnal import Signal
 
-from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, row_step
+from ..names import MapName
+from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, EndStatus, RunMeta, row_step
 from ..training.control import Control
 from ..training.diagnostics import Diagnosis
 from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
@@ -30,8 +31,11 @@ from .jobs import Jobs, Mailbox
 from .settings import Settings
 
 if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..data.corpora import Prepared
     from ..inference.attention_maps import AttentionMaps
     from ..inference.loaded import LoadedModel
+    from ..inspect.probes import ProbeInput
 
 TRAINING = "training"  # the training run's job
 
@@ -39,6 +43,9 @@ EVAL_ROW_LOOKBACK = 1000  # an evaluation's numbers join its step's row among th
 
 
 # ---- training ----------------------------------------------------------------------------------------------
+Ending = Literal[EndStatus, "error"]  # how a training job ended: its run's status, or "error" (it failed outside the trainer)
+
+
 class TrainingState(str, Enum):
     """Where training stands: no run (idle), one starting, running, paused, or stopping after its step."""
 
@@ -66,7 +73,7 @@ class Runner(Protocol):
     def set_lr(self, lr: float | None) -> None: ...
     def stop(self) -> None: ...
     def request_snapshot(self) -> None: ...
-    def take_snapshot(self) -> Any: ...
+    def take_snapshot(self) -> LoadedModel | None: ...
 
 
 def diverged_row(diverged: Mapping[str, Any]) -> dict:
@@ -96,8 +103,9 @@ class RunDiagnostics:
         self.recent: deque[dict] = deque(maxlen=EVAL_ROW_LOOKBACK)  # the last rows (evaluations join them)
         self.heads: tuple[int, list] | None = None  # the latest probe step and its head findings
         self.add_rows(list(rows))
-        if meta.get("diverged") and meta.get("status") == "failed":
-            self.add_rows([diverged_row(meta["diverged"])])
+        info = RunMeta(meta)
+        if info.diverged and info.status == "failed":
+            self.add_rows([diverged_row(info.diverged)])
         self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"))
 
     @staticmethod
@@ -150,13 +158,13 @@ class Workspace:
 
     state_changed = Signal(object)  # the new TrainingState
     event = Signal(object)  # a trainer event, once the workspace has taken it in
-    ended = Signal(str)  # the runner has ended: the last status ("finished" | "stopped" | "failed" | "error")
+    ended = Signal(str)  # the runner has ended: the last status (an `Ending`)
     failed = Signal(str)  # the training job failed outside the trainer: what went wrong, in words
     run_changed = Signal(object)  # the run shown (its folder; None: none)
     probes_listed = Signal(str)  # a run folder whose saved probe maps are now the ones to show
     probe_added = Signal(int, str, object)  # a training run's probe: step, its file, its head scores
     text_maps_changed = Signal(object)  # the attention of the text in focus (None: none)
-    head_chosen = Signal(str, int, int)  # the head in question: (kind, layer, head; -1 the mean over heads)
+    head_chosen = Signal(object, int)  # the head in question: (its MapName, head; -1 the mean over heads)
     diagnostics_due = Signal()  # rows or head findings arrived: `diagnose` when convenient
     diagnosed = Signal(list, str)  # the findings (line, warning) and the summary
 
@@ -171,7 +179,7 @@ class Workspace:
         self.state = TrainingState.IDLE
         self.runner: Runner | None = None
         self.run_dir: str | None = None
-        self.last_status: str | None = None
+        self.last_status: Ending | None = None
         self.last_evaluation = ""  # the training run's last evaluation, in words
         self.focus = Focus()
         self.focus.changed.connect(self._focus_changed)
@@ -228,9 +236,9 @@ class Workspace:
         self.text_maps, self._maps_of = maps, self.focus.loaded
         self.text_maps_changed.emit(maps)
 
-    def choose_head(self, kind: str, layer: int, head: int) -> None:
+    def choose_head(self, name: MapName, head: int) -> None:
         """The head in question (the Paper tab shows the line that made it)."""
-        self.head_chosen.emit(kind, layer, head)
+        self.head_chosen.emit(name, head)
 
     def _focus_changed(self, focus: Focus) -> None:
         if self.text_maps is not None and focus.loaded is not self._maps_of:  # another model's maps: they go
@@ -241,7 +249,7 @@ class Workspace:
         self.focus.show(loaded, run_dir, imported=imported)
 
     @property
-    def prepared(self) -> Any:
+    def prepared(self) -> Prepared | None:
         """The corpus read and its tokenizer, while they are the settings' (a run or an estimate reuses them)."""
         return self.corpus.prepared
 
@@ -275,7 +283,7 @@ class Workspace:
         self.diagnosed.emit(*self.diagnostics.diagnose())
 
     # ---- training commands -------------------------------------------------------------------------------
-    def train(self, config: Any, run_dir: str | None = None, resume: bool = False, probe: Any = None,
+    def train(self, config: RunConfig, run_dir: str | None = None, resume: bool = False, probe: ProbeInput | None = None,
               init_from: str | None = None) -> bool:
         """Start a run of ``config`` (a RunConfig) as the job "training", with the corpus prepared (if it is the
         settings'); ``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights. False if
@@ -396,8 +404,8 @@ class Workspace:
         self.diagnose()
 
 
-def _train(config: Any, run_dir: str | None, resume: bool, prepared: Any, probe: Any, init_from: str | None,
-           control: Control) -> Any:
+def _train(config: RunConfig, run_dir: str | None, resume: bool, prepared: Prepared | None, probe: ProbeInput | None,
+           init_from: str | None, control: Control) -> Iterator[Event]:
     """In the training job's thread: the trainer's generator (importing it imports torch, there and not in the
     owner's thread)."""
     from ..training.trainer import train

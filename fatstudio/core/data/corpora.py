@@ -16,11 +16,11 @@ import random
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import MODADD_P, TASKS, check_choice
+from ..config import MODADD_P, TASKS, Task, TokenizerKind, check_choice
 from ..files import NotAFile, read_bytes, regular_file
 from . import streaming
 from .builtin import (
@@ -48,6 +48,7 @@ TEXT_SUFFIXES = frozenset(
 EXAMPLE_SUFFIXES = (".tsv", ".jsonl")
 _SKIPPED_DIRS = frozenset({"__pycache__", "node_modules"})
 _FIELDS = {"seq2seq": ("source", "target"), "classification": ("text", "label")}
+CorpusKind = Literal["text", "pairs", "labelled"]  # a text (next_token, masked_lm), seq2seq pairs, labelled texts
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Corpus:
     ``texts()`` are a sample spread over it, its ``preview`` the start of it; its ``stats`` are exact)."""
 
     name: str
-    kind: str
+    kind: CorpusKind
     text: str | None = None
     pairs: list[tuple[str, str]] | None = None
     labelled: list[tuple[str, str]] | None = None
@@ -146,7 +147,7 @@ def _decode(path: Path, notes: list[str]) -> str | None:
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
-def _parse_examples(path: Path, text: str, task: str) -> list[tuple[str, str]]:
+def _parse_examples(path: Path, text: str, task: Task) -> list[tuple[str, str]]:
     """(source, target) or (text, label) examples of a .tsv (``a<TAB>b``, optional header) or .jsonl file."""
     a_key, b_key = _FIELDS[task]
     out = []
@@ -184,7 +185,7 @@ def _files(folder: Path, suffixes) -> list[Path]:
                   and not any(part.startswith(".") or part in _SKIPPED_DIRS for part in p.relative_to(folder).parts))
 
 
-def _load_path(spec: str, task: str, progress: Progress | None) -> Corpus:
+def _load_path(spec: str, task: Task, progress: Progress | None) -> Corpus:
     path = Path(spec).expanduser()
     if not path.exists():
         raise ValueError(f"corpus {spec!r} is neither a file, a folder nor a built-in corpus "
@@ -266,7 +267,7 @@ def _load_streamed(path: Path, spec: str, files: list[Path], notes: list[str], p
     return Corpus(path.name, "text", notes=notes, source=source)
 
 
-def _load_builtin(name: str, task: str, seed: int, modadd_p: int) -> Corpus:
+def _load_builtin(name: str, task: Task, seed: int, modadd_p: int) -> Corpus:
     if task not in BUILTIN_TASKS[name]:
         raise ValueError(f"built-in corpus {name!r} has no {task} form; it supports {', '.join(BUILTIN_TASKS[name])}.")
     if name == "modadd":
@@ -290,7 +291,7 @@ def _load_builtin(name: str, task: str, seed: int, modadd_p: int) -> Corpus:
     return Corpus(name, "text", text="".join(f"{a}{s.sep}{b}\n" for a, b in examples), notes=notes)
 
 
-def load_corpus(spec: str, task: str = "next_token", progress: Progress | None = None, seed: int = 0,
+def load_corpus(spec: str, task: Task = "next_token", progress: Progress | None = None, seed: int = 0,
                 modadd_p: int = MODADD_P) -> Corpus:
     """A corpus from a built-in name (``BUILTINS``), a file or a folder (recursive), shaped for ``task``.
 
@@ -315,14 +316,15 @@ class Prepared:
     ``vocab_size``: the most tokens the tokenizer was allowed; its actual N_V is ``tokenizer.vocab_size``."""
 
     corpus_spec: str
-    task: str
-    tokenizer_kind: str
+    task: Task
+    tokenizer_kind: TokenizerKind
     vocab_cap: int
     seed: int
     corpus: Corpus
     tokenizer: Tokenizer
 
-    def serves(self, corpus: str, task: str, tokenizer: str, vocab_cap: int, seed: int, modadd_p: int = MODADD_P) -> bool:
+    def serves(self, corpus: str, task: Task, tokenizer: TokenizerKind, vocab_cap: int, seed: int,
+               modadd_p: int = MODADD_P) -> bool:
         """Whether these are what ``load_corpus(corpus, task, seed=seed, modadd_p=modadd_p)`` and
         ``train_tokenizer(tokenizer, …, vocab_cap)`` would make (``vocab_cap``: data.vocab_size)."""
         made_for = (self.corpus_spec, self.task, self.tokenizer_kind, self.vocab_cap)
@@ -335,10 +337,11 @@ def seeded(spec: str) -> bool:
     return spec in SYNTHETIC or spec == "repeat"
 
 
-_CORPUS_KIND = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs", "classification": "labelled"}
+_CORPUS_KIND: dict[Task, CorpusKind] = {"next_token": "text", "masked_lm": "text", "seq2seq": "pairs",
+                                        "classification": "labelled"}
 
 
-def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: str, l_max: int, val_fraction: float = 0.1,
+def build_dataset(corpus: Corpus, tokenizer: Tokenizer, task: Task, l_max: int, val_fraction: float = 0.1,
                   p_mask: float = 0.15, seed: int = 0, progress: Progress | None = None) -> Dataset:
     """Tokenize ``corpus`` for ``task`` and split it: a text's token stream is cut at (1 - val_fraction)
     (nanoGPT's 90/10); examples lose exact duplicates, are shuffled with ``seed`` and split so each side

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..config import Task
 from .stats import unigram_entropy
 from .tokenization import Tokenizer, token_dtype
 
@@ -20,7 +21,7 @@ IGNORE = -100  # target index ignored by the loss
 class Dataset:
     """Batches of one task from a tokenized corpus, split into "train" and "val"."""
 
-    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int):
+    def __init__(self, task: Task, tokenizer: Tokenizer, l_max: int):
         self.task, self.tokenizer, self.l_max = task, tokenizer, l_max
         self.n_classes = 0  # classification only
         self.class_names: list[str] = []
@@ -58,7 +59,7 @@ class Dataset:
 class StreamDataset(Dataset):
     """next_token (Algorithm 13) and masked_lm (Algorithm 12): random windows of one token stream."""
 
-    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, data: np.ndarray, n_train: int, p_mask: float):
+    def __init__(self, task: Task, tokenizer: Tokenizer, l_max: int, data: np.ndarray, n_train: int, p_mask: float):
         super().__init__(task, tokenizer, l_max)
         self.p_mask = p_mask
         self._data = {"train": data[:n_train], "val": data[n_train:]}
@@ -100,7 +101,7 @@ class MappedDataset(StreamDataset):
     """A `StreamDataset` over a streamed corpus's token file, mapped (`streaming.TokenFile`): the same
     batches from the same ids, while only the pages read stay in memory."""
 
-    def __init__(self, task: str, tokenizer: Tokenizer, l_max: int, tokens: TokenFile, n_train: int, p_mask: float):
+    def __init__(self, task: Task, tokenizer: Tokenizer, l_max: int, tokens: TokenFile, n_train: int, p_mask: float):
         super().__init__(task, tokenizer, l_max, tokens.data, n_train, p_mask)
         self._tokens, self._n_train = tokens, n_train
 

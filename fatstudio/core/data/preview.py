@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..config import MODADD_P
+from ..config import MODADD_P, Task, TokenizerKind
 
 if TYPE_CHECKING:
-    from .corpora import Corpus, Prepared
+    from .corpora import Corpus, CorpusKind, Prepared
     from .tokenization import Tokenizer
 
 Progress = Callable[[float, str], None]
@@ -53,15 +53,15 @@ class CorpusPreview:
     """Everything the Corpus panel shows about a corpus and its tokenizer (plain data)."""
 
     spec: str  # what was asked for: a path or a built-in's name
-    task: str = ""
+    task: Task = "next_token"
     seed: int = 0  # what a synthetic built-in was generated with
     seeded: bool = False  # whether the corpus depends on the seed (the synthetic built-ins do)
     name: str = ""
-    kind: str = ""  # "text" | "pairs" | "labelled"
+    kind: CorpusKind = "text"
     stats: dict[str, Any] = field(default_factory=dict)
     preview: str = ""  # the first PREVIEW_CHARS characters, examples one a line
     notes: list[str] = field(default_factory=list)
-    tokenizer: str = "char"
+    tokenizer: TokenizerKind = "char"
     vocab_size: int | None = None  # N_V of the trained tokenizer
     tokens: list[Piece] = field(default_factory=list)  # the start of the corpus, token by token
     n_tokens_preview: int = 0  # tokens in ``tokens``…
@@ -127,7 +127,7 @@ def stat_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def load(spec: str, task: str, tokenizer: str, vocab_size: int, seed: int,
+def load(spec: str, task: Task, tokenizer: TokenizerKind, vocab_size: int, seed: int,
          progress: Progress | None = None, modadd_p: int = MODADD_P) -> CorpusPreview:
     """Load the corpus ``spec`` for ``task`` (a synthetic built-in generated with ``seed``; "modadd" with
     ``modadd_p``), train a ``tokenizer`` tokenizer of at most ``vocab_size`` tokens on it, and describe both."""
@@ -144,7 +144,7 @@ def load(spec: str, task: str, tokenizer: str, vocab_size: int, seed: int,
     return _tokenize(info, corpus, tokenizer, vocab_size, report)
 
 
-def retokenize(info: CorpusPreview, tokenizer: str, vocab_size: int, progress: Progress | None = None) -> CorpusPreview:
+def retokenize(info: CorpusPreview, tokenizer: TokenizerKind, vocab_size: int, progress: Progress | None = None) -> CorpusPreview:
     """A new preview of the corpus ``info`` loaded, with only the tokenizer trained again."""
     if info.corpus is None:
         raise ValueError(f"the corpus {info.spec} is not loaded; load it first.")
@@ -152,7 +152,7 @@ def retokenize(info: CorpusPreview, tokenizer: str, vocab_size: int, progress: P
     return _tokenize(new, info.corpus, tokenizer, vocab_size, progress or _quiet)
 
 
-def _tokenize(info: CorpusPreview, corpus: Corpus, kind: str, vocab_size: int, report: Progress) -> CorpusPreview:
+def _tokenize(info: CorpusPreview, corpus: Corpus, kind: TokenizerKind, vocab_size: int, report: Progress) -> CorpusPreview:
     from . import corpora as data
     from . import tokenization
 

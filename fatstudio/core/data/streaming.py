@@ -19,7 +19,6 @@ from __future__ import annotations
 import codecs
 import hashlib
 import json
-import shutil
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -169,19 +168,15 @@ class Source:
         key = self.key(tokenizer)
         folder = root / key
         if not (folder / "meta.json").exists():
-            partial = None
             try:
-                partial = work_folder(TOKENS, key)
-                pieces = split_stream(chunks(self.files, self.newline_after_last))
-                encode_to_folder(tokenizer, pieces, partial, self.chars, progress)
-                partial.rename(folder)
+                with work_folder(TOKENS, key) as partial:  # removed unless renamed into place
+                    pieces = split_stream(chunks(self.files, self.newline_after_last))
+                    encode_to_folder(tokenizer, pieces, partial, self.chars, progress)
+                    partial.rename(folder)
             except OSError as e:
                 if not (folder / "meta.json").exists():  # else another process finished it first: use that
                     raise ValueError(f"cannot write the token file of this large corpus in {root}: "
                                      f"{e.strerror or e}; set FATSTUDIO_CACHE to a folder with room.") from None
-            finally:
-                if partial is not None:
-                    shutil.rmtree(partial, ignore_errors=True)
         elif progress:
             progress(1.0, f"using the token file cached in {folder}")
         mark_used(TOKENS, folder)  # the last to go when the cache is pruned

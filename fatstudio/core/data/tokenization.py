@@ -35,20 +35,21 @@ import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
-from ..config import TOKENIZERS, check_choice
-from ..files import TOKENIZER_LIMIT, read_text
+from ..config import TOKENIZERS, TokenizerKind, check_choice
+from ..files import TOKENIZER_LIMIT, atomic_write, read_text
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
 ROLES = ("pad", "mask", "bos", "eos")  # the special ids' roles, in the order of SPECIALS
 ROLE_KEY = "fatstudio:{}"  # an imported tokenizer's post-processor entry for a role
-IMPORTED = "imported"
+Kind = Literal[TokenizerKind, "imported"]  # a tokenizer fatstudio trains, or a checkpoint's own (`Tokenizer.imported`)
+IMPORTED: Kind = "imported"
 WORD_PATTERN = r" ?\w+| ?[^\w\s]|\s"
 CHUNK_CHARS = 1 << 13  # characters per piece handed to the Rust tokenizer (cut at safe points, see split_text)
 BATCH_PIECES = 4  # pieces per encode_batch call (~32 kB, in parallel; 32 held ~50 MB more in the tokenizer, no faster)
@@ -141,7 +142,7 @@ def _token(backend: _HFTokenizer, i: int) -> str:
 class Tokenizer:
     """A char, word or BPE tokenizer with N_V = ``vocab_size`` tokens, the four specials last."""
 
-    def __init__(self, backend: _HFTokenizer, kind: str, roles: dict[str, int] | None = None) -> None:
+    def __init__(self, backend: _HFTokenizer, kind: Kind, roles: dict[str, int] | None = None) -> None:
         """``roles``: the ids of pad, mask, bos, eos for an ``imported`` tokenizer (else the last four ids)."""
         self.backend, self.kind = backend, kind
         self.vocab_size = n = backend.get_vocab_size(with_added_tokens=True)
@@ -265,14 +266,15 @@ class Tokenizer:
                 raise ValueError(f"this tokenizer.json does not give an id for each of {', '.join(ROLES)} "
                                  f"({ROLE_KEY.format('…')} entries of its post-processor).") from None
             return cls(backend, IMPORTED, roles)
-        kinds = {("BPE", "ByteLevel"): "bpe", ("BPE", None): "char", ("WordLevel", "Split"): "word"}
+        kinds: dict[tuple[str, str | None], TokenizerKind] = {("BPE", "ByteLevel"): "bpe", ("BPE", None): "char",
+                                                              ("WordLevel", "Split"): "word"}
         if (model, pre) not in kinds:
             raise ValueError(f"a {model} tokenizer with a {pre} pre-tokenizer is not one fatstudio makes "
                              f"({', '.join(TOKENIZERS)}).")
         return cls(backend, kinds[model, pre])
 
     def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json(), encoding="utf-8")
+        atomic_write(Path(path), self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
@@ -299,7 +301,7 @@ def _pieces(texts: Iterable[str], progress: Progress | None, verb: str) -> Itera
                 progress(min(done / total, 1.0) if total else 0.0, f"{verb} {done / 1e6:.0f} M characters")
 
 
-def train_tokenizer(kind: str, texts: Iterable[str], vocab_size: int = 1000,
+def train_tokenizer(kind: TokenizerKind, texts: Iterable[str], vocab_size: int = 1000,
                     progress: Progress | None = None) -> Tokenizer:
     """Train a ``kind`` tokenizer on ``texts``. ``vocab_size`` is the most N_V may be (word, bpe; char
     takes every character). Progress is reported as a fraction of characters when ``texts`` is a sequence."""

@@ -6,8 +6,8 @@ exports through the same writers (`AttentionMaps.save`, `AttentionMaps.save_head
 the Qt layer's (`fatstudio.qt.widgets.attention_png`: titles, token axes, a colour bar, on `colormap`'s scale),
 written for the panel's grid export and the command line's ``--out maps.png``.
 
-A map's name is ``kind/l`` as the model returns it: "self/l" (gpt, gopher, bert), "enc/l", "dec/l",
-"cross/l" (edt); `parse_map_name` reads one.
+Maps are named by `names.MapName` (``kind/l`` as the model returns them: "self/l" (gpt, gopher, bert), "enc/l",
+"dec/l", "cross/l" (edt)); the files hold the names as strings.
 """
 from __future__ import annotations
 
@@ -18,60 +18,25 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import numpy as np
 
-from ..files import regular_file
+from ..files import atomic_write, regular_file
+from ..names import ATTENTION_KINDS, MEAN_HEAD, AttentionKind, MapName
 from .prompting import display_token
 
 # -------------------------------------------------------------------------------------------------- names
-KIND_TITLES = {  # in the order the kinds are listed
+KIND_TITLES: dict[AttentionKind, str] = {  # in the order the kinds are listed
     "self": "Self-attention",
     "enc": "Encoder self-attention",
     "dec": "Decoder self-attention (causal)",
     "cross": "Cross-attention (decoder → encoder)",
 }
-MEAN_HEAD = -1  # the head index that stands for the mean over a layer's heads
 SINK = 0.5  # a head whose queries put more than this on the first key, on average, is a sink (`AttentionMaps.sinks`)
 SAVE_SUFFIXES = (".json", ".npz", ".csv")  # the files `AttentionMaps.save` writes (pictures: the Qt layer's)
 PICTURES = ("a picture is the Qt layer's: fatstudio.qt.widgets.attention_png.save_attention_png, or "
             "'fatstudio attention … --out maps.png'")
-
-
-class MapName(NamedTuple):
-    kind: str  # "self", "enc", "dec", "cross"
-    layer: int  # l, 0-based
-
-
-def parse_map_name(name: str) -> MapName:
-    """``"cross/1"`` → MapName("cross", 1); ValueError, in words, for anything not ``kind/l``."""
-    kind, sep, layer = name.partition("/")
-    if not (sep and kind and layer.isdigit()):
-        raise ValueError(f"{name!r} is not the name of an attention map; names are kind/layer, e.g. 'self/0', "
-                         "'enc/1', 'dec/0', 'cross/0'.")
-    return MapName(kind, int(layer))
-
-
-def map_name(kind: str, layer: int) -> str:
-    return f"{kind}/{layer}"
-
-
-# One way to count: files and the command line's arguments use the map names (0-based, ``self/0``); whatever a
-# person reads (the app, pictures, sentences) counts as the paper does, from 1, and names the kind in words.
-KIND_WORDS = {"self": "", "enc": "encoder", "dec": "decoder", "cross": "cross-attention"}
-
-
-def layer_label(name: str) -> str:
-    """``"self/0"`` → "layer 1", ``"dec/1"`` → "decoder layer 2", ``"cross/0"`` → "cross-attention layer 1"."""
-    kind, layer = parse_map_name(name)
-    words = KIND_WORDS.get(kind, kind)
-    return f"{words} layer {layer + 1}" if words else f"layer {layer + 1}"
-
-
-def head_label(name: str, head: int) -> str:
-    """``("self/0", 2)`` → "layer 1 · head 3"; the mean (`MEAN_HEAD`) → "layer 1 · mean over heads"."""
-    return f"{layer_label(name)} · " + ("mean over heads" if head == MEAN_HEAD else f"head {head + 1}")
 
 
 # -------------------------------------------------------------------------------------------- measures
@@ -132,7 +97,7 @@ def colormap(values: np.ndarray) -> np.ndarray:
 class AttentionMaps:
     """Every head's softmax(S/√d_attn) (Algorithm 4) from one forward pass, as numpy arrays.
 
-    ``maps[name]`` is (H, T_query, T_key), named ``kind/l`` (see the module). ``tokens`` label the queries
+    ``maps[name]`` is (H, T_query, T_key), for each `MapName`. ``tokens`` label the queries
     (the decoder side for edt); ``context_tokens`` label the encoder side of an edt (enc keys and queries,
     cross keys), else None. ``ids`` and ``context_ids``: the token ids the model read, where known (a forward
     pass's maps; not a probe file's).
@@ -140,66 +105,66 @@ class AttentionMaps:
 
     tokens: list[str]
     context_tokens: list[str] | None
-    maps: dict[str, np.ndarray] = field(default_factory=dict)
+    maps: dict[MapName, np.ndarray] = field(default_factory=dict)
     ids: list[int] | None = None
     context_ids: list[int] | None = None
-    _entropies: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)  # `entropy`s
+    _entropies: dict[MapName, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)  # `entropy`s
 
     # ---- what there is ----
-    def kinds(self) -> list[str]:
-        """The kinds of attention present: self, enc, dec, cross in that order, then any other."""
-        found = {parse_map_name(n).kind for n in self.maps}
-        return [k for k in KIND_TITLES if k in found] + sorted(found - set(KIND_TITLES))
+    def kinds(self) -> list[AttentionKind]:
+        """The kinds of attention present: self, enc, dec, cross in that order."""
+        found = {n.kind for n in self.maps}
+        return [k for k in ATTENTION_KINDS if k in found]
 
-    def layers(self, kind: str) -> list[int]:
+    def layers(self, kind: AttentionKind) -> list[int]:
         """The layers l with a map ``kind/l``, ascending."""
-        return sorted(p.layer for p in map(parse_map_name, self.maps) if p.kind == kind)
+        return sorted(n.layer for n in self.maps if n.kind == kind)
 
-    def n_heads(self, name: str) -> int:
+    def n_heads(self, name: MapName) -> int:
         return self.maps[name].shape[0]
 
-    def key_tokens(self, name: str) -> list[str]:
+    def key_tokens(self, name: MapName) -> list[str]:
         """The labels of the keys of map ``name``."""
-        encoder_keys = parse_map_name(name).kind in ("enc", "cross")
+        encoder_keys = name.kind in ("enc", "cross")
         return self.context_tokens if encoder_keys and self.context_tokens else self.tokens
 
-    def query_tokens(self, name: str) -> list[str]:
+    def query_tokens(self, name: MapName) -> list[str]:
         """The labels of the queries of map ``name``."""
-        return self.context_tokens if parse_map_name(name).kind == "enc" and self.context_tokens else self.tokens
+        return self.context_tokens if name.kind == "enc" and self.context_tokens else self.tokens
 
     # ---- numbers ----
-    def matrix(self, name: str, head: int = MEAN_HEAD) -> np.ndarray:
+    def matrix(self, name: MapName, head: int = MEAN_HEAD) -> np.ndarray:
         """(T_query, T_key): head ``head`` (0-based) of map ``name``, or the mean over heads for `MEAN_HEAD`."""
         A = self.maps[name]
         if head == MEAN_HEAD:
             return A.mean(0)
         if not 0 <= head < A.shape[0]:
-            raise ValueError(f"there is no head {head} of {name!r} (heads 0-{A.shape[0] - 1}, or "
+            raise ValueError(f"there is no head {head} of '{name}' (heads 0-{A.shape[0] - 1}, or "
                              f"{MEAN_HEAD} for the mean).")
         return A[head]
 
-    def entropy(self, name: str) -> np.ndarray:
+    def entropy(self, name: MapName) -> np.ndarray:
         """(H,): the mean over queries of each attention row's entropy, in nats (0 log 0 = 0). Computed once per
         map (the grid, the view and `focused_head` each ask)."""
         if name not in self._entropies:
             self._entropies[name] = attention_entropy(self.maps[name])
         return self._entropies[name]
 
-    def mean_entropy(self, name: str) -> float:
+    def mean_entropy(self, name: MapName) -> float:
         """The entropy (as in `entropy`) of the mean over heads of map ``name``."""
         return float(attention_entropy(self.mean_over_heads(name)))
 
-    def mean_over_heads(self, name: str) -> np.ndarray:
+    def mean_over_heads(self, name: MapName) -> np.ndarray:
         """(T_query, T_key): the heads' average."""
         return self.maps[name].mean(0)
 
     # ---- the head a view opens on ----
-    def lesson_kind(self) -> str:
+    def lesson_kind(self) -> AttentionKind:
         """The kind shown first: an edt's cross-attention (its lesson), else the decoder's, else the only kind."""
         kinds = self.kinds()
         return next(k for k in ("cross", "dec", *kinds) if k in kinds)
 
-    def focused_head(self, kind: str) -> tuple[int, int]:
+    def focused_head(self, kind: AttentionKind) -> tuple[int, int]:
         """(l, h): the most informative head of ``kind`` to show first, the one with the lowest `entropy` (a
         uniform head has the highest, log T_key) of all its layers, or of the last for cross-attention (an
         edt's lesson: the head reading the source in order or reversed). Sinks (`sinks`: as sharp, and
@@ -208,11 +173,11 @@ class AttentionMaps:
         if not layers:
             raise ValueError(f"these maps have no {kind!r} attention; they have {', '.join(self.kinds())}.")
         heads = [(bool(sink), float(e), l, h) for l in (layers[-1:] if kind == "cross" else layers)
-                 for h, (e, sink) in enumerate(zip(self.entropy(map_name(kind, l)), self.sinks(map_name(kind, l))))]
+                 for h, (e, sink) in enumerate(zip(self.entropy(MapName(kind, l)), self.sinks(MapName(kind, l))))]
         _, _, l, h = min(heads)
         return l, h
 
-    def sinks(self, name: str) -> np.ndarray:
+    def sinks(self, name: MapName) -> np.ndarray:
         """(H,): whether each head of map ``name`` is an attention sink: its queries (after the first, which has
         only the first key in a causal map) put more than `SINK` of their weight, on average, on the first key."""
         a = self.maps[name]
@@ -222,40 +187,40 @@ class AttentionMaps:
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON: tokens, context_tokens, maps as nested lists (rounded to 1e-7), per-head entropy."""
         return {"tokens": list(self.tokens), "context_tokens": self.context_tokens,
-                "maps": {k: np.round(v.astype(np.float64), 7).tolist() for k, v in self.maps.items()},
-                "entropy": {k: self.entropy(k).tolist() for k in self.maps}}
+                "maps": {str(k): np.round(v.astype(np.float64), 7).tolist() for k, v in self.maps.items()},
+                "entropy": {str(k): self.entropy(k).tolist() for k in self.maps}}
 
     @classmethod
     def from_json_dict(cls, d: dict[str, Any]) -> AttentionMaps:
         return cls(list(d["tokens"]), d.get("context_tokens"),
-                   {k: np.asarray(v, np.float32) for k, v in d["maps"].items()})
+                   {MapName.parse(k): np.asarray(v, np.float32) for k, v in d["maps"].items()})
 
     # ---- export: images and tables ----
-    def _names(self, names: Sequence[str] | None) -> list[str]:
+    def _names(self, names: Sequence[MapName] | None) -> list[MapName]:
         names = list(self.maps) if names is None else list(names)
         missing = [n for n in names if n not in self.maps]
         if missing:
-            raise ValueError(f"there is no attention map {missing[0]!r}; there are {', '.join(self.maps)}.")
+            raise ValueError(f"there is no attention map '{missing[0]}'; there are {', '.join(map(str, self.maps))}.")
         if not names:
             raise ValueError("there are no attention maps to export.")
         return names
 
-    def to_csv(self, names: Sequence[str] | None = None) -> str:
+    def to_csv(self, names: Sequence[MapName] | None = None) -> str:
         """A long table: map, head, query, key, query_token, key_token, weight (7 significant digits)."""
         f = io.StringIO(newline="")
         self._write_csv(f, self._names(names))
         return f.getvalue()
 
-    def _write_csv(self, f: IO[str], names: list[str]) -> None:
+    def _write_csv(self, f: IO[str], names: list[MapName]) -> None:
         w = csv.writer(f)
         w.writerow(["map", "head", "query", "key", "query_token", "key_token", "weight"])
         for name in names:
             A = self.maps[name]
             qt, kt = self.query_tokens(name), self.key_tokens(name)
             for h, i, j in np.ndindex(*A.shape):
-                w.writerow([name, h, i, j, qt[i], kt[j], f"{A[h, i, j]:.7g}"])
+                w.writerow([str(name), h, i, j, qt[i], kt[j], f"{A[h, i, j]:.7g}"])
 
-    def head_csv(self, name: str, head: int = MEAN_HEAD) -> str:
+    def head_csv(self, name: MapName, head: int = MEAN_HEAD) -> str:
         """One matrix as a table: a header "query \\ key" + the key tokens, then one row per query: its token
         and its weights (written with full precision, so they read back exactly). Tokens as `display_token`
         shows them (whitespace visible), never cut."""
@@ -263,7 +228,7 @@ class AttentionMaps:
         self._write_head_csv(f, name, head)
         return f.getvalue()
 
-    def _write_head_csv(self, f: IO[str], name: str, head: int) -> None:
+    def _write_head_csv(self, f: IO[str], name: MapName, head: int) -> None:
         A = self.matrix(self._names([name])[0], head)
         w = csv.writer(f)
         w.writerow(["query \\ key"] + [display_token(t, 10 ** 6) for t in self.key_tokens(name)])
@@ -271,39 +236,41 @@ class AttentionMaps:
             w.writerow([display_token(t, 10 ** 6)] + [repr(float(x)) for x in row])
 
     # ---- files ----
-    def save(self, path: str | Path, names: Sequence[str] | None = None) -> Path:
+    def save(self, path: str | Path, names: Sequence[MapName] | None = None) -> Path:
         """Write the maps (all, or ``names``): .json (to_json_dict), .npz (exact arrays named as ``maps``, plus
-        "tokens" and "context_tokens") or .csv (to_csv). Returns the path."""
+        "tokens" and "context_tokens") or .csv (to_csv), whole or not at all (`files.atomic_write`). Returns the
+        path."""
         path = Path(path)
         suffix = path.suffix.lower()
         if suffix not in SAVE_SUFFIXES:
             raise ValueError(f"cannot save attention maps as {path.name!r}; use a .json, .npz or .csv file ({PICTURES}).")
         chosen = self._names(names)
+        data: str | bytes
         if suffix == ".csv":
-            with open(path, "w", newline="", encoding="utf-8") as f:
-                self._write_csv(f, chosen)
+            data = self.to_csv(chosen)
         else:
             part = AttentionMaps(self.tokens, self.context_tokens, {n: self.maps[n] for n in chosen})
             if suffix == ".json":
-                path.write_text(json.dumps(part.to_json_dict()), encoding="utf-8")
+                data = json.dumps(part.to_json_dict())
             else:
-                arrays: dict[str, Any] = dict(part.maps)
+                arrays: dict[str, Any] = {str(n): A for n, A in part.maps.items()}
                 arrays["tokens"] = np.array(self.tokens, dtype=str)
                 if self.context_tokens is not None:
                     arrays["context_tokens"] = np.array(self.context_tokens, dtype=str)
-                with open(path, "wb") as f:
-                    np.savez(f, **arrays)
+                f = io.BytesIO()
+                np.savez(f, **arrays)
+                data = f.getvalue()
+        atomic_write(path, data)
         return path
 
-    def save_head(self, path: str | Path, name: str, head: int = MEAN_HEAD) -> Path:
-        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean), as a .csv file (head_csv).
-        Returns the path."""
+    def save_head(self, path: str | Path, name: MapName, head: int = MEAN_HEAD) -> Path:
+        """Write one matrix, head ``head`` of map ``name`` (`MEAN_HEAD`: the mean), as a .csv file (head_csv), whole
+        or not at all. Returns the path."""
         path = Path(path)
         if path.suffix.lower() != ".csv":
             raise ValueError(f"cannot save one attention matrix as {path.name!r}; use a .csv file ({PICTURES}).")
         self._names([name])
-        with open(path, "w", newline="", encoding="utf-8") as f:
-            self._write_head_csv(f, name, head)
+        atomic_write(path, self.head_csv(name, head))
         return path
 
     @classmethod
@@ -316,9 +283,8 @@ class AttentionMaps:
         with np.load(path, allow_pickle=False) as d:
             ctx = d["context_tokens"].tolist() if "context_tokens" in d.files else None
             return cls(d["tokens"].tolist(), ctx,
-                       {k: d[k] for k in d.files if k not in ("tokens", "context_tokens")})
+                       {MapName.parse(k): d[k] for k in d.files if k not in ("tokens", "context_tokens")})
 
 
-__all__ = ["AttentionMaps", "MapName", "KIND_TITLES", "KIND_WORDS", "layer_label", "head_label", "MEAN_HEAD",
-           "SAVE_SUFFIXES", "LEVELS", "VIRIDIS", "VIRIDIS_POSITIONS",
-           "parse_map_name", "map_name", "attention_entropy", "max_pool", "colormap"]
+__all__ = ["AttentionMaps", "KIND_TITLES", "MEAN_HEAD", "SAVE_SUFFIXES", "LEVELS", "VIRIDIS",
+           "VIRIDIS_POSITIONS", "attention_entropy", "max_pool", "colormap"]

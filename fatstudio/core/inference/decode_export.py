@@ -18,13 +18,11 @@ decomposed into fused loops (inductor's ``decompose_mm_pass``: on the CPU a libr
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -34,11 +32,11 @@ import torch
 from torch import nn
 
 from ..cache import DECODE, mark_used, prune, work_folder
+from ..children import start, watch_parent
 from ..config import ModelConfig
 from ..device import model_device, model_dtype
 from ..model import Transformer, build_model
 from ..model.attention import StaticKVCache
-from ..resources import child_env
 
 FORMAT = 1  # of a package folder; part of its key
 OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
@@ -138,37 +136,20 @@ class _Bound:
         return self.loader.boxed_run([x, self.position, *self.kv])[0]
 
 
-_children: set[subprocess.Popen] = set()  # compiling now; ended with this process (`_end_children`)
-
-
-@atexit.register
-def _end_children() -> None:
-    for child in list(_children):
-        child.kill()
-
-
 def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], folder: Path) -> None:
     """Run this module in a child process to fill ``folder`` (made whole, or not at all); RuntimeError with the
     child's last line if it fails."""
-    work = work_folder(DECODE, folder.name)
-    try:
+    with work_folder(DECODE, folder.name) as work:  # removed unless renamed into place
         request = {"model": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."), "lengths": list(lengths)}
         (work / REQUEST).write_text(json.dumps(request), encoding="utf-8")
-        child = subprocess.Popen([sys.executable, "-m", __name__, str(work / REQUEST), str(work)],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 env=child_env(OMP_NUM_THREADS="1"))
-        _children.add(child)
-        try:
+        with start([__name__, str(work / REQUEST), str(work)], env={"OMP_NUM_THREADS": "1"},
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as child:  # it dies with this process
             _, err = child.communicate()
-        finally:
-            _children.discard(child)
         if child.returncode != 0:
             lines = err.strip().splitlines() or [f"exit code {child.returncode}"]
             raise RuntimeError(f"in a child process, {lines[-1]}")
         with contextlib.suppress(OSError):  # another process may have put the same packages there first
             work.rename(folder)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _folder(model: Transformer, lengths: Sequence[int]) -> Path:
@@ -207,7 +188,8 @@ def aot_compile(model: Transformer, cache: StaticKVCache,
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The child: export the packages a request asks for, at the lowest CPU priority."""
+    """The child: export the packages a request asks for, at the lowest CPU priority; it ends if its parent does."""
+    watch_parent()
     request_file, out = argv if argv is not None else sys.argv[1:]
     with contextlib.suppress(AttributeError, OSError):
         os.nice(19)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from ..device import compile_problem, cpp_compiler_problem, model_device
+from ..environment import COMPILE_DECODE
 from ..model import Transformer
 from ..model.attention import StaticKVCache
 from .decode_export import allocated_cache, aot_compile, cached_steps, is_cached
@@ -43,7 +44,7 @@ Compiler = Callable[["DecodeStep"], dict[int, Step]]  # the compiled step of eac
 
 def compiling_enabled() -> bool:
     """False where FATSTUDIO_COMPILE_DECODE=0 (the tests set it: no compile in the background of each one)."""
-    return os.environ.get("FATSTUDIO_COMPILE_DECODE", "1") != "0"
+    return COMPILE_DECODE.value()
 
 
 class Unavailable(RuntimeError):

@@ -26,10 +26,12 @@ import torch
 
 from ..device import at_least_fp32, model_device
 from ..model.attention import KVCache
+from ..names import MapName
 from .attention_maps import AttentionMaps, attention_entropy, colormap
 from .prompting import (
     MASK_MARKER,
     EncodedPrompt,
+    Mode,
     check_length,
     default_slide,
     encode_masked,
@@ -245,7 +247,7 @@ def _sampler(model, tokenizer: TokenizerLike, temperature, top_k, top_p, seed: i
                     generator=generator, exclude=_never_sampled(tokenizer))
 
 
-def _as_prompt(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, mode: str, **kw: Any) -> EncodedPrompt:
+def _as_prompt(model, tokenizer: TokenizerLike, prompt: str | EncodedPrompt, mode: Mode, **kw: Any) -> EncodedPrompt:
     """``prompt`` encoded for ``mode`` (see `prompting.encode_prompt`), or checked when it already is."""
     if not isinstance(prompt, EncodedPrompt):
         return encode_prompt(tokenizer, prompt, mode, l_max=_l_max(model), **kw)
@@ -259,7 +261,7 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
           attn: dict[str, torch.Tensor]) -> AttentionMaps:
     """The AttentionMaps of a forward pass's attention (batch row 0), in the model's own dtype (half precision
     is widened to float32 for numpy)."""
-    maps = {k: at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
+    maps = {MapName.parse(k): at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
     ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
     return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps, list(ids),
                          None if context_ids is None else list(context_ids))

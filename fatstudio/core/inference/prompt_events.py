@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..records import EndStatus
 from . import generation, scoring
 from .attention_maps import AttentionMaps
 from .decode_step import decode_step_of
@@ -73,7 +74,7 @@ class AttentionFailed:
 class Finished:
     """The last event: ``status`` is "finished", "stopped" (asked to stop early) or "failed"."""
 
-    status: str
+    status: EndStatus
 
 
 PromptEvent = Tokens | MaskPredictions | ClassProbabilities | Scored | Attention | AttentionFailed | Finished
@@ -110,7 +111,7 @@ def generation_events(generation: Generation, *, stop: threading.Event | None = 
     before an error are yielded before it is raised."""
     buf: list[TokenChoice] = []
     last = -math.inf
-    status = "finished"
+    status: EndStatus = "finished"
     try:
         for ch in generation:
             buf.append(ch)

@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 if TYPE_CHECKING:
-    from ..config import ModelConfig, ResolvedModelConfig
+    from ..config import ModelConfig, ResolvedModelConfig, Task
     from ..data.tokenization import TokenizerLike
     from .loaded import LoadedModel
 
-MODES = ("generate", "fill_mask", "translate", "classify")
+Mode = Literal["generate", "fill_mask", "translate", "classify"]  # a prompt mode: the inference call that fits a model
+MODES: tuple[Mode, ...] = get_args(Mode)
 MASK_MARKER = "[MASK]"  # what a user types for a masked position (the tokenizer's own mask string works too)
 
 
 # ------------------------------------------------------------------------------------------------ modes
-def prompt_mode(loaded: LoadedModel | None) -> str | None:
+def prompt_mode(loaded: LoadedModel | None) -> Mode | None:
     """The inference call that fits a loaded run, one of `MODES` (None for no model): from the model's
     architecture, refined by the run's task: a bert with a class head prompts as ``classify`` unless the run
     trained it on masked LM."""
@@ -36,7 +37,7 @@ def prompt_mode(loaded: LoadedModel | None) -> str | None:
     return model_mode(cfg, getattr(getattr(loaded.config, "data", None), "task", None))
 
 
-def model_mode(cfg: ModelConfig | ResolvedModelConfig, task: str | None = None) -> str | None:
+def model_mode(cfg: ModelConfig | ResolvedModelConfig, task: Task | None = None) -> Mode | None:
     """The inference call that fits a model of ``cfg`` trained on ``task`` (None: not known), one of `MODES`."""
     if cfg.arch in ("gpt", "gopher"):
         return "generate"
@@ -118,7 +119,7 @@ class EncodedPrompt:
     start [bos], with the encoder's input z = [bos] + encode(text) + [eos] in ``context_ids``.
     """
 
-    mode: str
+    mode: Mode
     text: str
     ids: tuple[int, ...]
     l_max: int
@@ -131,7 +132,7 @@ class EncodedPrompt:
         return max(0, len(self.ids) - self.l_max)
 
 
-def encode_prompt(tokenizer: TokenizerLike, text: str, mode: str | None, *, l_max: int, add_bos: bool = False,
+def encode_prompt(tokenizer: TokenizerLike, text: str, mode: Mode | None, *, l_max: int, add_bos: bool = False,
                   mask_symbol: str = MASK_MARKER) -> EncodedPrompt:
     """Encode ``text`` for prompt ``mode`` (see `EncodedPrompt`). Raises ValueError in words: unknown symbols
     (the tokenizer's error), or an encoder input (translate's source, fill_mask's and classify's text, each
@@ -194,5 +195,5 @@ def display_token(token: str, max_chars: int = 14) -> str:
     return s if len(s) <= max_chars else s[: max_chars - 1] + "…"
 
 
-__all__ = ["MODES", "MASK_MARKER", "EncodedPrompt", "MaskSpan", "prompt_mode", "model_mode", "encode_prompt", "unknown_words",
-           "framed", "encode_masked", "mask_markers", "has_mask_marker", "check_length", "display_token"]
+__all__ = ["Mode", "MODES", "MASK_MARKER", "EncodedPrompt", "MaskSpan", "prompt_mode", "model_mode", "encode_prompt",
+           "unknown_words", "framed", "encode_masked", "mask_markers", "has_mask_marker", "check_length", "display_token"]

@@ -28,18 +28,19 @@ import torch
 
 from ..device import at_least_fp32, model_device
 from .generation import eval_mode
-from .prompting import check_length, framed, has_mask_marker, prompt_mode
+from .prompting import Mode, check_length, framed, has_mask_marker, prompt_mode
 
 if TYPE_CHECKING:
+    from ..config import Task
     from ..data.tokenization import TokenizerLike
     from .loaded import LoadedModel
 
-TASK_OF_MODE = {"generate": "next_token", "fill_mask": "masked_lm", "translate": "seq2seq"}
-ALGORITHM = {"next_token": 13, "masked_lm": 12, "seq2seq": 11}
+TASK_OF_MODE: dict[Mode, Task] = {"generate": "next_token", "fill_mask": "masked_lm", "translate": "seq2seq"}
+ALGORITHM: dict[Task, int] = {"next_token": 13, "masked_lm": 12, "seq2seq": 11}
 LOGIT_BUDGET = 1 << 24  # the most logits (rows × positions × N_V) one forward pass of `score` holds
 
 
-def unscorable_reason(mode: str | None) -> str | None:
+def unscorable_reason(mode: Mode | None) -> str | None:
     """Why a model in prompt ``mode`` (`prompting.prompt_mode`) cannot score a text, in words; None when it can."""
     if mode in TASK_OF_MODE:
         return None
@@ -61,7 +62,7 @@ class ScoreInput:
     """A text encoded (and checked) for scoring under ``task``: ``ids`` the text's token ids (no specials);
     for seq2seq, ``text`` is the target and ``context_ids`` the encoder's z = [bos] + source + [eos]."""
 
-    task: str
+    task: Task
     text: str
     ids: tuple[int, ...]
     l_max: int
@@ -86,13 +87,14 @@ class ScoreInput:
         return f"the scored text ({n} tokens{', unmasked' if self.task == 'masked_lm' else ''})"
 
 
-def prepare(tokenizer: TokenizerLike, text: str, mode: str | None, *, l_max: int, source: str | None = None) -> ScoreInput:
+def prepare(tokenizer: TokenizerLike, text: str, mode: Mode | None, *, l_max: int, source: str | None = None) -> ScoreInput:
     """``text`` encoded for scoring by a model in prompt ``mode``; ValueError in words when it cannot be scored
     (the mode has no score, unknown symbols, too short, too long, a seq2seq score without a source)."""
     reason = unscorable_reason(mode)
     if reason is not None:
         raise ValueError(reason[:1].lower() + reason[1:])
-    task = TASK_OF_MODE[str(mode)]
+    assert mode is not None
+    task = TASK_OF_MODE[mode]
     if task == "seq2seq":
         if not source or not source.strip():
             raise ValueError("an encoder-decoder scores a target given its source: write the source text too.")
@@ -141,7 +143,7 @@ class TextScore:
     ``windows`` the forward windows a next-token score used (1: the text fit), ``chars`` the characters the
     scored tokens cover."""
 
-    task: str
+    task: Task
     text: str
     tokens: tuple[ScoredToken, ...]
     l_max: int

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, get_args
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..config import one_of
 from ..data.builtin import repeat_lookback
 from ..data.corpora import IGNORE, build_dataset, load_corpus
 from ..data.datasets import StreamDataset
@@ -27,19 +28,21 @@ from ..device import at_least_fp32, model_device
 from ..files import csv_text
 from ..inference.generation import eval_mode
 from ..inference.scoring import rows_per_pass, score_text
+from ..names import ComponentName
 from .components import Component, Replace, component, components, recorded, replaced
 
 if TYPE_CHECKING:
-    from ..config import RunConfig
+    from ..config import RunConfig, Task
     from ..data.corpora import Dataset
     from ..data.tokenization import Tokenizer
     from ..inference.loaded import LoadedModel
 
-KINDS = ("zero", "mean", "resample")
+AblationKind = Literal["zero", "mean", "resample"]  # what replaces a component's output (see the module)
+KINDS: tuple[AblationKind, ...] = get_args(AblationKind)
 
 
-def check_kind(kind: str) -> None:
-    if kind not in KINDS:
+def check_kind(kind: object) -> None:
+    if not one_of(kind, KINDS):
         raise ValueError(f"{kind!r} is not a kind of ablation; use one of {', '.join(KINDS)}.")
 
 
@@ -60,7 +63,7 @@ class ValidationBatch:
     """The evaluation's validation batches as one: ``rows`` (x, y, and z, padding masks or label as the task has
     them) padded to a common length, ``batch_of`` (N,) the evaluation batch each row came from."""
 
-    task: str
+    task: Task
     rows: dict[str, torch.Tensor]
     batch_of: torch.Tensor
     n_batches: int
@@ -74,14 +77,14 @@ class ValidationBatch:
 
     def position_mask(self, c: Component) -> torch.Tensor | None:
         """(N, T) True at the real positions of the sequence ``c`` reads (the encoder's for enc/enc-mlp)."""
-        return self.rows.get("z_pad_mask" if c.stack.startswith("enc") else "x_pad_mask")
+        return self.rows.get("z_pad_mask" if c.name.map.kind == "enc" else "x_pad_mask")
 
 
 def _val_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed + 1)  # as `training.evaluate` draws the validation split
 
 
-def validation_batch(dataset: Dataset, task: str, batch_size: int, eval_iters: int, seed: int,
+def validation_batch(dataset: Dataset, task: Task, batch_size: int, eval_iters: int, seed: int,
                      pad_id: int = 0) -> ValidationBatch:
     """The ``eval_iters`` validation batches `training.evaluate` draws (generator seeded with ``seed`` + 1)."""
     g = _val_generator(seed)
@@ -120,14 +123,14 @@ def second_copy_mask(config: RunConfig, dataset: Dataset) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------------------------- losses
-def task_logits(model, rows: dict[str, torch.Tensor], task: str) -> torch.Tensor:
+def task_logits(model, rows: dict[str, torch.Tensor], task: Task) -> torch.Tensor:
     """The (N, T, N_V) logits of a next_token, masked_lm or seq2seq batch's rows (`training.task_loss`'s)."""
     if task == "seq2seq":
         return model(rows["x"], context=rows["z"], mask=rows["x_pad_mask"], context_mask=rows["z_pad_mask"])
     return model(rows["x"], mask=rows.get("x_pad_mask"))
 
 
-def row_losses(model, rows: dict[str, torch.Tensor], task: str) -> tuple[torch.Tensor, torch.Tensor]:
+def row_losses(model, rows: dict[str, torch.Tensor], task: Task) -> tuple[torch.Tensor, torch.Tensor]:
     """Per row: the summed cross-entropy of its counted targets (float64) and their number (`training.task_loss`
     per row)."""
     if task == "classification":
@@ -145,7 +148,7 @@ ChunkReplacements = Callable[[slice], dict[Component, Replace]]  # the rows of a
 
 @dataclass
 class KnockoutRow:
-    component: str
+    component: ComponentName
     loss: float
     delta_loss: float
 
@@ -154,14 +157,14 @@ class KnockoutRow:
 class KnockoutTable:
     """Every component's validation loss when knocked out; ``complete`` False when it was cancelled."""
 
-    kind: str
+    kind: AblationKind
     baseline_loss: float
     rows: list[KnockoutRow] = field(default_factory=list)
     complete: bool = True
 
     def to_dict(self) -> dict:
         return {"baseline_loss": self.baseline_loss,
-                "rows": [{"component": r.component, "loss": r.loss, "delta_loss": r.delta_loss} for r in self.rows]}
+                "rows": [{"component": str(r.component), "loss": r.loss, "delta_loss": r.delta_loss} for r in self.rows]}
 
     def csv(self) -> str:
         return "component,loss,delta_loss\n" + "".join(f"{r.component},{r.loss!r},{r.delta_loss!r}\n"
@@ -181,7 +184,7 @@ class Ablator:
         per = rows_per_pass(int(first.shape[1]) if first.dim() == 2 else 1, model.config.vocab_size)
         self.chunks = [slice(s, min(val.n, s + per)) for s in range(0, val.n, per)]
         self._baseline: float | None = None
-        self._outputs: dict[str, torch.Tensor] = {}
+        self._outputs: dict[ComponentName, torch.Tensor] = {}
 
     @torch.inference_mode()
     def loss(self, replace: ChunkReplacements | None = None) -> float:
@@ -201,14 +204,14 @@ class Ablator:
     def baseline(self, record: bool = False) -> float:
         """The loss with nothing knocked out; ``record``: keep every component's output for mean/resample."""
         if self._baseline is None or (record and not self._outputs):
-            kept: dict[str, list[torch.Tensor]] = {}
+            kept: dict[ComponentName, list[torch.Tensor]] = {}
             comps = components(self.model) if record else []
             with recorded(comps, kept):
                 self._baseline = self.loss()
             self._outputs = {name: torch.cat(parts) for name, parts in kept.items()}
         return self._baseline
 
-    def replacement(self, c: Component, kind: str) -> Callable[[slice], Replace]:
+    def replacement(self, c: Component, kind: AblationKind) -> Callable[[slice], Replace]:
         """For the rows of a chunk, the function that knocks ``c`` out by ``kind``."""
         check_kind(kind)
         if kind == "zero":
@@ -224,12 +227,12 @@ class Ablator:
         other = out.roll(-1, 0)  # row i takes row i+1's output
         return lambda rows: (lambda a: other[rows, :a.shape[1]])
 
-    def ablated(self, comps: Sequence[Component], kind: str = "zero") -> float:
+    def ablated(self, comps: Sequence[Component], kind: AblationKind = "zero") -> float:
         """The validation loss with every component of ``comps`` knocked out by ``kind``."""
         fns = [(c, self.replacement(c, kind)) for c in comps]
         return self.loss(lambda rows: {c: fn(rows) for c, fn in fns})
 
-    def table(self, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+    def table(self, kind: AblationKind = "zero", progress: Callable[[int, int, ComponentName], None] | None = None,
               cancelled: Callable[[], bool] | None = None,
               on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
         """Every head and MLP knocked out alone. ``on_row(row)`` and ``progress(done, total, name)`` after each;
@@ -262,7 +265,8 @@ def ablator_for(loaded: LoadedModel, second_copy: bool = False) -> Ablator:
     return Ablator(loaded.model, val)
 
 
-def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[int, int, str], None] | None = None,
+def knockout_table(loaded: LoadedModel, kind: AblationKind = "zero",
+                   progress: Callable[[int, int, ComponentName], None] | None = None,
                    cancelled: Callable[[], bool] | None = None,
                    on_row: Callable[[KnockoutRow], None] | None = None) -> KnockoutTable:
     """`Ablator.table` for a loaded run's model on its validation batch."""
@@ -271,7 +275,7 @@ def knockout_table(loaded: LoadedModel, kind: str = "zero", progress: Callable[[
 
 
 # ------------------------------------------------------------------------------- one component, one text
-TEXT_KINDS = ("zero", "mean")  # resample needs another row of a batch: not for one text
+TEXT_KINDS: tuple[AblationKind, ...] = ("zero", "mean")  # resample needs another row of a batch: not for one text
 
 
 @dataclass
@@ -280,8 +284,8 @@ class TextAblation:
     as the model is and ``after`` with ``component`` knocked out by ``kind``; None for a token that is context
     only (a next-token text's first)."""
 
-    component: str
-    kind: str
+    component: ComponentName
+    kind: AblationKind
     tokens: list[str]
     before: list[float | None]
     after: list[float | None]
@@ -299,8 +303,8 @@ class TextAblation:
                          *((i, t, cell(b), cell(a), cell(d)) for i, (t, b, a, d) in rows)])
 
 
-def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero", source: str | None = None,
-                  ablator: Ablator | None = None) -> TextAblation:
+def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: AblationKind = "zero",
+                  source: str | None = None, ablator: Ablator | None = None) -> TextAblation:
     """Score ``text`` (an edt: the target, given ``source``) with the model as it is and with component ``name``
     knocked out by ``kind``: "zero", or "mean" (its mean over the validation batch, position by position, from
     ``ablator``, by default `ablator_for` ``loaded``)."""
@@ -315,7 +319,7 @@ def text_ablation(loaded: LoadedModel, name: str, text: str, kind: str = "zero",
                         [t.prob for t in after.tokens])
 
 
-__all__ = ["KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
+__all__ = ["AblationKind", "KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
            "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "second_copy_mask", "task_logits",
            "validation_batch",
            "validation_dataset"]

@@ -33,6 +33,7 @@ from torch import nn
 from ..inference.generation import eval_mode
 from ..model import hooks
 from ..model.norm import Norm
+from ..names import ComponentName
 from .components import Component, components, recorded, stacks, stream_point
 
 
@@ -105,14 +106,14 @@ def attribute(model, x: torch.Tensor, position: int, target: int, context: torch
     """Split the logit of token ``target`` at ``position`` of x (1, T) (an encoder-decoder's decoder input, read
     given the source ``context`` (1, T_z)) (see the module)."""
     check_attributable(model, context)
-    kind, mlp_kind, layers = stacks(model)[-1]
-    comps = [c for c in components(model) if c.stack in (kind, "cross", mlp_kind)]
+    kind, layers = stacks(model)[-1]
+    comps = [c for c in components(model) if c.name.map.kind in (kind, "cross")]  # the unembedded stack's
     post = model.config.norm_position != "pre"
     bert = model.config.arch == "bert"
     # what the stream starts from, and the input of each norm on its path to the unembedding (see the module)
     embedding, last = stream_point(kind, 0, len(layers)), stream_point(kind, len(layers), len(layers))
     sums = [total.name for layer in layers for _, _, total in _sublayers(layer)] if post else []
-    kept: dict[str, list[torch.Tensor]] = {}
+    kept: dict[ComponentName, list[torch.Tensor]] = {}
     with eval_mode(model), recorded(comps, kept), \
             hooks.recorded(model, [embedding, last, *sums, *(["final", "proj"] if bert else [])]) as seen:
         logits = model(x, **({} if context is None else {"context": context}))
@@ -146,10 +147,10 @@ def _add_part(s: _Stream, c: Component, out: torch.Tensor) -> None:
     """A head's W_o columns times its Y^h, or an MLP's output without b_mlp2."""
     module = cast(Any, c.module)
     if c.is_head:
-        s.add(c.name, c.part(module.weight) @ out)
+        s.add(str(c.name), c.part(module.weight) @ out)
     else:
         b = module.W_mlp2.bias
-        s.add(c.name, out - b if b is not None else out)
+        s.add(str(c.name), out - b if b is not None else out)
 
 
 __all__ = ["Attribution", "attribute", "check_attributable"]

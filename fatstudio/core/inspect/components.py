@@ -8,9 +8,9 @@ A component is one attention head or one MLP block:
   bias b_o stays, as it belongs to no head).
 - an MLP block: its whole output W_mlp2 act(W_mlp1 e + b_mlp1) + b_mlp2 (B, T, d_e), the point ``M/l/out``.
 
-Names are the attention maps' names with the head added, 0-based: ``self/L/H`` (gpt, gopher, bert),
-``enc/L/H`` and ``dec/L/H`` (an encoder-decoder's encoder and decoder self-attention), ``cross/L/H`` (its
-cross-attention); MLPs ``mlp/L`` and, for an encoder-decoder, ``enc-mlp/L`` and ``dec-mlp/L``.
+Names (`names.ComponentName`) are the attention maps' names with the head added, 0-based: ``self/L/H`` (gpt,
+gopher, bert), ``enc/L/H`` and ``dec/L/H`` (an encoder-decoder's encoder and decoder self-attention), ``cross/L/H``
+(its cross-attention); MLPs ``mlp/L`` and, for an encoder-decoder, ``enc-mlp/L`` and ``dec-mlp/L``.
 
 Hooks are attached inside a ``with`` and removed when it ends; a model without them runs as before.
 """
@@ -24,28 +24,27 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..inference.attention_maps import head_label, layer_label
 from ..model.hooks import Hook, HookPoint, attached
-from ..model.layers import of_stack
+from ..names import ComponentName, MapName, StackKind
 
 Replace = Callable[[torch.Tensor], torch.Tensor]  # a component's output (B, T, d) -> what the model uses instead
 
 
 @dataclass(frozen=True, eq=False)
 class Component:
-    """One head (``head`` its index in W_o's input) or one MLP (``head`` None) of layer ``layer``.
+    """One head (``name.head`` its index in W_o's input) or one MLP (``name.head`` None).
 
-    ``module`` is the head's W_o (an ``nn.Linear``) or the ``MLP``; ``stack`` the map kind ("self", "enc",
-    "dec", "cross") or the MLP's ("mlp", "enc-mlp", "dec-mlp"); ``point`` where its output is read: the
+    ``module`` is the head's W_o (an ``nn.Linear``) or the ``MLP``; ``point`` where its output is read: the
     sublayer's ``z`` (every head's Y^h) or the MLP's ``out``."""
 
-    name: str
-    stack: str
-    layer: int
-    head: int | None
+    name: ComponentName
     module: nn.Module
     width: int  # d_mid for a head, d_e for an MLP
     point: HookPoint
+
+    @property
+    def head(self) -> int | None:
+        return self.name.head
 
     @property
     def is_head(self) -> bool:
@@ -58,49 +57,36 @@ class Component:
         return Y[..., self.head * self.width:(self.head + 1) * self.width]
 
 
-def stacks(model) -> list[tuple[str, str, Sequence[Any]]]:
-    """(self-attention map kind, MLP prefix, layers) of each stack of ``model``, in the order it runs them."""
-    kinds = [("enc", model.encoder), ("dec", model.decoder)] if hasattr(model, "encoder") else [("self", model.layers)]
-    return [(kind, of_stack(kind, "mlp"), layers) for kind, layers in kinds]
+def stacks(model) -> list[tuple[StackKind, Sequence[Any]]]:
+    """(self-attention map kind, layers) of each stack of ``model``, in the order it runs them."""
+    return [("enc", model.encoder), ("dec", model.decoder)] if hasattr(model, "encoder") else [("self", model.layers)]
 
 
-def stream_point(kind: str, layer: int, n_layers: int) -> str:
+def stream_point(kind: StackKind, layer: int, n_layers: int) -> str:
     """The hook point of the residual stream of stack ``kind`` before layer ``layer`` (``n_layers``: after the
     last)."""
-    return f"{kind}/{layer}/resid_pre" if layer < n_layers else f"{kind}/{n_layers - 1}/resid_post"
+    return f"{MapName(kind, layer)}/resid_pre" if layer < n_layers else f"{MapName(kind, n_layers - 1)}/resid_post"
 
 
 def components(model) -> list[Component]:
     """Every head and MLP of ``model``, layer by layer: self-attention heads, cross-attention heads, MLP."""
     out: list[Component] = []
-    for _, _, layers in stacks(model):
+    for kind, layers in stacks(model):
         for l, layer in enumerate(layers):
-            for attn in (layer.attn, layer.cross):
+            for attn, name in ((layer.attn, MapName(kind, l)), (layer.cross, MapName("cross", l))):
                 if attn is not None:
-                    stack = attn.name.split("/")[0]
-                    out += [Component(f"{attn.name}/{h}", stack, l, h, attn.W_o, attn.d_mid, attn.hook_z)
-                            for h in range(attn.H)]
+                    out += [Component(ComponentName(name, h), attn.W_o, attn.d_mid, attn.hook_z) for h in range(attn.H)]
             mlp = layer.mlp
-            out.append(Component(mlp.name, mlp.name.split("/")[0], l, None, mlp, mlp.W_mlp2.out_features, mlp.hook_out))
+            out.append(Component(ComponentName.mlp(kind, l), mlp, mlp.W_mlp2.out_features, mlp.hook_out))
     return out
 
 
-def component_label(name: str) -> str:
-    """A component as a person counts it (from 1): "self/0/2" → "layer 1 · head 3", "cross/1/0" →
-    "cross-attention layer 2 · head 1", "mlp/1" → "layer 2 · MLP", "enc-mlp/0" → "encoder layer 1 · MLP"."""
-    parts = name.split("/")
-    if len(parts) == 3:
-        return head_label(f"{parts[0]}/{parts[1]}", int(parts[2]))
-    stack = parts[0].removesuffix("mlp").removesuffix("-") or "self"
-    return f"{layer_label(f'{stack}/{parts[1]}')} · MLP"
-
-
-def component(model, name: str) -> Component:
+def component(model, name: ComponentName) -> Component:
     """The component called ``name``; ValueError naming the model's components otherwise."""
     found = {c.name: c for c in components(model)}
     if name not in found:
-        names = list(found)
-        raise ValueError(f"this model has no component {name!r}; it has {', '.join(names[:6])}, … "
+        names = list(map(str, found))
+        raise ValueError(f"this model has no component '{name}'; it has {', '.join(names[:6])}, … "
                          f"{names[-1]} ({len(names)} in all).")
     return found[name]
 
@@ -131,7 +117,7 @@ def _hook(items: list[tuple[Component, Replace]]) -> Hook:
 
 
 @contextmanager
-def recorded(comps: Sequence[Component], into: dict[str, list[torch.Tensor]]) -> Iterator[None]:
+def recorded(comps: Sequence[Component], into: dict[ComponentName, list[torch.Tensor]]) -> Iterator[None]:
     """Append each component's output (a copy) of every forward pass to ``into[name]``."""
     def keep(c: Component) -> Replace:
         def fn(a: torch.Tensor) -> torch.Tensor:
@@ -142,5 +128,4 @@ def recorded(comps: Sequence[Component], into: dict[str, list[torch.Tensor]]) ->
         yield
 
 
-__all__ = ["Component", "Replace", "components", "component", "component_label", "stacks", "stream_point", "replaced",
-           "recorded"]
+__all__ = ["Component", "Replace", "components", "component", "stacks", "stream_point", "replaced", "recorded"]

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..inference.attention_maps import AttentionMaps, head_label, parse_map_name
+from ..inference.attention_maps import AttentionMaps
+from ..names import MapName
 
 if TYPE_CHECKING:
     import torch
@@ -48,13 +49,7 @@ SCORE_TITLES = {
     "sink": "first token (sink)",
     "induction": "induction",
 }
-SELF_KINDS = ("self", "enc", "dec")  # the kinds of map that get scores
 MAX_INDUCTION_LENGTH = 50  # n at most (TransformerLens' usual length); n = min(this, (l_max - 1) // 2)
-
-
-def is_self_attention(name: str) -> bool:
-    """Whether map ``name`` ("self/0", "cross/1", …) is a self-attention map, the kind that gets scores."""
-    return parse_map_name(name).kind in SELF_KINDS
 
 
 # ------------------------------------------------------------------------------------------ from maps
@@ -94,18 +89,18 @@ def induction_score(A: np.ndarray, n: int) -> np.ndarray:
     return A[:, p, p - n + 1].mean(-1)
 
 
-def text_scores(maps: AttentionMaps | Mapping[str, np.ndarray]) -> dict[str, dict[str, np.ndarray]]:
+def text_scores(maps: AttentionMaps | Mapping[MapName, np.ndarray]) -> dict[MapName, dict[str, np.ndarray]]:
     """{map name: {"prev", "diag", "sink": (H,)}} for every self-attention map of ``maps`` (any text)."""
     arrays = maps.maps if isinstance(maps, AttentionMaps) else maps
     return {name: {"prev": previous_token_score(A), "diag": diagonal_score(A), "sink": sink_score(A)}
-            for name, A in arrays.items() if is_self_attention(name)}
+            for name, A in arrays.items() if name.self_attention}
 
 
-def induction_scores(maps: AttentionMaps | Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+def induction_scores(maps: AttentionMaps | Mapping[MapName, np.ndarray], n: int) -> dict[MapName, np.ndarray]:
     """{map name: induction score (H,)} for every self-attention map of ``maps``, the maps of
     ``first + r + r`` with ``len(r) == n`` (`induction_maps`)."""
     arrays = maps.maps if isinstance(maps, AttentionMaps) else maps
-    return {name: induction_score(A, n) for name, A in arrays.items() if is_self_attention(name)}
+    return {name: induction_score(A, n) for name, A in arrays.items() if name.self_attention}
 
 
 # ---------------------------------------------------------------------------------------- from a model
@@ -160,14 +155,14 @@ class HeadScores:
     """``scores[map name][score]`` is an array (H,) for each self-attention map; the scores are `SCORES`
     ("induction" is absent when it was not measured). ``n`` and ``seed`` describe the induction sequence."""
 
-    scores: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    scores: dict[MapName, dict[str, np.ndarray]] = field(default_factory=dict)
     n: int | None = None
     seed: int = 0
 
-    def names(self) -> list[str]:
+    def names(self) -> list[MapName]:
         return list(self.scores)
 
-    def get(self, name: str, score: str) -> np.ndarray | None:
+    def get(self, name: MapName, score: str) -> np.ndarray | None:
         """(H,) or None when map ``name`` has no such score."""
         return self.scores.get(name, {}).get(score)
 
@@ -178,9 +173,9 @@ class HeadScores:
 
     def table(self) -> str:
         """A short text table: a header, then one line per head of each map, named as a person reads it
-        (`head_label`: "decoder layer 1 · head 2", counted from 1), then its scores."""
+        (`MapName.head_label`: "decoder layer 1 · head 2", counted from 1), then its scores."""
         cols = self.score_names()
-        rows = [(head_label(name, h), per, h) for name, per in self.scores.items()
+        rows = [(name.head_label(h), per, h) for name, per in self.scores.items()
                 for h in range(len(next(iter(per.values()), [])))]
         width = max((len(label) for label, _, _ in rows), default=4)
         lines = [f"{'head':<{width}} " + " ".join(f"{c:>9}" for c in cols)]
@@ -194,15 +189,15 @@ class HeadScores:
         def number(v: float) -> float | None:
             return round(float(v), 6) if np.isfinite(v) else None
 
-        return {"maps": {name: {sc: [number(v) for v in arr] for sc, arr in d.items()}
+        return {"maps": {str(name): {sc: [number(v) for v in arr] for sc, arr in d.items()}
                          for name, d in self.scores.items()}, "n": self.n, "seed": self.seed}
 
     @classmethod
     def from_dict(cls, d: dict) -> HeadScores:
         """The inverse of `to_dict` (None → NaN); ValueError in words for anything else."""
         try:
-            scores = {str(name): {str(sc): np.array([np.nan if v is None else float(v) for v in values])
-                                  for sc, values in per.items() if sc in SCORES}
+            scores = {MapName.parse(name): {str(sc): np.array([np.nan if v is None else float(v) for v in values])
+                                            for sc, values in per.items() if sc in SCORES}
                       for name, per in d["maps"].items()}
             n = None if d.get("n") is None else int(d["n"])
             return cls(scores, n, int(d.get("seed", 0)))
@@ -222,7 +217,7 @@ def head_scores(model: torch.nn.Module, tokenizer: TokenizerLike, maps: Attentio
     return HeadScores(out, n, seed)
 
 
-def score_movement(history: Mapping[int, HeadScores], names: list[str], score: str, rise: bool = False) -> float:
+def score_movement(history: Mapping[int, HeadScores], names: list[MapName], score: str, rise: bool = False) -> float:
     """How far ``score`` moves over the steps of ``history`` (step → the scores saved then): the largest
     (max - min) over the steps of any head of the maps ``names``; 0 with fewer than two steps or no score.
     ``rise``: the largest increase instead (a later step's value minus an earlier one's): a head forming."""
@@ -245,7 +240,6 @@ def map_scores(maps: AttentionMaps) -> HeadScores:
 
 
 __all__ = ["map_scores", "score_movement",
-           "SCORES", "SCORE_TITLES", "SELF_KINDS", "MAX_INDUCTION_LENGTH", "HeadScores", "head_scores",
-           "is_self_attention", "previous_token_score", "diagonal_score", "sink_score", "induction_score",
-           "text_scores", "induction_scores", "ordinary_ids", "induction_length", "repeated_tokens",
-           "induction_maps"]
+           "SCORES", "SCORE_TITLES", "MAX_INDUCTION_LENGTH", "HeadScores", "head_scores", "previous_token_score",
+           "diagonal_score", "sink_score", "induction_score", "text_scores", "induction_scores", "ordinary_ids",
+           "induction_length", "repeated_tokens", "induction_maps"]

@@ -71,7 +71,7 @@ def encode(model, tokenizer: TokenizerLike, text: str, source: str | None = None
 def lens_probs(model, x: torch.Tensor, context: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(probabilities (L+1, T, N_V) of x (1, T) read after each layer, the model's own output probabilities
     (T, N_V))."""
-    kind, _, layers = stacks(model)[-1]  # the stack whose stream is unembedded (an edt's decoder)
+    kind, layers = stacks(model)[-1]  # the stack whose stream is unembedded (an edt's decoder)
     readout = _readout(model)
     kw = {"context": context} if context is not None else {}
     points = [stream_point(kind, l, len(layers)) for l in range(len(layers) + 1)]  # the embedding, each layer's output

@@ -35,6 +35,7 @@ from ..device import model_device
 from ..files import csv_text
 from ..inference.generation import eval_mode
 from ..model import hooks
+from ..names import ComponentName, MapName, StackKind
 from .components import Component, components, recorded, replaced, stacks, stream_point
 from .lens import encode
 
@@ -54,10 +55,10 @@ class Patcher:
             raise ValueError(f"the clean and corrupted prompts must have the same number of tokens; they have "
                              f"{clean.shape[-1]} and {corrupt.shape[-1]}.")
         self.model, self.clean, self.corrupt, self.prefix = model, clean, corrupt, prefix
-        self.streams = {kind: list(layers) for kind, _, layers in stacks(model)}  # "self", or "enc" and "dec"
+        self.streams = {kind: list(layers) for kind, layers in stacks(model)}  # "self", or "enc" and "dec"
         self.patched = next(iter(self.streams))  # the stream of the prompts' sequence
         self.heads = [c for c in components(model) if c.is_head]
-        kept: dict[str, list[torch.Tensor]] = {}
+        kept: dict[ComponentName, list[torch.Tensor]] = {}
         points = {k: [self.point(k, l) for l in range(len(layers) + 1)] for k, layers in self.streams.items()}
         with eval_mode(model), recorded(self.heads, kept), \
                 hooks.recorded(model, [p for ps in points.values() for p in ps]) as streams:
@@ -67,7 +68,7 @@ class Patcher:
         with eval_mode(model):
             self.corrupt_logits = self.run(corrupt)
 
-    def point(self, stream: str, layer: int) -> str:
+    def point(self, stream: StackKind, layer: int) -> str:
         """The hook point of ``stream``'s residual before ``layer`` (its number of layers: after the last)."""
         return stream_point(stream, layer, len(self.streams[stream]))
 
@@ -78,7 +79,7 @@ class Patcher:
         return self.model(self.prefix.expand(rows, -1), context=ids.expand(rows, -1))
 
     @torch.inference_mode()
-    def residual(self, layer: int, stream: str | None = None) -> torch.Tensor:
+    def residual(self, layer: int, stream: StackKind | None = None) -> torch.Tensor:
         """Logits (T, T_x, N_V): row t is the corrupted run with ``stream``'s residual (default: the prompts'
         sequence's; "dec" an encoder-decoder's decoder's) before ``layer`` at position t taken from the clean run."""
         stream = stream or self.patched
@@ -120,7 +121,7 @@ class PatchResult:
     clean_logit_diff: float
     corrupted_logit_diff: float
     residual: list[list[float]]  # [layer 0..L][position]
-    heads: dict[str, list[float]]  # "self/l" -> per head
+    heads: dict[MapName, list[float]]  # each map's heads, in order
     position: int = -1
     prefix_tokens: list[str] | None = None
     decoder_residual: list[list[float]] | None = None  # [layer 0..L_dec][decoder position]
@@ -131,7 +132,7 @@ class PatchResult:
         out = {"clean_tokens": self.clean_tokens, "corrupt_tokens": self.corrupt_tokens, "target": self.target,
                "foil": self.foil, "clean_logit_diff": self.clean_logit_diff,
                "corrupted_logit_diff": self.corrupted_logit_diff, "position": self.position,
-               "residual": rows(self.residual), "heads": self.heads}
+               "residual": rows(self.residual), "heads": {str(name): row for name, row in self.heads.items()}}
         if self.decoder_residual is not None:
             out |= {"prefix_tokens": self.prefix_tokens, "decoder_residual": rows(self.decoder_residual)}
         return out
@@ -145,7 +146,7 @@ class PatchResult:
         for l, row in enumerate(self.decoder_residual or []):
             rows += ((f"dec-resid/{l}", t, (self.prefix_tokens or [])[t], repr(r)) for t, r in enumerate(row))
         for name, row in self.heads.items():
-            rows += ((f"{name}/{h}", "", "", repr(r)) for h, r in enumerate(row))
+            rows += ((str(ComponentName(name, h)), "", "", repr(r)) for h, r in enumerate(row))
         return csv_text(rows)
 
 
@@ -215,11 +216,11 @@ def patch(model, tokenizer: TokenizerLike, clean: str, corrupt: str, target: str
     def restored(logits: torch.Tensor) -> list[float]:
         return ((diff(logits[:, at]) - d_corrupt) / (d_clean - d_corrupt)).tolist()
 
-    def stream_map(stream: str) -> list[list[float]]:
+    def stream_map(stream: StackKind) -> list[list[float]]:
         return [restored(p.residual(layer, stream)) for layer in range(len(p.streams[stream]) + 1)]
-    heads: dict[str, list[float]] = {}
+    heads: dict[MapName, list[float]] = {}
     for c, r in zip(p.heads, restored(p.head_outputs())):
-        heads.setdefault(c.name.rsplit("/", 1)[0], []).append(r)
+        heads.setdefault(c.name.map, []).append(r)
     strings = tokenizer.token_strings(ids[0] + ids[1] + [t, foil])
     n = len(ids[0])
     result = PatchResult(strings[:n], strings[n:2 * n], strings[-2], strings[-1], d_clean, d_corrupt,

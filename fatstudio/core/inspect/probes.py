@@ -35,10 +35,11 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from ..config import RunConfig
+from ..config import Arch, RunConfig, Task
 from ..files import NotAFile, atomic_write, regular_file, step_files
-from ..inference.attention_maps import AttentionMaps, parse_map_name
-from ..inference.prompting import MASK_MARKER, check_length, encode_prompt
+from ..inference.attention_maps import AttentionMaps
+from ..inference.prompting import MASK_MARKER, Mode, check_length, encode_prompt
+from ..names import AttentionKind, MapName
 from .head_scores import HeadScores, head_scores, map_scores
 from .saved_lens import META_KEY as LENS_KEY
 from .saved_lens import PREFIX as LENS_PREFIX
@@ -68,7 +69,7 @@ class ProbeInput:
     label: str | None = None
 
     @classmethod
-    def asked(cls, text: str | None, source: str | None, arch: str) -> ProbeInput | None:
+    def asked(cls, text: str | None, source: str | None, arch: Arch) -> ProbeInput | None:
         """The probe a person asked for (the CLI's --probe/--probe-source, the Train panel's fields): None when
         neither text is given (the task's default). An encoder-decoder's needs both its source and its target
         text; no other model reads a source. ValueError in words otherwise."""
@@ -102,7 +103,7 @@ class ProbeInput:
             s += f" (label {self.label})"
         return s
 
-    def encode(self, tokenizer: TokenizerLike, arch: str, task: str, l_max: int) -> tuple[list[int], list[int] | None]:
+    def encode(self, tokenizer: TokenizerLike, arch: Arch, task: Task, l_max: int) -> tuple[list[int], list[int] | None]:
         """The token ids the model reads, and an edt's encoder ids (else None), as the Prompt panel encodes
         the same text: gpt/gopher: encode(text), its last l_max tokens; bert: [bos] + text + [eos] with
         mask_id at each ``[MASK]``; edt: the encoder [bos] + source + [eos], the decoder [bos] + text (cut to
@@ -113,14 +114,14 @@ class ProbeInput:
             z = list(encode_prompt(tokenizer, self.source, "translate", l_max=l_max).context_ids or ())
             return [tokenizer.bos_id, *tokenizer.encode(self.text)][:l_max], z
         if arch == "bert":
-            mode = "fill_mask" if task == "masked_lm" else "classify"
+            mode: Mode = "fill_mask" if task == "masked_lm" else "classify"
             return list(encode_prompt(tokenizer, self.text, mode, l_max=l_max).ids), None
         ids = list(encode_prompt(tokenizer, self.text, "generate", l_max=l_max).ids)
         return ids[-l_max:], None
 
 
 # ------------------------------------------------------------------------------------------------ defaults
-def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: str, l_max: int, seed: int = 0) -> ProbeInput:
+def default_probe(dataset: Dataset, tokenizer: TokenizerLike, task: Task, l_max: int, seed: int = 0) -> ProbeInput:
     """A probe taken from the validation split (the training split when there is none), short enough for
     ``l_max`` and at most `MAX_TOKENS` tokens (see the module for each task)."""
     split = "val" if any(v for k, v in dataset.sizes().items() if k.startswith("val")) else "train"
@@ -187,7 +188,7 @@ def save_probe(run_dir: str | Path, step: int, maps: AttentionMaps, probe: Probe
 
     path = probe_path(run_dir, step)
     path.parent.mkdir(exist_ok=True)
-    tensors = {name: np.ascontiguousarray(A, dtype=np.float16) for name, A in maps.maps.items()}
+    tensors = {str(name): np.ascontiguousarray(A, dtype=np.float16) for name, A in maps.maps.items()}
     metadata = {"format": "fatstudio-probe", "step": str(step), "tokens": json.dumps(list(maps.tokens)),
                 "context_tokens": json.dumps(maps.context_tokens),
                 "probe": json.dumps(probe.to_dict() if probe else None)}
@@ -232,8 +233,8 @@ def load_probe_file(path: str | Path) -> AttentionMaps:
         raise ValueError(f"{path} is not a probe file of fatstudio: {e}") from None
     if not isinstance(tokens, list) or not (context is None or isinstance(context, list)):
         raise ValueError(f"{path} is not a probe file of fatstudio: its tokens are not a list.")
-    probe = AttentionMaps(tokens, context, maps)
     try:
+        probe = AttentionMaps(tokens, context, {MapName.parse(name): A for name, A in maps.items()})
         mismatch = probe_mismatch(probe)
     except ValueError as e:  # a map name that is not kind/layer
         mismatch = str(e)
@@ -246,14 +247,14 @@ def probe_mismatch(maps: AttentionMaps, config: RunConfig | None = None) -> str 
     """How a probe file's maps differ from its tokens (each map is H × queries × keys), or, with ``config``, from
     the model's heads and layers."""
     m = config.model.resolved() if config is not None else None
-    layers = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
+    layers: dict[AttentionKind, int] = {"self": m.L, "enc": m.L_enc, "dec": m.L_dec, "cross": m.L_dec} if m else {}
     for name, A in maps.maps.items():
         want = (len(maps.query_tokens(name)), len(maps.key_tokens(name)))
         if A.ndim != 3 or A.shape[1:] != want:
             return f"map {name} is {'×'.join(map(str, A.shape))}, its tokens make it H×{want[0]}×{want[1]}"
         if m and A.shape[0] != m.H:
             return f"map {name} has {A.shape[0]} heads, config.json's model H = {m.H}"
-        if m and parse_map_name(name).layer >= layers.get(parse_map_name(name).kind, m.L):
+        if m and name.layer >= layers[name.kind]:
             return f"map {name} is of a layer that config.json's model does not have"
     return None
 
@@ -312,7 +313,7 @@ def score_history(run: str | Path | Mapping[int, str | Path]) -> dict[int, HeadS
     return history
 
 
-def score_series(history: Mapping[int, HeadScores], name: str, score: str) -> tuple[np.ndarray, np.ndarray]:
+def score_series(history: Mapping[int, HeadScores], name: MapName, score: str) -> tuple[np.ndarray, np.ndarray]:
     """One score of map ``name`` over training time: the steps (S,) that have it, ascending, and its values
     (S, H), for plotting one line per head."""
     found = [(step, v) for step, sc in sorted(history.items()) if (v := sc.get(name, score)) is not None]

@@ -40,6 +40,7 @@ from ..inference.scoring import window_starts
 from .ablation import task_logits, validation_dataset
 
 if TYPE_CHECKING:
+    from ..config import Task
     from ..inference.loaded import LoadedModel
 
 TASKS = ("next_token", "masked_lm", "seq2seq")
@@ -55,7 +56,7 @@ class ValidationSplit:
     in order), ``ids`` the validation tokens scored, ``train_counts`` (N_V,) how often each token is a target of
     the train split, ``pair_starts`` and ``sources`` each seq2seq pair's first token and source text."""
 
-    task: str
+    task: Task
     rows: dict[str, torch.Tensor]
     ids: np.ndarray
     train_counts: np.ndarray
@@ -64,7 +65,7 @@ class ValidationSplit:
     sources: list[str] | None = None
 
 
-def check_task(task: str) -> None:
+def check_task(task: Task) -> None:
     if task not in TASKS:
         raise ValueError(f"the loss per validation token is for language models (gpt, gopher, a masked-LM bert, an "
                          f"encoder-decoder); this run's task is {task}, whose loss is not one per token.")
@@ -148,7 +149,7 @@ class TokenLoss:
     loss: np.ndarray
     ids: np.ndarray
     label: str = ""
-    task: str = "next_token"
+    task: Task = "next_token"
     step: int = 0
     train_counts: np.ndarray | None = None
     pair_starts: np.ndarray | None = None

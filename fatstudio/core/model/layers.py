@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ResolvedModelConfig
+from ..names import ComponentName, MapName, StackKind
 from .attention import KVCache, MHAttention
 from .hooks import HookPoint
 from .norm import Norm
@@ -42,11 +43,6 @@ class MLP(nn.Module):
         return [self.hook_in, self.hook_out]
 
 
-def of_stack(kind: str, what: str) -> str:
-    """``what`` ("mlp", "embed", …) of the stack whose self-attention is ``kind``: "mlp" of a model's one stack
-    ("self"), "enc-mlp" and "dec-mlp" of an edt's encoder and decoder."""
-    return what if kind == "self" else f"{kind}-{what}"
-
 
 class Layer(nn.Module):
     """One layer l: X ← X + MHAttention(X, X | 𝒲_l, Mask) [ + MHAttention(X, Z | 𝒲_l^e/d) ] + MLP, normed.
@@ -57,19 +53,19 @@ class Layer(nn.Module):
     points (`hooks`) "kind/l/resid_pre", …
     """
 
-    def __init__(self, cfg: ResolvedModelConfig, kind: str, l: int, causal: bool, cross: bool = False) -> None:
+    def __init__(self, cfg: ResolvedModelConfig, kind: StackKind, l: int, causal: bool, cross: bool = False) -> None:
         super().__init__()
         self.pre = cfg.norm_position == "pre"
-        self.attn = MHAttention(cfg, f"{kind}/{l}", causal=causal)
+        self.attn = MHAttention(cfg, str(MapName(kind, l)), causal=causal)
         self.norm_attn = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
-        self.cross = MHAttention(cfg, f"cross/{l}", causal=False, cross=True) if cross else None
+        self.cross = MHAttention(cfg, str(MapName("cross", l)), causal=False, cross=True) if cross else None
         self.norm_cross = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cross else None
-        self.mlp = MLP(cfg, f"{of_stack(kind, 'mlp')}/{l}")
+        self.mlp = MLP(cfg, str(ComponentName.mlp(kind, l)))
         self.norm_mlp = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all per sublayer
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = (
-            HookPoint(f"{kind}/{l}/{what}") for what in ("resid_pre", "resid_mid", "resid_post"))
-        self.hook_resid_mid_cross = HookPoint(f"{kind}/{l}/resid_mid_cross") if cross else None
+            HookPoint(f"{self.attn.name}/{what}") for what in ("resid_pre", "resid_mid", "resid_post"))
+        self.hook_resid_mid_cross = HookPoint(f"{self.attn.name}/resid_mid_cross") if cross else None
 
         def total(sub: str) -> HookPoint | None:  # post-LN: X + the sublayer's output, before the norm
             return None if self.pre else HookPoint(f"{sub}/sum")

@@ -3,6 +3,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import NormKind
+
 
 class Norm(nn.Module):
     """layer_norm(e | γ, β): ê = (e - m)/√(v + ε) ⊙ γ + β, with v the biased variance (Algorithm 6).
@@ -10,7 +12,7 @@ class Norm(nn.Module):
     ``kind="rms"`` is RMSnorm: m = β = 0, ê = e/√(mean(e²) + ε) ⊙ γ.
     """
 
-    def __init__(self, d: int, kind: str = "layer", eps: float = 1e-5) -> None:
+    def __init__(self, d: int, kind: NormKind = "layer", eps: float = 1e-5) -> None:
         super().__init__()
         self.kind, self.eps = kind, eps
         self.gamma = nn.Parameter(torch.ones(d))

@@ -13,10 +13,11 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from ..config import ModelConfig, ResolvedModelConfig
+from ..names import StackKind, of_stack
 from .attention import KVCache
 from .embedding import Embedding, Unembedding
 from .hooks import HookPoint, attending
-from .layers import Layer, of_stack
+from .layers import Layer
 from .norm import Norm
 
 AttentionWeights = dict[str, torch.Tensor]  # "self/l", "enc/l", "dec/l", "cross/l" -> (B, H, T_query, T_key)
@@ -44,7 +45,7 @@ class Transformer(nn.Module):
         raise NotImplementedError
 
     @staticmethod
-    def _stack(cfg: ResolvedModelConfig, kind: str, n: int, causal: bool,
+    def _stack(cfg: ResolvedModelConfig, kind: StackKind, n: int, causal: bool,
                cross: bool = False) -> tuple[nn.ModuleList, HookPoint, HookPoint]:
         """The n layers of a stack whose self-attention is ``kind`` ("self", "enc", "dec"), and the hook points of
         its embedding and of its output after the final norm ("embed", "final"; "enc-embed", …)."""

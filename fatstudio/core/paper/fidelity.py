@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import ModelConfig, TrainConfig
+from ..config import Arch, ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -20,9 +20,9 @@ class Deviation:
     fatstudio: str  # what fatstudio does
     why: str
     setting: str = ""  # the setting that changes it ("" = none)
-    archs: tuple[str, ...] = ()  # the architectures it concerns (() = every one)
+    archs: tuple[Arch, ...] = ()  # the architectures it concerns (() = every one)
 
-    def rank(self, arch: str) -> int:
+    def rank(self, arch: Arch) -> int:
         """0: about ``arch`` alone (or a few, ``arch`` among them); 1: about every architecture; 2: about others."""
         return 0 if arch in self.archs else 1 if not self.archs else 2
 
@@ -34,7 +34,7 @@ def _sinusoidal_base() -> str:
     return "ℓ_max (as Algorithm 2 writes it)" if b == l_max else f"{b:g}"
 
 
-def deviations(arch: str | None = None) -> list[Deviation]:
+def deviations(arch: Arch | None = None) -> list[Deviation]:
     """Every deviation; with ``arch``, those about that architecture alone first, then those about every
     architecture, then those about the others (each group in its own order)."""
     every = _deviations()

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..config import ModelConfig
-from ..inference.prompting import encode_prompt
+from ..inference.prompting import Mode, encode_prompt
 from ..model import ETransformer, Transformer, build_model
+from ..names import MapName
 from .pseudocode import ALGORITHMS
 from .reference import ReferenceTransformer
 
@@ -37,7 +38,7 @@ class Differences:
     """The largest |fast - reference| of each compared quantity, over every real (unpadded) position."""
 
     probabilities: float  # P, on the fused and on the attention-capturing path
-    attention: dict[str, float]  # attention map name ("self/0", "cross/1", …) → over all its heads
+    attention: dict[MapName, float]  # each attention map's, over all its heads
     classes: float | None = None  # P(c | x) of a class head (None: no class head)
 
     @property
@@ -64,7 +65,7 @@ def compare(model: Transformer, ref: ReferenceTransformer, x: torch.Tensor, z: t
             classes = model.classify(x, mask=mask)
     assert isinstance(plain, torch.Tensor) and isinstance(classes, (torch.Tensor, type(None)))
     worst_p, worst_c = 0.0, None
-    worst_a: dict[str, float] = {}
+    worst_a: dict[MapName, float] = {}
     for b in range(x.shape[0]):
         n = int(mask[b].sum()) if mask is not None else x.shape[1]
         n_z = None if z is None else int(z_mask[b].sum()) if z_mask is not None else z.shape[1]
@@ -73,10 +74,11 @@ def compare(model: Transformer, ref: ReferenceTransformer, x: torch.Tensor, z: t
             worst_p = max(worst_p, (lg[b, :n].softmax(-1).T - P).abs().max().item())
         if set(A) != set(attn):
             raise ValueError(f"the fast model's attention maps {sorted(attn)} are not the reference's {sorted(A)}.")
-        for name, heads in A.items():
-            n_q = n_z if name.startswith("enc") else n
-            n_k = n_z if name.startswith(("enc", "cross")) else n
-            d = max((attn[name][b, h, :n_q, :n_k] - a).abs().max().item() for h, a in enumerate(heads))
+        for key, heads in A.items():
+            name = MapName.parse(key)
+            n_q = n_z if name.kind == "enc" else n
+            n_k = n_z if name.kind in ("enc", "cross") else n
+            d = max((attn[key][b, h, :n_q, :n_k] - a).abs().max().item() for h, a in enumerate(heads))
             worst_a[name] = max(worst_a.get(name, 0.0), d)
         if classes is not None:
             d = (classes[b].softmax(-1) - ref.class_probabilities(x[b, :n].tolist())).abs().max().item()
@@ -178,7 +180,7 @@ def check_on_corpus(model: Transformer, tokenizer: TokenizerLike | None, corpus:
 
 
 def model_input(model: Transformer, tokenizer: TokenizerLike | None, corpus: Corpus | None, text: str,
-                mode: str | None) -> tuple[list[int], list[int] | None, str]:
+                mode: Mode | None) -> tuple[list[int], list[int] | None, str]:
     """The ids a forward pass on ``text`` reads (x, an edt's source z, and where they came from in words):
     ``text`` encoded as prompting in ``mode`` encodes it, its last ℓ_max tokens; with no text or no tokenizer,
     `sample_input` from the start of ``corpus`` (or random ids)."""

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import ModelConfig, ResolvedModelConfig
+from ..names import AttentionKind, MapName, StackKind, of_stack
 
 if TYPE_CHECKING:
     import torch
@@ -44,13 +45,12 @@ class Tap:
 
 
 OUTPUTS = ("logits", "class-logits")  # the taps that are the model's outputs, not hook points
-_KINDS = {"layers": "self", "encoder": "enc", "decoder": "dec"}  # a stack's self-attention kind (its points')
+_KINDS: dict[str, StackKind] = {"layers": "self", "encoder": "enc", "decoder": "dec"}  # a stack's self-attention kind
 
 
 def _of_stack(stack: str, what: str) -> str:
-    """The point ``what`` ("embed", "final", "mlp") of a stack's (`core.model.layers.of_stack`, without torch)."""
-    kind = _KINDS[stack]
-    return what if kind == "self" else f"{kind}-{what}"
+    """The point ``what`` ("embed", "final", "mlp") of a stack's (`names.of_stack`)."""
+    return of_stack(_KINDS[stack], what)
 
 
 @dataclass(frozen=True)
@@ -58,8 +58,8 @@ class Line:
     """One line of the pseudocode. ``algorithm``/``number``: the paper's line it stands for (None: a heading
     or a note). ``fields``: the ModelConfig fields its shapes and choices come from. ``params``: the state-dict
     names of the parameters it uses, ``{l}`` for the layer when ``stack`` ("layers", "encoder", "decoder")
-    loops over layers. ``tap``: the tensor it produces. ``attention``: the kind ("self", "enc", "dec", "cross")
-    of the attention maps its MHAttention call makes."""
+    loops over layers. ``tap``: the tensor it produces. ``attention``: the kind of the attention maps its
+    MHAttention call makes."""
 
     text: str
     algorithm: int | None = None
@@ -68,7 +68,7 @@ class Line:
     params: tuple[str, ...] = ()
     tap: Tap | None = None
     stack: str | None = None
-    attention: str | None = None
+    attention: AttentionKind | None = None
     shape: str = ""
 
     def parameters(self, l: int) -> list[str]:
@@ -97,7 +97,7 @@ class Pseudocode:
         """The lines for a monospace view, one a row, the paper's line number in a left column."""
         return "\n".join(_render(line) for line in self.lines)
 
-    def attention_line(self, kind: str) -> int:
+    def attention_line(self, kind: AttentionKind) -> int:
         """The index of the line whose MHAttention call makes the attention maps of ``kind``."""
         for i, line in enumerate(self.lines):
             if line.attention == kind:
@@ -259,7 +259,8 @@ class _Builder:
                    params=self.norm_params("embed.norm"), tap=Tap(f"{_KINDS[stack]}/0/resid_pre"),
                    shape=f"{big} ∈ {_mat(c.d_e, n)}")
 
-    def sublayers(self, stack: str, big: str, n: str, steps: list[tuple[int, int, str, int, str, str | None]]) -> None:
+    def sublayers(self, stack: str, big: str, n: str,
+                  steps: list[tuple[int, int, str, int, str, AttentionKind | None]]) -> None:
         """The body of ``for l``: each step (residual line number, norm line number, the call with @ for its
         input, norm superscript, module, attention kind or None) written pre-LN or post-LN, with its taps."""
         c = self.c
@@ -453,10 +454,10 @@ def tensor_stats(a: Any, bins: int = 24) -> TensorStats:
 @dataclass
 class Trace:
     """The tensors of one forward pass: each tap's tensor (batch row 0, float64 numpy, as the fast model lays
-    it out: positions first) and the attention maps ``{"self/0": (H, T_query, T_key)}``."""
+    it out: positions first) and the attention maps (H, T_query, T_key) by name."""
 
     tensors: dict[Tap, np.ndarray]
-    attention: dict[str, np.ndarray]
+    attention: dict[MapName, np.ndarray]
     x: list[int]
     z: list[int] | None = None
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)  # every parameter's (state-dict name)
@@ -486,6 +487,6 @@ def trace(model: torch.nn.Module, taps: Sequence[Tap], x: Sequence[int], z: Sequ
     for t in taps:
         v = (outputs[t.point] if t.point in OUTPUTS else seen[t.point][0])[0].double()  # the forward pass's, row 0
         tensors[t] = (v.softmax(-1) if t.softmax else v).cpu().numpy()
-    maps = {k: v[0].double().cpu().numpy() for k, v in attn.items()}
+    maps = {MapName.parse(k): v[0].double().cpu().numpy() for k, v in attn.items()}
     shapes = {k: tuple(v.shape) for k, v in m.state_dict().items()}
     return Trace(tensors, maps, list(x), list(z) if z is not None else None, shapes)

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import torch
 
 from ..config import ModelConfig
+from ..names import MapName, StackKind
 
 Tensor = torch.Tensor
 F64 = torch.float64
@@ -255,13 +256,13 @@ class ReferenceTransformer:
             cols.append(e)
         return torch.stack(cols, 1)
 
-    def _stack(self, prefix: str, kind: str, n: int, X: Tensor, mask: Mask, attn: dict[str, list[Tensor]],
+    def _stack(self, prefix: str, kind: StackKind, n: int, X: Tensor, mask: Mask, attn: dict[str, list[Tensor]],
                Z: Tensor | None = None) -> Tensor:
         for l in range(n):
             X, A, Ac = self._layer(f"{prefix}.{l}", X, mask, Z)
-            attn[f"{kind}/{l}"] = [a.T for a in A]
+            attn[str(MapName(kind, l))] = [a.T for a in A]
             if Ac is not None:
-                attn[f"cross/{l}"] = [a.T for a in Ac]
+                attn[str(MapName("cross", l))] = [a.T for a in Ac]
         return X
 
     def _final(self, name: str, X: Tensor) -> Tensor:

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from ..config import CAUSAL_ARCHS, ResolvedModelConfig
 from ..files import seal, unsealed
+from ..temporary import made_beside
 
 if TYPE_CHECKING:
     import torch
@@ -242,14 +241,13 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     out = Path(out_dir)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"{out} already exists and is not an empty folder; export to a new or empty folder.")
-    check_output(out, "the export folder")  # never inside a run folder (the run's own, or another's)
+    check_output(out, "the export folder", parents=True)  # never inside a run folder (the run's own, or another's)
     loaded = run.load_model("cpu")
     files = _tokenizer_files(loaded.tokenizer, cfg.l_max)
     files["config.json"] = json.dumps(hf_config(cfg, loaded.tokenizer), indent=2)
     tensors = hf_state_dict(loaded.model.state_dict(), cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # the whole folder renamed into place
-    try:
+    with made_beside(out, folder=True) as tmp:  # the whole folder renamed into place
         save_file(tensors, str(tmp / "model.safetensors"), metadata=unsealed({"format": "pt"}))
         seal(tmp / "model.safetensors")  # its checksum in its header, which import checks
         for name, text in files.items():
@@ -257,7 +255,4 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
         if out.exists():
             out.rmdir()  # empty (checked above)
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return HFExport(out, target, note=generate_limit(cfg))

@@ -15,7 +15,9 @@ window (a batch of steps announced together), so every row of a window carries t
 ``meta.json`` records the layout's ``format_version`` (`FORMAT_VERSION`; a run without one is version 1): a run
 written by a newer fatstudio is refused with a message rather than misread. Training holds ``.lock`` in the
 folder (`Run.lock`, an OS file lock: released when training ends, however it ends, or when its process dies),
-so a second process training the same run is refused at once; reading a run takes no lock.
+so a second process training the same run is refused at once. Reading a run writes nothing, takes no lock and
+needs nothing writable; a run whose meta.json says it is at work (`AT_WORK`) while no process holds its lock
+reads as `INTERRUPTED` (its process was killed or crashed), what the runs list shows and what resuming continues.
 
 With ``train.tensorboard = true`` the rows and samples also go into TensorBoard event files in
 ``tensorboard/`` (`tensorboard_log`), written as they are appended and closed when the run ends.
@@ -30,17 +32,19 @@ import shutil
 import time
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from ..config import RunConfig
+from ..environment import RUNS
 from ..files import (
     JSON_LIMIT,
     ROWS_LIMIT,
     TOKENIZER_LIMIT,
     NotAFile,
     atomic_write,
+    cannot_make,
     naming,
     read_bytes,
     read_text,
@@ -48,7 +52,20 @@ from ..files import (
     why_not_written,
 )
 from ..inference.loaded import LoadedModel
-from ..records import MetricsRow, RunMeta, jsonl, mark_window_ends, parse_jsonl, read_jsonl, row_step
+from ..records import (
+    AT_WORK,
+    ENDED,
+    INTERRUPTED,
+    MetricsRow,
+    RunMeta,
+    RunStatus,
+    jsonl,
+    mark_window_ends,
+    parse_jsonl,
+    read_jsonl,
+    row_step,
+)
+from ..temporary import held, remove_abandoned
 from . import agreement, snapshots
 from .weights import CONFIG, META, METRICS, OPTIMIZER, SAMPLES, TOKENIZER, WEIGHTS, RunWeights
 
@@ -60,28 +77,28 @@ if TYPE_CHECKING:
     from .tensorboard_log import TensorBoardLog
 
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
-ENDED = ("finished", "failed", "stopped")  # the statuses a run ends with (write_meta closes its event files)
 FORMAT_VERSION = 2  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
 # (2: every weight file carries a checksum, `weights.CHECKSUMMED`; 1 and older runs load without one)
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
 RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."
+BUSY = "{path} is being trained by another process; wait for it to end or stop it."
+LOCK_WAIT_S = 0.25  # how long `Run.lock` tries: a reader's look at the lock (`temporary.held`) holds it for microseconds
 
 
 def default_runs_root() -> Path:
     """``$FATSTUDIO_RUNS``, else ``runs`` in the platform's user data folder for fatstudio (platformdirs):
     ``$XDG_DATA_HOME/fatstudio`` or ``~/.local/share/fatstudio`` on Linux, ``~/Library/Application
     Support/fatstudio`` on macOS, ``%LOCALAPPDATA%\\fatstudio`` on Windows."""
-    if os.environ.get("FATSTUDIO_RUNS"):
-        return Path(os.environ["FATSTUDIO_RUNS"]).expanduser()
-    return platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
+    return RUNS.value() or platformdirs.user_data_path("fatstudio", appauthor=False) / "runs"
 
 
 class Run(RunWeights):
     """One run folder. Create with `Run.create`, reopen with `Run.open`; its weights: `weights.RunWeights`."""
 
-    def __init__(self, path: Path, config: RunConfig, meta: dict):
+    def __init__(self, path: Path, config: RunConfig, meta: dict, interrupted: bool = False):
         self.path, self.config, self.meta = Path(path), config, meta
+        self.interrupted = interrupted  # meta.json says a process is at work on the run, and none is (`open`)
         self._tensorboard: TensorBoardLog | None = None  # opened by the first write when config says so
         self._lock: BaseFileLock | None = None  # held while this process trains the run (`lock`)
 
@@ -93,7 +110,7 @@ class Run(RunWeights):
     @staticmethod
     def check_new(path: str | Path) -> None:
         """ValueError unless ``path`` can become a new run: absent, or an empty folder (an earlier run is never
-        overwritten: resume it instead)."""
+        overwritten: resume it instead), where this process may write (`files.cannot_make`)."""
         path = Path(path)
         if path.exists() and not path.is_dir():
             raise ValueError(f"{path} is a file, not a folder; choose another --out.")
@@ -105,6 +122,9 @@ class Run(RunWeights):
                 raise ValueError(f"cannot create the run folder {path}: {parent} is a file, not a folder.")
         if path.is_dir() and not _empty(path):
             raise ValueError(_TAKEN.format(path=path))
+        problem = cannot_make(path)  # a read-only disk: said now, not once the corpus is prepared
+        if problem:
+            raise ValueError(f"cannot create the run folder {path}: {problem}.")
 
     @classmethod
     def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None, lock: bool = False) -> Run:
@@ -115,6 +135,7 @@ class Run(RunWeights):
         path = root / name if name else root
         try:
             root.mkdir(parents=True, exist_ok=True)
+            remove_abandoned(root)  # the hidden work a killed import or copy left there
             if name:  # an explicit folder (the CLI's --out): exactly there, and never over an earlier run
                 cls.check_new(path)
                 made = not path.exists()
@@ -186,7 +207,7 @@ class Run(RunWeights):
             config.data.validate()  # training checks its own table when resuming
         except (ValueError, TypeError, KeyError, AttributeError) as e:
             raise ValueError(f"{path / CONFIG} is not a valid run config: {e}") from None
-        return cls(path, config, meta)
+        return cls(path, config, meta, interrupted=meta.get("status") in AT_WORK and not held(path / LOCK))
 
     def delete(self) -> None:
         """Remove the run's folder. A run another process trains (`lock`) is a ValueError and nothing goes."""
@@ -200,16 +221,16 @@ class Run(RunWeights):
     def lock(self) -> None:
         """Hold ``RUN/.lock`` while this process trains the run: an OS lock (filelock), so it is released by
         `unlock` or, however the process ends (kill -9 too), by the system. Another process holding it is a
-        ValueError at once (no waiting)."""
+        ValueError at once (after `LOCK_WAIT_S`, for a reader looking at it: `temporary.held`)."""
         from filelock import FileLock, Timeout
 
         if self._lock is not None:
             return
-        busy = f"{self.path} is being trained by another process; wait for it to end or stop it."
+        busy = BUSY.format(path=self.path)
         for _ in range(3):  # the file we locked may have been removed by the holder releasing it (`unlock`)
             lock = FileLock(str(self.path / LOCK), thread_local=False)  # released from whichever thread ends the run
             try:
-                lock.acquire(timeout=0)
+                lock.acquire(timeout=LOCK_WAIT_S)
             except Timeout:
                 raise ValueError(busy) from None
             except OSError as e:
@@ -237,16 +258,23 @@ class Run(RunWeights):
         """Whether this process holds the run's lock (`lock`)."""
         return self._lock is not None
 
+    @property
+    def trained_elsewhere(self) -> bool:
+        """Whether another process (or another `Run` of this one) holds the run's lock, found without taking it."""
+        return not self.locked and held(self.path / LOCK)
+
     # -- files -----------------------------------------------------------------------------------------------
     def write_config(self, config: RunConfig) -> None:
         self.config = config
         atomic_write(self.path / CONFIG, json.dumps(config.to_dict(), indent=2))
 
-    def write_meta(self, **updates) -> None:
-        """Update meta.json. ``status="running"`` with ``train.tensorboard`` on first imports TensorBoard's
-        writer (a ValueError in one line, before the run starts, if it cannot); a status the run ends with
-        (`ENDED`) closes the event files."""
-        status = updates.get("status")
+    def write_meta(self, status: RunStatus | None = None, **updates: Any) -> None:
+        """Update meta.json (``status`` first, where given). ``status="running"`` with ``train.tensorboard`` on
+        first imports TensorBoard's writer (a ValueError in one line, before the run starts, if it cannot); a
+        status the run ends with (`ENDED`) closes the event files."""
+        if status is not None:
+            updates = {"status": status, **updates}
+            self.interrupted = False
         if status == "running" and self.config.train.tensorboard:
             from .tensorboard_log import summary_writer_class
 
@@ -256,11 +284,11 @@ class Run(RunWeights):
         if status in ENDED:
             self.close()
 
-    def try_write_meta(self, **updates) -> bool:
+    def try_write_meta(self, status: RunStatus | None = None, **updates: Any) -> bool:
         """`write_meta`, unless the folder cannot be written (a full disk, whose error is being reported
         already): False then. For marking a run that ends on an error."""
         try:
-            self.write_meta(**updates)
+            self.write_meta(status, **updates)
         except OSError:
             self.close()
             return False
@@ -323,8 +351,9 @@ class Run(RunWeights):
 
     @property
     def info(self) -> RunMeta:
-        """meta.json through typed readers (`records.RunMeta`)."""
-        return RunMeta(self.meta)
+        """meta.json through typed readers (`records.RunMeta`), its status `INTERRUPTED` where its process is gone (read,
+        never written)."""
+        return RunMeta({**self.meta, "status": INTERRUPTED} if self.interrupted else self.meta)
 
     def metrics(self) -> list[dict]:
         """The rows of metrics.jsonl, each throughput window's last row marked ``window_end`` (also in runs
@@ -444,12 +473,13 @@ def _read_json(path: Path, name: str) -> dict:
 
 def list_runs(root: Path | None = None) -> list[Run]:
     """Every readable run under ``root``, newest first; folders that are not runs (or not readable ones: a
-    truncated config.json or meta.json, a newer format) are skipped."""
+    truncated config.json or meta.json, a newer format) are skipped, and hidden ones (the temporary work of an
+    import or a copy, `temporary.made_beside`, whole or not)."""
     root = Path(root) if root else default_runs_root()
     runs = []
     if root.is_dir():
         for p in root.iterdir():
-            if p.is_dir() and (p / CONFIG).exists():
+            if p.is_dir() and not p.name.startswith(".") and (p / CONFIG).exists():
                 try:
                     runs.append(Run.open(p))
                 except ValueError:

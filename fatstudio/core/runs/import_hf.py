@@ -39,8 +39,6 @@ import math
 import os
 import pickle
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -51,11 +49,12 @@ import torch
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers
 
-from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from ..config import Activation, DataConfig, ModelConfig, RunConfig, Task, TrainConfig
 from ..data.tokenization import Tokenizer
 from ..files import JSON_LIMIT, TOKENIZER_LIMIT, NotAFile, read_text, regular_file, verify
 from ..memory import check_fits
 from ..model import build_empty
+from ..temporary import made_beside
 from .folder import Run
 from .weights import WEIGHT_DTYPES
 
@@ -63,7 +62,7 @@ GPT2, LLAMA, MISTRAL, BERT = "GPT2LMHeadModel", "LlamaForCausalLM", "MistralForC
 CLASSES = (GPT2, LLAMA, MISTRAL, BERT)
 DTYPES = {name: getattr(torch, name) for name in WEIGHT_DTYPES}  # --dtype: what the run keeps its weights in
 EXACT = (torch.float16, torch.bfloat16, torch.float32)  # the checkpoint's weights that float32 holds exactly
-GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
+GPT2_ACTIVATIONS: dict[str, Activation] = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh",
                     "gelu": "gelu", "relu": "relu"}  # transformers' -> ours (gelu_new is the tanh formula)
 PREFIXES = ("transformer.", "model.", "bert.")  # a base model's tensors, saved with or without its prefix
 Progress = Callable[[float, str], None]
@@ -634,13 +633,12 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
     if cfg.tie_embeddings:  # assign gave W_u a Parameter of its own: tie it again
         model.tie_unembedding()
     model.to(DTYPES[dtype])
-    task = "masked_lm" if cfg.arch == "bert" else "next_token"
+    task: Task = "masked_lm" if cfg.arch == "bert" else "next_token"
     # the built-in corpus (python-stdlib) is what ablate and token-loss read of an imported run; --init-from trains on yours
     config = RunConfig(cfg, DataConfig(tokenizer="bpe", task=task), TrainConfig())
     say(0.8, "writing the run")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))  # the whole run renamed into place
-    try:
+    with made_beside(out, folder=True) as tmp:  # the whole run renamed into place; hidden, never listed meanwhile
         run = Run.create(config, tmp.parent, tmp.name)
         run.save_tokenizer(tokenizer)
         run.save_checkpoint(model, None, 0, {})
@@ -648,7 +646,4 @@ def import_hf(source: str | Path, out: str | Path, dtype: str = "float32",
         if out.exists():
             out.rmdir()  # empty (Run.check_new)
         os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return HFImport(out, cls, cfg.vocab_size, sum(p.numel() for p in model.parameters()))

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..config import TOKENIZERS
+from ..config import TOKENIZERS, Task, TokenizerKind, one_of
 from ..data.tokenization import Progress, Tokenizer, split_text, train_tokenizer
-from ..records import VAL_LOSS, row_number
+from ..records import VAL_LOSS, ShownStatus, row_number
 from .reference_curves import bits_per_char
 
 if TYPE_CHECKING:
     from ..data.corpora import Corpus
     from .folder import Run
 
-Spec = tuple[str, int | None]  # (kind, vocab_size); char takes no size
+Spec = tuple[TokenizerKind, int | None]  # (kind, vocab_size); char takes no size
 DEFAULT_SPECS: tuple[Spec, ...] = (("char", None), ("word", 1024), ("word", 4096), ("bpe", 512), ("bpe", 1024),
                                    ("bpe", 4096))
 TRAIN_CHARS = 4_000_000  # the most characters a tokenizer trains on (an even sample of the training split)
@@ -55,7 +55,7 @@ class LabRow:
     """One tokenizer measured on the validation split. A "length" is the tokens of one line of the split (one
     text for a corpus of examples), encoded on its own, without its line break."""
 
-    kind: str
+    kind: TokenizerKind
     vocab_cap: int | None  # what was asked for (word, bpe)
     vocab_size: int  # N_V, the four special tokens included
     train_seconds: float
@@ -118,7 +118,7 @@ def parse_specs(text: str) -> list[Spec]:
     specs: list[Spec] = []
     for item in filter(None, (s.strip() for s in text.split(","))):
         kind, *rest = item.split()
-        if kind not in TOKENIZERS:
+        if not one_of(kind, TOKENIZERS):
             raise ValueError(f"{item!r}: the tokenizers are {', '.join(TOKENIZERS)}.")
         if kind == "char":
             if rest:
@@ -270,9 +270,9 @@ class RunScore:
 
     name: str
     path: str
-    status: str  # "finished" or "stopped"
-    task: str
-    tokenizer: str
+    status: ShownStatus  # "finished" or "stopped"
+    task: Task
+    tokenizer: TokenizerKind
     vocab_size: int  # N_V
     steps: int
     val_loss: float  # the best, nats per token
@@ -323,7 +323,7 @@ def _best_val_loss(run: Run) -> float | None:
     return float(best) if best is not None and math.isfinite(best) else None
 
 
-def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, task: str | None = None,
+def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, task: Task | None = None,
                      loaded: Corpus | None = None, seed: int = 0, progress: Progress | None = None) -> list[RunScore]:
     """The finished (or stopped) runs under ``runs_root`` trained on ``corpus_spec`` (and ``task``, if given)
     that have a validation loss, lowest bits per character first (then lowest loss). ``loaded`` is the
@@ -333,7 +333,7 @@ def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, t
     from .folder import list_runs
 
     runs = [r for r in list_runs(Path(runs_root) if runs_root else None)
-            if r.meta.get("status") in ("finished", "stopped") and same_corpus(r.config.data.corpus, corpus_spec)
+            if r.info.status in ("finished", "stopped") and same_corpus(r.config.data.corpus, corpus_spec)
             and (task is None or r.config.data.task == task)]
     corpora: dict[tuple[str, int | None], Corpus] = {}
     if loaded is not None and task is not None:
@@ -345,7 +345,8 @@ def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, t
         loss = _best_val_loss(run)
         if loss is None:
             continue
-        d = run.config.data
+        d, status = run.config.data, run.info.status
+        assert status is not None  # finished or stopped (`runs`)
         key = (d.task, run.config.train.seed if seeded(corpus_spec) else None)
         try:
             if "chars_per_token" not in run.meta and key not in corpora:
@@ -353,6 +354,6 @@ def finished_runs_on(corpus_spec: str, runs_root: str | Path | None = None, *, t
             cpt = run_chars_per_token(run, corpora.get(key))
         except ValueError:
             cpt = None
-        scores.append(RunScore(run.name, str(run.path), str(run.meta.get("status")), d.task, d.tokenizer,
+        scores.append(RunScore(run.name, str(run.path), status, d.task, d.tokenizer,
                                run.config.model.vocab_size, int(run.meta.get("step", 0)), loss, cpt))
     return sorted(scores, key=lambda s: (s.bits_per_char is None, s.bits_per_char or 0.0, s.val_loss))

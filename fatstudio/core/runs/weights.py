@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ..files import Damaged, os_error_in, regular_file, seal, unsealed, verify, why_not_written
 from ..inference.loaded import LoadedModel
 from ..memory import check_fits
+from ..temporary import made_beside
 from . import agreement, snapshots
 
 if TYPE_CHECKING:
@@ -99,22 +99,21 @@ class RunWeights:
         from safetensors.torch import save_model
 
         metadata = agreement.weights_metadata(model, step, self.meta.get("run_id"))
-        tmp = tmp_opt = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{WEIGHTS}.", suffix=".tmp", dir=self.path)
-            os.close(fd)
-            save_model(model, tmp, metadata=unsealed(metadata))
-            seal(tmp)  # the checksum of what was written, before it is renamed into place
-            if optimizer is not None:
-                fd, tmp_opt = tempfile.mkstemp(prefix=f".{OPTIMIZER}.", suffix=".tmp", dir=self.path)
-                saved = {"step": step, "optimizer": optimizer.state_dict(), **state,
-                         **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}
-                with os.fdopen(fd, "wb") as f:
-                    torch.save({**saved, STATE_SUM: state_digest(saved)}, f)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp_opt, self.path / OPTIMIZER)
-            os.replace(tmp, self.path / WEIGHTS)
+            with contextlib.ExitStack() as temporaries:  # each removed if it is not renamed into place
+                tmp = temporaries.enter_context(made_beside(self.path / WEIGHTS))
+                save_model(model, str(tmp), metadata=unsealed(metadata))
+                seal(tmp)  # the checksum of what was written, before it is renamed into place
+                if optimizer is not None:
+                    tmp_opt = temporaries.enter_context(made_beside(self.path / OPTIMIZER))
+                    saved = {"step": step, "optimizer": optimizer.state_dict(), **state,
+                             **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}
+                    with open(tmp_opt, "wb") as f:
+                        torch.save({**saved, STATE_SUM: state_digest(saved)}, f)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp_opt, self.path / OPTIMIZER)
+                os.replace(tmp, self.path / WEIGHTS)
         except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
             cause = os_error_in(e)
             if cause is None:
@@ -122,11 +121,6 @@ class RunWeights:
             kept = self.meta.get("checkpoint_step")
             raise ValueError(f"cannot save the checkpoint of step {step} in {self.path}: {why_not_written(cause, self.path)}; "
                              + (f"the checkpoint of step {kept} is kept." if kept else "no checkpoint was saved.")) from e
-        finally:
-            for t in (tmp, tmp_opt):
-                if t:
-                    with contextlib.suppress(OSError):
-                        Path(t).unlink(missing_ok=True)
         self.write_meta(checkpoint_step=step)
 
     def weight_steps(self) -> list[int]:

@@ -21,7 +21,7 @@ Qt-free (numpy only). `diagnose` (`Diagnosis` for a run that grows) takes the me
   stalled loss does it mean the learning rate is too high, and those rules say so.
 
 `dead_heads` checks one `AttentionMaps` (e.g. a run's probe at an evaluation step), each kind in one line
-naming its heads as the app does (layers and heads from 1, `attention_maps.layer_label`): heads whose every
+naming its heads as the app does (layers and heads from 1, `MapName.label`): heads whose every
 query puts (almost) all its weight on the same key (a warning: a position sink), or spreads it (almost)
 uniformly (a note). `head_findings` is what a run's Diagnostics list shows of them: dead heads always,
 uniform heads only from step ``UNIFORM_AFTER`` on (every head starts out uniform). The trainer sends them
@@ -37,12 +37,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
 from ..data.stats import unigram_entropy
-from ..inference.attention_maps import KIND_WORDS, AttentionMaps, layer_label, parse_map_name
+from ..inference.attention_maps import AttentionMaps
 from ..inspect.probes import list_probes, load_probe_file
+from ..names import MapName
 from ..records import ACCURACY, GRAD_NORM, TRAIN_LOSS, VAL_LOSS, eval_train_loss, is_evaluated, row_number, row_step
 
 SPIKE_WINDOW = 50  # steps of history a spike is measured against
@@ -64,18 +66,20 @@ SOLVED_ACCURACY = 0.99  # validation accuracy from which a task counts as solved
 SOLVED_NATS = 0.01  # likewise, validation loss (nats per token)
 
 
+FindingKind = Literal["non_finite", "spike", "overfitting", "unigram_plateau", "clipping", "dead_head", "uniform_head"]
+
+
 @dataclass(frozen=True)
 class Finding:
-    """One thing to know: ``kind`` ("non_finite", "spike", "overfitting", "unigram_plateau", "clipping",
-    "dead_head", "uniform_head"), the step it concerns, and one line of advice. ``warning``: something to act
-    on; else a note (what the curves or maps show, nothing wrong in itself). ``heads``: the (map name, h) of
-    the heads a head finding is about, h from 0."""
+    """One thing to know: its ``kind`` (the rule that found it), the step it concerns, and one line of advice.
+    ``warning``: something to act on; else a note (what the curves or maps show, nothing wrong in itself).
+    ``heads``: the (map name, h) of the heads a head finding is about, h from 0."""
 
-    kind: str
+    kind: FindingKind
     step: int
     advice: str
     warning: bool = True
-    heads: tuple[tuple[str, int], ...] = ()
+    heads: tuple[tuple[MapName, int], ...] = ()
 
     @property
     def line(self) -> str:
@@ -308,31 +312,25 @@ def _visible_keys(A: np.ndarray) -> np.ndarray:
     return np.full(tq, tk)
 
 
-def _map_order(name: str) -> tuple[int, int]:
-    """Maps in the model's order: (encoder or decoder-only) self-attention, decoder, cross-attention."""
-    kind, layer = parse_map_name(name)
-    return (list(KIND_WORDS).index(kind) if kind in KIND_WORDS else len(KIND_WORDS), layer)
-
-
 def _and(parts: Sequence[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def heads_text(heads: Sequence[tuple[str, int]], n_heads: dict[str, int]) -> str:
+def heads_text(heads: Sequence[tuple[MapName, int]], n_heads: dict[MapName, int]) -> str:
     """The heads ``(map name, h)`` (h from 0) grouped by layer and numbered from 1: "head 2 of layer 1",
     "heads 1 and 3 of layer 2 and all 4 heads of decoder layer 1"; ``n_heads`` is each map's head count."""
-    by_map: dict[str, list[int]] = {}
+    by_map: dict[MapName, list[int]] = {}
     for name, h in heads:
         by_map.setdefault(name, []).append(h)
     parts = []
-    for name in sorted(by_map, key=_map_order):
+    for name in sorted(by_map, key=lambda n: n.order):
         hs = sorted(by_map[name])
         if len(hs) == 1:
-            parts.append(f"head {hs[0] + 1} of {layer_label(name)}")
+            parts.append(f"head {hs[0] + 1} of {name.label}")
         elif len(hs) == n_heads.get(name):
-            parts.append(f"all {len(hs)} heads of {layer_label(name)}")
+            parts.append(f"all {len(hs)} heads of {name.label}")
         else:
-            parts.append(f"heads {_and([str(h + 1) for h in hs])} of {layer_label(name)}")
+            parts.append(f"heads {_and([str(h + 1) for h in hs])} of {name.label}")
     return _and(parts)
 
 
@@ -343,10 +341,10 @@ def dead_heads(maps: AttentionMaps, step: int = 0) -> list[Finding]:
     key per query, e.g. the previous token, looks); "uniform_head" (a note) for a head whose every query
     spreads it at least UNIFORM_FRACTION · log(its visible keys), an average over the input that picks
     nothing out."""
-    dead: list[tuple[str, int]] = []
-    uniform: list[tuple[str, int]] = []
-    n_heads: dict[str, int] = {}
-    for name in sorted(maps.maps, key=_map_order):
+    dead: list[tuple[MapName, int]] = []
+    uniform: list[tuple[MapName, int]] = []
+    n_heads: dict[MapName, int] = {}
+    for name in sorted(maps.maps, key=lambda n: n.order):
         A = np.asarray(maps.maps[name], dtype=np.float64)
         n_heads[name] = A.shape[0]
         visible = _visible_keys(A)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..config import RunConfig
+from ..config import ResolvedPrecision, RunConfig
 from ..data.corpora import Prepared
 from ..device import resolve_device, resolve_precision
 from ..memory import check_fits
@@ -42,7 +42,7 @@ class Estimate:
 
     steps: int
     device: str
-    precision: str
+    precision: ResolvedPrecision
     step_s: float  # one optimisation step, the median of the timed ones
     evaluation_s: float  # one evaluation and its sample
     evaluations: int

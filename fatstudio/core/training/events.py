@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import RunConfig
+from ..config import ResolvedPrecision, RunConfig
+from ..records import EndStatus
 from .diagnostics import Finding
 
 
@@ -28,7 +29,7 @@ class Started(Event):
     total_steps: int
     n_parameters: int
     device: str
-    precision: str  # what train.precision resolved to on this device ("auto" → "bf16" or "fp32")
+    precision: ResolvedPrecision  # what train.precision resolved to on this device ("auto" → "bf16" or "fp32")
     deterministic: bool  # whether the same seed repeats the run bit for bit (not for GPU kernels)
     config: RunConfig  # the run's settings, N_V and n_classes as the data made them
     unigram_entropy: float | None = None  # of the train split's tokens, nats (next_token, masked_lm); see `diagnostics`
@@ -110,7 +111,7 @@ class Note(Event):
 @dataclass(frozen=True)
 class Finished(Event):
     step: int
-    status: str  # "finished" | "stopped" | "failed"
+    status: EndStatus
     message: str
     diverged: dict | None = None  # a non-finite step: {"step", "train_loss", "grad_norm"}, the numbers as strings
 

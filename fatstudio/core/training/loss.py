@@ -7,7 +7,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from ..config import TrainConfig
+from ..config import ResolvedPrecision, Task, TrainConfig
 from ..data.corpora import IGNORE
 from ..device import at_least_fp32, autocast, pin, to_device
 from ..distributed import World
@@ -15,7 +15,7 @@ from ..distributed import World
 Batch = dict[str, torch.Tensor]  # see `data.Dataset.batch` for each task's keys
 
 
-def task_loss(model, batch: Batch, task: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def task_loss(model, batch: Batch, task: Task) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean cross-entropy over the counted positions (Algorithms 11, 12, 13; classification), with the
     logits and targets it was computed from. The paper sums over positions; the mean only rescales η.
     ``batch`` is on the model's device (see `device.to_device`); its ``*_pad_mask`` are padding masks,
@@ -47,8 +47,8 @@ def next_batch(dataset, split: str, batch_size: int, generator: torch.Generator,
 
 
 @torch.no_grad()
-def evaluate(model, dataset, task: str, t: TrainConfig, dev: torch.device, seed: int,
-             precision: str = "fp32") -> tuple[float, float, float, float]:
+def evaluate(model, dataset, task: Task, t: TrainConfig, dev: torch.device, seed: int,
+             precision: ResolvedPrecision = "fp32") -> tuple[float, float, float, float]:
     """Mean loss on ``eval_iters`` batches of each split (the same batches every time), and the token (or
     class) accuracy on each: (train loss, val loss, val accuracy, train accuracy). The numbers stay on the
     device until the one read at the end."""
@@ -80,7 +80,7 @@ class TaskLoss(torch.nn.Module):
     """task_loss on ``model`` as a module's forward: what DistributedDataParallel wraps (it synchronises
     the gradients of what its forward computed, so classification's ``model.classify`` must run inside)."""
 
-    def __init__(self, model: torch.nn.Module, task: str):
+    def __init__(self, model: torch.nn.Module, task: Task):
         super().__init__()
         self.model, self.task = model, task
 

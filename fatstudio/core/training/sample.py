@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import torch
 
-from ..config import TrainConfig
+from ..config import Task, TrainConfig
 from ..data.corpora import IGNORE
 from ..device import model_device, to_device
 from ..inference import generation
 
 
-def make_sample(model, tokenizer, dataset, task: str, t: TrainConfig, seed: int, split: str = "val") -> str:
+def make_sample(model, tokenizer, dataset, task: Task, t: TrainConfig, seed: int, split: str = "val") -> str:
     """A human-readable sample of what the model does now, for each task type, from an example of ``split``."""
     g = torch.Generator().manual_seed(seed)
     batch = dataset.batch(split, 1, g)

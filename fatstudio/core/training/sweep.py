@@ -15,20 +15,21 @@ import json
 import math
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from ..config import RunConfig, parse_value
+from ..children import start
+from ..config import INT64_MAX, RunConfig, parse_value
 from ..records import RunMeta
-from ..resources import child_env
 from ..runs.folder import Run, default_runs_root
+from ..temporary import scratch_folder
 from .estimate import estimate
 
 BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`run_value`)
@@ -37,18 +38,19 @@ BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`r
 # ---- the plan ---------------------------------------------------------------------------------------------
 def typed_value(config: RunConfig, key: str, raw: str) -> Any:
     """``raw`` as the type of the config field ``key`` (table.name): a whole number for an int field, a number
-    for a float, true/false for a bool, the text for a str (quotes optional), none for an optional one."""
+    for a float, true/false for a bool, the text for a str or a choice (quotes optional), none for an optional
+    one."""
     table, _, name = key.partition(".")
-    fields = {f.name: f for f in getattr(config, table).__dataclass_fields__.values()} if table in \
-        ("model", "data", "train") else {}
-    if name not in fields:
+    section = getattr(config, table) if table in ("model", "data", "train") else None
+    if section is None or name not in {f.name for f in fields(section)}:
         raise ValueError(f"{key}: no such key; give table.key with table model, data or train "
                          f"(e.g. train.lr, model.d_e).")
-    kind = str(fields[name].type)
+    hint = get_type_hints(type(section))[name]
+    types = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)  # X | None: (X, None)
     value = parse_value(raw.strip())
-    if "None" in kind and (value is None or str(value).lower() == "none"):
+    if type(None) in types and (value is None or str(value).lower() == "none"):
         return None
-    base = kind.split("|")[0].strip()
+    base = "str" if get_origin(types[0]) is Literal else types[0].__name__  # a choice (`config.Arch`, …) is text
     ok = {"int": isinstance(value, int) and not isinstance(value, bool),
           "float": isinstance(value, (int, float)) and not isinstance(value, bool),
           "bool": isinstance(value, bool), "str": True}[base]
@@ -92,8 +94,15 @@ class Plan:
             raise ValueError("give --budget-steps or --budget-seconds, not both.")
         if self.budget_steps is not None and self.budget_steps < 1:
             raise ValueError(f"--budget-steps {self.budget_steps}: give a whole number ≥ 1.")
-        if self.budget_seconds is not None and not self.budget_seconds > 0:
-            raise ValueError(f"--budget-seconds {self.budget_seconds}: give a number of seconds > 0.")
+        if self.budget_seconds is not None and not (math.isfinite(self.budget_seconds) and self.budget_seconds > 0):
+            raise ValueError(f"--budget-seconds {self.budget_seconds}: give a (finite) number of seconds > 0.")
+        seeds = self.seed_list()
+        for variant in self.variants():  # every run's settings, checked before any trains
+            for seed in {seeds[0], seeds[-1]}:
+                try:
+                    RunConfig.from_dict(self.config_of(variant, seed, self.budget_steps)).validate()
+                except ValueError as e:
+                    raise ValueError(f"the run of {variant_label(variant)}, seed {seed}: {e}") from None
 
     def variants(self) -> list[dict[str, Any]]:
         """Every combination, the baseline (each key's first value) first."""
@@ -229,7 +238,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
     root = Path(runs_dir) if runs_dir else default_runs_root()
     name = name or time.strftime("sweep-%Y%m%d-%H%M%S")
     sweep = Sweep([Row(v) for v in plan.variants()])
-    with tempfile.TemporaryDirectory(prefix="fatstudio-sweep-") as tmp:
+    with scratch_folder("sweep") as tmp:  # removed by the next sweep if this process is killed
         for i, row in enumerate(sweep.rows):
             steps, error = plan.budget_steps, None
             if plan.budget_seconds is not None and not (stop and stop.is_set()):
@@ -267,16 +276,16 @@ def _mark(run_dir: Path, sweep: str, variant: dict[str, Any]) -> None:
 def _train_one(config_file: Path, run_dir: Path,
                stop: threading.Event | None) -> tuple[tuple[float, str] | None, str | None]:
     """``fatstudio train CONFIG --out RUN_DIR`` in its own process; its value and unit (`run_value`), or why none."""
-    cmd = [sys.executable, "-m", "fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
+    args = ["fatstudio", "train", str(config_file), "--out", str(run_dir), "--quiet"]
     with tempfile.TemporaryFile("w+", encoding="utf-8") as err:
-        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=child_env())
-        while p.poll() is None:
-            if stop is None:
-                p.wait()
-            elif stop.wait(0.2):
-                p.terminate()  # the child stops at its next step (SIGTERM), checkpoints and exits
-                p.wait()
-                return None, "the sweep was stopped"
+        with start(args, stdout=subprocess.DEVNULL, stderr=err) as p:  # it dies with this process (`children`)
+            while p.poll() is None:
+                if stop is None:
+                    p.wait()
+                elif stop.wait(0.2):
+                    p.terminate()  # the child stops at its next step (SIGTERM), checkpoints and exits
+                    p.wait()
+                    return None, "the sweep was stopped"
         err.seek(0)
         said = [line.strip() for line in err.read().splitlines() if line.strip()]
     if p.returncode != 0:
@@ -310,5 +319,5 @@ def _steps_in(plan: Plan, variant: dict[str, Any], seconds: float) -> tuple[int 
     except Exception as ex:  # bad settings: every run of the variant is missing, with the reason
         return None, f"cannot time the variant: {ex}"
     per_step = e.step_s + e.evaluation_s / config.train.eval_interval
-    return max(1, int(seconds / per_step)), None
+    return max(1, min(INT64_MAX, int(seconds / max(per_step, 1e-9)))), None
 

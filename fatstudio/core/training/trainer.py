@@ -9,12 +9,12 @@ import shutil
 import time
 from collections.abc import Collection, Generator, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
 from .. import model as models  # models.build_model looked up per call (tests substitute it)
-from ..config import RunConfig
+from ..config import ResolvedPrecision, RunConfig
 from ..data.chars import val_bytes_per_token
 from ..data.corpora import Dataset, Prepared, short_splits_note
 from ..data.tokenization import Tokenizer
@@ -37,6 +37,7 @@ from ..inference.loaded import LoadedModel
 from ..inspect import grokking, probe_lens, probes
 from ..inspect.probes import ProbeInput
 from ..memory import check_fits
+from ..records import EndStatus
 from ..runs import snapshots
 from ..runs.folder import Run
 from ..runs.init_from import init_config
@@ -208,7 +209,7 @@ class Trainer:
     events of the steps from there to train.steps. ``probe`` is the probe input asked for (see `_open_probe`);
     ``locked`` collects a run folder this trainer creates and locks (`train` unlocks it)."""
 
-    def __init__(self, config: RunConfig, tokenizer: Tokenizer, dataset: Dataset, dev: torch.device, precision: str,
+    def __init__(self, config: RunConfig, tokenizer: Tokenizer, dataset: Dataset, dev: torch.device, precision: ResolvedPrecision,
                  control: Control | None = None, world: World | None = None, *, compiled: bool = False,
                  probe: ProbeInput | None = None, locked: list[Run] | None = None):
         self.config, self.dev, self.precision = config, dev, precision
@@ -351,7 +352,8 @@ class Trainer:
         t, control = self.t, self.control
         self.start, step = start, start
         self.model.train()
-        status, message = "finished", f"trained {t.steps} steps"
+        status: EndStatus = "finished"
+        message = f"trained {t.steps} steps"
         single = False  # the coming step is one asked for while paused
         try:
             while step < t.steps:
@@ -509,7 +511,8 @@ class Trainer:
                 raise ValueError(f"the probe input {asked.describe()} cannot be used: {e}") from None
             return
         self.probe = probe
-        self.folder.write_meta(**{probes.META_KEY: probe.to_dict()})
+        saved: dict[str, Any] = {probes.META_KEY: probe.to_dict()}
+        self.folder.write_meta(**saved)
 
     def _probe(self, step: int) -> Probe:
         """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk), the

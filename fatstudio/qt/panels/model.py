@@ -21,6 +21,7 @@ from fatstudio.core.config import (
     NORM_POSITIONS,
     NORMS,
     POSITIONS,
+    Arch,
     ModelConfig,
 )
 from fatstudio.core.memory import human_bytes
@@ -137,7 +138,7 @@ def shown(m: ModelConfig) -> ModelConfig:
     return m.replace(**{k: v for k, v in ARCH_DEFAULTS.get(m.arch, {}).items() if getattr(m, k) is None})
 
 
-def arch_resets(arch: str) -> dict:
+def arch_resets(arch: Arch) -> dict:
     """Choosing an architecture starts from the paper's choices for it (and a class head only on BERT)."""
     return {**ARCH_DEFAULTS.get(arch, {}), **({} if arch == "bert" else {"n_classes": 0})}
 

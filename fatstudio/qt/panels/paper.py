@@ -43,8 +43,8 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.app.workspace import TrainingState, Workspace
-from fatstudio.core.config import ARCH_NAMES, ModelConfig
-from fatstudio.core.inference.attention_maps import head_label, map_name
+from fatstudio.core.config import ARCH_NAMES, Arch, ModelConfig
+from fatstudio.core.names import MapName
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change
@@ -237,10 +237,10 @@ class PaperPanel(QWidget):
         return page
 
     @staticmethod
-    def _deviations_html(arch: str | None) -> str:
+    def _deviations_html(arch: Arch | None) -> str:
         """Every deviation, under a heading per group: the architecture ``arch``'s own, every architecture's,
         the other architectures'."""
-        heading = {0: f"For {ARCH_NAMES.get(arch or '', arch)}", 1: "For every architecture",
+        heading = {0: f"For {ARCH_NAMES.get(arch, arch)}" if arch else "", 1: "For every architecture",
                    2: "For the other architectures"}
         parts, group = [], None
         for d in deviations(arch):
@@ -333,16 +333,16 @@ class PaperPanel(QWidget):
         if emit:
             self.fieldsChosen.emit(list(line.fields))
 
-    def show_head(self, kind: str, layer: int, head: int) -> None:
-        """A head of the Attention tab (``head`` -1: the mean over heads): highlight the line whose MHAttention
-        made the maps of ``kind`` in ``layer``."""
+    def show_head(self, name: MapName, head: int) -> None:
+        """A head of the Attention tab's map ``name`` (``head`` -1: the mean over heads): highlight the line whose
+        MHAttention made it."""
         if self.code is None:
             return
         try:
-            index = self.code.attention_line(kind)
+            index = self.code.attention_line(name.kind)
         except ValueError:
             return
-        self.select_line(index, layer=layer, head=head if head >= 0 else None, emit=False)
+        self.select_line(index, layer=name.layer, head=head if head >= 0 else None, emit=False)
 
     def selected_line(self) -> Line | None:
         return self.code.lines[self.line] if self.code is not None and self.line is not None else None
@@ -377,7 +377,7 @@ class PaperPanel(QWidget):
         n_layers = code.layers.get(line.stack, 1) if line.stack else 0
         where = line.where() or "A note beside the algorithm"
         if self.head is not None and line.attention is not None:
-            where += f" · {head_label(map_name(line.attention, self.layer), self.head)}"
+            where += f" · {MapName(line.attention, self.layer).head_label(self.head)}"
         elif line.stack:
             where += f" · layer l = {self.layer + 1} of {n_layers}"
         self.lineTitle.setText(f"<b>{html.escape(where)}</b><br><code>{html.escape(line.text.strip())}</code>")
@@ -416,9 +416,10 @@ class PaperPanel(QWidget):
             drawn = (line.shape, stats)
             parts.append(stats_html(f"{html.escape(line.shape)}{rows}", stats))
         if self.head is not None and line.attention is not None:
-            A = self.trace.attention.get(map_name(line.attention, self.layer))
+            name = MapName(line.attention, self.layer)
+            A = self.trace.attention.get(name)
             if A is not None and self.head < A.shape[0]:
-                what = f"softmax(S/√d_attn) of {head_label(map_name(line.attention, self.layer), self.head)}"
+                what = f"softmax(S/√d_attn) of {name.head_label(self.head)}"
                 head = tensor_stats(A[self.head])
                 parts.append(stats_html(f"{what} (query × key; each row sums to 1)", head))
                 drawn = (what, head)  # the head asked about is drawn

@@ -67,7 +67,7 @@ from ...core.inference.prompt_events import (
     prompt_events,
     score_events,
 )
-from ...core.inference.prompting import EncodedPrompt, prompt_mode
+from ...core.inference.prompting import EncodedPrompt, Mode, prompt_mode
 from ...core.inference.scoring import TextScore
 from ..widgets.focus_label import FocusLabel
 from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from ...core.app.workspace import Workspace
+    from ...core.records import EndStatus
     from ...core.runs.folder import LoadedModel
 
 PROMPT = "prompt"  # the prompt's job
@@ -189,13 +190,13 @@ class PromptPanel(QWidget):
         super().__init__(parent)
         self.workspace = workspace
         self.loaded: LoadedModel | None = None
-        self.mode: str | None = None
+        self.mode: Mode | None = None
         self.generated: list[TokenChoice] = []
         self.predictions: list[MaskPrediction] = []  # of the last fill-mask
         self.class_probabilities: list[tuple[str, float]] = []
         self.last_prompt: EncodedPrompt | None = None  # the text of the last run, as the model read it
         self.last_maps: AttentionMaps | None = None
-        self.last_status: str | None = None
+        self.last_status: EndStatus | None = None
         self.last_score: TextScore | None = None  # of the last Score text
         self.last_seed: int | None = None  # the seed the last sampled generation used (None: greedy or none yet)
         self._scoring = False  # whether the last run scored (else it ran the mode's call)

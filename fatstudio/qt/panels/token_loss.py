@@ -31,12 +31,13 @@ from PySide6.QtWidgets import (
 
 from ..widgets.focus_label import FocusLabel
 from ..widgets.loss_text import LossText
-from ..widgets.saving import save_with_dialog
+from ..widgets.saving import save_with_dialog, write_picture
 from ..widgets.token_view import delta_colors, probability_colors, probability_gradient_css
 
 if TYPE_CHECKING:
     from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
+    from ...core.config import Task
     from ...core.inspect.token_classes import ClassRow, WorstToken
     from ...core.inspect.token_loss import TokenLoss, TokenLossDiff
 
@@ -85,18 +86,18 @@ def score_validation(loaded, against: Any = None, progress=None) -> Scored:
                   tc.worst(result, N_WORST, delta), tc.breakdown(result, compared.against if compared else None))
 
 
-def other_runs(corpus: str, task: str, exclude: str | None, root) -> list[tuple[str, str]]:
+def other_runs(corpus: str, task: Task, exclude: str | None, root) -> list[tuple[str, str]]:
     """Worker: (name, folder) of the finished or stopped runs on ``corpus`` for ``task``, newest first."""
     from ...core.runs.folder import list_runs
     from ...core.runs.tokenizer_lab import same_corpus
 
     exclude_path = Path(exclude).resolve() if exclude else None
-    return [(r.name, str(r.path)) for r in list_runs(root) if r.meta.get("status") in ("finished", "stopped")
+    return [(r.name, str(r.path)) for r in list_runs(root) if r.info.status in ("finished", "stopped")
             and r.config.data.task == task and same_corpus(r.config.data.corpus, corpus)
             and r.path.resolve() != exclude_path]
 
 
-def how_scored(task: str, l_max: int) -> str:
+def how_scored(task: Task, l_max: int) -> str:
     """What each token's loss is, in a sentence."""
     from ...core.inference.scoring import context_kept
 
@@ -449,10 +450,7 @@ class TokenLossPanel(QWidget):
             painter.drawPixmap(0, y, p)
             y += p.height()
         painter.end()
-        path = Path(path)
-        if not image.save(str(path), "PNG"):
-            raise OSError(f"could not write {path}")
-        return path
+        return write_picture(image, path)
 
     def _exportable(self) -> Scored:
         if self.scored is None:

@@ -4,7 +4,7 @@
 One row per map (``kind/l``), the maps grouped by kind (encoder, decoder, cross-attention, each in layer
 order) under a heading per kind when there is more than one, one column per head (then, ``with_mean``, the
 mean over heads), each heatmap titled as the app titles it, from 1 and with its kind ("decoder layer 1 · head
-2", `attention_maps.head_label`), its query tokens down the left of the row and its key tokens under it (an
+2", `MapName.head_label`), its query tokens down the left of the row and its key tokens under it (an
 edt's cross maps: decoder queries × encoder keys), and one colour bar for the fixed 0-1 viridis scale every
 map is drawn on (`attention_maps.colormap`, the scale of the app's views). Each attention weight is a square
 of `Layout.cell` pixels, exactly its colour. Up to `ALL_LABELS` tokens a side every token is labelled (the
@@ -27,18 +27,12 @@ from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QGuiApplication, QImage, QPainter
 from PySide6.QtWidgets import QApplication
 
-from ...core.inference.attention_maps import (
-    KIND_TITLES,
-    LEVELS,
-    MEAN_HEAD,
-    AttentionMaps,
-    colormap,
-    head_label,
-    parse_map_name,
-)
+from ...core.inference.attention_maps import KIND_TITLES, LEVELS, MEAN_HEAD, AttentionMaps, colormap
 from ...core.inference.prompting import display_token
+from ...core.names import ATTENTION_KINDS, AttentionKind, MapName
+from .saving import write_picture
 
-__all__ = ["Layout", "by_kind", "ensure_gui_application", "render_attention_maps", "save_attention_png", "tile_title"]
+__all__ = ["Layout", "by_kind", "ensure_gui_application", "render_attention_maps", "save_attention_png"]
 
 BACKGROUND = QColor(255, 255, 255)
 TEXT = QColor(32, 32, 32)
@@ -72,35 +66,28 @@ def ensure_gui_application() -> QGuiApplication:
     return app
 
 
-def tile_title(name: str, head: int) -> str:
-    """The title of one heatmap, as the app names it (`head_label`): "layer 1 · head 2", "cross-attention
-    layer 2 · mean over heads"."""
-    return head_label(name, head)
-
-
-def by_kind(names: Sequence[str]) -> list[str]:
-    """``names`` grouped by kind, in the order of `KIND_TITLES` (the model gives an edt's maps interleaved:
+def by_kind(names: Sequence[MapName]) -> list[MapName]:
+    """``names`` grouped by kind, in the order of `ATTENTION_KINDS` (the model gives an edt's maps interleaved:
     enc/0, enc/1, dec/0, cross/0, dec/1, …), each kind's maps in the order given."""
-    order = {k: i for i, k in enumerate(KIND_TITLES)}
-    return sorted(names, key=lambda n: order.get(parse_map_name(n).kind, len(order)))
+    return sorted(names, key=lambda n: ATTENTION_KINDS.index(n.kind))
 
 
 @dataclass
 class Layout:
     """Where `render_attention_maps` put things, in pixels of the image; keys (map name, head), head
-    `MEAN_HEAD` for the mean."""
+    `MEAN_HEAD` for the mean; the titles are `MapName.head_label`."""
 
     width: int
     height: int
     cell: int  # px per attention weight, each side
     label_step: int = 1  # every label_step-th token is labelled (1: all)
     label_px: int = FONT_PX  # the token labels' text size
-    tiles: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the heatmaps
-    titles: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the band above each heatmap
-    key_labels: dict[tuple[str, int], QRect] = field(default_factory=dict)  # the band under each heatmap
-    query_labels: dict[str, QRect] = field(default_factory=dict)  # left of each row's first heatmap
-    headings: dict[str, QRect] = field(default_factory=dict)  # kind → its heading (more than one kind)
-    rows: list[str] = field(default_factory=list)  # the maps, top to bottom
+    tiles: dict[tuple[MapName, int], QRect] = field(default_factory=dict)  # the heatmaps
+    titles: dict[tuple[MapName, int], QRect] = field(default_factory=dict)  # the band above each heatmap
+    key_labels: dict[tuple[MapName, int], QRect] = field(default_factory=dict)  # the band under each heatmap
+    query_labels: dict[MapName, QRect] = field(default_factory=dict)  # left of each row's first heatmap
+    headings: dict[AttentionKind, QRect] = field(default_factory=dict)  # kind → its heading (more than one kind)
+    rows: list[MapName] = field(default_factory=list)  # the maps, top to bottom
     colorbar: QRect = field(default_factory=QRect)  # the gradient, 1 at the top
 
 
@@ -117,15 +104,15 @@ def _rgb_image(rgb: np.ndarray) -> QImage:
     return QImage(data, w, h, 3 * w, QImage.Format.Format_RGB888).copy()  # copy: own the pixels
 
 
-def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = None, *,
+def render_attention_maps(maps: AttentionMaps, names: Sequence[MapName] | None = None, *,
                           with_mean: bool = False) -> tuple[QImage, Layout]:
     """Paint the maps (all, or ``names``, in that order): see the module. Returns the image and its layout."""
     ensure_gui_application()
     chosen = by_kind(list(maps.maps) if names is None else list(names))
     missing = [n for n in chosen if n not in maps.maps]
     if missing or not chosen:
-        raise ValueError(f"there is no attention map {missing[0]!r}; there are {', '.join(maps.maps)}." if missing
-                         else "there are no attention maps to draw.")
+        raise ValueError(f"there is no attention map '{missing[0]}'; there are {', '.join(map(str, maps.maps))}."
+                         if missing else "there are no attention maps to draw.")
     rows = [(n, [*range(maps.n_heads(n)), *([MEAN_HEAD] if with_mean else [])]) for n in chosen]
     labels = {n: ([display_token(t, LABEL_CHARS) for t in maps.query_tokens(n)],
                   [display_token(t, LABEL_CHARS) for t in maps.key_tokens(n)]) for n in chosen}
@@ -144,11 +131,11 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
     query_w = max(label_fm.horizontalAdvance(t) for n in chosen for t in labels[n][0])
     key_h = max(label_fm.horizontalAdvance(t) for n in chosen for t in labels[n][1])  # written upwards
     n_cols = max(len(heads) for _, heads in rows)
-    kinds = [parse_map_name(n).kind for n in chosen]
+    kinds = [n.kind for n in chosen]
     headed = len(set(kinds)) > 1
     title_h = line + LABEL_GAP
     left = PAD + query_w + LABEL_GAP
-    col_w = max(cell_w, *(fm.horizontalAdvance(tile_title(n, h)) for n, heads in rows for h in heads))
+    col_w = max(cell_w, *(fm.horizontalAdvance(n.head_label(h)) for n, heads in rows for h in heads))
     grid_w = n_cols * col_w + (n_cols - 1) * GAP
     tick_w = max(fm.horizontalAdvance(f"{v:g}") for v in BAR_TICKS)
     bar_x = left + grid_w + 2 * GAP
@@ -182,7 +169,7 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
         p.drawText(QRect(PAD, PAD, width - 2 * PAD, line), Qt.AlignmentFlag.AlignLeft, HEADER)
         for kind, rect in layout.headings.items():
             p.setFont(_font(bold=True))
-            p.drawText(rect, Qt.AlignmentFlag.AlignLeft, KIND_TITLES.get(kind, kind))
+            p.drawText(rect, Qt.AlignmentFlag.AlignLeft, KIND_TITLES[kind])
         for name, heads in rows:
             q_labels, k_labels = labels[name]
             qrect = layout.query_labels[name]
@@ -198,7 +185,7 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
                 p.drawRect(tile.adjusted(-1, -1, 0, 0))
                 p.setPen(TEXT)
                 p.setFont(_font())
-                p.drawText(layout.titles[name, head], Qt.AlignmentFlag.AlignLeft, tile_title(name, head))
+                p.drawText(layout.titles[name, head], Qt.AlignmentFlag.AlignLeft, name.head_label(head))
                 p.setFont(_font(px=label_px))
                 krect = layout.key_labels[name, head]
                 for j in range(0, len(k_labels), step):
@@ -227,11 +214,8 @@ def render_attention_maps(maps: AttentionMaps, names: Sequence[str] | None = Non
     return image, layout
 
 
-def save_attention_png(maps: AttentionMaps, path: str | Path, names: Sequence[str] | None = None, *,
+def save_attention_png(maps: AttentionMaps, path: str | Path, names: Sequence[MapName] | None = None, *,
                        with_mean: bool = False) -> Path:
     """Write `render_attention_maps` to ``path`` as a PNG file. Returns the path."""
-    path = Path(path)
     image, _ = render_attention_maps(maps, names, with_mean=with_mean)
-    if not image.save(str(path), "PNG"):
-        raise OSError(f"could not write {path}.")
-    return path
+    return write_picture(image, path)

@@ -8,6 +8,8 @@ from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
+from ...core.names import ComponentName
+
 UP, DOWN = QColor("#2e86c1"), QColor("#c0392b")
 
 
@@ -17,22 +19,20 @@ def part_label(name: str) -> str:
         return "emb"
     if name == "biases":
         return "bias"
-    pieces = name.split("/")
-    if len(pieces) == 2:
-        return f"MLP {int(pieces[1]) + 1}"
-    kind, layer, head = pieces
-    return f"{'x' if kind == 'cross' else ''}{int(layer) + 1}.{int(head) + 1}"
+    c = ComponentName.parse(name)
+    if c.head is None:
+        return f"MLP {c.map.layer + 1}"
+    return f"{'x' if c.map.kind == 'cross' else ''}{c.map.layer + 1}.{c.head + 1}"
 
 
 def part_words(name: str) -> str:
     """A part in words: "the embedding", "layer 1, head 3", "the MLP of layer 2", "the biases"."""
     if name in ("embedding", "biases"):
         return f"the {name}"
-    pieces = name.split("/")
-    if len(pieces) == 2:
-        return f"the MLP of layer {int(pieces[1]) + 1}"
-    kind, layer, head = pieces
-    return f"{'cross-attention ' if kind == 'cross' else ''}layer {int(layer) + 1}, head {int(head) + 1}"
+    c = ComponentName.parse(name)
+    if c.head is None:
+        return f"the MLP of layer {c.map.layer + 1}"
+    return f"{'cross-attention ' if c.map.kind == 'cross' else ''}layer {c.map.layer + 1}, head {c.head + 1}"
 
 
 class AttributionBars(QWidget):

@@ -11,9 +11,10 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, parse_map_name
+from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD
 from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, score_movement
 from ...core.inspect.probes import probe_scores, score_series
+from ...core.names import AttentionKind, MapName
 from .curves import new_curve, new_plot
 
 
@@ -22,7 +23,7 @@ class HeadScoreHistory(QWidget):
     the panel shows large, `set_marker` the slider's step. ``headClicked(map name, head)``: a line clicked;
     ``heightWanted(px)``: folding or unfolding asks for this height."""
 
-    headClicked = Signal(str, int)
+    headClicked = Signal(object, int)  # a MapName, a head
     heightWanted = Signal(int)
 
     FLAT = 0.05  # every head's score moves less than this over the run's probe steps: the plot folds away
@@ -31,10 +32,10 @@ class HeadScoreHistory(QWidget):
     def __init__(self, parent=None):
         super().__init__(parent, objectName="headScoresBox")
         self.score_history: dict[int, HeadScores] = {}  # the head scores saved with each probe step
-        self._score_curves: dict[tuple[str, int], pg.PlotDataItem] = {}  # (map name, head) → its line
+        self._score_curves: dict[tuple[MapName, int], pg.PlotDataItem] = {}  # (map name, head) → its line
         self._auto_score = True  # the plot picks the score that moves most, until the user picks one
-        self.kind: str | None = None  # the kind of attention shown large, its map name and head (`set_view`)
-        self.shown: str | None = None
+        self.kind: AttentionKind | None = None  # the kind of attention shown large, its map and head (`set_view`)
+        self.shown: MapName | None = None
         self.head = 0
         self.marker_step: int | None = None  # the probe slider's step (`set_marker`)
         self._build()
@@ -115,7 +116,7 @@ class HeadScoreHistory(QWidget):
         if last_step is not None:  # the steps from the start of training to the last evaluation
             self.headScoresPlot.getPlotItem().setXRange(0, last_step, padding=0.02)
 
-    def set_view(self, kind: str | None, shown: str | None, head: int) -> None:
+    def set_view(self, kind: AttentionKind | None, shown: MapName | None, head: int) -> None:
         """The kind of attention, map name and head the panel shows large (its lines drawn bold)."""
         self.kind, self.shown, self.head = kind, shown, head
 
@@ -127,9 +128,13 @@ class HeadScoreHistory(QWidget):
     def score_moves(self, rise: bool = False) -> dict[str, float]:
         """Per score, how far it moves over the saved probe steps: the largest (max - min) of any head of
         `score_kind`, or with ``rise`` its largest increase (`head_scores.score_movement`)."""
-        kind = self.score_kind()
-        names = {n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind}
-        return {score: score_movement(self.score_history, sorted(names), score, rise) for score in SCORES}
+        names = self._names(self.score_kind())
+        return {score: score_movement(self.score_history, names, score, rise) for score in SCORES}
+
+    def _names(self, kind: AttentionKind | None) -> list[MapName]:
+        """The maps of ``kind`` with scores saved at some step, in layer order."""
+        names = {n for sc in self.score_history.values() for n in sc.names() if n.kind == kind}
+        return sorted(names, key=lambda n: n.layer)
 
     def _pick_score(self) -> None:
         """Open the plot on the score that rises most over this run, a head forming (previous-token, typically,
@@ -170,10 +175,10 @@ class HeadScoreHistory(QWidget):
         self.setMaximumHeight(self.headScoresToggle.sizeHint().height() + 4 if fold else self.SCORE_PLOT_MAX)
         self.heightWanted.emit(self.maximumHeight() if fold else max(self.minimumSizeHint().height(), 130))
 
-    def score_kind(self) -> str | None:
+    def score_kind(self) -> AttentionKind | None:
         """The kind of attention whose heads the plot draws: the one shown if it gets scores, else the
         decoder's (or the first) of the scores saved."""
-        kinds = list(dict.fromkeys(parse_map_name(n).kind for sc in self.score_history.values() for n in sc.names()))
+        kinds = list(dict.fromkeys(n.kind for sc in self.score_history.values() for n in sc.names()))
         if self.kind in kinds:
             return self.kind
         return "dec" if "dec" in kinds else next(iter(kinds), None)
@@ -192,9 +197,7 @@ class HeadScoreHistory(QWidget):
         """One line per head of `score_kind` for the chosen score (`core.probes.score_series`); dots on the
         bold line only (a scatter per line made each redraw cost ~25 ms with 16 heads)."""
         score, kind = self.headScoreCombo.currentData(), self.score_kind()
-        names = sorted({n for sc in self.score_history.values() for n in sc.names() if parse_map_name(n).kind == kind},
-                       key=lambda n: parse_map_name(n).layer)
-        series = {name: score_series(self.score_history, name, score) for name in names}
+        series = {name: score_series(self.score_history, name, score) for name in self._names(kind)}
         keys = [(name, h) for name, (_, v) in series.items() for h in range(v.shape[1])]
         item = self.headScoresPlot.getPlotItem()
         if keys != list(self._score_curves):
@@ -216,12 +219,12 @@ class HeadScoreHistory(QWidget):
             curve.setPen(pg.mkPen(color, width=3 if bold else 1.2))
             curve.setSymbol("o" if bold else None)
             curve.setData(steps, values[:, h])
-            label = f"L{parse_map_name(name).layer + 1}&nbsp;H{h + 1}"
+            label = f"L{name.layer + 1}&nbsp;H{h + 1}"
             legend.append(f"<span style='color:{color.name()}'>━━</span>&nbsp;" + (f"<b>{label}</b>" if bold else label))
         self.headScoresLegend.setText("&nbsp;&nbsp; ".join(legend))
         title = f"{SCORE_TITLES[score]} score of each head"
         if kind is not None:
-            title += f" · {KIND_TITLES.get(kind, kind).lower()}"
+            title += f" · {KIND_TITLES[kind].lower()}"
         if self.score_history and not keys:
             title += " · not saved for this run"
         item.setTitle(title, size="9pt", color="#333")
@@ -241,8 +244,8 @@ class HeadScoreHistory(QWidget):
     def score_curves(self) -> dict[str, tuple[np.ndarray, ...]]:
         """The plot's lines as drawn: label as in the legend ("L1 H1", from 1) → (steps, scores)."""
         self._flush_score_plot()
-        return {f"L{parse_map_name(name).layer + 1} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
+        return {f"L{name.layer + 1} H{h + 1}": tuple(np.asarray(a) for a in curve.getData())
                 for (name, h), curve in self._score_curves.items()}
 
-    def _on_score_curve_clicked(self, name: str, h: int) -> None:
+    def _on_score_curve_clicked(self, name: MapName, h: int) -> None:
         self.headClicked.emit(name, h)

@@ -24,9 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.inference.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy, head_label, layer_label, map_name
+from ...core.inference.attention_maps import MEAN_HEAD, AttentionMaps, attention_entropy
 from ...core.inference.prompting import display_token
-from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores, is_self_attention
+from ...core.inspect.head_scores import SCORE_TITLES, SCORES, HeadScores
+from ...core.names import AttentionKind, MapName
 from .forms import set_header_tip
 from .heatmap import HeadGrid, HeatmapView
 
@@ -60,7 +61,7 @@ class MapBrowser(QSplitter):
     def __init__(self, parent=None):
         super().__init__(Qt.Orientation.Horizontal, parent)
         self.maps: AttentionMaps | None = None  # what `show_grid` drew: the maps, the kind and the head scores
-        self.kind = ""
+        self.kind: AttentionKind | None = None
         self.scores: HeadScores | None = None
         self._tokens: tuple[list[str], list[str]] = ([], [])  # the large map's query and key tokens
         self.headGrid = HeadGrid()
@@ -133,28 +134,26 @@ class MapBrowser(QSplitter):
 
 
     # ---- drawing -------------------------------------------------------------------------------------------
-    def show_grid(self, maps: AttentionMaps, kind: str, scores: HeadScores | None, current: str) -> None:
+    def show_grid(self, maps: AttentionMaps, kind: AttentionKind, scores: HeadScores | None, current: MapName) -> None:
         """Draw every layer × head of ``kind`` in ``maps`` in the grid and the table, with the head ``scores``
         (None: not measured yet); ``current``: the map shown large."""
         self.maps, self.kind, self.scores = maps, kind, scores
-        rows, mean_ents = [], []
-        for l in maps.layers(kind):
-            name = map_name(kind, l)
-            rows.append((layer_label(name).replace(" layer", "<br>layer"), maps.maps[name], maps.entropy(name)))
-            mean_ents.append(maps.mean_entropy(name))
+        names = [MapName(kind, l) for l in maps.layers(kind)]
+        rows = [(name.label.replace(" layer", "<br>layer"), maps.maps[name], maps.entropy(name)) for name in names]
+        mean_ents = [maps.mean_entropy(name) for name in names]
         if self.headGrid.set_maps(rows, with_mean=True, mean_entropies=mean_ents):
             self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
-        self._fill_entropy_table(maps, rows, mean_ents, current)
-        self.headGrid.set_badges(self._grid_badges(maps))
+        self._fill_entropy_table(maps, names, rows, mean_ents, current)
+        self.headGrid.set_badges(self._grid_badges(maps, names))
         # every title whole: narrower than this, the grid scrolls sideways rather than cutting them
         self.headGrid.setMinimumWidth(self.headGrid.minimum_width())
         self._fit_grid()
 
-    def _grid_badges(self, maps: AttentionMaps) -> list[list[str]]:
-        """Per thumbnail (layers × heads, then the mean) its highest score if ≥ `BADGE_AT`, e.g. "ind 0.83"."""
+    def _grid_badges(self, maps: AttentionMaps, names: list[MapName]) -> list[list[str]]:
+        """Per thumbnail (layers ``names`` × heads, then the mean) its highest score if ≥ `BADGE_AT`, e.g. "ind
+        0.83"."""
         out = []
-        for l in maps.layers(self.kind):
-            name = map_name(self.kind, l)
+        for name in names:
             per = [(sc, v) for sc in SCORES if (v := self._score(name, sc)) is not None]
             n = maps.n_heads(name)
             row = []
@@ -164,8 +163,9 @@ class MapBrowser(QSplitter):
             out.append(row)
         return out
 
-    def _fill_entropy_table(self, maps: AttentionMaps, rows, mean_ents, current: str) -> None:
-        """One row per head of each layer of the kind shown, then the layer's mean over heads: layer, head,
+    def _fill_entropy_table(self, maps: AttentionMaps, names: list[MapName], rows, mean_ents,
+                            current: MapName) -> None:
+        """One row per head of each layer ``names`` of the kind shown, then the layer's mean over heads: layer, head,
         entropy, and the head scores of `scores` (blank until they arrive; the mean's are the heads' mean,
         as every score is linear in the weights). Sortable by any column."""
         t = self.entropyTable
@@ -177,18 +177,17 @@ class MapBrowser(QSplitter):
             set_header_tip(t, c, SCORE_TITLES[score] + ": mean attention weight, 0-1")
         T = max(2, maps.maps[current].shape[-1])
         log_T = np.log(T)
-        layers = maps.layers(self.kind)
         out: list[tuple[int, int, str, float, dict[str, float]]] = []  # (row, col, head, entropy, scores)
-        for r, (_, _, ent) in enumerate(rows):
-            name = map_name(self.kind, layers[r])
+        for r, (name, (_, _, ent)) in enumerate(zip(names, rows)):
             per = {sc: v for sc in SCORES if (v := self._score(name, sc)) is not None}
             for h, e in enumerate(ent):
                 out.append((r, h, f"{h + 1}", float(e), {sc: float(v[h]) for sc, v in per.items()}))
             out.append((r, len(ent), "mean", float(mean_ents[r]), {sc: float(v.mean()) for sc, v in per.items()}))
         t.setRowCount(len(out))
         for i, (r, c, head, e, sc) in enumerate(out):
-            where = head_label(map_name(self.kind, layers[r]), MEAN if head == "mean" else c)
-            layer_item = _NumberItem(f"{layers[r] + 1}", layers[r] + (0.5 if head == "mean" else 0.0))
+            layer = names[r].layer
+            where = names[r].head_label(MEAN if head == "mean" else c)
+            layer_item = _NumberItem(f"{layer + 1}", layer + (0.5 if head == "mean" else 0.0))
             layer_item.setData(Qt.ItemDataRole.UserRole + 1, (r, c))  # what a click shows large
             t.setItem(i, 0, layer_item)
             t.setItem(i, 1, _NumberItem(head, c))
@@ -208,7 +207,7 @@ class MapBrowser(QSplitter):
                     item.setToolTip(f"{where}: {SCORE_TITLES[score]} score {value:.4f}")
                 else:
                     item.setToolTip("cross-attention relates two sequences: it gets no head scores"
-                                    if not is_self_attention(map_name(self.kind, 0)) else
+                                    if not names[r].self_attention else
                                     "not measured: the scores come from a worker; induction needs the model loaded "
                                     "(probe maps of a run trained before scores were saved have none)")
                 t.setItem(i, col, item)
@@ -222,7 +221,7 @@ class MapBrowser(QSplitter):
         t.verticalHeader().setVisible(False)
         t.setSortingEnabled(True)
 
-    def _score(self, name: str, score: str) -> np.ndarray | None:
+    def _score(self, name: MapName, score: str) -> np.ndarray | None:
         return self.scores.get(name, score) if self.scores is not None else None
 
     def score_table(self) -> list[dict[str, str]]:

@@ -1,7 +1,6 @@
 """The curves' export: rows by step as CSV, and a plot with its legend above it as PNG."""
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -9,6 +8,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from PySide6.QtGui import QColor, QPainter, QPixmap
 from PySide6.QtWidgets import QWidget
+
+from ...core.files import atomic_write, csv_text
+from .saving import write_picture
 
 CSV_COLUMNS = ("step", "train_loss", "smoothed", "val_loss", "lr", "grad_norm", "tokens_per_s", "loss_unit")
 
@@ -25,13 +27,9 @@ def rows_by_step(columns: dict[str, tuple[ArrayLike, ArrayLike]]) -> list[dict[s
 
 def write_csv(path, rows: list[dict[str, float]], unit: str) -> Path:
     """Write ``rows`` (`rows_by_step` of the `CSV_COLUMNS`) to ``path`` as CSV, each row with the losses'
-    ``unit``; empty cells where a step has no such number."""
+    ``unit``; empty cells where a step has no such number. Whole or not at all (`files.atomic_write`)."""
     path = Path(path)
-    with path.open("w", newline="", encoding="utf-8") as f:
-        out = csv.writer(f)
-        out.writerow(CSV_COLUMNS)
-        for row in rows:
-            out.writerow([_cell(c, row.get(c)) for c in CSV_COLUMNS[:-1]] + [unit])
+    atomic_write(path, csv_text([CSV_COLUMNS, *([_cell(c, row.get(c)) for c in CSV_COLUMNS[:-1]] + [unit] for row in rows)]))
     return path
 
 
@@ -47,9 +45,7 @@ def write_png(path, plot: QWidget, legend: QWidget) -> Path:
     painter.drawPixmap(0, 0, above)
     painter.drawPixmap(0, above.height(), shot)
     painter.end()
-    if not image.save(str(path), "PNG"):
-        raise OSError(f"could not write {path}")
-    return path
+    return write_picture(image, path)
 
 
 def _cell(column: str, value: float | None) -> str:

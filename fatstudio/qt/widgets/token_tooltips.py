@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import math
 
+from ...core.config import Task
 from ...core.inference.generation import TokenChoice
 from ...core.inference.prompting import display_token
 from ...core.inference.scoring import ScoredToken
@@ -56,7 +57,7 @@ _GIVEN = {  # what a scored token was predicted from, by task; {c} token{s}: how
 }
 
 
-def score_tooltip(tok: ScoredToken, task: str) -> str:
+def score_tooltip(tok: ScoredToken, task: Task) -> str:
     """Rich-text tooltip of a scored token: p, its loss, what it was predicted from and the most likely tokens
     at its place (the layout of `choice_tooltip`)."""
     if tok.loss is None:

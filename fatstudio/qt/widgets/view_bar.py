@@ -7,13 +7,14 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD
+from ...core.names import AttentionKind
 
 
 class ViewBar(QWidget):
     """``kindChosen(kind)``, ``layerChosen(layer)``, ``headChosen(head)`` (0-based; `MEAN_HEAD`: the mean)
     when the user picks one; ``fitClicked``, ``exportPngClicked``, ``exportCsvClicked``."""
 
-    kindChosen = Signal(str)
+    kindChosen = Signal(str)  # an AttentionKind
     layerChosen = Signal(int)
     headChosen = Signal(int)
     fitClicked = Signal()
@@ -72,7 +73,7 @@ class ViewBar(QWidget):
         if not self._updating and index >= 0:
             signal.emit(combo.itemData(index))
 
-    def set_choices(self, kinds: list[str], kind: str, layers: list[int], layer: int, entropies: list[float],
+    def set_choices(self, kinds: list[AttentionKind], kind: AttentionKind, layers: list[int], layer: int, entropies: list[float],
                     mean_entropy: float, head: int) -> None:
         """The kinds, the layers of ``kind`` and the heads of its ``layer`` (their ``entropies`` and the mean's
         in nats), ``kind``, ``layer`` and ``head`` chosen; counted from 1 as the paper does."""
@@ -80,7 +81,7 @@ class ViewBar(QWidget):
         try:
             self.kindCombo.clear()
             for k in kinds:
-                self.kindCombo.addItem(KIND_TITLES.get(k, k), k)
+                self.kindCombo.addItem(KIND_TITLES[k], k)
             self.kindCombo.setCurrentIndex(kinds.index(kind))
             multi = len(kinds) > 1
             self.kindCombo.setVisible(multi)

@@ -37,18 +37,18 @@ from PySide6.QtWidgets import (
 )
 
 from ....core.app.focus import Focus, run_name
-from ....core.inspect.components import component_label
 from ...widgets.focus_label import FocusLabel
-from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.saving import save_with_dialog, show_message, write_picture
 from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
     from ....core.app.workspace import Workspace
     from ....core.inference.loaded import LoadedModel
-    from ....core.inspect.ablation import KnockoutRow, KnockoutTable
+    from ....core.inspect.ablation import AblationKind, KnockoutRow, KnockoutTable
 
-KINDS = {"zero": "zero", "mean": "mean over the validation batch", "resample": "resample (another row's output)"}
+KINDS: dict[AblationKind, str] = {"zero": "zero", "mean": "mean over the validation batch",
+                                  "resample": "resample (another row's output)"}
 DRAIN_MS = 200  # rows measured in the worker reach the table at most this often
 COLUMNS = ("component", "loss", "Δ loss")
 
@@ -79,7 +79,7 @@ def weights_at(loaded, where: Where):
     return load_at_step(Run.open(where[0]), where[1])
 
 
-def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
+def measure(loaded, where: Where, kind: AblationKind, stop: threading.Event, sink: list,
             progress) -> KnockoutTable:
     """In a worker: the knock-out table of the weights `weights_at` ``where``, each row appended to ``sink`` as it
     is measured; stops when ``stop`` is set."""
@@ -89,7 +89,7 @@ def measure(loaded, where: Where, kind: str, stop: threading.Event, sink: list,
         progress(0.0, f"loading the weights of step {where[1]:,}…")
     loaded = weights_at(loaded, where)
     progress(0.0, "measuring the validation loss with nothing knocked out…")
-    return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name),
+    return ablator_for(loaded).table(kind, progress=lambda done, total, name: progress(done / total, name.label),
                                      cancelled=stop.is_set, on_row=sink.append)
 
 
@@ -117,7 +117,7 @@ class AblationView(QWidget):
         self.loaded = None
         self.rows: list[KnockoutRow] = []  # measured so far, in the order measured
         self.baseline: float | None = None
-        self.kind = "zero"
+        self.kind: AblationKind = "zero"
         self.step: int | None = None  # the step of the weights measured
         self.folder: str | None = None  # the run whose saved steps the chooser lists
         self.loaded_run: str | None = None  # the run the model loaded is of (its folder, or the run it is a snapshot of)
@@ -310,7 +310,7 @@ class AblationView(QWidget):
 
     def _on_progress(self, fraction: float, message: str) -> None:
         if self.running and not self._stop.is_set():
-            self._say(f"{fraction:.0%} · measured {component_label(message)}" if fraction else message.capitalize())
+            self._say(f"{fraction:.0%} · measured {message}" if fraction else message.capitalize())
 
     def _drain(self) -> None:
         """Add the rows measured since the last drain to the table (one redraw for them all)."""
@@ -335,7 +335,7 @@ class AblationView(QWidget):
         done = (f"{len(self.rows)} components in {self.seconds:.1f} s" if table.complete else
                 f"<b>cancelled</b> after {len(self.rows)} components")
         self._result = (f"Validation loss <b>{table.baseline_loss:.4f}</b> with nothing knocked out ({KINDS[self.kind]}, "
-                        f"step {self.step:,}; {done}). Knocking out <b>{component_label(worst.component)}</b> changes "
+                        f"step {self.step:,}; {done}). Knocking out <b>{worst.component.label}</b> changes "
                         f"it most ({worst.delta_loss:+.4f}).")
         self._say(self._result + self._other_weights())
 
@@ -356,7 +356,7 @@ class AblationView(QWidget):
         t.setRowCount(len(self.rows))
         scale = max((abs(r.delta_loss) for r in self.rows), default=0.0)
         for i, r in enumerate(self.rows):
-            name = _Number(component_label(r.component), i)
+            name = _Number(r.component.label, i)
             name.setToolTip(f"{r.component} (as the CLI's files name it)")
             name.setData(Qt.ItemDataRole.UserRole, r.component)
             delta = _Number(f"{r.delta_loss:+.4f}", r.delta_loss)
@@ -387,10 +387,7 @@ class AblationView(QWidget):
 
     def export_png(self, path) -> Path:
         """A bar per component, its Δ loss, largest rise first (`knockout_image`)."""
-        path = Path(path)
-        if not knockout_image(self.knockout_table(), self.font()).save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(knockout_image(self.knockout_table(), self.font()), path)
 
     def _export(self, filt: str, suffix: str, fn) -> None:
         if not self.rows:
@@ -439,7 +436,7 @@ def knockout_image(table: KnockoutTable, font: QFont, width: int = 720) -> QImag
         y = line * i + 4
         p.setPen(QColor("black"))
         p.drawText(8, y, label_w - 12, line - 6, int(Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight),
-                   component_label(r.component))
+                   r.component.label)
         bar = QColor(214, 96, 77) if r.delta_loss > 0 else QColor(67, 147, 195)
         w = unit * r.delta_loss / scale
         p.fillRect(int(min(zero, zero + w)), y + 3, max(1, int(abs(w))), line - 12, bar)

@@ -10,18 +10,17 @@ from pathlib import Path
 from PySide6.QtWidgets import QWidget
 
 from ....core.inference.attention_maps import MEAN_HEAD, AttentionMaps
+from ....core.names import AttentionKind, MapName
+from ...widgets.saving import write_picture
 
 
-def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[str], what: str = "view") -> Path:
+def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[MapName], what: str = "view") -> Path:
     """Save the large map as it is shown ("view": a picture of ``view``, the head or the mean with its token labels
     and colour bar) or the head grid ("grid": the maps ``names`` of the kind shown, each layer's heads then their
     mean, labelled as the command line draws them, `attention_png`). Returns the path."""
     maps = _exported(maps)
     if what == "view":
-        path = Path(path)
-        if not view.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(view.grab(), path)
     if what == "grid":
         from fatstudio.qt.widgets.attention_png import save_attention_png
 
@@ -29,7 +28,7 @@ def export_png(path, maps: AttentionMaps | None, view: QWidget, names: list[str]
     raise ValueError(f"what = {what!r}: choose 'view' or 'grid'.")
 
 
-def export_csv(path, maps: AttentionMaps | None, name: str, head: int) -> Path:
+def export_csv(path, maps: AttentionMaps | None, name: MapName, head: int) -> Path:
     """Save the numbers of map ``name``'s ``head`` (the core's `AttentionMaps.head_csv`): a header "query \\ key" +
     the key tokens, then one row per query: its token and its weights, with full precision."""
     return _exported(maps).save_head(path, name, head)
@@ -41,6 +40,6 @@ def _exported(maps: AttentionMaps | None) -> AttentionMaps:
     return maps
 
 
-def export_name(kind: str | None, layer: int, head: int) -> str:
+def export_name(kind: AttentionKind | None, layer: int, head: int) -> str:
     """The file name proposed for the map shown large (counted from 1), without its suffix."""
     return f"attention-{kind}-layer{layer + 1}-{'mean' if head == MEAN_HEAD else f'head{head + 1}'}"

@@ -26,8 +26,9 @@ from PySide6.QtWidgets import (
 )
 
 from ....core.data.tokenization import SPECIALS
-from ....core.inference.attention_maps import AttentionMaps, head_label
+from ....core.inference.attention_maps import AttentionMaps
 from ....core.inference.prompting import display_token
+from ....core.names import ComponentName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.saving import save_with_dialog, show_message
 from ...widgets.token_view import TokenView, signed_tint
@@ -36,9 +37,10 @@ from .ablation import Where, weights_at, weights_words
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
     from ....core.app.workspace import Workspace
-    from ....core.inspect.ablation import TextAblation
+    from ....core.inspect.ablation import AblationKind, TextAblation
 
-MENU_KINDS = (("zero", "Ablate this head (zero)"), ("mean", "Ablate this head (mean over the validation batch)"))
+MENU_KINDS: tuple[tuple[AblationKind, str], ...] = (("zero", "Ablate this head (zero)"),
+                                                    ("mean", "Ablate this head (mean over the validation batch)"))
 COLUMNS = ("position", "token", "p before", "p after", "Δp")
 
 
@@ -48,7 +50,7 @@ def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
     return plain(maps.tokens), plain(maps.context_tokens) if maps.context_tokens else None
 
 
-def ablate_on_text(loaded, name: str, text: str, kind: str, source: str | None,
+def ablate_on_text(loaded, name: ComponentName, text: str, kind: AblationKind, source: str | None,
                    where: Where = None) -> TextAblation:
     """In a worker: `text_ablation` with the weights `weights_at` ``where`` (a copy of ``loaded`` for None: the
     hooks touch no model the app prompts)."""
@@ -112,7 +114,7 @@ class HeadAblationView(QWidget):
         """The weights ablated in words when they are not the focus's (None: they are, or there are none)."""
         return None if self.where is False else weights_words(self.where, self.loaded, self.workspace.focus)
 
-    def menu(self, name: str, maps: AttentionMaps, parent: QWidget) -> QMenu:
+    def menu(self, name: ComponentName, maps: AttentionMaps, parent: QWidget) -> QMenu:
         """The context menu of head ``name`` ("self/0/1") of ``maps`` (the text shown): its ablations, each saying
         whose weights it uses when they are not the focus's."""
         menu = QMenu(parent)
@@ -125,7 +127,7 @@ class HeadAblationView(QWidget):
             action.triggered.connect(lambda _checked=False, k=kind: self.ablate(name, k, maps))
         return menu
 
-    def ablate(self, name: str, kind: str, maps: AttentionMaps | None) -> None:
+    def ablate(self, name: ComponentName, kind: AblationKind, maps: AttentionMaps | None) -> None:
         """Knock head ``name`` out by ``kind`` and score the text of ``maps``, in a worker thread."""
         self.showRequested.emit()
         if self.where is False or maps is None:
@@ -139,13 +141,12 @@ class HeadAblationView(QWidget):
     def running(self) -> bool:
         return self._call is not None and self._call.running
 
-    def start(self, loaded, name: str, text: str, kind: str, source: str | None, where: Where = None) -> None:
+    def start(self, loaded, name: ComponentName, text: str, kind: AblationKind, source: str | None, where: Where = None) -> None:
         """Score ``text`` with head ``name`` knocked out, with the weights `weights_at` ``where``, in a worker."""
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it
         self._step = where[1] if where else loaded.step
-        label = head_label(name.rsplit("/", 1)[0], int(name.rsplit("/", 1)[1]))
-        self.say(f"Scoring the text with {label} knocked out ({kind})…")
+        self.say(f"Scoring the text with {name.label} knocked out ({kind})…")
         self._call = self.workspace.jobs.submit("head-ablation", ablate_on_text, loaded, name, text, kind, source, where,
                                                 on_result=self._on_result, on_error=self._on_error)
 
@@ -165,10 +166,9 @@ class HeadAblationView(QWidget):
                 if c == 4 and d is not None:
                     item.setBackground(signed_tint(d, scale))
                 t.setItem(i, c, item)
-        name, h = result.component.rsplit("/", 1)
         worst = max(range(len(deltas)), key=lambda i: abs(deltas[i] or 0.0))
         mean = sum(scored) / len(scored) if scored else 0.0
-        self.say(f"<b>{head_label(name, int(h))}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
+        self.say(f"<b>{result.component.label}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
                  f"the text's {len(scored)} scored tokens change by Δp = {mean:+.4f} on average; most at position "
                  f"{worst + 1} "
                  f"(<code>{html.escape(display_token(result.tokens[worst]))}</code>, {_p(result.before[worst])} → "
@@ -198,7 +198,7 @@ class HeadAblationView(QWidget):
 
     def _export(self) -> None:
         if self.result is not None:
-            save_with_dialog(self, f"ablate-{self.result.component.replace('/', '-')}", "CSV table (*.csv)", ".csv",
+            save_with_dialog(self, f"ablate-{str(self.result.component).replace('/', '-')}", "CSV table (*.csv)", ".csv",
                              self.export_csv, self.summary)
 
 

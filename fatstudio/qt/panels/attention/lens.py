@@ -32,7 +32,7 @@ from ....core.inference.prompting import display_token
 from ....core.inspect.saved_lens import SavedLens
 from ...widgets.attribution_bars import AttributionBars
 from ...widgets.lens_grid import LensGrid, RowLabels
-from ...widgets.saving import save_with_dialog
+from ...widgets.saving import save_with_dialog, write_picture
 
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
@@ -296,10 +296,7 @@ class LensView(QWidget):
     def export_png(self, path) -> Path:
         if self.lens is None:
             raise ValueError("there is no logit lens to export yet.")
-        path = Path(path)
-        if not self.body.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(self.body.grab(), path)
 
     def _export_dialog(self, filt: str, suffix: str, fn) -> None:
         if self.lens is None:

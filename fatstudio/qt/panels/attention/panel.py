@@ -6,7 +6,7 @@
 - an edt opens on its lesson, cross-attention in the last layer; the large map opens on the most informative
   head (`AttentionMaps.focused_head`: the lowest entropy) of each new text and of a run's newest step, until
   the user chooses a layer or head; layers and heads are counted from 1 in everything shown
-  (`attention_maps.layer_label`, `head_label`);
+  (`MapName.label`, `MapName.head_label`);
 - a grid of layers × heads thumbnails (plus the mean over heads), titled with each head's entropy in nats
   (the mean over queries of the entropy of each attention row), all on one fixed 0-1 colour scale;
 - one head large (``attentionView``) with the tokens on both axes: zoom with the wheel, pan by dragging,
@@ -66,8 +66,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ....core.inference.attention_maps import KIND_TITLES, MEAN_HEAD, AttentionMaps, head_label, map_name, parse_map_name
+from ....core.inference.attention_maps import MEAN_HEAD, AttentionMaps
 from ....core.inspect.head_scores import HeadScores  # torch-free at import
+from ....core.names import AttentionKind, ComponentName, MapName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.head_score_history import HeadScoreHistory
 from ...widgets.map_browser import MapBrowser
@@ -87,7 +88,6 @@ from .scores import HeadScoreMeter
 if TYPE_CHECKING:
     from ....core.app.workspace import Workspace
 
-KIND_NAMES = KIND_TITLES  # "self", "enc", "dec", "cross" → the words shown for them
 MEAN = MEAN_HEAD  # head index of "mean over heads"
 
 
@@ -105,14 +105,14 @@ class AttentionPanel(QWidget):
     """Shows an `AttentionMaps`; the main window connects the workspace's ``text_maps_changed`` to `show_maps`."""
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
-    headClicked = Signal(str, int, int)  # a click in the grid or table chose (kind, layer, head; MEAN: the mean)
+    headClicked = Signal(object, int)  # a click in the grid or table chose (the MapName, head; MEAN: the mean)
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
 
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.maps: AttentionMaps | None = None  # the maps shown: `text_maps` or a probe step's
         self.text_maps: AttentionMaps | None = None  # the user's text's (`show_maps`), kept while a probe is shown
-        self.kind: str | None = None
+        self.kind: AttentionKind | None = None
         self.layer = 0
         self.head = 0  # MEAN for the mean over heads
         self.head_chosen = False  # the user chose the layer or head: new maps keep it (until another run's probes)
@@ -240,25 +240,25 @@ class AttentionPanel(QWidget):
         self.browser.cellMenuRequested.connect(self._show_head_menu)
 
     # ---- data ---------------------------------------------------------------------------------------------
-    def kinds(self) -> list[str]:
+    def kinds(self) -> list[AttentionKind]:
         return self.maps.kinds() if self.maps is not None else []
 
-    def layers(self, kind: str | None = None) -> list[int]:
+    def layers(self, kind: AttentionKind | None = None) -> list[int]:
         kind = kind or self.kind
         return self.maps.layers(kind) if self.maps is not None and kind is not None else []
 
     def n_heads(self) -> int:
         return self.maps.n_heads(self.current_name()) if self.maps is not None else 0
 
-    def _shown(self) -> tuple[AttentionMaps, str]:
+    def _shown(self) -> tuple[AttentionMaps, AttentionKind]:
         """The maps shown and the kind of attention shown large (what draws them runs only while maps are)."""
         if self.maps is None or self.kind is None:
             raise ValueError("no attention maps are shown.")
         return self.maps, self.kind
 
-    def current_name(self) -> str:
+    def current_name(self) -> MapName:
         """The map shown large, e.g. "self/1", "cross/0"."""
-        return map_name(self._shown()[1], self.layer)
+        return MapName(self._shown()[1], self.layer)
 
     def current_matrix(self) -> np.ndarray:
         """(T_query, T_key): the head shown large, or the mean over the layer's heads."""
@@ -351,7 +351,7 @@ class AttentionPanel(QWidget):
         self.sourceSwitch.set_state(self.source(), self.text_maps is not None, self.probeTimeline.current_step(),
                                     self.source_caption())
 
-    def set_view(self, kind: str | None = None, layer: int | None = None, head: int | None = None) -> None:
+    def set_view(self, kind: AttentionKind | None = None, layer: int | None = None, head: int | None = None) -> None:
         """Choose what is shown large: ``kind`` ("self", "enc", "dec", "cross"), ``layer``, ``head``
         (0-based; `MEAN` = -1 for the mean over heads). Unchanged where None; a layer or head is the user's
         choice (new maps keep it), another kind alone opens on its most informative head until there is one."""
@@ -456,7 +456,7 @@ class AttentionPanel(QWidget):
 
     def _draw_large(self) -> None:
         A = self.current_matrix()
-        self.browser.show_large(A, self.query_tokens(), self.key_tokens(), head_label(self.current_name(), self.head),
+        self.browser.show_large(A, self.query_tokens(), self.key_tokens(), self.current_name().head_label(self.head),
                                 self._grid_cell())
         if self.query is None or self.query >= A.shape[0]:
             self.query = A.shape[0] - 1  # the last query: what the model looked at to predict the next token
@@ -485,31 +485,30 @@ class AttentionPanel(QWidget):
         self.query = q
         self._overlay()
 
-    def _cell(self, row: int, col: int) -> tuple[str, int, int] | None:
-        """The grid's thumbnail (row, column) as (kind, layer, head; MEAN: the mean's column); None: no such."""
+    def _cell(self, row: int, col: int) -> tuple[MapName, int] | None:
+        """The grid's thumbnail (row, column) as (its map, head; MEAN: the mean's column); None: no such."""
         layers = self.layers()
         if self.maps is None or self.kind is None or not 0 <= row < len(layers):
             return None
-        heads = self.maps.n_heads(map_name(self.kind, layers[row]))
-        return self.kind, layers[row], MEAN if col >= heads else col
+        name = MapName(self.kind, layers[row])
+        return name, MEAN if col >= self.maps.n_heads(name) else col
 
     def _on_grid_clicked(self, row: int, col: int) -> None:
         cell = self._cell(row, col)
         if cell is None:
             return
-        kind, layer, head = cell
+        name, head = cell
         self.browser.viewTabs.setCurrentIndex(0)  # the head large
-        self.set_view(layer=layer, head=head)
-        self.headClicked.emit(kind, self.layer, self.head)
+        self.set_view(layer=name.layer, head=head)
+        self.headClicked.emit(self.current_name(), self.head)
 
     def head_menu(self, row: int, col: int) -> QMenu | None:
         """The grid's context menu for thumbnail (row, column): the head's ablations on the text shown
         (`HeadAblationView.menu`; None: the mean's column, or no maps shown)."""
         cell, maps = self._cell(row, col), self.maps
-        if cell is None or cell[2] == MEAN or maps is None:
+        if cell is None or cell[1] == MEAN or maps is None:
             return None
-        kind, layer, head = cell
-        return self.headAblationView.menu(f"{map_name(kind, layer)}/{head}", maps, self)
+        return self.headAblationView.menu(ComponentName(*cell), maps, self)
 
     def _show_head_menu(self, row: int, col: int, at: QPoint) -> None:
         menu = self.head_menu(row, col)
@@ -583,15 +582,14 @@ class AttentionPanel(QWidget):
         self.scoreHistory.set_view(self.kind, self.current_name() if self.kind is not None else None, self.head)
         self.scoreHistory.draw()
 
-    def _on_score_curve_clicked(self, name: str, h: int) -> None:
+    def _on_score_curve_clicked(self, name: MapName, h: int) -> None:
         if self.maps is not None and name in self.maps.maps:
-            kind, layer = parse_map_name(name)
-            self.set_view(kind=kind, layer=layer, head=h)
+            self.set_view(kind=name.kind, layer=name.layer, head=h)
 
     # ---- export (`attention_export`) ----------------------------------------------------------------------
     def export_png(self, path, what: str = "view") -> Path:
         """Save the large map as it is shown ("view") or the head grid ("grid"); returns the path."""
-        names = [map_name(self.kind, layer) for layer in self.layers()] if self.kind is not None else []
+        names = [MapName(self.kind, layer) for layer in self.layers()] if self.kind is not None else []
         return attention_export.export_png(path, self.maps, self.attentionView, names, what)
 
     def export_csv(self, path) -> Path:

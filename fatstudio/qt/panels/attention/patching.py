@@ -32,11 +32,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ....core.inference.attention_maps import head_label, layer_label
 from ....core.inference.prompting import display_token
+from ....core.names import ComponentName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.heatmap import HeatmapView
-from ...widgets.saving import save_with_dialog, show_message
+from ...widgets.saving import save_with_dialog, show_message, write_picture
 from ...widgets.token_view import signed_tint
 
 if TYPE_CHECKING:
@@ -271,13 +271,13 @@ class PatchingView(QWidget):
         t.setRowCount(len(layers))
         t.setColumnCount(H)
         t.setHorizontalHeaderLabels([f"h{h + 1}" for h in range(H)])
-        t.setVerticalHeaderLabels([layer_label(n) for n in layers])  # "layer 1", "decoder layer 1", …
+        t.setVerticalHeaderLabels([n.label for n in layers])  # "layer 1", "decoder layer 1", …
         for i, n in enumerate(layers):
             for h, v in enumerate(r.heads[n]):
                 item = QTableWidgetItem(f"{v:.2f}")
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 item.setBackground(signed_tint(v, 1.0))
-                item.setToolTip(f"{n}/{h}: restores {v:.4f}")
+                item.setToolTip(f"{ComponentName(n, h)}: restores {v:.4f}")
                 t.setItem(i, h, item)
         t.resizeColumnsToContents()
         want = (t.verticalHeader().sizeHint().width() + sum(t.columnWidth(c) for c in range(H)) + 2 * t.frameWidth()
@@ -287,7 +287,7 @@ class PatchingView(QWidget):
             self.results.setSizes([total - want, want])
         best = max(((n, h) for n in layers for h in range(len(r.heads[n]))), key=lambda nh: r.heads[nh[0]][nh[1]],
                    default=None)
-        most = "" if best is None else (f" Of the heads, {head_label(best[0], best[1])} restores the most "
+        most = "" if best is None else (f" Of the heads, {best[0].head_label(best[1])} restores the most "
                                         f"({r.heads[best[0]][best[1]]:.0%}).")
         read = r.prefix_tokens if r.prefix_tokens is not None else r.clean_tokens
         show_message(self.message, html.escape(
@@ -338,10 +338,7 @@ class PatchingView(QWidget):
         """The map and the heads' table as they are shown."""
         if self.result is None:
             raise ValueError("nothing has been patched yet; press Run.")
-        path = Path(path)
-        if not self.results.grab().save(str(path), "PNG"):
-            raise OSError(f"could not write {path}.")
-        return path
+        return write_picture(self.results.grab(), path)
 
     def _export(self, filt: str, suffix: str, fn) -> None:
         if self.result is None:

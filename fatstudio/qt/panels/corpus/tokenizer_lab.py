@@ -42,6 +42,7 @@ from fatstudio.qt.widgets.token_view import TokenView
 
 if TYPE_CHECKING:
     from fatstudio.core.app.jobs import Job, Jobs
+    from fatstudio.core.config import Task
     from fatstudio.core.data.corpora import Corpus
 
 LAB_COLUMNS = ("tokenizer", "N_V", "tokens / char", "unknown", "median", "p90", "max", "train (s)")
@@ -67,7 +68,7 @@ class TokenizerLab(QDialog):
     measured on its last ``val_fraction``; the finished runs under ``runs_root`` on the same corpus and task.
     The comparison starts at once; ``result`` and ``runs`` hold the latest."""
 
-    def __init__(self, jobs: Jobs, corpus: Corpus, spec: str, task: str = "next_token", seed: int = 0,
+    def __init__(self, jobs: Jobs, corpus: Corpus, spec: str, task: Task = "next_token", seed: int = 0,
                  val_fraction: float = 0.1, runs_root: str | Path | None = None, specs: Sequence[Spec] = DEFAULT_SPECS,
                  parent=None):
         super().__init__(parent)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.config import TrainConfig
+from fatstudio.core.config import Device, Precision, TrainConfig
 from fatstudio.core.inspect.probes import ProbeInput
 from fatstudio.qt.binding import Binding, Change
 from fatstudio.qt.panels.train.runs_list import RunsList
@@ -133,7 +133,7 @@ class TrainPanel(QWidget):
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent)
         self.workspace, self.settings = workspace, workspace.settings
-        self._described: tuple[str, str] | None = None
+        self._described: tuple[Device, Precision] | None = None
         lay = QVBoxLayout(self)
         lay.addWidget(self._build_form())
         lay.addWidget(self._build_probe())
@@ -209,7 +209,7 @@ class TrainPanel(QWidget):
         self._described = choice
         self.workspace.jobs.submit("describe-choice", _describe_choice, choice, on_result=self._show_choice)
 
-    def _show_choice(self, answer: tuple[tuple[str, str], str, str]) -> None:
+    def _show_choice(self, answer: tuple[tuple[Device, Precision], str, str]) -> None:
         choice, precision, text = answer
         if choice != self._described:
             return  # an answer for settings changed since
@@ -219,7 +219,7 @@ class TrainPanel(QWidget):
             self.precisionResolved.emit(precision)
 
 
-def _describe_choice(choice: tuple[str, str]) -> tuple[tuple[str, str], str, str]:
+def _describe_choice(choice: tuple[Device, Precision]) -> tuple[tuple[Device, Precision], str, str]:
     """(device, precision) → (the same, what the precision resolves to or "" if it cannot, the words)."""
     from fatstudio.core.device import describe_choice  # in the worker: it imports torch
     try:
