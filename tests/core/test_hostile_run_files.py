@@ -74,14 +74,15 @@ META_KEYS = ["dtype", "class_names", "run_id", "checkpoint_step", "tokenizer_sha
 
 @FUZZ
 @given(key=st.sampled_from(META_KEYS), value=JSON_VALUES)
-def test_fuzz_any_meta_value_loads_the_model_or_is_one_line_naming_a_file(trained, tmp_path, key, value):
+@example(key="format_version", value=3)  # a newer run: refused naming the run folder
+def test_fuzz_any_meta_value_loads_the_model_or_is_one_line_naming_the_run(trained, tmp_path, key, value):
     run = copy(trained, tmp_path)
     meta = json.loads((run / "meta.json").read_text())
     (run / "meta.json").write_text(json.dumps({**meta, key: value}))
     try:
         loaded = Run.open(run).load_model()
     except ValueError as e:
-        assert "\n" not in str(e) and "run/" in str(e), str(e)
+        assert "\n" not in str(e) and str(run) in str(e), str(e)  # the run, or its file
         return
     assert loaded.model.config.vocab_size == loaded.tokenizer.vocab_size
 
