@@ -18,7 +18,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any
 
-from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, out_file, write
+from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file, write
 from .cli_options import EXIT_ERROR, Parser, number, whole
 
 MAX_TOKENS = 1_000_000  # generate --tokens: at most (the text generated is held, a token at a time)
@@ -243,6 +243,16 @@ def _load_config(args):
     return base.with_overrides(args.set)
 
 
+def _given(args) -> set[str] | None:
+    """The ``table.key`` names the config file and ``--set`` give (what ``--init-from`` refuses to see differ from
+    the source run's); None for a preset (its non-default values count as given)."""
+    from .core.config import RunConfig
+
+    if args.preset or not args.config:
+        return None
+    return RunConfig.given_in(args.config) | {a.partition("=")[0].strip() for a in args.set}
+
+
 def _probe(args, config):
     """The probe input asked for with --probe / --probe-source, or None (the run's own, or the default)."""
     from .core.inspect.probes import ProbeInput
@@ -283,7 +293,7 @@ def cmd_train(args) -> int:
 
             args.resume = str(copy_run(Run.open(args.resume), args.out).path)
         for ev in train(config, run_dir=args.resume or args.out, resume=bool(args.resume), control=control,
-                        probe=_probe(args, config), init_from=args.init_from):
+                        probe=_probe(args, config), init_from=args.init_from, given=_given(args)):
             handler = show.get(type(ev))
             if handler:
                 handler(ev)
@@ -413,9 +423,8 @@ def cmd_generate(args) -> int:
     from .core.inference import prompting
     from .core.inference.decode_step import compiling_enabled, decode_step_of
     from .core.inference.prompt_events import ClassProbabilities, MaskPredictions, Tokens, prompt_events
-    from .core.runs.folder import Run
 
-    loaded = Run.open(args.run_dir).load_model()
+    loaded = loaded_model(args.run_dir)
     mode = prompting.prompt_mode(loaded)  # the same decision as the Prompt panel's
     prompt = prompting.encode_prompt(loaded.tokenizer, args.prompt, mode, l_max=loaded.model.config.l_max)
     if args.compile and mode != "generate":
@@ -515,7 +524,7 @@ def cmd_attention(args) -> int:
         return 0
     if args.prompt is None:
         raise ValueError("give the text with --prompt, or --step N for the probe maps saved at step N.")
-    loaded = Run.open(args.run_dir).load_model()
+    loaded = loaded_model(args.run_dir)
     if loaded.config.model.arch == "edt" and not args.source:
         raise ValueError("this is an encoder-decoder run: give the source text with --source.")
     maps = generation.attention_maps(loaded.model, loaded.tokenizer, args.prompt, source=args.source)

@@ -71,17 +71,25 @@ def write(out: Path, data: dict, csv: Callable[[], str] | None = None) -> None:
     atomic_write(out, csv() if out.suffix.lower() == ".csv" and csv else json.dumps(data, ensure_ascii=False))
 
 
-def _loaded(run_dir: str, step: int | None):
+def loaded_model(run_dir: str, step: int | None = None):
+    """The model of ``run_dir`` at ``step`` (None: the last checkpoint's); for a run whose weights carry no
+    checksum (an older fatstudio's), a note on stderr says that damage to them cannot be detected."""
+    import sys
+
     from .core.runs.folder import Run, load_at_step
 
-    return load_at_step(Run.open(run_dir), step)
+    run = Run.open(run_dir)
+    loaded = load_at_step(run, step)
+    if note := run.unverified():  # once it loads (a refusal stays one line)
+        print(f"note: {note}", file=sys.stderr)
+    return loaded
 
 
 def cmd_ablate(args) -> int:
     from .core.inspect.ablation import knockout_table
 
     out = out_file(args.out, (".json", ".csv"))
-    loaded = _loaded(args.run_dir, args.step)
+    loaded = loaded_model(args.run_dir, args.step)
     table = knockout_table(loaded, args.kind)
     write(out, table.to_dict(), table.csv)
     worst = max(table.rows, key=lambda r: r.delta_loss)
@@ -95,7 +103,7 @@ def cmd_patch(args) -> int:
     from .core.inspect.patching import patch
 
     out = out_file(args.out, (".json",))
-    loaded = _loaded(args.run_dir, args.step)
+    loaded = loaded_model(args.run_dir, args.step)
     result = patch(loaded.model, loaded.tokenizer, args.clean, args.corrupt, args.target, position=args.position,
                    prefix=args.prefix)
     write(out, result.to_dict())
@@ -112,7 +120,7 @@ def cmd_lens(args) -> int:
     from .core.inspect.lens import lens
 
     out = out_file(args.out, (".json",))
-    loaded = _loaded(args.run_dir, args.step)
+    loaded = loaded_model(args.run_dir, args.step)
     result = lens(loaded.model, loaded.tokenizer, args.prompt, args.source)
     write(out, result.to_dict())
     print(f"wrote the logit lens of {len(result.tokens)} tokens after each of {len(result.top_tokens) - 1} layers "
@@ -123,10 +131,9 @@ def cmd_lens(args) -> int:
 def cmd_token_loss(args) -> int:
     from .core.inspect.token_classes import report
     from .core.inspect.token_loss import diff, token_losses, validation_split
-    from .core.runs.folder import Run
 
     out = out_file(args.out, (".json", ".csv"))
-    loaded = _loaded(args.run_dir, args.step)
+    loaded = loaded_model(args.run_dir, args.step)
     split = validation_split(loaded)
     result = token_losses(loaded, split)
     print(f"{result.n_tokens} validation tokens at step {loaded.step}: mean loss {result.mean:.4f}")
@@ -134,7 +141,7 @@ def cmd_token_loss(args) -> int:
         write(out, report(result), result.csv)
         print(f"wrote them to {out}")
         return 0
-    other = Run.open(args.against).load_model() if args.against else _loaded(args.run_dir, args.against_step)
+    other = loaded_model(args.against) if args.against else loaded_model(args.run_dir, args.against_step)
     if args.against:
         split = validation_split(other)
     compared = diff(result, token_losses(other, split))

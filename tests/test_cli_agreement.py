@@ -120,12 +120,12 @@ def test_an_older_run_without_ids_is_checked_by_what_it_records(run, runs, tmp_p
     """Runs made before meta.json recorded a run id and the tokenizer's digest still open; their meta.json is
     checked against config.json by architecture, task and parameter count."""
     meta = json.loads((run / "meta.json").read_text())
-    for key in ("run_id", "tokenizer_sha256"):
+    for key in ("run_id", "tokenizer_sha256", "format_version"):  # older: format 1, no checksums either
         meta.pop(key)
     (run / "meta.json").write_text(json.dumps(meta))
     tensors = safetensors.torch.load_file(run / "model.safetensors")
     with safe_open(str(run / "model.safetensors"), framework="pt") as f:
-        metadata = {k: v for k, v in f.metadata().items() if k != "run_id"}
+        metadata = {k: v for k, v in f.metadata().items() if k not in ("run_id", "sha256")}
     safetensors.torch.save_file(tensors, run / "model.safetensors", metadata=metadata)
     assert Run.open(run).load_model().step == 10
     assert main(["generate", str(run), "--prompt", "hello", "--tokens", "2"]) == 0

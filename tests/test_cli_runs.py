@@ -62,7 +62,7 @@ def edit_json(path, key, value):
     ("truncated config", ["generate", "{run}", "--prompt", "x"], "config.json is truncated or not JSON"),
     ("truncated meta", ["train", "--resume", "{run}", "--quiet"], "meta.json is truncated or not JSON"),
     ("newer format", ["attention", "{run}", "--prompt", "x", "--out", "{tmp}/a.json"],
-     "was written by a newer fatstudio (format 2; this one reads up to 1); upgrade fatstudio."),
+     "was written by a newer fatstudio (format 3; this one reads up to 2); upgrade fatstudio."),
 ])
 def test_run_folder_errors_are_one_or_two_lines_and_lose_nothing(case, args, words, run_copy, tmp_path):
     (tmp_path / "afile").write_text("x")
@@ -74,7 +74,7 @@ def test_run_folder_errors_are_one_or_two_lines_and_lose_nothing(case, args, wor
         f = run_copy / f"{case.split()[1]}.json"
         f.write_text(f.read_text()[:60])
     elif case == "newer format":
-        edit_json(run_copy / "meta.json", "format_version", 2)
+        edit_json(run_copy / "meta.json", "format_version", 3)
     before = files(run_copy)
     cfg = config_file(tmp_path, 20)
     r = cli(*[a.replace("{cfg}", str(cfg)).replace("{tmp}", str(tmp_path)).replace("{run}", str(run_copy))

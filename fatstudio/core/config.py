@@ -464,6 +464,13 @@ class RunConfig(_Config):
         except ValueError as e:
             raise ConfigError(f"{path}: {e}") from None
 
+    @staticmethod
+    def given_in(path: str | Path) -> set[str]:
+        """The ``table.key`` names that the config file at ``path`` sets (one `load` read without error)."""
+        path = Path(path)
+        d = _parse(path, "JSON" if path.suffix.lower() == ".json" else "TOML", _read(path))
+        return {f"{t}.{k}" for t, v in d.items() if isinstance(v, dict) for k in v} if isinstance(d, dict) else set()
+
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """Apply ``table.key=value`` assignments (the CLI's ``--set``); values parse as TOML, else as text."""
         d = self.to_dict()

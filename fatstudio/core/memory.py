@@ -12,6 +12,7 @@ from typing import Any
 from .config import ModelConfig, Optimizer, ResolvedPrecision
 from .costs import memory_estimate
 from .environment import IGNORE_MEMORY
+from .files import human_bytes
 
 IGNORE_ENV = IGNORE_MEMORY.name
 OVERRIDE = f"--force-memory or {IGNORE_ENV}=1"
@@ -19,14 +20,6 @@ OVERRIDE = f"--force-memory or {IGNORE_ENV}=1"
 
 class DoesNotFit(ValueError):
     """The estimate of what a model needs is more than the memory available; the message has both."""
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TB"
 
 
 def _read_int(path: str | Path) -> int | None:

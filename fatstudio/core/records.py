@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, TypedDict, get_args
 
 from .config import one_of
-from .files import read_bytes
+from .files import ROWS_LIMIT, read_bytes
 
 EndStatus = Literal["finished", "stopped", "failed"]  # how a run (or a generation) ends
 RunStatus = Literal["created", "running", EndStatus]  # meta.json's ``status``
@@ -121,7 +121,7 @@ def read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON-lines file (a regular file, `files.read_bytes`): a torn last line (a crash mid-write, perhaps
     inside a character) and any line that is not a JSON object with a whole-number ``step`` (where it has one)
     are skipped."""
-    return parse_jsonl(read_bytes(path)) if path.exists() else []
+    return parse_jsonl(read_bytes(path, ROWS_LIMIT)) if path.exists() else []
 
 
 def parse_jsonl(data: bytes) -> list[dict]:

@@ -134,15 +134,16 @@ class RunsControl(QObject):
         best = m.get("best_val_loss")
         if imported:  # its weights were trained elsewhere: no steps, no corpus of its own here
             self.view.show_untrained(f"imported {imported}: not trained here")
-            self.view.show_status(
-                f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
-                f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
+            status = (f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
+                      f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
         else:
-            status = run.info.status
-            self.view.show_progress(step, total, text=status or "")
-            self.view.show_status(
-                f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {status or '?'} at "
-                f"step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float)) else "") + ".")
+            shown = run.info.status
+            self.view.show_progress(step, total, text=shown or "")
+            status = (f"Opened {run.name}: {run.config.model.arch} on {run.config.data.corpus}, {shown or '?'} at "
+                      f"step {step:,}" + (f", best validation loss {best:.4f}" if isinstance(best, (int, float))
+                                          else "") + ".")
+        unverified = run.unverified()  # an older run's weights: nothing can tell whether they were damaged
+        self.view.show_status(f"{status} {unverified}" if unverified else status)
         self.error.emit(None, False)
         self.workspace.list_probes(str(run.path))
         if run.has_checkpoint:

@@ -54,6 +54,32 @@ MASKED = "the cat [MASK] on the mat"
 NEW_TOKENS = 12
 
 
+def exported(root: Path) -> Path:
+    """A Llama-style transformers folder (``root/hf``) that fatstudio's export wrote from a run with random weights
+    (``root/source-run``): no transformers needed."""
+    from fatstudio import ModelConfig, build_model
+    from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
+    from fatstudio.core.data.tokenization import train_tokenizer
+    from fatstudio.core.runs.export_hf import export_hf
+    from fatstudio.core.runs.folder import Run
+
+    text = "the quick brown fox jumps over the lazy dog.\nthe dog sleeps; the fox runs!\n" * 20
+    tok = train_tokenizer("bpe", [text], vocab_size=300)
+    cfg = RunConfig(ModelConfig(l_max=32, L=2, H=4, H_kv=2, d_e=32, d_mlp=48, vocab_size=tok.vocab_size, norm="rms",
+                                activation="swiglu", positions="rope", bias=False),
+                    DataConfig(corpus="corpus.txt", tokenizer="bpe"), TrainConfig(device="cpu"))
+    run = Run.create(cfg.validate(), root=root, name="source-run")
+    run.save_tokenizer(tok)
+    torch.manual_seed(0)
+    net = build_model(cfg.model)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn_like(p) * 0.5 + (1 if p.dim() == 1 else 0))
+    run.save_checkpoint(net, None, 1, {})
+    export_hf(run.path, root / "hf")
+    return root / "hf"
+
+
 def save(folder: Path, kind: str, init: float = 0.5, **overrides) -> tuple[Path, object]:
     """A ``kind`` checkpoint ("gpt2", "llama", "bert") in ``folder``; returns it and the transformers model."""
     import transformers as tf

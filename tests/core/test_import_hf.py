@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from fatstudio.core.inference.generation import fill_mask, generate
 from fatstudio.core.paper.paper_check import check_against_paper
@@ -180,3 +182,135 @@ def test_an_older_config_without_architectures_is_read_by_its_model_type():
     assert model_config(hf).arch == "gpt" and model_config(hf).positions == "learned"
     with pytest.raises(ValueError, match="^config.json: architectures = "):
         model_config({**hf, "model_type": "t5"})
+
+
+# ---- a folder that is not what it says (issue 34, kind 1) ------------------------------------------------------
+def _with_tensors(folder, tmp_path, extra):
+    from safetensors.torch import load_file, save_file
+
+    copy = tmp_path / folder.name
+    shutil.copytree(folder, copy)
+    tensors = load_file(copy / "model.safetensors")
+    save_file({**tensors, **extra(tensors)}, copy / "model.safetensors", metadata={"format": "pt"})
+    return copy
+
+
+@pytest.mark.parametrize("kind,extra", [
+    ("gpt2", lambda t: {f"transformer.h.{l}.attn.{b}": torch.tril(torch.ones(1, 1, 48, 48)) for l in range(2)
+                        for b in ("bias", "masked_bias")}),  # GPT-2's causal mask, saved by older transformers
+    ("llama", lambda t: {"model.layers.0.self_attn.rotary_emb.inv_freq": torch.ones(4)}),
+    ("bert", lambda t: {"bert.pooler.dense.weight": torch.ones(32, 32), "bert.pooler.dense.bias": torch.ones(32),
+                        "cls.seq_relationship.weight": torch.ones(2, 32), "cls.seq_relationship.bias": torch.ones(2),
+                        "bert.embeddings.position_ids": torch.arange(48)[None],
+                        "cls.predictions.decoder.bias": t["cls.predictions.bias"].clone()}),  # bert-base's heads
+])
+def test_tensors_the_class_does_not_compute_with_are_left_out_and_the_logits_stay(checkpoints, tmp_path, kind, extra):
+    folder, want = checkpoints[kind]
+    loaded = Run.open(import_hf(_with_tensors(folder, tmp_path, extra), tmp_path / "run").run_dir).load_model()
+    with torch.no_grad():
+        logits = loaded.model(torch.tensor([want["x"]]))[0]
+    assert torch.allclose(logits, torch.tensor(want["logits"]), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kind,extra,says", [
+    ("gpt2", lambda t: {"lm_head.weight": t["transformer.wte.weight"].flip(0)},
+     "tie_word_embeddings = true cannot be imported: the checkpoint's lm_head.weight differs"),
+    ("bert", lambda t: {"cls.predictions.decoder.bias": t["cls.predictions.bias"] + 1},
+     "cls.predictions.decoder.bias differs from cls.predictions.bias"),
+    ("bert", lambda t: {"bert.encoder.layer.0.attention.self.query.lora_A": torch.ones(4, 32)},
+     r"holds 1 tensor\(s\) that fatstudio's BertForMaskedLM has no place for \(bert.encoder.layer.0.attention.self"),
+])
+def test_a_tensor_that_would_be_dropped_or_replaced_is_refused_by_name(checkpoints, tmp_path, kind, extra, says):
+    with pytest.raises(ValueError, match=says):
+        import_hf(_with_tensors(checkpoints[kind][0], tmp_path, extra), tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_bert_folder_with_vocab_txt_in_place_of_tokenizer_json(checkpoints, tmp_path):
+    from tokenizers import Tokenizer
+
+    folder = tmp_path / "bert"
+    shutil.copytree(checkpoints["bert"][0], folder)
+    own = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    own.model.save(str(folder))  # vocab.txt
+    (folder / "tokenizer.json").unlink()
+    loaded = Run.open(import_hf(folder, tmp_path / "run").run_dir).load_tokenizer()
+    assert loaded.vocab_size == own.get_vocab_size() and loaded.encode(PROMPT) == own.encode(PROMPT, add_special_tokens=False).ids
+    os.truncate(folder / "vocab.txt", 2 << 30)  # a sparse file of 2 GB: refused before a byte is read
+    with pytest.raises(ValueError, match="bert/vocab.txt is 2.0 GB, more than such a file can hold"):
+        import_hf(folder, tmp_path / "run2")
+
+
+# Hypothesis: any value for any field of config.json is a model config or a one-line refusal naming config.json
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=True)
+                           | st.text(max_size=20), lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=6)
+CONFIGS = {
+    GPT2: dict(architectures=[GPT2], vocab_size=50, n_embd=16, n_head=2, n_layer=1, n_positions=16),
+    LLAMA: dict(architectures=[LLAMA], vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                num_attention_heads=2, max_position_embeddings=16, num_key_value_heads=1, head_dim=8,
+                rope_theta=1e4, rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False),
+    BERT: dict(architectures=[BERT], vocab_size=50, hidden_size=16, num_attention_heads=2, num_hidden_layers=1,
+               intermediate_size=24, max_position_embeddings=16, type_vocab_size=2, layer_norm_eps=1e-12),
+}
+FIELDS = sorted({k for c in CONFIGS.values() for k in c} | {
+    "n_inner", "activation_function", "layer_norm_epsilon", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+    "rope_scaling", "rope_parameters", "sliding_window", "mlp_bias", "hidden_act", "position_embedding_type",
+    "is_decoder", "add_cross_attention", "quantization_config", "model_type"})
+
+
+def _model_config_or_refusal(hf) -> None:
+    try:
+        assert model_config(hf).validate()
+    except ValueError as e:
+        assert str(e).startswith("config.json") and "\n" not in str(e) and len(str(e)) < 600, str(e)
+
+
+@settings(max_examples=300, deadline=None)
+@given(cls=st.sampled_from(list(CONFIGS)), changes=st.dictionaries(st.sampled_from(FIELDS), JSON_VALUES, max_size=3),
+       drop=st.sets(st.sampled_from(FIELDS), max_size=2))
+def test_fuzz_any_config_json_is_a_model_config_or_a_refusal_naming_the_field(cls, changes, drop):
+    hf = {k: v for k, v in {**CONFIGS[cls], **changes}.items() if k not in drop}
+    _model_config_or_refusal(hf)
+
+
+@settings(max_examples=50, deadline=None)
+@given(doc=JSON_VALUES)
+def test_fuzz_a_config_json_of_any_shape_is_refused_in_a_line(doc):
+    _model_config_or_refusal(doc)
+
+
+@pytest.fixture(scope="module")
+def exported_folder(tmp_path_factory):
+    from hf_checkpoints import exported
+
+    return exported(tmp_path_factory.mktemp("exported"))
+
+
+TOKENIZER_KEYS = ["bos_token_id", "eos_token_id", "pad_token_id", "vocab_size", "tie_word_embeddings", "bos_token",
+                  "eos_token", "pad_token", "unk_token", "add_prefix_space", "weight_map"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.sampled_from(["config.json", "tokenizer_config.json", "special_tokens_map.json",
+                             "model.safetensors.index.json"]), key=st.sampled_from(TOKENIZER_KEYS), value=JSON_VALUES)
+@example(name="model.safetensors.index.json", key="weight_map", value={})  # found by this test: no file named
+@example(name="model.safetensors.index.json", key="weight_map", value={"x": ""})  # found by it: the folder itself
+def test_fuzz_any_value_in_a_folders_json_files_imports_or_is_one_line_naming_the_file(exported_folder, tmp_path,
+                                                                                        name, key, value):
+    folder = tmp_path / "hf"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(exported_folder, folder)
+    d = json.loads((folder / name).read_text()) if (folder / name).exists() else {}
+    (folder / name).write_text(json.dumps({**d, key: value}))
+    out = tmp_path / "run"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        run = Run.open(import_hf(folder, out).run_dir)
+    except ValueError as e:
+        assert "\n" not in str(e) and (name in str(e) or "config.json" in str(e) or "tokenizer" in str(e)), str(e)
+        assert not out.exists()
+        return
+    loaded = run.load_model()
+    assert loaded.tokenizer.vocab_size == loaded.model.config.vocab_size
+    assert {loaded.tokenizer.bos_id, loaded.tokenizer.eos_id, loaded.tokenizer.pad_id} < set(range(300))

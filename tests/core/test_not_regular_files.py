@@ -107,3 +107,26 @@ def test_a_probe_file_that_is_not_a_file_is_refused(trained, tmp_path, kind):
         load_probe_file(p)
     with pytest.raises(ValueError, match=WORDS[kind]):
         Run.open(run).load_probe(10)
+
+
+@pytest.fixture(scope="module")
+def hf_folder(tmp_path_factory):
+    from hf_checkpoints import exported
+
+    return exported(tmp_path_factory.mktemp("hf"))
+
+
+@pytest.mark.parametrize("name", ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                  "model.safetensors", "pytorch_model.bin", "model.safetensors.index.json"])
+@pytest.mark.parametrize("kind", ["fifo", "device", "link to device"])
+def test_a_file_of_a_folder_to_import_that_is_not_a_file_is_refused(hf_folder, tmp_path, name, kind):
+    from fatstudio.core.runs.import_hf import import_hf
+
+    folder = tmp_path / "hf"
+    shutil.copytree(hf_folder, folder)
+    if name == "pytorch_model.bin":
+        (folder / "model.safetensors").unlink()
+    make(folder / name, kind, tmp_path)
+    with pytest.raises(ValueError, match=f"hf/{name}.* is .*{WORDS[kind]}.*not a regular file"):
+        import_hf(folder, tmp_path / "run")
+    assert not (tmp_path / "run").exists()

@@ -310,7 +310,7 @@ def test_a_meta_of_another_shape_names_the_file(run_copy):
 
 
 def test_every_run_records_its_format_version_and_a_newer_one_is_refused(run_copy, trained):
-    assert FORMAT_VERSION == 1 and Run.open(run_copy).meta["format_version"] == FORMAT_VERSION
+    assert FORMAT_VERSION == 2 and Run.open(run_copy).meta["format_version"] == FORMAT_VERSION
     edit_json(run_copy / "meta.json", format_version=FORMAT_VERSION + 1)
     before = files(run_copy)
     message = (f"{run_copy} was written by a newer fatstudio (format {FORMAT_VERSION + 1}; this one reads up to "

@@ -54,6 +54,8 @@ def test_import_model_then_fine_tune_it(qtbot, window, runs_root, tmp_path):
     assert w.last_status == "finished", w.last_error
     tuned = Run.open(w.run_dir)
     assert tuned.meta["init_from"] == str(imported) and tuned.config.model.L == 1  # the model settings are the source's
+    said = [m for m in progress if m.startswith("starting from the weights of tiny-gpt2")]  # not the settings' L, char
+    assert said and "its model (gpt, L = 1, H = 2, d_e = 16, l_max = 32), its tokenizer (imported, N_V = " in said[0]
     assert json.loads((tuned.path / "tokenizer.json").read_text()) == json.loads((imported / "tokenizer.json").read_text())
 
 

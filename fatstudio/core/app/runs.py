@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import RunConfig
+from ..runs.init_from import init_config
 
 if TYPE_CHECKING:
     from ..runs.folder import Run
@@ -35,11 +36,13 @@ def resumption(run: Run, total_steps: int) -> Resumption:
 
 
 def fine_tune_config(run: Run, settings: RunConfig) -> RunConfig:
-    """A new run from ``run``'s weights and tokenizer on the current corpus and training ``settings``: the model is
-    ``run``'s (its dropout the settings'). ValueError in words if it has no weights."""
+    """A new run from ``run``'s weights on the current corpus and training ``settings``: its model (its dropout the
+    settings'), its tokenizer and its task, whatever the settings show (the rules of ``--init-from``,
+    `runs.init_from.init_config`, with nothing given; training says what comes from ``run`` in a Note).
+    ValueError in words if it has no weights."""
     if not run.has_checkpoint:
         raise ValueError(f"{run.name} has no weights to start from; train it first.")
-    return RunConfig(run.config.model.replace(dropout=settings.model.dropout), settings.data, settings.train)
+    return init_config(settings, run, given=())[0]
 
 
 def import_destination(root: Path, source: str) -> Path:

@@ -42,7 +42,7 @@ from tokenizers import Regex, decoders, models, pre_tokenizers, trainers
 from tokenizers import Tokenizer as _HFTokenizer
 
 from ..config import TOKENIZERS, TokenizerKind, check_choice
-from ..files import atomic_write, read_text
+from ..files import TOKENIZER_LIMIT, atomic_write, read_text
 
 SPECIALS = ("<pad>", "<mask>", "<bos>", "<eos>")
 UNK = "<unk>"
@@ -260,7 +260,12 @@ class Tokenizer:
             raise ValueError(f"this is not a valid tokenizer.json ({e}).") from None
         entries = (d.get("post_processor") or {}).get("special_tokens") or {}
         if ROLE_KEY.format("bos") in entries:
-            return cls(backend, IMPORTED, {r: entries[ROLE_KEY.format(r)]["ids"][0] for r in ROLES})
+            try:
+                roles = {r: entries[ROLE_KEY.format(r)]["ids"][0] for r in ROLES}
+            except (KeyError, IndexError, TypeError):
+                raise ValueError(f"this tokenizer.json does not give an id for each of {', '.join(ROLES)} "
+                                 f"({ROLE_KEY.format('…')} entries of its post-processor).") from None
+            return cls(backend, IMPORTED, roles)
         kinds: dict[tuple[str, str | None], TokenizerKind] = {("BPE", "ByteLevel"): "bpe", ("BPE", None): "char",
                                                               ("WordLevel", "Split"): "word"}
         if (model, pre) not in kinds:
@@ -274,7 +279,7 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> Tokenizer:
         try:
-            text = read_text(path)
+            text = read_text(path, limit=TOKENIZER_LIMIT)
         except (OSError, UnicodeDecodeError) as e:
             raise ValueError(f"cannot read tokenizer file {path}: {getattr(e, 'strerror', None) or e}.") from None
         return cls.from_json(text)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import CAUSAL_ARCHS, ResolvedModelConfig
+from ..files import seal, unsealed
 from ..temporary import made_beside
 
 if TYPE_CHECKING:
@@ -247,7 +248,8 @@ def export_hf(run_dir: str | Path, out_dir: str | Path) -> HFExport:
     tensors = hf_state_dict(loaded.model.state_dict(), cfg)
     out.parent.mkdir(parents=True, exist_ok=True)
     with made_beside(out, folder=True) as tmp:  # the whole folder renamed into place
-        save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_file(tensors, str(tmp / "model.safetensors"), metadata=unsealed({"format": "pt"}))
+        seal(tmp / "model.safetensors")  # its checksum in its header, which import checks
         for name, text in files.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if out.exists():

@@ -38,7 +38,19 @@ import platformdirs
 
 from ..config import RunConfig
 from ..environment import RUNS
-from ..files import NotAFile, atomic_write, cannot_make, naming, read_bytes, read_text, regular_file, why_not_written
+from ..files import (
+    JSON_LIMIT,
+    ROWS_LIMIT,
+    TOKENIZER_LIMIT,
+    NotAFile,
+    atomic_write,
+    cannot_make,
+    naming,
+    read_bytes,
+    read_text,
+    regular_file,
+    why_not_written,
+)
 from ..inference.loaded import LoadedModel
 from ..records import (
     AT_WORK,
@@ -65,7 +77,8 @@ if TYPE_CHECKING:
     from .tensorboard_log import TensorBoardLog
 
 METRICS_WINDOWS = "metrics_window_ends"  # meta.json: metrics.jsonl marks each throughput window's last row
-FORMAT_VERSION = 1  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
+FORMAT_VERSION = 2  # meta.json's format_version: the run folder layout this fatstudio writes and reads up to
+# (2: every weight file carries a checksum, `weights.CHECKSUMMED`; 1 and older runs load without one)
 LOCK = ".lock"  # held by the process training the run (`Run.lock`)
 RUN_FILES = (CONFIG, META, TOKENIZER, METRICS, SAMPLES, WEIGHTS, OPTIMIZER)
 _TAKEN = "{path} already exists and is not empty; choose another --out or use --resume."
@@ -326,7 +339,7 @@ class Run(RunWeights):
             path = self.path / name
             if not path.exists():
                 continue
-            data = read_bytes(path)
+            data = read_bytes(path, ROWS_LIMIT)
             kept = list({row_step(r): r for r in parse_jsonl(data) if row_step(r) <= step}.values())  # one a step
             lines = sum(1 for line in data.splitlines() if line.strip())
             if len(kept) != lines or (data and not data.endswith(b"\n")):
@@ -362,7 +375,7 @@ class Run(RunWeights):
     def load_tokenizer(self):
         from ..data.tokenization import Tokenizer
         try:
-            text = read_text(self.path / TOKENIZER)
+            text = read_text(self.path / TOKENIZER, limit=TOKENIZER_LIMIT)
             tokenizer = Tokenizer.from_json(text)
         except FileNotFoundError:
             raise ValueError(f"{self.path} has no tokenizer.json; the run is incomplete.") from None
@@ -446,7 +459,7 @@ def _read_json(path: Path, name: str) -> dict:
     not an object."""
     f = path / name
     try:
-        d = json.loads(read_text(f))
+        d = json.loads(read_text(f, limit=JSON_LIMIT))
     except FileNotFoundError:
         raise ValueError(f"{path} is not a fatstudio run: {name} is missing.") from None
     except OSError as e:

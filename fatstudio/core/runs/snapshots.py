@@ -1,7 +1,7 @@
 """Weight snapshots: the model's weights at the run's evaluations, so any of them can be loaded again (a head's
 necessity followed over training). ``snapshots/step-NNNNNNNN.safetensors`` holds the state dict in float32 (what
-training keeps its parameters in: autocast casts copies), with the model's config and the step in the metadata,
-the same layout as ``model.safetensors`` (`folder.Run.load_weights` reads both).
+training keeps its parameters in: autocast casts copies), with the model's config, the step and the checksum in
+the metadata, the same layout as ``model.safetensors`` (`folder.Run.load_weights` reads and verifies both).
 
 ``train.keep_weights = "evaluations"`` (the default) writes one at every evaluation, the steps of the probe maps;
 ``"last"`` writes none (the run keeps its last checkpoint only). Their total is bounded by `CAP_MB`: when every
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ..files import atomic_write, step_files, why_not_written
+from ..files import atomic_write, sealed, step_files, unsealed, why_not_written
 from .agreement import weights_metadata
 
 SNAPSHOTS = "snapshots"  # the folder of a run that holds the snapshots
@@ -72,7 +72,7 @@ def save_snapshot(run_dir: str | Path, model, step: int, run_id: object = None) 
             tensors[name] = v.contiguous()
     try:
         path.parent.mkdir(exist_ok=True)
-        atomic_write(path, save(tensors, metadata=metadata))
+        atomic_write(path, sealed(save(tensors, metadata=unsealed(metadata))))  # with its checksum (`files.seal`)
     except OSError as e:
         raise ValueError(f"cannot save the weights of step {step} in {path.parent}: {why_not_written(e, path)}.") from e
     return path

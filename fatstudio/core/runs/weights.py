@@ -1,15 +1,22 @@
 """A run folder's weights (`folder.Run` has them through `RunWeights`): the checkpoint, ``model.safetensors``
 with the optimizer state ``optimizer.pt`` beside it, written together, the snapshots at each evaluation
-(`snapshots`), and the model loaded from either, checked against the run's other files (`agreement`)."""
+(`snapshots`), and the model loaded from either, checked against the run's other files (`agreement`).
+
+Every weight file carries a checksum that loading verifies: a safetensors file its header's ``data_sha256``
+(`files.seal`, `files.verify`), ``optimizer.pt`` a ``sha256`` entry, the digest of everything else it holds
+(`state_digest`). A file that fails is refused by name (`files.Damaged`), saying which of the run's other weights
+still load; the run stays listed and its other files usable. Runs of a format before `CHECKSUMMED` (written by an
+older fatstudio) have none: they load unverified (`unverified` says so), never refused for it."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..files import os_error_in, regular_file, why_not_written
+from ..files import Damaged, os_error_in, regular_file, seal, unsealed, verify, why_not_written
 from ..inference.loaded import LoadedModel
 from ..memory import check_fits
 from ..temporary import made_beside
@@ -21,6 +28,37 @@ if TYPE_CHECKING:
 
 CONFIG, META, TOKENIZER, METRICS, SAMPLES = "config.json", "meta.json", "tokenizer.json", "metrics.jsonl", "samples.jsonl"
 WEIGHTS, OPTIMIZER = "model.safetensors", "optimizer.pt"
+WEIGHT_DTYPES = ("float32", "bfloat16")  # what a run's model is kept in: meta.json's dtype (an import's --dtype)
+CHECKSUMMED = 2  # the run format (meta.json's format_version) from which every weight file carries a checksum
+STATE_SUM = "sha256"  # optimizer.pt's entry: `state_digest` of the rest
+
+
+def state_digest(obj: Any) -> str:
+    """The SHA-256 of a training state as `torch.save` stores it (dicts, lists, tuples, tensors, numbers, strings):
+    every tensor's dtype, shape and bytes, every other value's repr, in order; the same after a save and a load."""
+    import torch
+
+    h = hashlib.sha256()
+
+    def walk(x: Any) -> None:
+        if isinstance(x, torch.Tensor):
+            t = x.detach().to("cpu").contiguous().reshape(-1)
+            h.update(f"T{t.dtype}{tuple(x.shape)};".encode())
+            h.update(t.view(torch.uint8).numpy().data if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(f"D{len(x)};".encode())
+            for k in x:
+                h.update(f"{k!r}:".encode())
+                walk(x[k])
+        elif isinstance(x, (list, tuple)):
+            h.update(f"L{len(x)};".encode())
+            for v in x:
+                walk(v)
+        else:
+            h.update(f"{x!r};".encode())
+
+    walk(obj)
+    return h.hexdigest()
 
 
 class RunWeights:
@@ -64,12 +102,16 @@ class RunWeights:
         try:
             with contextlib.ExitStack() as temporaries:  # each removed if it is not renamed into place
                 tmp = temporaries.enter_context(made_beside(self.path / WEIGHTS))
-                save_model(model, str(tmp), metadata=metadata)
+                save_model(model, str(tmp), metadata=unsealed(metadata))
+                seal(tmp)  # the checksum of what was written, before it is renamed into place
                 if optimizer is not None:
                     tmp_opt = temporaries.enter_context(made_beside(self.path / OPTIMIZER))
+                    saved = {"step": step, "optimizer": optimizer.state_dict(), **state,
+                             **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}
                     with open(tmp_opt, "wb") as f:
-                        torch.save({"step": step, "optimizer": optimizer.state_dict(), **state,
-                                    **({"run_id": str(self.meta["run_id"])} if self.meta.get("run_id") else {})}, f)
+                        torch.save({**saved, STATE_SUM: state_digest(saved)}, f)
+                        f.flush()
+                        os.fsync(f.fileno())
                     os.replace(tmp_opt, self.path / OPTIMIZER)
                 os.replace(tmp, self.path / WEIGHTS)
         except Exception as e:  # torch.save and safetensors wrap the OSError of a full disk in their own errors
@@ -102,6 +144,13 @@ class RunWeights:
         if mismatch:
             raise ValueError(f"{path} does not match the run's config.json: {mismatch}"
                              f"{agreement.fields_differ(saved, model)}.")
+        try:
+            checked = verify(path)
+        except Damaged as e:
+            raise Damaged(f"{str(e).rstrip('.')}; {self._still_loads(path)}.") from None
+        if not checked and self.checksummed:
+            raise Damaged(f"{path} carries no checksum, though every weight file of a run of format {CHECKSUMMED} or "
+                          f"later has one: it was replaced or rewritten since; {self._still_loads(path)}.")
         try:
             missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
         except Exception as e:  # safetensors raises its own error types for bad headers and shapes
@@ -139,18 +188,55 @@ class RunWeights:
             raise agreement.disagree(path, self.path / META, other)
         return metadata, step, shapes
 
-    def load_training_state(self) -> dict | None:
-        """The optimizer/RNG state saved with the weights, or None if absent or unreadable."""
-        import torch
-        if (self.path / OPTIMIZER).exists():
-            regular_file(self.path / OPTIMIZER)  # a FIFO or a device is refused, not read (nor taken as absent)
-        try:
-            state = torch.load(self.path / OPTIMIZER, map_location="cpu", weights_only=True)
-        except Exception:  # a torn or foreign file: resume with fresh optimizer state
+    @property
+    def checksummed(self) -> bool:
+        """Whether every weight file of the run carries a checksum (written by a fatstudio of format `CHECKSUMMED`
+        or later), so that one without is refused."""
+        version = self.meta.get("format_version", 1)
+        return isinstance(version, int) and version >= CHECKSUMMED
+
+    def unverified(self) -> str | None:
+        """For a run whose weights carry no checksum (an older format), the sentence that says so; else None."""
+        if self.checksummed:
             return None
-        other = agreement.run_id_mismatch(self.meta, state if isinstance(state, dict) else {})
+        return (f"{self.name} was written by an older fatstudio (format {self.meta.get('format_version', 1)}): its "
+                "weights carry no checksum, so damage to them cannot be detected.")
+
+    def _still_loads(self, path: Path) -> str:
+        """What of the run still loads when the weight file ``path`` cannot: its other weights, by step."""
+        files = {**snapshots.list_snapshots(self.path), **({self.info.checkpoint_step: self.path / WEIGHTS}
+                                                           if self.has_checkpoint else {})}
+        others = [s for s, p in sorted(files.items()) if p != path]
+        if others:
+            return f"the run's other weights (step {_steps(others)}) still load"
+        return "the rest of the run (its metrics, samples and probes) is unaffected"
+
+    def load_training_state(self, parameters: int | None = None) -> dict | None:
+        """The optimizer/RNG state saved with the weights, or None if there is none. Checked against the checksum
+        saved in it (`state_digest`): one that fails, cannot be read, or (in a checksummed run) has none is a
+        `files.Damaged` naming it, never fresh optimizer state in silence. ``parameters``: the model's, bounding
+        the file's size (an optimizer keeps a few numbers a parameter)."""
+        import torch
+
+        path = self.path / OPTIMIZER
+        if not path.exists():
+            return None
+        limit = 24 * parameters + (64 << 20) if parameters else None
+        regular_file(path, limit)  # a FIFO or a device is refused, not read (nor taken as absent)
+        fresh = f"the weights still load; remove {OPTIMIZER} to resume with a fresh optimizer state"
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # a torn or foreign file (torch's errors; an UnpicklingError's lines)
+            first = next((line.strip() for line in str(e).splitlines() if line.strip()), type(e).__name__)
+            raise Damaged(f"{path} cannot be read ({first[:200]}); {fresh}.") from None
+        said = state.pop(STATE_SUM, None) if isinstance(state, dict) else None
+        if not isinstance(state, dict) or (said is None and self.checksummed):
+            raise Damaged(f"{path} is not the training state fatstudio writes (no {STATE_SUM}); {fresh}.")
+        if said is not None and said != state_digest(state):
+            raise Damaged(f"{path} is damaged: its contents do not match the checksum written with them; {fresh}.")
+        other = agreement.run_id_mismatch(self.meta, state)
         if other:
-            raise agreement.disagree(self.path / OPTIMIZER, self.path / META, other.replace("weights", "optimizer state"))
+            raise agreement.disagree(path, self.path / META, other.replace("weights", "optimizer state"))
         return state
 
     def load_model(self, device: str = "cpu", step: int | None = None) -> LoadedModel:
@@ -172,11 +258,29 @@ class RunWeights:
         model = build_empty(self.config.model, device)
         if model.config.tie_embeddings:  # given storage, W_u became a Parameter of its own
             model.tie_unembedding()
-        model = model.to(getattr(torch, self.meta.get("dtype", "float32")))
+        model = model.to(getattr(torch, self._meta_dtype()))
         step = self.load_weights(model, path)
         model.eval()
-        return LoadedModel(model, tokenizer, self.config, list(self.meta.get("class_names", [])),
-                           f"{self.name} · step {step}", step)
+        return LoadedModel(model, tokenizer, self.config, self._class_names(), f"{self.name} · step {step}", step)
+
+    def _meta_dtype(self) -> str:
+        """meta.json's ``dtype``, if it is one fatstudio writes (`WEIGHT_DTYPES`), else a ValueError naming it."""
+        dtype = self.meta.get("dtype", "float32")
+        if not (isinstance(dtype, str) and dtype in WEIGHT_DTYPES):
+            raise ValueError(f"{self.path / META}: dtype = {dtype!r:.60} is not one fatstudio writes "
+                             f"({', '.join(WEIGHT_DTYPES)}); the model cannot be opened.")
+        return dtype
+
+    def _class_names(self) -> list[str]:
+        """meta.json's ``class_names`` (a classifier's labels, one per class of the model; none otherwise)."""
+        names = self.meta.get("class_names", [])
+        if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            raise ValueError(f"{self.path / META}: class_names = {names!r:.60} is not a list of names; the model "
+                             "cannot be opened.")
+        if names and len(names) != self.config.model.n_classes:
+            raise agreement.disagree(self.path / META, self.path / CONFIG, f"meta.json names {len(names)} classes, "
+                                     f"config.json's model has {self.config.model.n_classes}")
+        return names
 
 
 def _steps(steps: Sequence[int]) -> str:

@@ -1,11 +1,10 @@
 """The data a run trains on: corpus, tokenizer and dataset, prepared as training (and the estimate) need them."""
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Generator
 
-from ..config import TASK_ARCHS, DataConfig, ModelConfig, RunConfig
+from ..config import RunConfig
 from ..data import corpora, tokenization
 from ..data.chars import chars_per_token
 from ..data.corpora import Dataset, Prepared  # corpora.load_corpus etc. looked up per call (tests substitute them)
@@ -55,30 +54,6 @@ def prepare(config: RunConfig, run: Run | None = None, prepared: Prepared | None
     mcfg = config.model.replace(vocab_size=tokenizer.vocab_size,  # N_V: the tokenizer's actual size
                                 n_classes=dataset.n_classes if d.task == "classification" else 0)
     return tokenizer, dataset, RunConfig(mcfg, d, t).validate(), chars_per_token(corpus, tokenizer, dataset)
-
-
-# fields a fine-tuning run takes from its config rather than from the run it starts from: N_V and the class head
-# come from the tokenizer and the dataset, dropout is a training choice that changes no weight
-_NOT_FROM_SOURCE = ("vocab_size", "n_classes", "dropout")
-
-
-def init_config(config: RunConfig, source: Run) -> RunConfig:
-    """``config`` for a new run that starts from ``source``'s weights (``--init-from``): the model settings are the
-    source's; a ``[model]`` field that ``config`` sets to another value than the source's (any value but the
-    default) is a ValueError naming it. ``data.task`` left at its default follows the source's architecture; the
-    tokenizer is the source's, and ``data.tokenizer`` says so."""
-    ours, theirs, default = config.model, source.config.model, ModelConfig()
-    clashes = [f"model.{f.name} = {getattr(ours, f.name)!r} (the source run has {getattr(theirs, f.name)!r})"
-               for f in dataclasses.fields(ModelConfig) if f.name not in _NOT_FROM_SOURCE
-               and getattr(ours, f.name) != getattr(default, f.name) and getattr(ours, f.name) != getattr(theirs, f.name)]
-    if clashes:
-        raise ValueError(f"--init-from {source.path} takes the model settings of that run, and the config sets "
-                         f"{'; '.join(clashes)}; remove them from [model].")
-    model = theirs.replace(dropout=ours.dropout)
-    data = config.data.replace(tokenizer=source.config.data.tokenizer, vocab_size=source.config.data.vocab_size)
-    if data.task == DataConfig().task and model.arch not in TASK_ARCHS[data.task]:
-        data = data.replace(task=source.config.data.task)
-    return RunConfig(model, data, config.train)
 
 
 def _with_progress(fn, lo: float, hi: float):

@@ -7,7 +7,7 @@ import contextlib
 import math
 import shutil
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Collection, Generator, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +40,8 @@ from ..memory import check_fits
 from ..records import EndStatus
 from ..runs import snapshots
 from ..runs.folder import Run
+from ..runs.init_from import init_config
+from ..runs.weights import OPTIMIZER
 from .control import Control
 from .diagnostics import head_findings, split_mismatch
 from .events import (
@@ -58,7 +60,7 @@ from .events import (
     Steps,
 )
 from .loss import LossFunction, TaskLoss, evaluate, loss_function, next_batch, tokens_in
-from .preparation import init_config, prepare
+from .preparation import prepare
 from .recorder import Recorder
 from .sample import make_sample
 from .schedule import lr_at, make_optimizer, set_lr
@@ -80,15 +82,17 @@ def _snapshot(model, tokenizer, config: RunConfig, class_names, run: Run, step: 
 def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool = False,
           control: Control | None = None, runs_root: Path | None = None,
           prepared: Prepared | None = None, probe: ProbeInput | str | None = None,
-          init_from: str | Path | None = None) -> Iterator[Event]:
+          init_from: str | Path | None = None, given: Collection[str] | None = None) -> Iterator[Event]:
     """Train per ``config``; yield events. ``init_from``: a new run that starts from that run's weights and
-    tokenizer (an imported or an earlier run), its model settings (`init_config`), at step 0. ``probe`` is the input
-    whose attention maps are saved at every evaluation (`probes`; a text alone for gpt/gopher/bert; default: the
-    run's own when resuming, else one from the validation split). ``resume=True`` continues the run at ``run_dir``
-    from its last checkpoint (``config.train.steps`` may be raised). ``prepared`` (a corpus and tokenizer made for
-    the same data settings, e.g. by the GUI's corpus preview) is used instead of loading and training them again;
-    one made for other settings is ignored. Bad input raises ValueError while iterating; running out of memory while
-    setting up raises `device.OutOfMemory` (a ValueError), and in the loop ends the run as failed.
+    tokenizer (an imported or an earlier run), its model settings and task (`init_config`: a key of them that the
+    config sets, ``given``, to another value is refused naming it; a Note says what comes from it), at step 0.
+    ``probe`` is the input whose attention maps are saved at every evaluation (`probes`; a text alone for
+    gpt/gopher/bert; default: the run's own when resuming, else one from the validation split). ``resume=True``
+    continues the run at ``run_dir`` from its last checkpoint (``config.train.steps`` may be raised). ``prepared``
+    (a corpus and tokenizer made for the same data settings, e.g. by the GUI's corpus preview) is used instead of
+    loading and training them again; one made for other settings is ignored. Bad input raises ValueError while
+    iterating; running out of memory while setting up raises `device.OutOfMemory` (a ValueError), and in the loop
+    ends the run as failed.
 
     Under torchrun (`distributed`) every process calls this; rank 0 alone opens or writes the run and
     yields events past Prepare (the others yield Finished at the end)."""
@@ -99,13 +103,15 @@ def train(config: RunConfig, *, run_dir: str | Path | None = None, resume: bool 
             raise ValueError("--init-from starts a new run; --resume continues one. Give one of them.")
         if not init.has_checkpoint:
             raise ValueError(f"{init.path} has no weights to start from (model.safetensors).")
-        config = init_config(config, init)
+        config, said = init_config(config, init, given)
     config.validate()
     t = config.train
     world = World.from_env()
     dev = resolve_device(t.device)
     locked: list[Run] = []  # the run this process trains holds its lock (`Run.lock`) until training ends
     try:
+        if init is not None and world.is_main:
+            yield Note(said)
         if world.distributed:
             dev = world.start(dev, t.batch_size)
         yield from _train(config, world, dev, run_dir, resume, control, runs_root, prepared, probe, locked, init)
@@ -135,6 +141,9 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
     elif run_dir is not None and world.is_main:
         Run.check_new(run_dir)  # never over an earlier run; said before the corpus is prepared
     tokenizer, dataset, config, chars = yield from prepare(config, run or init, prepared, world)
+    if init is not None and config.model.n_classes != init.config.model.n_classes:  # a class head of another size
+        raise ValueError(f"--init-from {init.path}: its class head has {init.config.model.n_classes} classes, the "
+                         f"corpus {config.model.n_classes}; a classifier starts from one of as many classes.")
     short = short_splits_note(dataset, config.model.l_max)
     if short and world.is_main:
         yield Note(short)
@@ -158,6 +167,8 @@ def _train(config: RunConfig, world: World, dev: torch.device, run_dir: str | Pa
             raise OutOfMemory(oom_message("building the model and its optimizer state", dev)) from None
         if problem:
             yield Note(f"{problem}; training without compiling.")
+        for note in trainer.notes:
+            yield Note(note)
         events = trainer.run(start)
         if world.is_main:
             trainer.folder.write_meta(chars_per_token=chars,
@@ -228,6 +239,7 @@ class Trainer:
         self.eager_loss: torch.nn.Module = TaskLoss(self.model, self.task)  # under torchrun, its DDP wrapper
         self.loss: LossFunction = self.eager_loss
         self.folder: Run  # the run folder, from `open`
+        self.notes: list[str] = []  # what `open` found that the run should say (`Note`s): optimizer state not restored
         self.snapshot_every = 0  # every how many evaluations the weights are saved (`snapshots.stride`; 0 never)
         self.recorder: Recorder
 
@@ -257,8 +269,11 @@ class Trainer:
         t, start, state = self.t, 0, None
         if run:
             start = run.load_weights(self.model)
-            state = run.load_training_state()
-            if not (state and state.get("step") == start):
+            state = run.load_training_state(self.model.num_parameters())
+            if not (state and state.get("step") == start):  # none, or another step's (a crash between the two files)
+                kept = f"of step {state.get('step')}" if state else "missing"
+                self.notes.append(f"{run.path / OPTIMIZER} is {kept}, the weights of step {start}: the optimizer "
+                                  f"starts afresh at step {start} (its moments and the random state are not restored).")
                 state = None
             run.truncate_after(start)
             run.write_config(self.config)
@@ -272,6 +287,8 @@ class Trainer:
             if init is not None:
                 init.load_weights(self.model)
                 run.write_meta(init_from=str(init.path))
+        if unverified := (init or run).unverified():
+            self.notes.append(unverified)
         self.folder, self.recorder = run, Recorder(run)
         if t.keep_weights == "evaluations":
             self.snapshot_every = snapshots.stride(snapshots.snapshot_bytes(self.model), t.steps, t.eval_interval)
