@@ -157,7 +157,8 @@ class RunsList(QWidget):
                                 f"{val:.4f}" if val is not None else "", _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)"
-                           + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else ""))
+                           + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else "")
+                           + (f"\nfine-tuned from the weights of {m.init_from}" if m.init_from else ""))
         item.setToolTip(4, _when(m.created))
         return item
 
