@@ -566,7 +566,7 @@ def _vary(config, spec: str):
 def cmd_sweep(args) -> int:
     from .core.config import RunConfig
     from .core.files import cannot_make
-    from .core.training.sweep import Plan, run_sweep, variant_label
+    from .core.training.sweep import Plan, few_seeds, run_sweep, variant_label
 
     out = out_file(args.out, (".json", ".csv"))  # its folder too: checked now, not once every run has trained
     runs_dir = Path(args.runs_dir) if args.runs_dir else None
@@ -587,9 +587,10 @@ def cmd_sweep(args) -> int:
     unit = f" {sweep.unit}" if sweep.unit else ""
     for i, r in enumerate(sweep.rows):
         mean = "n/a" if r.mean is None else f"{r.mean:.4f}{'' if r.sd is None else f' ± {r.sd:.4f}'}{unit}"
-        p = sweep.p_value(i)
+        p, df = sweep.p_value(i), sweep.df(i)
+        few = f" (Welch's df ≈ {df:.1f}: too few seeds to mean much)" if df is not None and few_seeds(df) else ""
         print(f"{'baseline' if i == 0 else f'variant {i + 1}'}: {variant_label(r.variant)}: {mean} "
-              f"({len(r.present)}/{len(r.values)} runs)" + ("" if p is None else f", p = {p:.3g}"))
+              f"({len(r.present)}/{len(r.values)} runs)" + ("" if p is None else f", p = {p:.3g}{few}"))
     missing = sweep.missing()
     for line in missing:
         print(f"missing: {line}", file=sys.stderr)

@@ -38,7 +38,8 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
             run = Run.open(run_dir)
             assert run.config.train.seed == seed and run.info.step == 6 and run.info.status == "finished"
             assert run.info.val_bits_per_byte == r["values"][r["runs"].index(run_dir)]
-            assert run.meta["variant"] == r["variant"] and run.meta["sweep"] == Path(run_dir).name.rsplit("-v", 1)[0]
+            assert run.meta["variant"] == r["variant"]
+            assert Path(run_dir).name == f"batch_size={r['variant']['train.batch_size']}-s{seed}-{run.meta['sweep']}"
             assert run.info.sweep_variant == f"{run.meta['sweep']}: train.batch_size = {r['variant']['train.batch_size']}"
     assert rows[0]["p_value"] is None
     expected = ttest_ind(rows[1]["values"], rows[0]["values"], equal_var=False).pvalue
@@ -47,8 +48,10 @@ def test_sweep_runs_every_variant_and_seed_and_records_a_crash(cfg_file, tmp_pat
     assert crashed["values"] == [None, None] and crashed["mean"] is None and crashed["p_value"] is None
     assert all(e.startswith("the run exited with code 2: training this model needs about")
                for e in crashed["errors"].values())
-    err = capsys.readouterr().err
-    assert err.count(f"missing: train.batch_size={HUGE}") == 2
+    said = capsys.readouterr()
+    assert said.err.count(f"missing: train.batch_size={HUGE}") == 2
+    assert rows[1]["df"] < 2  # two seeds a side: a p-value that means little, and the output says so
+    assert f"p = {rows[1]['p_value']:.3g} (Welch's df ≈ {rows[1]['df']:.1f}: too few seeds to mean much)" in said.out
 
 
 def test_a_value_its_config_refuses_is_said_before_any_run_trains(cfg_file, tmp_path, capsys):

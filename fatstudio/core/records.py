@@ -217,6 +217,12 @@ class RunMeta:
         return f"{sweep}: {variant_text(variant)}"
 
     @property
+    def init_from(self) -> str | None:
+        """The run folder whose weights the run started from (fine-tuned, ``--init-from``), or None."""
+        source = self.data.get("init_from")
+        return source if isinstance(source, str) and source else None
+
+    @property
     def created(self) -> float | None:
         """When the run was made (seconds since the epoch)."""
         return _number(self.data.get("created"))

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QObject, Signal
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
-from fatstudio.core.app.runs import fine_tune_config, import_destination
+from fatstudio.core.app.runs import fine_tune, import_destination
 from fatstudio.core.app.workspace import Workspace
 from fatstudio.qt import state
 from fatstudio.qt.panels.train.panel import TrainView
@@ -292,14 +292,22 @@ class RunsControl(QObject):
         self.refresh(select=str(done.run_dir))
         self.open_run(Run.open(done.run_dir))
 
+    def confirm_fine_tune(self, question: str) -> bool:
+        """Ask before a fine-tuning run starts, saying what it will use (tests replace this)."""
+        answer = QMessageBox.question(self.view.window(), "Fine-tune", question,
+                                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+                                      QMessageBox.StandardButton.No)
+        return answer == QMessageBox.StandardButton.Yes
+
     def fine_tune(self, run) -> None:
         """Ask for a new run from ``run``'s weights and tokenizer on the current Corpus and Train settings
-        (`core.app.runs.fine_tune_config`)."""
+        (`core.app.runs.fine_tune`): once the user has said yes to what it will use (``confirm_fine_tune``)."""
         if self.workspace.busy:
             return
         try:
-            config = fine_tune_config(run, self.workspace.settings.config)
+            plan = fine_tune(run, self.workspace.settings.config)
         except ValueError as e:
             self.error.emit(str(e), True)
             return
-        self.fineTuneReady.emit(config, str(run.path))
+        if self.confirm_fine_tune(plan.question(self.root())):
+            self.fineTuneReady.emit(plan.config, str(run.path))

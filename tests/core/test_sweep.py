@@ -70,6 +70,50 @@ def test_p_values_are_welchs_as_scipy_computes_them_and_missing_values_are_left_
     assert sweep.missing() == ["train.lr=0.003, seed 1338: the run exited with code 2"]
 
 
+def test_welchs_df_is_scipys_and_a_p_value_on_two_seeds_a_side_says_it_means_little():
+    from fatstudio.core.training.sweep import FEW_DF, few_seeds, welch_df
+
+    a, b = [1.50, 1.52], [1.40, 1.46]
+    assert welch_df(a, b) == pytest.approx(ttest_ind(a, b, equal_var=False).df, rel=1e-12)
+    assert 1 <= welch_df(a, b) <= 2  # two values a side: between 1 and n_a + n_b - 2
+    assert few_seeds(welch_df(a, b)).startswith("Welch's df ≈ 1.2: too few seeds for this p-value to mean much")
+    five = [1.50, 1.52, 1.49, 1.55, 1.51], [1.40, 1.46, 1.43, 1.45, 1.41]
+    assert welch_df(*five) >= FEW_DF and few_seeds(welch_df(*five)) is None
+    assert welch_df([1.0], b) is None and welch_df([1.0, 1.0], [2.0, 2.0]) is None and few_seeds(None) is None
+    sweep = Sweep([Row({"train.lr": 1e-3}, a), Row({"train.lr": 3e-3}, b)])
+    rows = sweep.to_dict()["rows"]
+    assert rows[0]["df"] is None and rows[1]["df"] == pytest.approx(welch_df(b, a))
+    assert rows[1]["p_note"] == few_seeds(rows[1]["df"]) and rows[0]["p_note"] is None
+    assert float(next(csv.DictReader(io.StringIO(sweep.csv().split("\n", 2)[0] + "\n" + sweep.csv().split("\n")[2])))
+                 ["df"]) == pytest.approx(rows[1]["df"])
+
+
+def test_sweep_runs_are_named_by_their_variant_and_seed_and_keys_come_with_their_types():
+    from fatstudio.core.config import config_key, config_keys
+    from fatstudio.core.training.sweep import SEED, run_folder_name
+
+    variant = {"train.lr": 0.003, "train.optimizer": "muon"}
+    assert run_folder_name("sweep-20261127-101010", variant, 1338) == "lr=0.003+optimizer=muon-s1338-sweep-20261127-101010"
+    assert run_folder_name("sweep-1", variant, 1338, ["train.lr"]) == "lr=0.003-s1338-sweep-1"  # what varies only
+    both = run_folder_name("s", {"model.vocab_size": 3, "data.vocab_size": 500}, 1)  # the same last part: in full
+    assert both == "model.vocab_size=3+data.vocab_size=500-s1-s"
+    long = [run_folder_name("s", {"data.corpus": f"/a/very/long/folder/name/for/a/corpus/{c}/of/text.txt"}, 1)
+            for c in ("one", "two")]
+    assert long[0] != long[1] and all(len(n) == len("-s1-s") + 60 for n in long)  # cut, told apart by a digest
+    c = RunConfig()
+    keys = {k.key: k for k in config_keys(c, leave_out=(SEED,))}
+    assert "train.seed" not in keys and "model.vocab_size" not in keys  # the sweep's own; filled in by training
+    assert keys["train.lr"].describe() == f"train.lr: a number; now {c.train.lr:g}"
+    assert keys["train.optimizer"].describe() == 'train.optimizer: one of adamw, sgd, muon; now "adamw"'
+    assert keys["model.d_attn"].kind == "whole number or none" and keys["model.bias"].kind == "true or false"
+    assert keys["model.positions"].kind == "one of learned, sinusoidal, rope, alibi, relative, none"
+    assert list(keys)[:2] == ["model.arch", "model.l_max"]
+    with pytest.raises(ValueError, match="no such key"):
+        config_key(c, "train.nope")
+    with pytest.raises(ValueError, match="train.seed: the sweep sets it"):
+        parse_vary(c, "train.seed=1,2")
+
+
 def test_a_runs_value_is_bits_per_byte_else_bits_per_token_and_a_sweep_keeps_one_unit():
     text = RunMeta({"val_loss": 2.0, "val_bytes_per_token": 1.25})
     pairs = RunMeta({"val_loss": 2.0})  # modadd, seq2seq, classification: no bytes per token
@@ -112,7 +156,7 @@ def test_a_run_records_its_bytes_per_token_and_reads_bits_per_byte(tmp_path):
 def test_a_seconds_budget_becomes_the_steps_that_fit_and_a_stopped_sweep_runs_nothing(text_file, tmp_path):
     import threading
 
-    from fatstudio.core.training.sweep import _steps_in, run_sweep
+    from fatstudio.core.training.sweep import VARIANT_CHARS, _steps_in, run_folder_name, run_sweep
 
     c = tiny_config(text_file, steps=10_000, sample_tokens=0)
     plan = Plan(c, [parse_vary(c, f"data.corpus={text_file},{tmp_path / 'gone.txt'}")], seeds=2, budget_seconds=3.0)
@@ -125,5 +169,8 @@ def test_a_seconds_budget_becomes_the_steps_that_fit_and_a_stopped_sweep_runs_no
     seen = []
     sweep = run_sweep(plan, tmp_path / "runs", name="s", progress=lambda s, done: seen.append(done), stop=stop)
     assert [r.values for r in sweep.rows] == [[None, None], [None, None]] and len(seen) == 4
-    assert sweep.rows[1].runs == [str(tmp_path / "runs" / "s-v2-s1337"), str(tmp_path / "runs" / "s-v2-s1338")]
+    assert sweep.rows[1].runs == [str(tmp_path / "runs" / run_folder_name("s", sweep.rows[1].variant, seed))
+                                  for seed in (1337, 1338)]
+    name = sweep.rows[1].runs[0].rsplit("/", 1)[1]  # the variant first, then the seed and the sweep
+    assert name.startswith("corpus=_") and name.endswith("-s1337-s") and len(name) <= len("-s1337-s") + VARIANT_CHARS
     assert set(sweep.rows[0].errors.values()) == {"the sweep was stopped"} and not (tmp_path / "runs").exists()

@@ -186,3 +186,59 @@ def test_a_run_of_another_task_is_refused(loaded):
     run.config = run.config.with_overrides(["data.task=classification"])
     with pytest.raises(ValueError, match="classification"):
         token_losses(run)
+
+
+def test_the_repeat_corpus_is_cut_into_first_copies_and_second_copies():
+    from fatstudio.core.data.builtin import COPIES, repeat_lookback, repeat_sequences, text_parts
+
+    text = "".join(r + r for r in repeat_sequences(5))
+    family, names, part = text_parts("repeat", text, 5)
+    assert (family, names) == ("copy", COPIES) and len(part) == len(text)
+    assert np.array_equal(part == 2, repeat_lookback(5) > 0)  # the rest of a second copy: what induction predicts
+    starts = np.cumsum([0] + [2 * len(r) for r in repeat_sequences(5)])[:-1]
+    seconds = starts + np.array([len(r) for r in repeat_sequences(5)])
+    assert np.flatnonzero(part == 1).tolist() == seconds.tolist()  # each second copy's first letter
+    assert text_parts("repeat", text[:-1], 5) is None  # not this seed's text
+    assert text_parts("python-stdlib", "def f(): pass\n", 0) is None
+
+
+def test_a_synthetic_task_s_text_is_cut_into_question_separator_answer_and_end_of_line():
+    from fatstudio.core.data.builtin import PARTS, text_parts
+
+    family, names, part = text_parts("add", "12+34=46\n1+1=2\n", 0)
+    assert (family, names) == ("part", PARTS)
+    assert part.tolist() == [0] * 5 + [1] + [2] * 2 + [3] + [0] * 3 + [1, 2, 3]
+
+
+def test_a_repeat_run_s_tokens_are_classed_by_copy_and_a_bpe_run_s_are_not(tmp_path):
+    from fatstudio.core.data.builtin import COPIES, text_parts
+    from fatstudio.core.data.corpora import build_dataset, load_corpus
+    from fatstudio.core.inspect.token_loss import task_classes
+
+    corpus = load_corpus("repeat", seed=2)
+    tok = train_tokenizer("char", [corpus.text])
+    model = tiny("gpt", vocab_size=tok.vocab_size, l_max=12).float()
+    config = RunConfig(model.config, DataConfig(corpus="repeat", val_fraction=0.05), TrainConfig(seed=2))
+    result = token_losses(LoadedModel(model, tok, config, label="repeat"))
+    _, _, part = text_parts("repeat", corpus.text, 2)
+    dataset = build_dataset(corpus, tok, "next_token", 12, 0.05, seed=2)
+    expected = part[dataset.positions("val", np.arange(result.n_tokens))]
+    assert result.task_classes is not None and np.array_equal(result.task_classes.of, expected)
+    rows = [r for r in breakdown(result) if r.family == "copy"]
+    assert [r.name for r in rows] == list(COPIES) and sum(r.count for r in rows) == result.n_tokens
+    assert rows[2].mean_loss == pytest.approx(float(result.loss[expected == 2].mean()))
+    assert report(result)["classes"][0]["family"] == "copy"  # the task's own classes come first
+    bpe = train_tokenizer("bpe", [corpus.text[:20_000]], vocab_size=300)
+    assert task_classes(config, corpus, build_dataset(corpus, bpe, "next_token", 12, 0.05, seed=2)) is None
+
+
+def test_seq2seq_tokens_are_classed_by_their_place_in_the_target(loaded):
+    result = token_losses(loaded(arch="edt", task="seq2seq"))
+    starts = result.pair_starts
+    rows = {r.name: r for r in breakdown(result) if r.family == "target"}
+    assert [r.family for r in breakdown(result)][0] == "target"
+    assert rows["first target token"].count == rows["eos (the end)"].count == len(starts)
+    assert rows["later target tokens"].count == result.n_tokens - 2 * len(starts)
+    ends = np.append(starts[1:], result.n_tokens) - 1
+    assert rows["eos (the end)"].mean_loss == pytest.approx(float(result.loss[ends].mean()))
+    assert all(result.tokens[int(e)] == "<eos>" for e in ends)

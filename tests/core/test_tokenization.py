@@ -83,6 +83,34 @@ def test_bpe_token_strings_show_real_text():
     assert sorted(tokenization._BYTE_OF_CHAR.values()) == list(range(256))
 
 
+def test_bpe_token_labels_show_a_characters_pieces_as_that_character_and_which_of_its_bytes():
+    tok = train_tokenizer("bpe", ["the cat and the hat and the bat " * 50], vocab_size=300)
+    assert tok.token_labels(tok.encode("日")) == ["日‹1/3›", "日‹2/3›", "日‹3/3›"]
+    ru = train_tokenizer("bpe", ["Привет мир, как дела? Всё хорошо. 中文字符 " * 3], vocab_size=300)
+    ids = ru.encode("Привет мир 中文")
+    labels = ru.token_labels(ids)
+    assert ru.token_strings(ids[:2]) == ["\\xd0", "\\x9fр"]
+    assert labels[:2] == ["П‹1/2›", "П‹2/2›р"]  # the second piece: the rest of П and a whole р
+    assert labels[2:7] == ["иве", "т", " ми", "р", " 中"]  # whole characters as themselves
+    assert labels[-2:] == ["文‹1–2/3›", "文‹3/3›"]  # a piece holding two of three bytes
+    assert ru.token_labels(ids[1:])[0] == "\ufffdр"  # a character cut off at the start: as decoding shows it
+    assert ru.token_labels([*ids[:1], ru.eos_id]) == ["\ufffd", "<eos>"]
+    for kind, t in (("char", train_tokenizer("char", [CORPUS])), ("word", train_tokenizer("word", [CORPUS]))):
+        some = t.encode("The quick fox")
+        assert t.token_labels(some) == t.token_strings(some), kind  # their tokens are whole characters
+
+
+def test_readable_pieces_read_a_run_of_bytes_across_the_pieces():
+    from fatstudio.core.data.tokenization import readable_pieces
+
+    e = "é".encode()
+    assert readable_pieces([b"caf" + e[:1], e[1:] + b"!"]) == ["café‹1/2›", "é‹2/2›!"]
+    assert readable_pieces([e[:1], "<mask>", e[1:]]) == ["\ufffd", "<mask>", "\ufffd"]  # a special parts the bytes
+    assert readable_pieces([b"\xff", b"ok"]) == ["\ufffd", "ok"]  # no character begins with 0xff
+    emoji = "🙂".encode()
+    assert readable_pieces([emoji[:1], emoji[1:3], emoji[3:]]) == ["🙂‹1/4›", "🙂‹2–3/4›", "🙂‹4/4›"]
+
+
 def test_word_round_trips_known_text_and_maps_unknown_pieces_to_unk(toks):
     tok = toks["word"]
     text = "The quick brown fox.\ndef f(x):\n    return x * 2"

@@ -33,13 +33,14 @@ def wait_for_jobs(qtbot):
 
 @pytest.fixture
 def window(qtbot, runs_root):
-    """The main window, shown; closing and deleting answer yes; a run still training is stopped at the end."""
+    """The main window, shown; closing, deleting and fine-tuning answer yes; a run still training is stopped at the end."""
     from fatstudio.app import MainWindow
 
     w = MainWindow()
     w.resize(1440, 920)  # the size the tests lay out at (the offscreen screen, 800×800, made the window fit it)
     w.confirm_close = lambda: True  # the questions a person would answer
     w.confirm_delete = lambda run: True
+    w.runs.confirm_fine_tune = lambda question: True
     qtbot.addWidget(w)
     w.show()
     yield w

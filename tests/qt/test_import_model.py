@@ -69,3 +69,48 @@ def test_a_refused_import_says_why(qtbot, window, runs_root, tmp_path):
     qtbot.waitUntil(lambda: (w.last_error or "").startswith("Cannot import"), timeout=LONG)
     assert "scale_attn_by_inverse_layer_idx" in w.last_error
     assert not (runs_root / "tiny-gpt2").exists()
+
+
+def test_fine_tune_asks_first_saying_what_it_uses_and_names_the_new_run(qtbot, window, runs_root, tmp_path):
+    from test_main_window import set_tiny
+
+    w = window
+    tok = train_tokenizer("char", [TEXT])
+    cfg = RunConfig(ModelConfig(l_max=16, L=1, H=2, d_e=16, d_mlp=32, vocab_size=tok.vocab_size),
+                    DataConfig(corpus="corpus.txt"), TrainConfig(device="cpu"))
+    source = Run.create(cfg.validate(), root=runs_root, name="20261126-223922-gpt-fox")
+    source.save_tokenizer(tok)
+    source.save_checkpoint(build_model(cfg.model), None, 40, {})
+    corpus = tmp_path / "mine.txt"
+    corpus.write_text(TEXT, encoding="utf-8")
+    set_tiny(w, steps=4, corpus=str(corpus), eval_interval=2)
+    w.train_panel.fields["lr"].setValue(0.002)
+    w.refresh_runs(select=str(source.path))
+    runs = w.train_view.runs
+    qtbot.waitUntil(lambda: runs.selected() is not None and runs.selected().path == source.path, timeout=LONG)
+
+    asked = []
+    w.runs.confirm_fine_tune = lambda question: asked.append(question) or False  # the user says no
+    w.findChild(QPushButton, "fineTuneRunButton").click()
+    assert len(asked) == 1 and w.state == "idle" and w.job is None
+    assert sorted(p.name for p in runs_root.iterdir()) == [source.name]  # nothing started, no folder made
+    question = asked[0]
+    assert question.startswith(f"Start a new run from the weights of {source.name}?")
+    assert f"Weights: {source.name} at step 40." in question
+    assert "Model: 20261126-223922-gpt-fox's (gpt, L = 1, H = 2, d_e = 16, l_max = 16)" in question
+    assert f"Tokenizer and task: {source.name}'s (char, N_V = {tok.vocab_size}; next_token)." in question
+    assert f"Corpus: {corpus} (the Corpus tab's)." in question
+    assert "Training: 4 steps of batch 4 with " in question and "η = 0.002" in question
+    named = question.rsplit("The new run: ", 1)[1]
+    assert named.endswith(f"-gpt-mine-finetuned-from-gpt-fox, in {runs_root}.")  # the source's time left out
+
+    w.runs.confirm_fine_tune = lambda question: asked.append(question) or True  # yes
+    w.findChild(QPushButton, "fineTuneRunButton").click()
+    qtbot.waitUntil(lambda: w.state == "idle" and w.job is None and w.last_status is not None, timeout=LONG)
+    assert w.last_status == "finished", w.last_error
+    tuned = Run.open(w.run_dir)
+    assert tuned.name.endswith("-gpt-mine-finetuned-from-gpt-fox") and tuned.meta["init_from"] == str(source.path)
+    qtbot.waitUntil(lambda: any(r.path == tuned.path for r in runs.runs), timeout=LONG)
+    tree = runs.tree
+    tips = [tree.topLevelItem(i).toolTip(0) for i in range(tree.topLevelItemCount())]
+    assert any(f"fine-tuned from the weights of {source.path}" in tip for tip in tips), tips

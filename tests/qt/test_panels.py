@@ -47,6 +47,32 @@ def test_every_preset_leads_with_a_short_walkthrough_and_folds_its_measurements(
     assert 0 < induction.demo_steps <= induction.config.train.steps  # the shipped steps are enough
 
 
+# What a walkthrough may point at, and where it is in the window: a tab's title or a control's text
+WALKTHROUGH_VIEWS = {"Training tab": "Training", "Prompt tab": "Prompt", "Attention tab": "Attention",
+                     "▶ Train": "▶ Train", "Score text": "Score text", "Overlay": "Overlay",
+                     "Knock-out table": "Knock-out table", "Head knocked out": "Head knocked out",
+                     "status line": "(the status bar)"}
+
+
+def test_each_walkthrough_names_the_views_it_points_at_and_they_are_in_the_window(window):
+    from PySide6.QtWidgets import QAbstractButton, QTabWidget
+
+    assert window.prompt_panel is not None and window.attention_panel is not None  # made, as when first shown
+    shown = {b.text() for b in window.findChildren(QAbstractButton)}
+    shown |= {t.tabText(i) for t in window.findChildren(QTabWidget) for i in range(t.count())}
+    shown |= {"(the status bar)"} if window.statusBar().isVisible() else set()
+    walkthroughs = {p.key: p.walkthrough for p in load_presets()}
+    for key, steps in walkthroughs.items():
+        for step in steps:
+            named = [v for v in WALKTHROUGH_VIEWS if v in step]
+            assert named, (key, step)  # each step says where to look…
+            assert all(WALKTHROUGH_VIEWS[v] in shown for v in named), (key, named)  # …and the window has it
+    # the best views: what a character model's heads do, and a string written twice scored
+    assert any("Attention tab" in step and "head" in step for step in walkthroughs["gpt-char"])
+    assert any(all(w in step for w in ("Prompt tab", "Score text", "twice", "second copy"))
+               for step in walkthroughs["gpt-induction"])
+
+
 def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot, workspace):
     presets = load_presets()
     panel = ModelPanel(workspace, presets)

@@ -460,3 +460,40 @@ def test_score_a_snapshot_while_training(qtbot, window):
     assert len(panel.last_score.scored) == 5 and w.state == "running"  # training went on meanwhile
     w.stop_training()
     wait_idle(qtbot, w)
+
+
+RUSSIAN = ["Привет мир, как дела? Всё хорошо. 中文字符 " * 3]
+
+
+def test_a_character_split_into_byte_pieces_shows_once_in_the_output_and_its_tooltip_names_the_pieces(qtbot, panel):
+    tok = train_tokenizer("bpe", RUSSIAN, vocab_size=300)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, l_max=24, L=1, H=2, d_e=16, d_mlp=32)
+    panel.set_model(LoadedModel(build_model(cfg).eval(), tok, RunConfig(model=cfg, data=DataConfig(tokenizer="bpe")),
+                                [], "tiny bpe", 1))
+    ids = tok.encode("Привет 中文")
+    assert tok.token_strings(ids[:2]) == ["\\xd0", "\\x9fр"] and tok.token_strings(ids[-2:]) == ["\\xe6\\x96", "\\x87"]
+    stream = generation._TextStream(tok, tok.encode("x"))  # what a generation streams: a piece of a character adds ""
+    choices = [generation.TokenChoice(i, stream.push(i), 0.5, []) for i in [*ids, tok.eos_id]]
+    assert [c.text for c in choices[:2]] == ["", "Пр"]
+    panel.show()
+    panel._append_choices(choices)
+    view = panel.outputView
+    assert view.text() == "Привет 中文"
+    assert view.toPlainText() == "Привет 中文∅"  # no ∅ for a piece of a character; the eos drawn still shows
+    assert view.token_count() == len(ids) + 1
+    first = view.token_at(view.token_rect_center(1))  # П: the token that completes it
+    assert first == 1
+    tip = view.tooltip(1)
+    assert tip.startswith("2 tokens make <code>Пр</code> (a character's bytes split between them): "
+                          "<code>П‹1/2›</code> (p = 0.500) + <code>П‹2/2›р</code> (p = 0.500)<br>"), tip
+    assert view.tooltip(len(ids) - 1).startswith("2 tokens make <code>文</code>")
+    assert "tokens make" not in view.tooltip(2)  # a token of whole characters
+
+
+def test_the_attention_of_a_text_labels_byte_pieces_by_their_character():
+    tok = train_tokenizer("bpe", RUSSIAN, vocab_size=300)
+    cfg = ModelConfig(vocab_size=tok.vocab_size, l_max=24, L=1, H=2, d_e=16, d_mlp=32)
+    maps = generation.attention_maps(build_model(cfg).eval(), tok, "Привет 中文")
+    assert maps.tokens[:2] == ["П‹1/2›", "П‹2/2›р"] and maps.tokens[-2:] == ["文‹1–2/3›", "文‹3/3›"]
+    assert maps.query_tokens(MapName("self", 0)) == maps.tokens
+    assert [display_token(t) for t in maps.tokens[:2]] == ["П‹1/2›", "П‹2/2›р"]

@@ -203,10 +203,70 @@ def test_against_another_run_on_the_same_corpus(qtbot, make, tmp_path):
 
     run.save_checkpoint(other.model, torch.optim.SGD(other.model.parameters(), lr=0.1), 5, {})
     run.write_meta(status="finished")
-    assert other_runs(loaded.config.data.corpus, "next_token", None, tmp_path / "runs") == [("other", str(run.path))]
-    assert other_runs("python-stdlib", "next_token", None, tmp_path / "runs") == []
+    assert other_runs(loaded.config, None, tmp_path / "runs") == [("other", str(run.path))]
+    for key in ("data.corpus=python-stdlib", "data.val_fraction=0.1", "data.split=blocks", "data.tokenizer=bpe"):
+        assert other_runs(loaded.config.with_overrides([key]), None, tmp_path / "runs") == [], key  # other tokens
+    assert other_runs(loaded.config, str(run.path), tmp_path / "runs") == []  # the run in focus is no choice
     scored = score_validation(loaded, str(run.path))
     d = scored.compared
     assert d is not None and d.against.label == "other · step 5"
     assert np.allclose(d.against.loss, token_losses(other).loss, atol=1e-6)
     assert math.isclose(math.fsum(d.delta), d.this.n_tokens * d.delta_mean, abs_tol=1e-6)
+
+
+def _finished_run(root, name, config, steps: dict):
+    """A finished run ``name`` whose weights of each step are ``steps[step]`` (snapshots; the last the checkpoint)."""
+    import torch
+
+    from fatstudio.core.runs import snapshots
+    from fatstudio.core.runs.folder import Run
+
+    run = Run.create(config, root=root, name=name)
+    *earlier, last = sorted(steps)
+    run.save_tokenizer(steps[last].tokenizer)
+    for step in earlier:
+        snapshots.save_snapshot(run.path, steps[step].model, step, run.meta.get("run_id"))
+    run.save_checkpoint(steps[last].model, torch.optim.SGD(steps[last].model.parameters(), lr=0.1), last, {})
+    run.write_meta(status="finished")
+    return run
+
+
+def test_against_offers_the_run_s_other_steps_and_other_runs_and_scores_a_step_when_chosen(qtbot, panel, make,
+                                                                                            runs_root):
+    from fatstudio.qt.panels.token_loss import STEP
+
+    mine = _finished_run(runs_root, "mine", make(0).config, {1: make(1), 2: make(2), 3: make(3)})
+    other = _finished_run(runs_root, "other", make(0).config, {5: make(5)})
+    _finished_run(runs_root, "far", make(0).config.with_overrides(["data.val_fraction=0.1"]), {5: make(5)})
+    panel.workspace.set_model(mine.load_model(), str(mine.path))
+    qtbot.waitUntil(lambda: len(panel.choices()) > 1, timeout=LONG)
+    assert panel.choices() == [None, f"{STEP}2", f"{STEP}1", str(other.path)]  # nothing scored by hand first
+    texts = [panel.againstCombo.itemText(i) for i in range(panel.againstCombo.count())]
+    assert texts[1] == "this run at step 2 (earlier)" and "other" in texts[3]
+    panel.againstCombo.setCurrentIndex(2)
+    d = score_and_wait(qtbot, panel).compared
+    assert d is not None and d.against.label == "mine · step 1" and d.this.label == "mine · step 3"
+    assert np.allclose(d.against.loss, token_losses(make(1)).loss, atol=1e-6)
+    assert panel.againstCombo.itemText(2) == "this run at step 1 (earlier) (scored)"
+    assert panel.againstCombo.currentData() == f"{STEP}1"
+    again = score_and_wait(qtbot, panel).compared
+    assert again is not None and again.against is d.against  # scored once: the second diff reuses it
+
+
+def test_a_repeat_run_s_classes_are_its_copies(qtbot, panel, make):
+    from dataclasses import replace
+
+    from fatstudio.core.data.corpora import load_corpus
+    from fatstudio.qt.panels.token_loss import FAMILY_TITLES
+
+    tok = train_tokenizer("char", [load_corpus("repeat").text])
+    loaded = make()
+    loaded = LoadedModel(build_model(replace(loaded.model.config, vocab_size=tok.vocab_size)).eval(), tok,
+                         loaded.config.with_overrides(["data.corpus=repeat", "data.val_fraction=0.05"]), label="repeat")
+    panel.set_model(loaded)
+    s = score_and_wait(qtbot, panel)
+    table = panel.classTable
+    names = [table.item(r, 0).text() for r in range(table.rowCount())]
+    assert names[:4] == [FAMILY_TITLES["copy"], "first copy", "second copy: its first letter", "second copy: the rest"]
+    rest = s.result.loss[s.result.task_classes.of == 2].mean()
+    assert float(table.item(3, 2).data(Qt.ItemDataRole.UserRole)) == pytest.approx(float(rest))

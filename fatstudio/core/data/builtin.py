@@ -191,6 +191,34 @@ def repeat_sequences(seed: int) -> list[str]:
     return ["".join(rng.choices(REPEAT_ALPHABET, k=rng.randint(lo, hi))) for _ in range(N_REPEAT)]
 
 
+COPIES = ("first copy", "second copy: its first letter", "second copy: the rest")  # `text_parts` of "repeat"
+PARTS = ("question", "separator", "answer", "end of line")  # of a synthetic task's text form
+
+
+def text_parts(name: str, text: str, seed: int) -> tuple[str, tuple[str, ...], np.ndarray] | None:
+    """The parts of a built-in corpus's text that its task tells apart, as (family, the parts' names, (len(text),)
+    the part of every character), or None for a corpus without such parts (a file, python-stdlib, modadd):
+
+    - "repeat" (family "copy", `COPIES`): each sequence's first copy, the first letter of its second copy, and the
+      rest of the second copy, the letters a next-token model can predict, by induction (`repeat_lookback`);
+    - a synthetic task's text form, ``question>answer`` a line (family "part", `PARTS`)."""
+    if name == "repeat":
+        parts = []
+        for r in repeat_sequences(seed):
+            n = len(r)
+            parts += [np.zeros(n, np.int8), np.ones(1, np.int8), np.full(n - 1, 2, np.int8)]
+        part = np.concatenate(parts)
+        return ("copy", COPIES, part) if len(part) == len(text) else None
+    if name not in SYNTHETIC:
+        return None
+    sep, out = SYNTHETIC[name].sep, []
+    for line in text.splitlines(keepends=True):
+        question, found, rest = line.partition(sep)
+        answer = rest.rstrip("\n")
+        out += [0] * len(question) + [1] * len(found) + [2] * len(answer) + [3] * (len(rest) - len(answer))
+    return "part", PARTS, np.asarray(out, np.int8)
+
+
 def repeat_lookback(seed: int) -> np.ndarray:
     """For each character j of the "repeat" text of ``seed``: n = len(r) where j is the k-th (k ≥ 1) character of
     a second copy of r, else 0. Only these follow by induction: text[j] = text[j - n], and the token before,

@@ -102,6 +102,69 @@ def _byte_level(backend: _HFTokenizer) -> bool:
     return any(part.get("type") == "ByteLevel" for part in parts)
 
 
+_BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # SentencePiece's byte fallback: one byte a piece
+UNREADABLE = "\ufffd"  # what a byte that is no part of a whole character shows as (as decoding shows it)
+
+
+def _char_length(lead: int) -> int:
+    """The bytes of the UTF-8 character that begins with byte ``lead`` (0: no character begins with it)."""
+    return 1 if lead < 0x80 else 2 if 0xC2 <= lead < 0xE0 else 3 if 0xE0 <= lead < 0xF0 else 4 if 0xF0 <= lead < 0xF5 else 0
+
+
+def _characters(data: bytes) -> list[tuple[int, int, str | None]]:
+    """``data`` as UTF-8: (start, end, the character) of each character, (start, start + 1, None) for each byte that
+    is no part of a whole one (a character cut off at either end, a broken sequence)."""
+    out: list[tuple[int, int, str | None]] = []
+    i = 0
+    while i < len(data):
+        n = _char_length(data[i])
+        try:
+            ch = data[i:i + n].decode("utf-8") if n and i + n <= len(data) else None
+        except UnicodeDecodeError:
+            ch = None
+        out.append((i, i + n, ch) if ch is not None else (i, i + 1, None))
+        i += n if ch is not None else 1
+    return out
+
+
+def readable_pieces(pieces: Sequence[bytes | str]) -> list[str]:
+    """The pieces of one text as a reader reads them: a ``str`` (a special, a piece of text) as it is; each run of
+    ``bytes`` pieces (byte-level BPE) read as UTF-8 across the pieces, so that a piece holding part of a multi-byte
+    character shows that character and which of its bytes it holds, ``‹k/n›`` (``‹j–k/n›`` for several): ``П`` cut
+    into two pieces shows as ``П‹1/2›`` and ``П‹2/2›``, a piece ``' \\xd0'`` before ``'\\x9fри'`` as ``' П‹1/2›'``
+    and ``'П‹2/2›ри'``. A byte that is part of no whole character (cut off at the text's ends, or broken) shows as
+    �, as decoding shows it."""
+    out: list[str] = []
+    i = 0
+    while i < len(pieces):
+        piece = pieces[i]
+        if isinstance(piece, str):
+            out.append(piece)
+            i += 1
+            continue
+        j = i
+        while j < len(pieces) and isinstance(pieces[j], bytes):
+            j += 1
+        run = [p for p in pieces[i:j] if isinstance(p, bytes)]  # all of them
+        chars, at = _characters(b"".join(run)), 0
+        for p in run:
+            lo, hi, shown = at, at + len(p), []
+            for start, end, ch in chars:
+                if end <= lo or start >= hi:
+                    continue
+                if ch is None:
+                    shown.append(UNREADABLE)
+                elif lo <= start and end <= hi:
+                    shown.append(ch)
+                else:  # a character this piece holds part of: which of its bytes
+                    first, last, n = max(lo, start) - start + 1, min(hi, end) - start, end - start
+                    shown.append(f"{ch}‹{first}/{n}›" if first == last else f"{ch}‹{first}–{last}/{n}›")
+            out.append("".join(shown))
+            at = hi
+        i = j
+    return out
+
+
 def _shorten(symbols: Sequence[str], n: int = 5) -> str:
     shown = ", ".join(repr(s) for s in symbols[:n])
     return shown + (f" and {len(symbols) - n} more" if len(symbols) > n else "")
@@ -158,11 +221,14 @@ class Tokenizer:
         self._known = frozenset(pieces)
         specials = SPECIALS + ((UNK,) if kind == "word" else ())
         self._special_re = re.compile("|".join(map(re.escape, specials)))
+        self._bytes: list[bytes | None] | None = None  # a byte-level piece's bytes (`token_labels`); None: text
         if kind == "bpe" or (kind == IMPORTED and _byte_level(backend)):
             added = {t.content for t in backend.get_added_tokens_decoder().values()}
-            pieces = [p if p in SPECIALS or p in added else
-                      bytes(_BYTE_OF_CHAR.get(c, 63) for c in p).decode("utf-8", "backslashreplace") for p in pieces]
-        elif kind == IMPORTED:  # SentencePiece's word boundary ▁ is a space
+            self._bytes = [None if p in SPECIALS or p in added else bytes(_BYTE_OF_CHAR.get(c, 63) for c in p)
+                           for p in pieces]
+            pieces = [p if b is None else b.decode("utf-8", "backslashreplace") for p, b in zip(pieces, self._bytes)]
+        elif kind == IMPORTED:  # SentencePiece's word boundary ▁ is a space; its byte fallback <0xD0> a byte
+            self._bytes = [bytes([int(m[1], 16)]) if (m := _BYTE_PIECE.fullmatch(p)) else None for p in pieces]
             pieces = [p.replace("\u2581", " ") for p in pieces]
         self._strings = pieces
 
@@ -234,8 +300,18 @@ class Tokenizer:
 
     def token_strings(self, ids: Iterable[int]) -> list[str]:
         """One readable string per id: its text (byte-level pieces decoded: ``'Ġthe'`` → ``' the'``; a piece
-        that is part of a multi-byte character shows its bytes as ``'\\xe6'``), or the special's name."""
+        that is part of a multi-byte character shows its bytes as ``'\\xe6'``), or the special's name. For the
+        tokens of one text, `token_labels` shows those bytes as the character they are part of."""
         return [self._strings[i] for i in self._ids(ids)]
+
+    def token_labels(self, ids: Iterable[int]) -> list[str]:
+        """The tokens of one text, ``ids`` in order, as a reader reads them (`readable_pieces`): `token_strings`,
+        but a byte-level piece that holds part of a multi-byte character shows that character and which of its
+        bytes it holds: ``'П‹1/2›'``, ``'П‹2/2›ри'``."""
+        ids = self._ids(ids)
+        if self._bytes is None:
+            return [self._strings[i] for i in ids]
+        return readable_pieces([b if (b := self._bytes[i]) is not None else self._strings[i] for i in ids])
 
     def utf8_lengths(self) -> np.ndarray:
         """The UTF-8 bytes of each id's text (0 for the specials): a byte-level BPE piece's characters stand

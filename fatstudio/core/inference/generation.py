@@ -38,6 +38,7 @@ from .prompting import (
     encode_prompt,
     framed,
     has_mask_marker,
+    token_labels,
 )
 
 if TYPE_CHECKING:
@@ -262,8 +263,8 @@ def _maps(tokenizer: TokenizerLike, ids: Sequence[int], context_ids: Sequence[in
     """The AttentionMaps of a forward pass's attention (batch row 0), in the model's own dtype (half precision
     is widened to float32 for numpy)."""
     maps = {MapName.parse(k): at_least_fp32(v[0]).detach().cpu().numpy() for k, v in attn.items()}
-    ctx = tokenizer.token_strings(list(context_ids)) if context_ids is not None else None
-    return AttentionMaps(tokenizer.token_strings(list(ids)), ctx, maps, list(ids),
+    ctx = token_labels(tokenizer, list(context_ids)) if context_ids is not None else None
+    return AttentionMaps(token_labels(tokenizer, list(ids)), ctx, maps, list(ids),
                          None if context_ids is None else list(context_ids))
 
 

@@ -13,6 +13,7 @@ nothing of this on its own:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, get_args
 
@@ -178,6 +179,14 @@ def unknown_words(tokenizer: TokenizerLike, prompt: EncodedPrompt | str) -> list
 _VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
+def token_labels(tokenizer: TokenizerLike, ids: Sequence[int]) -> list[str]:
+    """The tokens of one text as a reader reads them (`Tokenizer.token_labels`: a byte-level piece of a multi-byte
+    character shows that character and which of its bytes it holds, ``П‹1/2›``); a stand-in tokenizer without
+    them gives its `token_strings`."""
+    labels = getattr(tokenizer, "token_labels", None)
+    return list(labels(ids)) if labels is not None else tokenizer.token_strings(ids)
+
+
 def display_token(token: str, max_chars: int = 14) -> str:
     """A token as a short, visible label: whitespace as ␣ ↵ ⇥, other control characters escaped,
     long tokens cut with an ellipsis."""
@@ -196,4 +205,5 @@ def display_token(token: str, max_chars: int = 14) -> str:
 
 
 __all__ = ["Mode", "MODES", "MASK_MARKER", "EncodedPrompt", "MaskSpan", "prompt_mode", "model_mode", "encode_prompt",
-           "unknown_words", "framed", "encode_masked", "mask_markers", "has_mask_marker", "check_length", "display_token"]
+           "unknown_words", "framed", "encode_masked", "mask_markers", "has_mask_marker", "check_length", "display_token",
+           "token_labels"]

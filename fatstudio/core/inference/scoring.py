@@ -28,7 +28,7 @@ import torch
 
 from ..device import at_least_fp32, model_device
 from .generation import eval_mode
-from .prompting import Mode, check_length, framed, has_mask_marker, prompt_mode
+from .prompting import Mode, check_length, framed, has_mask_marker, prompt_mode, token_labels
 
 if TYPE_CHECKING:
     from ..config import Task
@@ -221,7 +221,7 @@ class _Picker:
             self.losses[t], self.alternatives[t], self.context[t] = loss, a, c
 
     def tokens(self, ids: Sequence[int]) -> tuple[ScoredToken, ...]:
-        texts = self.tok.token_strings(list(ids))
+        texts = token_labels(self.tok, list(ids))
         return tuple(ScoredToken(i, s, self.losses.get(t), self.alternatives.get(t, ()), self.context.get(t, 0))
                      for t, (i, s) in enumerate(zip(ids, texts)))
 

@@ -33,7 +33,7 @@ from .components import Component, Replace, component, components, recorded, rep
 
 if TYPE_CHECKING:
     from ..config import RunConfig, Task
-    from ..data.corpora import Dataset
+    from ..data.corpora import Corpus, Dataset
     from ..data.tokenization import Tokenizer
     from ..inference.loaded import LoadedModel
 
@@ -49,13 +49,18 @@ def check_kind(kind: object) -> None:
 # ------------------------------------------------------------------------------------ the validation batch
 def validation_dataset(config: RunConfig, tokenizer: Tokenizer) -> Dataset:
     """The run's corpus tokenized and split as its training did (its own tokenizer, l_max, val_fraction, seed)."""
+    return validation_data(config, tokenizer)[1]
+
+
+def validation_data(config: RunConfig, tokenizer: Tokenizer) -> tuple[Corpus, Dataset]:
+    """The run's corpus, and it tokenized and split as its training did (`validation_dataset`)."""
     d, t = config.data, config.train
     corpus = load_corpus(d.corpus, d.task, None, t.seed, d.modadd_p)
     dataset = build_dataset(corpus, tokenizer, d.task, config.model.l_max, d.val_fraction, d.p_mask, t.seed, split=d.split)
     if not any(v for k, v in dataset.sizes().items() if k.startswith("val")):
         raise ValueError("this run has no validation split (data.val_fraction = 0), so there is no validation "
                          "loss to measure.")
-    return dataset
+    return corpus, dataset
 
 
 @dataclass
@@ -326,4 +331,4 @@ def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: Abl
 __all__ = ["AblationKind", "KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
            "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "second_copy_mask", "task_logits",
            "validation_batch",
-           "validation_dataset"]
+           "validation_dataset", "validation_data"]

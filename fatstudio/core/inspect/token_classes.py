@@ -1,7 +1,16 @@
 """Where is it wrong, by kind of token: the validation tokens' losses (`token_loss`) grouped into classes, the
 worst tokens with the text before them, and the split cut into lines to show.
 
-Two families of classes, each covering every token once:
+Families of classes, each covering every token once. First, where the task has them, the classes it tells apart:
+
+- ``copy``, for the "repeat" corpus (one token a character): a sequence's first copy, the first letter of its
+  second copy, and the rest of the second copy, the letters a next-token model predicts by induction (the
+  distinction that matters there: an induction head brings the rest of the second copy towards zero loss);
+- ``part``, for a synthetic task's text form (``question>answer`` a line, one token a character): the question,
+  the separator, the answer and the end of the line;
+- ``target``, for seq2seq: each target's first token, its later tokens, and the eos that ends it.
+
+Then, for every task:
 
 - ``kind``, by the token's text: letters, digits, space and newline (whitespace only), punctuation (marks and
   symbols), other (mixed, such as a BPE piece ``ing,``, and the specials such as ``<eos>``). A token of letters
@@ -76,13 +85,32 @@ class ClassRow:
         return out
 
 
+TARGET = ("first target token", "later target tokens", "eos (the end)")  # the ``target`` family (seq2seq)
+
+
+def target_places(pair_starts: np.ndarray, n: int) -> np.ndarray:
+    """(n,) the ``target`` class of each of ``n`` seq2seq validation tokens whose pairs start at ``pair_starts``: 0
+    a target's first token, 1 a later one, 2 the eos ending it (a pair's last token)."""
+    place = np.ones(n, np.int64)
+    ends = np.concatenate((pair_starts[1:], [n])) - 1
+    place[pair_starts] = 0
+    place[ends] = 2  # an empty target's only token is its eos
+    return place
+
+
 def classes_of(result: TokenLoss) -> dict[str, tuple[np.ndarray, list[str]]]:
-    """For each family, (N,) the class index of every validation token and the class names."""
+    """For each family, (N,) the class index of every validation token and the class names: the task's own first
+    (``copy``, ``part``, ``target``), where it has them."""
+    out: dict[str, tuple[np.ndarray, list[str]]] = {}
+    if result.task_classes is not None:
+        out[result.task_classes.family] = (result.task_classes.of.astype(np.int64), list(result.task_classes.names))
+    elif result.pair_starts is not None and len(result.pair_starts):
+        out["target"] = (target_places(result.pair_starts, result.n_tokens), list(TARGET))
     unique, inverse = np.unique(result.ids, return_inverse=True)
     first = np.zeros(len(unique), np.int64)
     first[inverse[::-1]] = np.arange(len(inverse))[::-1]  # a token's first position: its text
     kind = np.array([KINDS.index(kind_of(result.tokens[i])) for i in first], np.int64)
-    out = {"kind": (kind[inverse], list(KINDS))}
+    out["kind"] = (kind[inverse], list(KINDS))
     if result.train_counts is not None:
         bucket, names = frequency_buckets(result.train_counts)
         out["frequency"] = (bucket[result.ids], names)
@@ -166,5 +194,6 @@ def shown(token: str) -> str:
     return "".join(SHOWN.get(ch, "·" if unicodedata.category(ch) == "Cc" else ch) for ch in token)
 
 
-__all__ = ["KINDS", "UNSEEN", "ClassRow", "WorstToken", "kind_of", "frequency_buckets", "classes_of", "breakdown",
+__all__ = ["KINDS", "UNSEEN", "TARGET", "target_places",
+           "ClassRow", "WorstToken", "kind_of", "frequency_buckets", "classes_of", "breakdown",
            "context_before", "worst", "report", "text_lines", "shown"]

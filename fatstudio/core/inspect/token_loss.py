@@ -31,16 +31,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..data.builtin import text_parts
 from ..data.corpora import IGNORE
 from ..data.datasets import StreamDataset
 from ..device import at_least_fp32, model_device
 from ..files import csv_text
 from ..inference.generation import eval_mode
 from ..inference.scoring import window_starts
-from .ablation import task_logits, validation_dataset
+from .ablation import task_logits, validation_data
 
 if TYPE_CHECKING:
-    from ..config import Task
+    from ..config import RunConfig, Task
+    from ..data.corpora import Corpus, Dataset
     from ..inference.loaded import LoadedModel
 
 TASKS = ("next_token", "masked_lm", "seq2seq")
@@ -49,12 +51,36 @@ Progress = Callable[[float, str], None]
 
 
 # ------------------------------------------------------------------------------------------- the rows
+@dataclass(frozen=True)
+class TaskClasses:
+    """The classes of validation token that a run's task tells apart (`builtin.text_parts`): ``family`` ("copy":
+    the repeat corpus's first and second copies; "part": a synthetic task's question, separator and answer), the
+    classes' ``names``, and ``of``, (N,) the class of every validation token."""
+
+    family: str
+    names: tuple[str, ...]
+    of: np.ndarray
+
+
+def task_classes(config: RunConfig, corpus: Corpus, dataset: Dataset) -> TaskClasses | None:
+    """The `TaskClasses` of a run's validation tokens, where its corpus has parts (`builtin.text_parts`) and its
+    tokenizer gives one token a character (its tokens are the text's characters); else None."""
+    found = text_parts(config.data.corpus, corpus.text, config.train.seed) if corpus.text else None
+    if found is None or not isinstance(dataset, StreamDataset):
+        return None
+    family, names, part = found
+    if len(dataset.stream("train")) + len(dataset.stream("val")) != len(part):
+        return None  # not one token a character: a token's characters may lie in two parts
+    return TaskClasses(family, names, part[dataset.positions("val", np.arange(len(dataset.stream("val"))))])
+
+
 @dataclass
 class ValidationSplit:
     """The validation split laid out in the rows that score it (see the module): ``rows`` x, y (and z and the
     padding masks for seq2seq), ``order`` the validation index of each counted target in row-major order (None:
     in order), ``ids`` the validation tokens scored, ``train_counts`` (N_V,) how often each token is a target of
-    the train split, ``pair_starts`` and ``sources`` each seq2seq pair's first token and source text."""
+    the train split, ``pair_starts`` and ``sources`` each seq2seq pair's first token and source text,
+    ``task_classes`` the classes its task tells apart (`task_classes`)."""
 
     task: Task
     rows: dict[str, torch.Tensor]
@@ -63,6 +89,7 @@ class ValidationSplit:
     order: np.ndarray | None = None
     pair_starts: np.ndarray | None = None
     sources: list[str] | None = None
+    task_classes: TaskClasses | None = None
 
 
 def check_task(task: Task) -> None:
@@ -116,7 +143,7 @@ def validation_split(loaded: LoadedModel) -> ValidationSplit:
     config = loaded.config
     task, l_max = config.data.task, loaded.model.config.l_max
     check_task(task)
-    dataset = validation_dataset(config, loaded.tokenizer)
+    corpus, dataset = validation_data(config, loaded.tokenizer)
     N_V = loaded.model.config.vocab_size
     if task == "seq2seq":
         examples = dataset.examples("val")  # type: ignore[attr-defined]
@@ -133,17 +160,18 @@ def validation_split(loaded: LoadedModel) -> ValidationSplit:
     context = dataset.before("val", l_max)  # the text the validation split follows
     counts = np.bincount(np.asarray(train), minlength=N_V)
     val = np.asarray(val)
+    parts = task_classes(config, corpus, dataset)
     if task == "next_token":
-        return ValidationSplit(task, next_token_rows(context, val, l_max), val, counts)
+        return ValidationSplit(task, next_token_rows(context, val, l_max), val, counts, task_classes=parts)
     rows, order = masked_rows(context, val, l_max, config.data.p_mask, loaded.tokenizer.mask_id, config.train.seed)
-    return ValidationSplit(task, rows, val, counts, order=order)
+    return ValidationSplit(task, rows, val, counts, order=order, task_classes=parts)
 
 
 # -------------------------------------------------------------------------------------------- scoring
 @dataclass
 class TokenLoss:
     """The validation tokens (as text) and their losses in nats, in order; ``ids`` the token ids;
-    ``train_counts``, ``pair_starts`` and ``sources`` as in `ValidationSplit`."""
+    ``train_counts``, ``pair_starts``, ``sources`` and ``task_classes`` as in `ValidationSplit`."""
 
     tokens: list[str]
     loss: np.ndarray
@@ -154,6 +182,7 @@ class TokenLoss:
     train_counts: np.ndarray | None = None
     pair_starts: np.ndarray | None = None
     sources: list[str] | None = field(default=None, repr=False)
+    task_classes: TaskClasses | None = field(default=None, repr=False)
 
     @property
     def n_tokens(self) -> int:
@@ -232,7 +261,7 @@ def token_losses(loaded: LoadedModel, split: ValidationSplit | None = None, *,
     split = split if split is not None else validation_split(loaded)
     losses = split_losses(loaded.model, split, progress)
     return TokenLoss(loaded.tokenizer.token_strings(split.ids.tolist()), losses, np.asarray(split.ids), loaded.label,
-                     split.task, loaded.step, split.train_counts, split.pair_starts, split.sources)
+                     split.task, loaded.step, split.train_counts, split.pair_starts, split.sources, split.task_classes)
 
 
 def diff(this: TokenLoss, against: TokenLoss) -> TokenLossDiff:
@@ -244,5 +273,6 @@ def diff(this: TokenLoss, against: TokenLoss) -> TokenLossDiff:
     return TokenLossDiff(this, against)
 
 
-__all__ = ["TokenLoss", "TokenLossDiff", "ValidationSplit", "token_losses", "split_losses", "validation_split",
+__all__ = ["TokenLoss", "TokenLossDiff", "ValidationSplit", "TaskClasses", "task_classes",
+           "token_losses", "split_losses", "validation_split",
            "next_token_rows", "masked_rows", "diff", "check_task", "TASKS", "ROW_TOKENS"]

@@ -28,6 +28,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shutil
 import time
 import uuid
@@ -127,10 +128,12 @@ class Run(RunWeights):
             raise ValueError(f"cannot create the run folder {path}: {problem}.")
 
     @classmethod
-    def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None, lock: bool = False) -> Run:
+    def create(cls, config: RunConfig, root: Path | None = None, name: str | None = None, lock: bool = False,
+               tuned_from: str | None = None) -> Run:
         """A new run folder: ``root/name`` (which must be new or empty, `check_new`), else a new name under
-        ``root`` (default: `default_runs_root`). ``lock``: `lock` it before anything is written. A folder that
-        cannot be made or written is a ValueError naming it and why."""
+        ``root`` (default: `default_runs_root`; `run_name`, ``tuned_from`` the name of the run whose weights it starts
+        from). ``lock``: `lock` it before anything is written. A folder that cannot be made or written is a ValueError
+        naming it and why."""
         root = Path(root) if root else default_runs_root()
         path = root / name if name else root
         try:
@@ -141,8 +144,7 @@ class Run(RunWeights):
                 made = not path.exists()
                 path.mkdir(exist_ok=True)
             else:
-                corpus = Path(config.data.corpus).stem or "corpus"
-                base = f"{time.strftime('%Y%m%d-%H%M%S')}-{config.model.arch}-{corpus}"
+                base = run_name(config, tuned_from)
                 path, i = root / base, 1
                 while path.exists():
                     i += 1
@@ -424,6 +426,23 @@ class Run(RunWeights):
         if mine and saved and saved != mine.to_dict():
             raise agreement.disagree(probe_path(self.path, step), self.path / META, "the probe is of another input")
         return maps
+
+
+TUNED = "-finetuned-from-"  # in the name of a run that starts from another run's weights (`run_name`)
+_STAMP = re.compile(r"^\d{8}-\d{6}-")  # the time a run's name begins with
+SOURCE_CHARS = 80  # the most of a source run's name that a fine-tuned run's name repeats
+
+
+def run_name(config: RunConfig, tuned_from: str | None = None, when: float | None = None) -> str:
+    """The name a new run's folder gets: the time (``when``, default now), the architecture and the corpus,
+    ``20261126-223922-gpt-python-stdlib``; a run fine-tuned from the run named ``tuned_from`` ends in what it was
+    fine-tuned from, without that run's own time: ``20261127-101010-gpt-de-ru-finetuned-from-gpt-python-stdlib``."""
+    corpus = Path(config.data.corpus).stem or "corpus"
+    name = f"{time.strftime('%Y%m%d-%H%M%S', time.localtime(when))}-{config.model.arch}-{corpus}"
+    if tuned_from:
+        source = _STAMP.sub("", tuned_from) or tuned_from
+        name += TUNED + source[:SOURCE_CHARS]
+    return name
 
 
 def is_run_folder(path: Path) -> bool:

@@ -9,24 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import itertools
 import json
 import math
+import re
 import statistics
 import subprocess
 import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any
 
 from ..children import start
-from ..config import INT64_MAX, RunConfig, parse_value
+from ..config import INT64_MAX, KIND_WORDS, RunConfig, config_key, parse_value
 from ..records import RunMeta
 from ..runs.folder import Run, default_runs_root
 from ..temporary import scratch_folder
@@ -36,30 +37,26 @@ BITS_PER_BYTE, BITS_PER_TOKEN = "bits/byte", "bits/token"  # a sweep's units (`r
 
 
 # ---- the plan ---------------------------------------------------------------------------------------------
+SEED = "train.seed"  # the sweep's own: its runs' seeds are train.seed, +1, …
+
+
 def typed_value(config: RunConfig, key: str, raw: str) -> Any:
     """``raw`` as the type of the config field ``key`` (table.name): a whole number for an int field, a number
     for a float, true/false for a bool, the text for a str or a choice (quotes optional), none for an optional
     one."""
-    table, _, name = key.partition(".")
-    section = getattr(config, table) if table in ("model", "data", "train") else None
-    if section is None or name not in {f.name for f in fields(section)}:
-        raise ValueError(f"{key}: no such key; give table.key with table model, data or train "
-                         f"(e.g. train.lr, model.d_e).")
-    hint = get_type_hints(type(section))[name]
-    types = get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,)  # X | None: (X, None)
+    k = config_key(config, key)
     value = parse_value(raw.strip())
-    if type(None) in types and (value is None or str(value).lower() == "none"):
+    if k.optional and (value is None or str(value).lower() == "none"):
         return None
-    base = "str" if get_origin(types[0]) is Literal else types[0].__name__  # a choice (`config.Arch`, …) is text
+    base = k.base
     ok = {"int": isinstance(value, int) and not isinstance(value, bool),
           "float": isinstance(value, (int, float)) and not isinstance(value, bool),
           "bool": isinstance(value, bool), "str": True}[base]
     if not ok:
-        raise ValueError(f"{key}: {raw.strip()!r} is not a {_WORDS[base]}.")
+        raise ValueError(f"{key}: {raw.strip()!r} is not a {KIND_WORDS[base]}.")
     return float(value) if base == "float" else str(value) if base == "str" else value
 
 
-_WORDS = {"int": "whole number", "float": "number", "bool": "true or false", "str": "text"}
 
 
 def parse_vary(config: RunConfig, spec: str) -> tuple[str, list[Any]]:
@@ -69,6 +66,9 @@ def parse_vary(config: RunConfig, spec: str) -> tuple[str, list[Any]]:
     key = key.strip()
     if not sep or not values.strip():
         raise ValueError(f"{spec!r} is not of the form KEY=V1,V2 (e.g. train.lr=1e-3,3e-3).")
+    if key == SEED:
+        raise ValueError(f"{SEED}: the sweep sets it (each variant runs with seeds train.seed, train.seed + 1, …); "
+                         "give the number of seeds instead.")
     return key, [typed_value(config, key, v) for v in values.split(",")]
 
 
@@ -163,6 +163,29 @@ def welch_p(a: list[float], b: list[float]) -> float | None:
     return p if math.isfinite(p) else None
 
 
+FEW_DF = 4.0  # Welch's degrees of freedom under which a p-value rests on too few seeds to mean much
+
+
+def welch_df(a: list[float], b: list[float]) -> float | None:
+    """The degrees of freedom of Welch's t-test of ``a`` against ``b`` (Welch–Satterthwaite): between
+    min(n_a, n_b) − 1 and n_a + n_b − 2, so ≈ 1–2 with two values a side. None where the test is undefined."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    if va + vb == 0:
+        return None
+    return (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+
+
+def few_seeds(df: float | None) -> str | None:
+    """What a reader should know of a p-value with Welch's ``df``: a sentence where it rests on too few seeds to
+    mean much (df < `FEW_DF`), else None."""
+    if df is None or df >= FEW_DF:
+        return None
+    return (f"Welch's df ≈ {df:.1f}: too few seeds for this p-value to mean much (a t-test on so few values can "
+            "land anywhere); run more seeds, 5 or more a side, before reading it.")
+
+
 @dataclass
 class Sweep:
     """The rows, the baseline first, as they fill; ``unit`` that of their values (None until one has come)."""
@@ -184,23 +207,29 @@ class Sweep:
     def p_value(self, i: int) -> float | None:
         return None if i == 0 else welch_p(self.rows[i].present, self.rows[0].present)
 
+    def df(self, i: int) -> float | None:
+        """Welch's degrees of freedom of row ``i``'s p-value (None where it has none)."""
+        return None if i == 0 or self.p_value(i) is None else welch_df(self.rows[i].present, self.rows[0].present)
+
     def to_dict(self) -> dict:
         return {"unit": self.unit, "rows": [{"variant": r.variant, "values": r.values, "mean": r.mean, "sd": r.sd,
-                          "p_value": self.p_value(i), "runs": r.runs, "seeds": r.seeds,
+                          "p_value": self.p_value(i), "df": self.df(i), "p_note": few_seeds(self.df(i)),
+                          "runs": r.runs, "seeds": r.seeds,
                           "errors": {str(s): e for s, e in r.errors.items()},
                           **({"steps": r.steps} if r.steps is not None else {})}
                          for i, r in enumerate(self.rows)]}
 
     def csv(self) -> str:
-        """One line per variant: its keys, mean, sd, p_value, the value of each seed, the run folders, why values
-        are missing, and the values' unit."""
+        """One line per variant: its keys, mean, sd, p_value and its Welch's df, the value of each seed, the run
+        folders, why values are missing, and the values' unit."""
         keys = list(self.rows[0].variant) if self.rows else []
         n = max((len(r.values) for r in self.rows), default=0)
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\n")
-        w.writerow([*keys, "mean", "sd", "p_value", *(f"value_{i + 1}" for i in range(n)), "runs", "errors", "unit"])
+        w.writerow([*keys, "mean", "sd", "p_value", "df", *(f"value_{i + 1}" for i in range(n)), "runs", "errors",
+                    "unit"])
         for i, r in enumerate(self.rows):
-            w.writerow([*(r.variant[k] for k in keys), _cell(r.mean), _cell(r.sd), _cell(self.p_value(i)),
+            w.writerow([*(r.variant[k] for k in keys), _cell(r.mean), _cell(r.sd), _cell(self.p_value(i)), _cell(self.df(i)),
                         *(_cell(v) for v in r.values), ";".join(r.runs), "; ".join(r.errors.values()), self.unit or ""])
         return out.getvalue()
 
@@ -215,6 +244,29 @@ def _cell(v: float | None) -> str:
 
 def variant_label(variant: dict[str, Any]) -> str:
     return ", ".join(f"{k}={json.dumps(v)}" for k, v in variant.items())
+
+
+VARIANT_CHARS = 60  # the most of a sweep run's name that its variant takes
+
+
+def run_folder_name(sweep: str, variant: dict[str, Any], seed: int, varied: Collection[str] | None = None) -> str:
+    """A sweep run's folder: the values of the keys its sweep varies (``varied``, those given more than one value;
+    None or none: every key of ``variant``), the seed, then the sweep: ``lr=0.003-s1338-sweep-20261127-101010``.
+    A narrow runs list (it elides the middle of a name) shows the variant at the start and the sweep at the end. A
+    key is named by its last part unless two keys share it; values too long for `VARIANT_CHARS` are cut and end in a
+    digest of the whole."""
+    shown = {k: v for k, v in variant.items() if not varied or k in varied}
+    short = [k.partition(".")[2] or k for k in shown]
+    names = [s if short.count(s) == 1 else k for s, k in zip(short, shown)]
+    values = [("none" if v is None else json.dumps(v) if isinstance(v, bool) else v if isinstance(v, str) else f"{v:g}"
+               if isinstance(v, float) else str(v)) for v in shown.values()]
+    text = "+".join(f"{n}={_FILE_UNSAFE.sub('_', v)}" for n, v in zip(names, values))
+    if len(text) > VARIANT_CHARS:  # cut, and told apart by a digest of the whole
+        text = f"{text[:VARIANT_CHARS - 7]}~{hashlib.sha256(variant_label(shown).encode()).hexdigest()[:6]}"
+    return f"{text}-s{seed}-{sweep}"
+
+
+_FILE_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # what a value in a folder name keeps
 
 
 # ---- running it -----------------------------------------------------------------------------------------------
@@ -232,12 +284,14 @@ class RunDone:
 def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
               progress: Callable[[Sweep, RunDone], None] | None = None,
               stop: threading.Event | None = None) -> Sweep:
-    """Train every variant of ``plan`` for every seed, one process after another, the run folders named
-    ``NAME-vI-sS`` in ``runs_dir`` (default: the runs folder); ``progress(sweep, done)`` after each run;
+    """Train every variant of ``plan`` for every seed, one process after another, the run folders named after the
+    sweep, the variant and the seed (`run_folder_name`) in ``runs_dir`` (default: the runs folder); ``progress(sweep,
+    done)`` after each run;
     ``stop`` set ends the running process and leaves the rest out (their values None)."""
     root = Path(runs_dir) if runs_dir else default_runs_root()
     name = name or time.strftime("sweep-%Y%m%d-%H%M%S")
     sweep = Sweep([Row(v) for v in plan.variants()])
+    varied = [key for key, values in plan.vary if len(values) > 1]  # what tells the runs apart
     with scratch_folder("sweep") as tmp:  # removed by the next sweep if this process is killed
         for i, row in enumerate(sweep.rows):
             steps, error = plan.budget_steps, None
@@ -245,7 +299,7 @@ def run_sweep(plan: Plan, runs_dir: Path | None = None, name: str | None = None,
                 steps, error = _steps_in(plan, row.variant, plan.budget_seconds)
                 row.steps = steps
             for seed in plan.seed_list():
-                run_dir = root / f"{name}-v{i + 1}-s{seed}"
+                run_dir = root / run_folder_name(name, row.variant, seed, varied)
                 value: float | None
                 why: str | None
                 if stop and stop.is_set():

@@ -280,7 +280,7 @@ class Trainer:
         else:
             out = Path(run_dir) if run_dir else None
             run = Run.create(self.config, out.parent if out else runs_root, out.name if out else None,
-                             lock=self.locked is not None)
+                             lock=self.locked is not None, tuned_from=init.name if init is not None else None)
             if self.locked is not None:
                 self.locked.append(run)
             run.save_tokenizer(self.tokenizer)

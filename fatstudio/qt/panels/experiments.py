@@ -8,19 +8,24 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QCompleter,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPushButton,
     QSpinBox,
+    QStyledItemDelegate,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
+from fatstudio.core.config import RunConfig, config_key, config_keys
 from fatstudio.core.records import variant_text
 from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
 
@@ -28,8 +33,12 @@ if TYPE_CHECKING:
     from fatstudio.core.app.jobs import Job, Progress
     from fatstudio.core.app.workspace import Workspace
 
-VARY_TIP = ("A config key (table.key: train.lr, train.optimizer, model.d_e, data.tokenizer…) and its values, "
-            "separated by commas; the first value of every key is the baseline. Every combination is trained.")
+VARY_TIP = ("A config key (table.key: train.lr, train.optimizer, model.d_e, data.tokenizer…; type part of one to "
+            "pick it from a list with its type) and its values, separated by commas; the first value of every key is "
+            "the baseline. Every combination is trained.")
+KEY, KIND, VALUES = 0, 1, 2  # the columns of the keys to vary
+SEED_KEY = "train.seed"  # the sweep's own (a column per seed), never a key to vary
+FEW_MARK = " ⚠"  # after a p-value that rests on too few seeds to mean much
 BUDGET_TIP = ("steps: train.steps of every run. seconds: each variant trains as many steps as fit in that "
               "many seconds here (timed first, as Estimate time does), its schedule ending there.")
 
@@ -58,6 +67,42 @@ def _plan_problem(vary: list[str]) -> str | None:
     return f"{twice[0]} is in two rows: give each key once, its values separated by commas." if twice else None
 
 
+def key_completions(config: RunConfig, parent=None) -> QStandardItemModel:
+    """Every key a sweep may vary, shown with its type and value ("train.lr: a number; now 0.001"), completed as
+    the key alone (``parent``: the model's owner)."""
+    model = QStandardItemModel(parent)
+    for k in config_keys(config, leave_out=(SEED_KEY,)):
+        item = QStandardItem(k.describe())
+        item.setData(k.key, Qt.ItemDataRole.UserRole)
+        model.appendRow(item)
+    return model
+
+
+class KeyDelegate(QStyledItemDelegate):
+    """The key column's editor: a line that completes config keys (any part of one: "lr" offers train.lr,
+    train.min_lr, train.muon_lr), each shown with its type, from ``config()``."""
+
+    def __init__(self, config, parent=None):
+        super().__init__(parent)
+        self.config = config
+
+    def createEditor(self, parent, option, index):
+        editor = QLineEdit(parent, objectName="varyKeyEdit")
+        completer = QCompleter(editor)
+        completer.setModel(key_completions(self.config(), completer))
+        completer.setCompletionRole(Qt.ItemDataRole.UserRole)
+        completer.setCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        completer.setFilterMode(Qt.MatchFlag.MatchContains)
+        completer.setMaxVisibleItems(12)
+        model, metrics = completer.model(), editor.fontMetrics()  # the popup as wide as its keys and their types
+        widest = max((metrics.horizontalAdvance(model.index(r, 0).data()) for r in range(model.rowCount())), default=0)
+        popup = completer.popup()
+        if popup is not None:
+            popup.setMinimumWidth(min(widest + 40, 720))
+        editor.setCompleter(completer)
+        return editor
+
+
 class ExperimentsPanel(QWidget):
     """Queue a sweep of the settings' config into the runs folder and show its table as it fills. Signals
     ``openRequested(list)`` and ``overlayRequested(list)`` with a row's run folders (the finished ones)."""
@@ -73,6 +118,7 @@ class ExperimentsPanel(QWidget):
         self.workspace, self.settings = workspace, workspace.settings
         self.rows: list[dict] = []  # the sweep's rows as last reported
         self._seeds = 0  # the seeds per variant of the sweep running
+        self._first_seed = 0  # its first seed (train.seed): the seeds are it, +1, …
         self._call: Job | None = None
         self._stop = threading.Event()
         lay = QVBoxLayout(self)
@@ -105,20 +151,22 @@ class ExperimentsPanel(QWidget):
         box = QWidget()
         lay = QVBoxLayout(box)
         lay.setContentsMargins(0, 0, 0, 0)
-        self.varyTable = QTableWidget(2, 2, objectName="varyTable")
-        self.varyTable.setHorizontalHeaderLabels(("key", "values (the first is the baseline)"))
+        self.varyTable = QTableWidget(0, 3, objectName="varyTable")
+        self.varyTable.setHorizontalHeaderLabels(("key", "type", "values (the first is the baseline)"))
         self.varyTable.horizontalHeader().setStretchLastSection(True)
-        self.varyTable.setColumnWidth(0, 200)
+        self.varyTable.setColumnWidth(KEY, 200)
+        self.varyTable.setColumnWidth(KIND, 260)
         self.varyTable.verticalHeader().hide()
         self.varyTable.setToolTip(VARY_TIP)
         self.varyTable.setMaximumHeight(120)
-        for r, (key, values) in enumerate((("train.optimizer", "adamw, muon"), ("", ""))):
-            self.varyTable.setItem(r, 0, QTableWidgetItem(key))
-            self.varyTable.setItem(r, 1, QTableWidgetItem(values))
+        self.varyTable.setItemDelegateForColumn(KEY, KeyDelegate(lambda: self.settings.config, self.varyTable))
+        self.varyTable.itemChanged.connect(self._vary_changed)
+        for key, values in (("train.optimizer", "adamw, muon"), ("", "")):
+            self._add_vary_row(key, values)
         lay.addWidget(self.varyTable)
         row = QHBoxLayout()
         add = QPushButton("Add key", toolTip="Another key to vary (every combination is trained).")
-        add.clicked.connect(self._add_vary_row)
+        add.clicked.connect(lambda: self._add_vary_row())
         row.addWidget(add)
         row.addWidget(QLabel("seeds"))
         self.seedsSpin: QSpinBox = int_spin(1, 1000, 3)
@@ -142,18 +190,50 @@ class ExperimentsPanel(QWidget):
         lay.addLayout(row)
         return box
 
-    def _add_vary_row(self) -> None:
-        r = self.varyTable.rowCount()
-        self.varyTable.insertRow(r)
-        self.varyTable.setItem(r, 0, QTableWidgetItem(""))
-        self.varyTable.setItem(r, 1, QTableWidgetItem(""))
+    def _add_vary_row(self, key: str = "", values: str = "") -> None:
+        t = self.varyTable
+        r = t.rowCount()
+        t.insertRow(r)
+        kind = QTableWidgetItem("")
+        kind.setFlags(kind.flags() & ~Qt.ItemFlag.ItemIsEditable)
+        t.setItem(r, KIND, kind)
+        t.setItem(r, VALUES, QTableWidgetItem(values))
+        t.setItem(r, KEY, QTableWidgetItem(key))  # last: its change fills the type
+
+    def _vary_changed(self, item: QTableWidgetItem) -> None:
+        """A key typed or picked: its type beside it (in red where the config has no such key)."""
+        if item.column() == KEY:
+            self._show_kind(item.row())
+
+    def _show_kind(self, row: int) -> None:
+        t, key = self.varyTable, self.varyTable.item(row, KEY)
+        kind = t.item(row, KIND)
+        if kind is None or key is None:
+            return
+        text = key.text().strip()
+        try:
+            k = config_key(self.settings.config, text) if text and text != SEED_KEY else None
+            said, tip, bad = (k.kind, k.describe(), False) if k else \
+                ("set by the seeds", "The sweep runs seeds train.seed, train.seed + 1, …: give the number of seeds.",
+                 True) if text == SEED_KEY else ("", "", False)
+        except ValueError as e:
+            said, tip, bad = "no such key", str(e), True
+        t.blockSignals(True)
+        kind.setText(said)
+        kind.setToolTip(tip)
+        kind.setForeground(QBrush(QColor("#b00020")) if bad else QBrush())
+        t.blockSignals(False)
+
+    def kinds(self) -> list[str]:
+        """The type shown beside each row's key ("" for a row without one)."""
+        return [(self.varyTable.item(r, KIND) or QTableWidgetItem()).text() for r in range(self.varyTable.rowCount())]
 
     # -- the plan -----------------------------------------------------------------------------------------
     def vary(self) -> list[str]:
         """The rows with a key, as KEY=V1,V2."""
         out = []
         for r in range(self.varyTable.rowCount()):
-            key, values = (self.varyTable.item(r, c) for c in (0, 1))
+            key, values = (self.varyTable.item(r, c) for c in (KEY, VALUES))
             k, v = (key.text().strip() if key else ""), (values.text().strip() if values else "")
             if k:
                 out.append(f"{k}={v}")
@@ -163,9 +243,7 @@ class ExperimentsPanel(QWidget):
         """Fill the form: (key, "V1, V2") rows, seeds, the budget in steps or seconds."""
         self.varyTable.setRowCount(0)
         for key, values in vary:
-            self._add_vary_row()
-            self.varyTable.item(self.varyTable.rowCount() - 1, 0).setText(key)
-            self.varyTable.item(self.varyTable.rowCount() - 1, 1).setText(values)
+            self._add_vary_row(key, values)
         self.seedsSpin.setValue(seeds)
         self.budgetSpin.setValue(budget)
         self.budgetKind.set_value(kind)
@@ -186,7 +264,7 @@ class ExperimentsPanel(QWidget):
         seconds = self.budgetKind.value() == "seconds"
         budget = self.budgetSpin.value()
         self._stop = threading.Event()
-        self.rows, self._seeds = [], self.seedsSpin.value()
+        self.rows, self._seeds, self._first_seed = [], self.seedsSpin.value(), self.settings.config.train.seed
         self.table.setRowCount(0)
         self.runButton.setEnabled(False)
         self.stopButton.setEnabled(True)
@@ -213,7 +291,9 @@ class ExperimentsPanel(QWidget):
         missing = next(((r, seed, e) for r in self.rows for seed, e in r["errors"].items()), None)
         why = "" if missing is None else \
             f" The first missing, {variant_text(missing[0]['variant'])} with seed {missing[1]}: {missing[2]}"
-        self._say(f"Sweep done: {done} of {total} runs gave a value.{why}", error=done < total)
+        few = next((r["p_note"] for r in self.rows if r.get("p_note")), None)
+        self._say(f"Sweep done: {done} of {total} runs gave a value.{why}" + (f" ⚠ p-values: {few}" if few else ""),
+                  error=done < total)
         self.sweepFinished.emit(result)
 
     def _failed(self, message: str) -> None:
@@ -238,9 +318,11 @@ class ExperimentsPanel(QWidget):
         selected = self._selected()
         self.rows = rows
         n = max(len(r["values"]) for r in rows)
-        seeds = max(self.seedsSpin.value(), n)
+        seeds = max(self._seeds, n)
+        names = max((r["seeds"] for r in rows), key=len)  # the seeds run so far, then those to come
+        names = [*names, *(self._first_seed + i for i in range(len(names), seeds))]
         unit = f" ({sweep['unit']})" if sweep.get("unit") else ""
-        columns = ("variant", *(f"seed {i + 1}" for i in range(seeds)), f"mean{unit}", "sd", "p (Welch)")
+        columns = ("variant", *(f"seed {s}" for s in names), f"mean{unit}", "sd", "p (Welch)")
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(len(rows))
@@ -255,8 +337,11 @@ class ExperimentsPanel(QWidget):
             p = r["p_value"]
             for c, v in ((seeds + 1, r["mean"]), (seeds + 2, r["sd"])):
                 self.table.setItem(i, c, table_item("" if v is None else f"{v:.4f}"))
-            self.table.setItem(i, seeds + 3, table_item("" if p is None else f"{p:.3g}",
-                                                        "Welch's t-test against the baseline row"))
+            few = r.get("p_note")
+            self.table.setItem(i, seeds + 3, table_item("" if p is None else f"{p:.3g}" + (FEW_MARK if few else ""),
+                                                        "Welch's t-test against the baseline row" +
+                                                        (f" (df ≈ {r['df']:.1f})" if r.get("df") else "") +
+                                                        (f".\n⚠ {few}" if few else "")))
         done = sum(len(r["values"]) for r in rows)
         if self.running:
             self._say(f"Running: {done} of {len(rows) * self._seeds} runs done.")

@@ -73,7 +73,7 @@ from ..widgets.focus_label import FocusLabel
 from ..widgets.prediction_tables import ClassTable, MaskTable, ProbabilityLegend
 from ..widgets.prompt_controls import PromptControls
 from ..widgets.score_view import ScoreView
-from ..widgets.token_tooltips import candidates_tooltip, choice_tooltip
+from ..widgets.token_tooltips import candidates_tooltip, character_note, choice_tooltip
 from ..widgets.token_view import TokenView, probability_color
 
 if TYPE_CHECKING:
@@ -555,9 +555,30 @@ class PromptPanel(QWidget):
         self.generated.extend(choices)
         # neighbouring tokens alternate between two shades of their colour, so boundaries stay visible
         colors = [probability_color(c.prob).darker(112 if (first + i) % 2 else 100) for i, c in enumerate(choices)]
-        self.outputView.append_tokens([c.text for c in choices], colors,
-                                      [choice_tooltip(c, s["temperature"], s["top_k"], s["top_p"]) for c in choices])
+        tips = [self._pieces_note(first + i) + choice_tooltip(c, s["temperature"], s["top_k"], s["top_p"])
+                for i, c in enumerate(choices)]
+        # a token that is only part of a character shows nothing: the token that completes it shows the character
+        shown = ["" if self._part_of_character(c) else c.text or "∅" for c in choices]
+        self.outputView.append_tokens([c.text for c in choices], colors, tips, shown=shown)
         self.statusLabel.setText(f"running… {len(self.generated)} tokens")
+
+    def _part_of_character(self, choice: TokenChoice) -> bool:
+        """Whether a generated token added no text because it is a byte of a character that a later token
+        completes (a byte-level piece; a special such as eos adds none either)."""
+        tok = self.loaded.tokenizer if self.loaded is not None else None
+        return not choice.text and tok is not None and choice.id not in (tok.pad_id, tok.mask_id, tok.bos_id, tok.eos_id)
+
+    def _pieces_note(self, k: int) -> str:
+        """Where the ``k``-th generated token completes a character that tokens before it began (`_part_of_character`),
+        a tooltip line that names them all; else ""."""
+        j = k
+        while j > 0 and self._part_of_character(self.generated[j - 1]):
+            j -= 1
+        group = self.generated[j:k + 1]
+        if len(group) < 2 or not group[-1].text or self.loaded is None:
+            return ""
+        return character_note(group[-1].text, prompting.token_labels(self.loaded.tokenizer, [c.id for c in group]),
+                              [c.prob for c in group]) + "<br>"
 
     def _show_masks(self, preds: list[MaskPrediction]) -> None:
         """The text with each marker replaced by its best candidate (hover for the others), and the table."""

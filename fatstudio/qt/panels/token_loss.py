@@ -1,9 +1,11 @@
 """The Token loss tab (``tokenLossView``): where is the model wrong? The loaded model's validation split, every
 token scored once (`core.inspect.token_loss`), shown as the text coloured by the model's probability of each
 token (`LossText`, drawn lazily), the worst tokens with the text before them (a click scrolls the text to one),
-and the loss by class of token; against another scoring (an earlier one of this tab, e.g. an earlier checkpoint
-of the run, or another run on the same corpus) the text shows the change token by token. Scoring runs in a
-worker thread with its progress, and can be cancelled. CSV (every token) and PNG (the text in view) export.
+and the loss by class of token (first the classes the task tells apart, such as the repeat corpus's first and
+second copies); against another scoring (the run's weights at another saved step, an earlier scoring of this tab,
+or another run on the same validation tokens, each scored with it where it is not yet) the text shows the change
+token by token. Scoring runs in a worker thread with its progress, and can be cancelled. CSV (every token) and
+PNG (the text in view) export.
 """
 from __future__ import annotations
 
@@ -37,16 +39,19 @@ from ..widgets.token_view import delta_colors, probability_colors, probability_g
 if TYPE_CHECKING:
     from ...core.app.jobs import Job
     from ...core.app.workspace import Workspace
-    from ...core.config import Task
+    from ...core.config import RunConfig, Task
     from ...core.inspect.token_classes import ClassRow, WorstToken
     from ...core.inspect.token_loss import TokenLoss, TokenLossDiff
 
 N_WORST = 100
 DELTA_SCALE = 1.0  # nats: a change this large or larger gets the full colour
 EARLIER = "scoring:"  # an against choice "scoring:LABEL": this tab's earlier scoring of the model LABEL
+STEP = "step:"  # an against choice "step:N": the weights the run in focus saved at step N
 KEPT_SCORINGS = 5  # earlier scorings kept to compare with
 TOKEN_LOSS = "token-loss"  # the scoring's job
-FAMILY_TITLES = {"kind": "by kind of token", "frequency": "by how often the token is in the training split"}
+FAMILY_TITLES = {"kind": "by kind of token", "frequency": "by how often the token is in the training split",
+                 "copy": "by copy (the rest of a second copy follows by induction)",
+                 "part": "by part of the example (question > answer)", "target": "by place in the target"}
 
 
 @dataclass
@@ -63,8 +68,9 @@ class Scored:
     classes: list[ClassRow]
 
 
-def score_validation(loaded, against: Any = None, progress=None) -> Scored:
-    """Worker: score ``loaded``'s validation split and, ``against`` a TokenLoss or a run folder, diff it."""
+def score_validation(loaded, against: Any = None, progress=None, step: int | None = None) -> Scored:
+    """Worker: score ``loaded``'s validation split and, ``against`` a TokenLoss or a run folder (its weights of
+    ``step``; None: its last checkpoint's), diff it."""
     from ...core.inspect import token_classes as tc
     from ...core.inspect.token_loss import diff, token_losses, validation_split
 
@@ -76,7 +82,7 @@ def score_validation(loaded, against: Any = None, progress=None) -> Scored:
         if isinstance(against, str):
             from ...core.runs.folder import Run
 
-            other = Run.open(against).load_model()
+            other = Run.open(against).load_model(step=step)
             against = token_losses(other, validation_split(other),
                                    progress=lambda f, m: progress(0.5 + f / 2, f"{other.label}: {m}") if progress else None)
         compared = diff(result, against)
@@ -86,15 +92,40 @@ def score_validation(loaded, against: Any = None, progress=None) -> Scored:
                   tc.worst(result, N_WORST, delta), tc.breakdown(result, compared.against if compared else None))
 
 
-def other_runs(corpus: str, task: Task, exclude: str | None, root) -> list[tuple[str, str]]:
-    """Worker: (name, folder) of the finished or stopped runs on ``corpus`` for ``task``, newest first."""
+def other_runs(config: RunConfig, exclude: str | None, root) -> list[tuple[str, str]]:
+    """Worker: (name, folder) of the finished or stopped runs whose validation tokens are those of a run of ``config``
+    (the same corpus, task, tokenizer, validation fraction and split, and the same seed where it draws the corpus
+    or shuffles its pairs), newest first."""
+    from ...core.data.corpora import seeded
     from ...core.runs.folder import list_runs
     from ...core.runs.tokenizer_lab import same_corpus
 
-    exclude_path = Path(exclude).resolve() if exclude else None
+    d, exclude_path = config.data, Path(exclude).resolve() if exclude else None
+    by_seed = seeded(d.corpus) or d.task == "seq2seq"
+
+    def same_tokens(other: RunConfig) -> bool:
+        o = other.data
+        return ((o.task, o.tokenizer, o.val_fraction, o.split) == (d.task, d.tokenizer, d.val_fraction, d.split)
+                and (d.tokenizer == "char" or o.vocab_size == d.vocab_size) and same_corpus(o.corpus, d.corpus)
+                and (not by_seed or other.train.seed == config.train.seed))
+
     return [(r.name, str(r.path)) for r in list_runs(root) if r.info.status in ("finished", "stopped")
-            and r.config.data.task == task and same_corpus(r.config.data.corpus, corpus)
-            and r.path.resolve() != exclude_path]
+            and same_tokens(r.config) and r.path.resolve() != exclude_path]
+
+
+def comparisons(config: RunConfig, run_dir: str | None, step: int, root) -> tuple[list[int], list[tuple[str, str]]]:
+    """Worker: what a scoring of the weights of ``step`` of the run ``run_dir`` (None: not a run's, a snapshot) can be
+    compared with without scoring anything first: the run's other saved steps (`Run.weight_steps`: its snapshots
+    and checkpoint), and the other runs on the same validation tokens (`other_runs`)."""
+    steps: list[int] = []
+    if run_dir is not None:
+        from ...core.runs.folder import Run
+
+        try:
+            steps = [s for s in Run.open(run_dir).weight_steps() if s != step]
+        except ValueError:  # the run went, or its files cannot be read: its steps are no choice
+            steps = []
+    return steps, other_runs(config, run_dir, root)
 
 
 def how_scored(task: Task, l_max: int) -> str:
@@ -142,6 +173,8 @@ class TokenLossPanel(QWidget):
         self.scored: Scored | None = None
         self.earlier: dict[str, TokenLoss] = {}  # the last scorings by model label, to compare a later one with
         self._runs: list[tuple[str, str]] = []  # (name, folder) of the runs to compare with
+        self._steps: list[int] = []  # the other steps of the run in focus whose weights are saved
+        self._run_dir: str | None = None  # that run's folder
         self._call: Job | None = None
         self._build()
         workspace.focus.changed.connect(self._focus_changed)
@@ -153,8 +186,9 @@ class TokenLossPanel(QWidget):
                                     "loss counts it, in a worker thread.")
         self.againstCombo = QComboBox(objectName="tokenLossAgainst")
         self.againstCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
-        self.againstCombo.setToolTip("Compare with: an earlier scoring in this tab (score, train on, score again: two "
-                                     "checkpoints of the run), or another finished run on the same corpus.")
+        self.againstCombo.setToolTip("Compare with: the run's weights at another of its saved steps (its evaluations' "
+                                     "snapshots and its checkpoint), an earlier scoring in this tab, or another "
+                                     "finished run on the same validation tokens; each is scored when you score.")
         self.cancelButton = QPushButton("Cancel", objectName="tokenLossCancelButton")
         self.progressBar = QProgressBar(objectName="tokenLossProgress")
         self.progressBar.setRange(0, 1000)
@@ -193,8 +227,10 @@ class TokenLossPanel(QWidget):
         self.worstTable.setToolTip("The tokens the model found hardest (in a diff: that changed most). Click one to "
                                    "see it in the text.")
         self.classTable = _table("tokenLossClasses", ["class", "tokens", "mean loss"])
-        self.classTable.setToolTip("The mean loss per token by kind of token and by how often the token occurs in "
-                                   "the training split (quarters of its tokens, most frequent first).")
+        self.classTable.setToolTip("The mean loss per token by the classes the task tells apart (the repeat "
+                                   "corpus's copies, a synthetic task's question and answer, a seq2seq target's "
+                                   "places), by kind of token, and by how often the token occurs in the training "
+                                   "split (quarters of its tokens, most frequent first).")
         side = QSplitter(Qt.Orientation.Vertical)
         side.addWidget(self.worstTable)
         side.addWidget(self.classTable)
@@ -244,23 +280,44 @@ class TokenLossPanel(QWidget):
         else:
             self._say(f"{loaded.label}: press “Score the validation split” to colour every validation token by the "
                       "model's probability of it.")
-            self.workspace.jobs.submit("token-loss-runs", other_runs, loaded.config.data.corpus, task,
-                                       self.workspace.loaded_dir, self.workspace.runs_root, on_result=self._set_runs)
-        self._set_runs([])
+            run_dir = self.workspace.loaded_dir
+            self.workspace.jobs.submit("token-loss-runs", comparisons, loaded.config, run_dir, loaded.step,
+                                       self.workspace.runs_root,
+                                       on_result=lambda found: self._set_choices(run_dir, *found))
+        self._set_choices(None, [], [])
         self._update_buttons()
+
+    def _set_choices(self, run_dir: str | None, steps: list[int], runs: list) -> None:
+        """The against choices: the run's other saved steps, earlier scorings, the other runs on its tokens."""
+        self._run_dir, self._steps = run_dir, list(steps)
+        self._set_runs(runs)
+
+    def _step_label(self, step: int) -> str:
+        """The label a scoring of the run in focus at ``step`` has (`Run.load_model`'s)."""
+        return f"{Path(self._run_dir or '').name} · step {step}"
 
     def _set_runs(self, runs: list) -> None:
         self._runs = list(runs)
         keep = self.againstCombo.currentData()
         self.againstCombo.clear()
         self.againstCombo.addItem("nothing (the losses)", None)
+        here = self.loaded.step if self.loaded is not None else 0
+        for step in reversed(self._steps):  # the run's own saved weights, the latest first
+            scored = " (scored)" if self._step_label(step) in self.earlier else ""
+            when = "earlier" if step < here else "later"
+            self.againstCombo.addItem(f"this run at step {step:,} ({when}){scored}", f"{STEP}{step}")
         for label in reversed(self.earlier):
-            if self.loaded is None or label != self.loaded.label:
+            if (self.loaded is None or label != self.loaded.label) and \
+                    label not in {self._step_label(s) for s in self._steps}:
                 self.againstCombo.addItem(f"an earlier scoring: {label}", EARLIER + label)
         for name, path in runs:
-            self.againstCombo.addItem(name, path)
+            self.againstCombo.addItem(f"{name} (another run on these tokens)", path)
         i = self.againstCombo.findData(keep)
         self.againstCombo.setCurrentIndex(max(0, i))
+
+    def choices(self) -> list[str | None]:
+        """The data of every against choice (None: nothing; ``step:N``, ``scoring:LABEL`` or a run folder)."""
+        return [self.againstCombo.itemData(i) for i in range(self.againstCombo.count())]
 
     def _scorable(self) -> bool:
         return self.loaded is not None and self.loaded.config.data.task in ("next_token", "masked_lm", "seq2seq")
@@ -297,9 +354,15 @@ class TokenLossPanel(QWidget):
         if self.busy or loaded is None or not self._scorable():
             return False
         choice = self.againstCombo.currentData()
-        against = self.earlier[choice[len(EARLIER):]] if choice and choice.startswith(EARLIER) else choice
+        against: Any = choice
+        step: int | None = None
+        if choice and choice.startswith(EARLIER):
+            against = self.earlier[choice[len(EARLIER):]]
+        elif choice and choice.startswith(STEP):  # the run's weights of that step, scored already or now
+            step = int(choice[len(STEP):])
+            against = self.earlier.get(self._step_label(step), self._run_dir)
         self.progressBar.setValue(0)
-        self._call = self.workspace.jobs.submit(TOKEN_LOSS, score_validation, loaded, against, progress=True,
+        self._call = self.workspace.jobs.submit(TOKEN_LOSS, score_validation, loaded, against, step=step, progress=True,
                                                 on_result=self._show, on_error=self._failed,
                                                 on_progress=self._progress, on_end=self._done)
         self._say(f"Scoring the validation split of {loaded.label}…")
@@ -340,8 +403,9 @@ class TokenLossPanel(QWidget):
             text += (f"<br>Against {d.against.label}: {d.against.mean:.4f}, so Δ = <b>{d.delta_mean:+.4f}</b> nats per "
                      f"token (blue: better now, orange: worse).")
         self._say(text)
-        self.earlier.pop(r.label, None)
-        self.earlier[r.label] = r
+        for kept in ([d.against] if d is not None else []) + [r]:  # both: a later scoring compares with either at once
+            self.earlier.pop(kept.label, None)
+            self.earlier[kept.label] = kept
         while len(self.earlier) > KEPT_SCORINGS:
             self.earlier.pop(next(iter(self.earlier)))
         self._set_runs(self._runs)
@@ -464,4 +528,4 @@ class TokenLossPanel(QWidget):
         save_with_dialog(self, name, filt, suffix, fn, self.summaryLabel, kept=f"{self.summaryLabel.text()}<br>")
 
 
-__all__ = ["TokenLossPanel", "Scored", "score_validation", "other_runs"]
+__all__ = ["TokenLossPanel", "Scored", "score_validation", "other_runs", "comparisons"]

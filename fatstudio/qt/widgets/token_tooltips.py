@@ -34,6 +34,14 @@ def token_lines(text: str, prob: float, alternatives, heading: str, cut=lambda p
     return lines
 
 
+def character_note(text: str, labels: list[str], probs: list[float]) -> str:
+    """A tooltip line for ``text`` that several tokens make (``labels``, with their ``probs``): byte-level pieces
+    that split a character's bytes between them."""
+    parts = " + ".join(f"<code>{html.escape(display_token(t, 20))}</code> (p = {p:.3f})" for t, p in zip(labels, probs))
+    return (f"{len(labels)} tokens make <code>{html.escape(display_token(text, 20))}</code> (a character's bytes split "
+            f"between them): {parts}")
+
+
 def choice_tooltip(ch: TokenChoice, temperature: float, top_k: int, top_p: float) -> str:
     """Rich-text tooltip of a sampled token: its probability, the top alternatives, the cut-offs."""
     lines = token_lines(ch.text, ch.prob, ch.alternatives, "Top alternatives (model p at τ = 1):",

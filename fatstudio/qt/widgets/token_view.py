@@ -121,7 +121,9 @@ class TokenView(QTextEdit):
         self._extra.append((len(self._texts), text))
 
     def append_tokens(self, tokens: Sequence[str], colors: Sequence[QColor | None] | None = None,
-                      tooltips: Sequence[str | None] | None = None) -> None:
+                      tooltips: Sequence[str | None] | None = None, shown: Sequence[str] | None = None) -> None:
+        """Append ``tokens`` (their real text); ``shown``: what each shows instead, where a token that shows ""
+        takes no room (a byte of a character that a later token shows whole); else an empty token shows ∅."""
         if not tokens:
             return
         bar = self.verticalScrollBar()
@@ -136,7 +138,8 @@ class TokenView(QTextEdit):
             if color is not None:
                 fmt.setBackground(color)
             start = cur.position()
-            cur.insertText(_shown(tok) if tok else "∅", fmt)
+            text = shown[i] if shown is not None else tok
+            cur.insertText(_shown(text) if text else "" if shown is not None else "∅", fmt)
             self._texts.append(tok)
             self._starts.append(start)
             self._ends.append(cur.position())

@@ -13,11 +13,24 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSpinBox,
+    QStyledItemDelegate,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
     QWidget,
 )
+
+SWEEP_RUN = Qt.ItemDataRole.UserRole  # a name item's flag: the run is a sweep's (its name begins with its variant)
+
+
+class _NameDelegate(QStyledItemDelegate):
+    """The run column: a name elided in the middle (a run's time, then its architecture and corpus), a sweep run's
+    at the end, so that its start, the variant and seed (`sweep.run_folder_name`), shows."""
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        if index.data(SWEEP_RUN):
+            option.textElideMode = Qt.TextElideMode.ElideRight
 
 
 def _when(ts, short: bool = False) -> str:
@@ -62,7 +75,8 @@ class RunsList(QWidget):
         self.tree = QTreeWidget(objectName="runsList")
         self.tree.setHeaderLabels(["run", "status", "step", "best val", "created"])
         self.tree.headerItem().setToolTip(3, "The run's best (lowest) validation loss, nats per token.")
-        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a sweep's runs differ at the end of the name
+        self.tree.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a run's time, then its arch and corpus
+        self.tree.setItemDelegateForColumn(0, _NameDelegate(self.tree))  # a sweep's runs differ at the start
         self.tree.setRootIsDecorated(False)
         self.tree.setAlternatingRowColors(True)
         self.tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -157,8 +171,10 @@ class RunsList(QWidget):
                                 f"{val:.4f}" if val is not None else "", _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)"
-                           + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else ""))
+                           + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else "")
+                           + (f"\nfine-tuned from the weights of {m.init_from}" if m.init_from else ""))
         item.setToolTip(4, _when(m.created))
+        item.setData(0, SWEEP_RUN, m.sweep_variant is not None)
         return item
 
     def select_path(self, path) -> None:
