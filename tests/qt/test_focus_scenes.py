@@ -134,3 +134,24 @@ def test_an_imported_model_says_it_was_imported_not_finished_at_step_0(qtbot, wi
     assert "imported" in bar and "step 0 /" not in bar
     for objname, text in labels(w).items():
         assert "tiny-gpt2" in text and "imported weights" in text and "step 0" not in text, (objname, text)
+
+
+def test_a_head_knocked_out_on_the_previous_run_s_text_goes_when_another_run_is_opened(qtbot, window, runs_root):
+    """The Attention tab's "Head knocked out" kept run A's result under run B's header."""
+    w = window
+    run_a, run_b = tiny_run(runs_root, seed=1), tiny_run(runs_root, steps=20, seed=2)
+    open_and_load(qtbot, w, run_a)
+    prompt, attention = w.prompt_panel, w.attention_panel
+    prompt.promptEdit.setPlainText("abc")
+    prompt.tokensSpin.setValue(5)
+    with qtbot.waitSignal(prompt.runFinished, timeout=LONG):
+        prompt.run()
+    qtbot.waitUntil(lambda: attention.text_maps is not None, timeout=LONG)
+    view = attention.headAblationView
+    attention.head_menu(0, 0).actions()[0].trigger()
+    qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
+    assert view.table.rowCount() > 0
+    open_and_load(qtbot, w, run_b)
+    assert view.result is None and view.table.rowCount() == 0 and view.text.token_count() == 0
+    assert "Right-click a head" in view.summary.text()
+    assert f"{Path(run_b).name} · step 20" in view.focusLabel.text()

@@ -75,6 +75,7 @@ class HeadAblationView(QWidget):
         self.loaded = None  # the model loaded (the weights for ``where`` None)
         self._call: Job | None = None
         self._step = 0  # the step of the weights ablated
+        self._of = None  # the focus's weights when the result was asked for: other weights in focus, it goes
         self.summary = QLabel(objectName="headAblationSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -99,8 +100,26 @@ class HeadAblationView(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.text)
         lay.addWidget(self.table, 1)
+        self._clear()
+        workspace.focus.changed.connect(self._focus_changed)
+
+    def _clear(self) -> None:
+        self.result = None
+        self.text.clear_tokens()
+        self.table.setRowCount(0)
         self.say("Right-click a head in the grid and choose “Ablate this head” to see how the text's token "
                  "probabilities change without it.")
+
+    def _focus_changed(self, focus) -> None:
+        """Other weights in focus: the result (and one being measured) was of the text the previous model was
+        shown, so it goes, as that text's maps do."""
+        if focus.loaded is self._of:
+            return
+        if self._call is not None:
+            self._call.cancel()
+            self._call = None
+        self._of = None
+        self._clear()
 
     # ---- the weights and the menu ---------------------------------------------------------------------------
     def set_weights(self, where: Where | Literal[False], loaded) -> None:
@@ -146,6 +165,7 @@ class HeadAblationView(QWidget):
         if self._call is not None:
             self._call.cancel()  # a newer ablation supersedes it
         self._step = where[1] if where else loaded.step
+        self._of = self.workspace.focus.loaded
         self.say(f"Scoring the text with {name.label} knocked out ({kind})…")
         self._call = self.workspace.jobs.submit("head-ablation", ablate_on_text, loaded, name, text, kind, source, where,
                                                 on_result=self._on_result, on_error=self._on_error)
