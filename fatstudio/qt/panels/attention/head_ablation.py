@@ -37,6 +37,7 @@ from .ablation import Where, weights_at, weights_words
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
     from ....core.app.workspace import Workspace
+    from ....core.inference.loaded import LoadedModel
     from ....core.inspect.ablation import AblationKind, TextAblation
 
 MENU_KINDS: tuple[tuple[AblationKind, str], ...] = (("zero", "Ablate this head (zero)"),
@@ -75,7 +76,7 @@ class HeadAblationView(QWidget):
         self.loaded = None  # the model loaded (the weights for ``where`` None)
         self._call: Job | None = None
         self._step = 0  # the step of the weights ablated
-        self._of = None  # the focus's weights when the result was asked for: other weights in focus, it goes
+        self._of: LoadedModel | None = None  # the focus's weights when the result was asked for: other weights in focus, it goes
         self.summary = QLabel(objectName="headAblationSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
