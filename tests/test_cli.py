@@ -198,12 +198,16 @@ def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is
     (["train", "{cfg}", "--probe", "hi", "--probe-source", "x"], "encoder-decoder's (model.arch = edt)"),
     (["train", "{cfg}", "--quiet", "--probe", "\u0394"], "the probe input"),
 ])
-def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tmp_path):
+def test_errors_are_one_or_two_lines_without_traceback(args, words, cfg_file, tmp_path, monkeypatch):
+    """... and a refused command leaves no run folder behind (a probe the model cannot read made one)."""
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("FATSTUDIO_RUNS", str(runs))
     args = [a.replace("{cfg}", str(cfg_file())).replace("{tmp}", str(tmp_path)) for a in args]
     r = cli(*args)
     assert r.returncode != 0
     assert "Traceback" not in r.stderr and words in r.stderr
     assert 1 <= len(r.stderr.strip().splitlines()) <= 2, r.stderr
+    assert not runs.exists() or not any(runs.iterdir()), sorted(p.name for p in runs.iterdir())
 
 
 def test_a_run_is_found_by_the_name_the_runs_list_shows(trained_run, tmp_path, monkeypatch, capsys):

@@ -209,7 +209,7 @@ class Trainer:
     `step` takes one optimisation step and writes nothing (what `estimate` times); `open` resumes or creates
     the run folder (``folder``), sets up its `Recorder` and returns the step to start from (under torchrun
     it wraps the loss in DistributedDataParallel, and with ``compiled`` compiles it); `run` then yields the
-    events of the steps from there to train.steps. ``probe`` is the probe input asked for (see `_open_probe`);
+    events of the steps from there to train.steps. ``probe`` is the probe input asked for (see `_choose_probe`);
     ``locked`` collects a run folder this trainer creates and locks (`train` unlocks it)."""
 
     def __init__(self, config: RunConfig, tokenizer: Tokenizer, dataset: Dataset, dev: torch.device, precision: ResolvedPrecision,
@@ -267,6 +267,7 @@ class Trainer:
         """Resume (the weights loaded; the start step and the training state saved with them, if it matches)
         or create the run folder (its weights ``init``'s, if given)."""
         t, start, state = self.t, 0, None
+        self._choose_probe(run)  # a probe asked for that cannot be used is refused before any folder is made
         if run:
             start = run.load_weights(self.model)
             state = run.load_training_state(self.model.num_parameters())
@@ -296,7 +297,9 @@ class Trainer:
                        n_parameters=self.model.num_parameters(), class_names=self.dataset.class_names, seed=t.seed,
                        data_sizes=self.dataset.sizes(), unigram_entropy=self.dataset.unigram_entropy(),
                        split_gap=split_record(self.config.data, self.dataset), processes=self.world.size)
-        self._open_probe()
+        if self.probe is not None:
+            saved: dict[str, Any] = {probes.META_KEY: self.probe.to_dict()}
+            run.write_meta(**saved)
         return start, state
 
     # -- one step ---------------------------------------------------------------------------------------------
@@ -499,12 +502,12 @@ class Trainer:
         fourier = tuple(grokking.fourier_energy(grokking.number_embedding(self.model, self.tokenizer, p))) if p else None
         return Evaluation(step, tr, va, acc, train_acc, grokking.weight_norm(self.model), fourier)
 
-    def _open_probe(self) -> None:
-        """The run's probe input: the one asked for, else the run's own (resuming), else the task's default
-        (`probes.default_probe`); recorded in meta.json and encoded once. A probe asked for that the model
-        cannot read raises ValueError; a default that cannot be made leaves the run without probe maps."""
+    def _choose_probe(self, run: Run | None) -> None:
+        """The run's probe input: the one asked for, else ``run``'s own (resuming), else the task's default
+        (`probes.default_probe`), encoded once (`_open_run` records it in meta.json). A probe asked for that the
+        model cannot read raises ValueError; a default that cannot be made leaves the run without probe maps."""
         mcfg, asked = self.config.model, self.probe_input
-        probe = asked or self.folder.probe_input()
+        probe = asked or (run.probe_input() if run else None)
         try:
             if probe is None:
                 probe = probes.default_probe(self.dataset, self.tokenizer, self.task, mcfg.l_max, self.t.seed)
@@ -514,8 +517,6 @@ class Trainer:
                 raise ValueError(f"the probe input {asked.describe()} cannot be used: {e}") from None
             return
         self.probe = probe
-        saved: dict[str, Any] = {probes.META_KEY: probe.to_dict()}
-        self.folder.write_meta(**saved)
 
     def _probe(self, step: int) -> Probe:
         """Save every head's attention map for the probe at ``step`` (one forward pass, float16 on disk), the
