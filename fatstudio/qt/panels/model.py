@@ -2,9 +2,9 @@
 and every ModelConfig field as a control in the paper's notation (bound to the window's Settings), with the live
 cost summary (parameters per component, FLOPs per token, memory). The pseudocode lives in the Paper tab;
 `highlight_fields` marks the rows a line of it uses. The preset list shows the settings' preset, "(custom)" once any
-setting differs from it; its description stays (in a space as tall as the longest's) so that no field moves while the
-person edits. What is wrong with the model is said once, under the
-settings column (the main window's ``validationLabel``); this panel marks the row of the field it names."""
+setting differs from it; the description stays that preset's, so that no field moves while the person edits. What
+is wrong with the model is said once, under the settings column (the main window's ``validationLabel``); this panel
+marks the row of the field it names."""
 from __future__ import annotations
 
 import html
@@ -31,7 +31,6 @@ from fatstudio.core.runs.presets import Preset
 from fatstudio.qt.binding import DERIVED, Binding, Change
 from fatstudio.qt.widgets.forms import (
     Form,
-    ReservedLabel,
     SciSpinBox,
     ValueCombo,
     check,
@@ -179,15 +178,13 @@ class ModelPanel(QWidget):
             self.presetCombo.setItemData(self.presetCombo.count() - 1, p.name, Qt.ItemDataRole.ToolTipRole)
         self.presetCombo.addItem("(custom)", None)
         self.presetCombo.activated.connect(self._preset_activated)
-        self.presetDescription = ReservedLabel("presetDescription")
-        self.presetDescription.reserve([self.CUSTOM, *(preset_html(p) for p in self._presets)])
+        self.presetDescription = QLabel(objectName="presetDescription", wordWrap=True, textFormat=Qt.TextFormat.RichText)
         self.presetDescription.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.presetDetailsButton = QToolButton(objectName="presetDetailsButton", text="Details", checkable=True)
         self.presetDetailsButton.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.presetDetailsButton.setAutoRaise(True)
         self.presetDetailsButton.setToolTip("What was measured: times on a CPU, seeds, what else was tried.")
-        self.presetDetails = ReservedLabel("presetDetails")
-        self.presetDetails.reserve(_marked_up(p.details) for p in self._presets)
+        self.presetDetails = QLabel(objectName="presetDetails", wordWrap=True, textFormat=Qt.TextFormat.RichText)
         self.presetDetails.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.presetDetails.setStyleSheet("color: #444;")
         self.presetDetailsButton.toggled.connect(self._show_details)
@@ -244,8 +241,8 @@ class ModelPanel(QWidget):
 
     def _show_preset(self) -> None:
         """The list on the settings' preset, "(custom)" once they differ from it; what the preset they were set from
-        teaches and its walkthrough under it, its measurements behind the Details fold (in the space the longest
-        takes, so that nothing under them moves)."""
+        teaches and its walkthrough under it, its measurements behind the Details fold: an edit changes none of
+        them, so that nothing under them moves."""
         chosen, base = self.settings.preset, self.settings.base
         i = self.presetCombo.findData(chosen.key) if chosen is not None else -1
         custom = self.presetCombo.count() - 1

@@ -209,37 +209,6 @@ class Form:
         self._rows[name].setEnabled(applies)
 
 
-class ReservedLabel(QLabel):
-    """A word-wrapped rich-text label as tall as the tallest of the texts it may show (`reserve`) at any width:
-    showing another of them moves nothing under it."""
-
-    def __init__(self, objectName: str = "", parent: QWidget | None = None):
-        super().__init__(parent, objectName=objectName, wordWrap=True, textFormat=Qt.TextFormat.RichText)
-        self._texts: list[str] = []
-        self._heights: dict[int, int] = {}  # width -> the tallest reserved text's height
-        self._twin = QLabel(wordWrap=True, textFormat=Qt.TextFormat.RichText)  # measures them; never shown
-
-    def reserve(self, texts: Iterable[str]) -> None:
-        self._texts, self._heights = list(texts), {}
-        self.updateGeometry()
-
-    def heightForWidth(self, width: int) -> int:
-        if width not in self._heights:
-            self._twin.setFont(self.font())
-            self._twin.setContentsMargins(self.contentsMargins())
-            self._heights[width] = max((self._measure(t, width) for t in self._texts), default=0)
-        return max(super().heightForWidth(width), self._heights[width])
-
-    def _measure(self, text: str, width: int) -> int:
-        self._twin.setText(text)
-        return self._twin.heightForWidth(width)
-
-    def changeEvent(self, event: QEvent) -> None:
-        if event.type() == QEvent.Type.FontChange:
-            self._heights = {}
-        super().changeEvent(event)
-
-
 class ElidedLabel(QLabel):
     """One line of plain text, elided in the middle to the width it is given (the whole text in its tooltip), so
     that a long text neither wraps (moving what is under it) nor widens its column."""
