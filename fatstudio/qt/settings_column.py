@@ -61,7 +61,6 @@ class SettingsColumn(QWidget):
         self.problemChanged.connect(lambda problem: self.show_column(True) if problem else None)
         self.show_column(True)
         self.model_panel.presetChosen.connect(self.apply_preset)
-        self.model_panel.presetShown.connect(self.update_note)  # its steps note
         for changed in (self.settings.changed, workspace.corpus.changed):
             changed.connect(self.revalidate)
         workspace.focus.changed.connect(self.update_note)
@@ -98,7 +97,7 @@ class SettingsColumn(QWidget):
             if self.settings.model.replace(vocab_size=m.vocab_size, n_classes=m.n_classes) != m:  # both the data's
                 note = (f"These settings are for the next run. The views keep {ws.focus.words()} ({m.arch}); "
                         "Use settings under the runs list takes a run's settings.")
-        chosen = self.model_panel.chosen_preset()
+        chosen = self.settings.base  # its steps note, while its model and data are the settings'
         if ws.state == TrainingState.IDLE and chosen is not None:
             note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
         self.settingsNoteLabel.setText(note)
@@ -112,15 +111,13 @@ class SettingsColumn(QWidget):
     # ---- setting them -------------------------------------------------------------------------------------
     def apply_preset(self, preset: Preset) -> None:
         """Set the model, corpus and training settings from a Preset (the panels follow)."""
-        self.settings.take(preset.config)
-        self.model_panel.select_preset(preset.key)
+        self.settings.take(preset.config, preset)
 
     def use_run_settings(self, run: Run) -> None:
         """Set the settings from ``run``'s config as from a preset's (N_V stays the tokenizer's), showing the preset
         they are, if they are one's: a new run trains a variant."""
-        self.settings.take(run.config)
         chosen = preset_of(run.config, self.presets)
-        self.model_panel.select_preset(chosen.key if chosen is not None else None)
+        self.settings.take(run.config, chosen)
         imported = " (from its random start: Fine-tune… starts from its weights)" if run.meta.get("hf_class") else ""
         self.message.emit(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")
                           + f": ▶ Train starts a new run with them{imported}.", 8000)
@@ -131,10 +128,10 @@ class SettingsColumn(QWidget):
         would leave the first preset's refused)."""
         key, corpus = state.last_choice()
         chosen = next((p for p in self.presets if key and p.key == key_of(key)), None)  # an older key: its number too
+        if chosen is None and self.presets:
+            chosen = self.presets[0]
         if chosen is not None:
             self.apply_preset(chosen)
-        elif self.presets:
-            self.model_panel.select_preset(self.presets[0].key)
         if corpus and corpus != self.settings.data.corpus and self.settings.allows("data", corpus=corpus):
             self.settings.update("data", corpus=corpus)
 

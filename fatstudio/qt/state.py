@@ -43,7 +43,7 @@ def restore_window(window: QMainWindow) -> None:
 
 
 def remember_choice(preset_key: str | None, corpus: str) -> None:
-    """The preset shown (None: custom settings) and the corpus chosen when the window closed: a file or
+    """The preset the settings were set from (None: none) and the corpus chosen when the window closed: a file or
     folder, or the name of a built-in (one that is not a path here)."""
     s = store()
     s.setValue("last/preset", preset_key or "")

@@ -212,3 +212,30 @@ def test_settings_take_a_presets_or_a_runs_config_but_keep_the_tokenizers_n_v():
     assert s.take(other)
     assert (s.model.L, s.model.vocab_size, s.data.corpus, s.train.lr) == (3, 77, "copy", 1e-2)
     assert len(heard) == 1  # one announcement for the three sections
+
+
+@pytest.mark.parametrize("section, name, value", [
+    ("model", "d_e", 48), ("model", "L", 7),  # a model field
+    ("data", "corpus", "/home/me/my folder"),  # a corpus of one's own in place of the preset's
+    ("data", "tokenizer", "word"), ("data", "val_fraction", 0.25),
+    ("train", "lr", 1e-2), ("train", "steps", 17)])
+def test_the_settings_are_their_presets_until_any_setting_differs_and_again_once_set_back(section, name, value):
+    from fatstudio.core.app.settings import PRESET
+    from fatstudio.core.runs.presets import load_presets
+
+    preset = load_presets()[0]
+    s = Settings()
+    heard: list[Change] = []
+    s.changed.connect(heard.append)
+    s.take(preset.config, preset)
+    assert s.preset is preset and s.base is preset
+    s.update("model", vocab_size=s.model.vocab_size + 5)  # N_V is the tokenizer's: still the preset
+    assert s.preset is preset
+    was = getattr(s.section(section), name)
+    assert s.update(section, **{name: value})
+    assert s.preset is None and s.base is preset  # custom, and from which preset
+    s.update(section, **{name: was})  # set back by hand: the preset's again
+    assert s.preset is preset
+    heard.clear()
+    assert not s.take(preset.config, None)  # the same settings, taken from no preset (a run's)…
+    assert s.preset is None and [c.touches(PRESET) for c in heard] == [True]  # …are announced as such

@@ -84,17 +84,17 @@ def test_object_names_and_defaults(window):
     assert w.corpus_panel.spec == first.config.data.corpus
     assert w.current_config().model.L == first.config.model.L
     assert w.findChild(QPushButton, "trainButton").isEnabled()
-    # every model field has a tooltip; L_enc/L_dec only for edt, d_f only for bert
+    # every model field has a tooltip; L_enc/L_dec apply only to edt, d_f only to bert (greyed out in their place)
     for name, field in w.model_panel.fields.items():
         assert field.toolTip(), name
     f = w.model_panel.form
-    assert not f.layout.isRowVisible(f.fields["L_enc"]) and f.layout.isRowVisible(f.fields["L"])
+    assert not f.fields["L_enc"].isEnabled() and f.fields["L"].isEnabled()
     w.model_panel.archCombo.set_value("edt")
-    assert f.layout.isRowVisible(f.fields["L_enc"]) and not f.layout.isRowVisible(f.fields["L"])
+    assert f.fields["L_enc"].isEnabled() and not f.fields["L"].isEnabled() and not f.labels["L"].isEnabled()
     assert w.corpus_panel.taskCombo.values() == ["seq2seq"]  # TASK_ARCHS
     assert "Algorithm 8" in w.paper_panel.pseudocodeView.toPlainText()  # the Paper tab follows the settings
     w.model_panel.archCombo.set_value("bert")
-    assert f.layout.isRowVisible(f.fields["d_f"])
+    assert f.fields["d_f"].isEnabled() and f.layout.isRowVisible(f.fields["d_f"])
     assert set(w.corpus_panel.taskCombo.values()) == {"masked_lm", "classification"}
 
 

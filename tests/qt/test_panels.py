@@ -79,9 +79,15 @@ def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot, 
     qtbot.addWidget(panel)
     panel.show()
     label, fold, details = panel.presetDescription, panel.presetDetailsButton, panel.presetDetails
-    assert label.wordWrap() and label.text() == preset_html(presets[0])  # the combo starts on the first
-    for p in presets:  # the window picks one…
-        panel.select_preset(p.key)
+    assert label.wordWrap() and panel.presetCombo.currentText() == "(custom)"  # settings from no preset
+    picked = []
+    panel.presetChosen.connect(picked.append)
+    panel.presetCombo.setCurrentIndex(panel.presetCombo.findData(presets[1].key))  # the person picks one…
+    panel.presetCombo.activated.emit(panel.presetCombo.currentIndex())
+    assert picked == [presets[1]]  # …for the settings column to take
+    for p in presets:  # the settings are taken from one
+        workspace.settings.take(p.config, p)
+        assert panel.presetCombo.currentText() == p.name
         assert label.text() == preset_html(p) and label.isVisible()
         assert label.text().count("<li>") == len(p.walkthrough)  # the steps, numbered
         assert fold.isVisible() and not details.isVisible()  # the measurements behind the fold…
@@ -89,11 +95,11 @@ def test_model_panel_describes_the_chosen_preset_with_its_details_folded(qtbot, 
         assert details.isVisible() and "Measured" in details.text()  # …open on a click
         fold.click()
         assert not details.isVisible()
-    panel.presetCombo.setCurrentIndex(panel.presetCombo.findData(presets[1].key))  # …or the person does
-    assert label.text() == preset_html(presets[1])
     panel.fields["d_e"].setValue(panel.settings.model.d_e + 16)  # an edit leaves the preset behind
     assert panel.presetCombo.currentText() == "(custom)" and panel.chosen_preset() is None
-    assert "custom" in label.text().lower() and not fold.isVisible()
+    assert label.text() == preset_html(presets[-1]) and fold.isEnabled()  # what it came from, in its place
+    workspace.settings.take(presets[0].config)  # a run's settings, from no preset
+    assert "custom" in label.text().lower() and not fold.isEnabled() and fold.isVisible()
     bare = ModelPanel(workspace)  # a panel without presets has no description to show
     qtbot.addWidget(bare)
     assert bare.presetDescription.text() == "" and bare.presetDescription.isHidden()

@@ -93,7 +93,7 @@ def test_an_invalid_setting_is_said_once(qtbot, window, tmp_path):
     w.settingsTabs.setCurrentIndex(1)  # the Corpus tab
     message = w.corpus_panel.error
     assert shown_labels(w, message) == [w.validationLabel]
-    assert "cannot be used" in w.corpus_panel.sourceLabel.text()
+    assert "cannot be used" in w.corpus_panel.sourceLabel.full
 
 
 def test_estimate_time_sits_beside_train(window):

@@ -57,7 +57,7 @@ def test_the_window_comes_back_as_it_was_left(qtbot, tmp_path):
     assert state.store().value("window/geometry") == geometry  # the offscreen screen cannot show it back
 
     again = _window(qtbot, tmp_path / "runs")
-    assert again.model_panel.presetCombo.currentData() == edt.key
+    assert again.model_panel.preset_key() == edt.key  # the preset they came from (the corpus is not its: custom)
     assert again.settings.data.corpus == "copy" and again.settings.model.arch == "edt"
     a, b = again.findChild(QSplitter, "trainSplitter").sizes()
     assert a / (a + b) == pytest.approx(sizes[0] / sum(sizes), abs=0.01)  # the same split of another height
@@ -70,7 +70,7 @@ def test_a_preset_remembered_by_its_older_key_comes_back(qtbot, tmp_path):
 
     state.remember_choice("4-edt-reverse", "copy")
     w = _window(qtbot, tmp_path / "runs")
-    assert w.model_panel.presetCombo.currentData() == "edt-reverse" and w.settings.model.arch == "edt"
+    assert w.model_panel.preset_key() == "edt-reverse" and w.settings.model.arch == "edt"
     _close(w)
 
 

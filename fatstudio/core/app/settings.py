@@ -1,5 +1,6 @@
 """The settings a new run starts with (one ``RunConfig``), validated after every change and announced by a psygnal
-signal; the window's forms are bound to them field by field (`qt.binding`)."""
+signal; the window's forms are bound to them field by field (`qt.binding`). They know the preset they were set
+from and whether they still are its."""
 from __future__ import annotations
 
 import copy
@@ -11,9 +12,11 @@ from typing import Any
 from psygnal import Signal
 
 from ..config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from ..runs.presets import Preset
 
 SECTIONS = tuple(f.name for f in dataclasses.fields(RunConfig))  # "model", "data", "train"
 DERIVED = "derived"
+PRESET = "preset"  # a Change of the preset the settings were set from (``Settings.base``), the config unchanged
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,8 @@ class Settings:
     ``model``, ``data``, ``train`` are the current sections (read them, never change them in place);
     ``config`` is a copy of the whole. ``error`` is what is wrong with them in a sentence (None if nothing),
     ``model_error`` what is wrong with the model alone. ``derived`` holds facts worked out from the settings
-    ("precision": what train.precision resolves to on the chosen device).
+    ("precision": what train.precision resolves to on the chosen device). ``base`` is the preset they were last
+    set from (None: none), ``preset`` that preset while they are still all its settings, else None ("(custom)").
     """
 
     changed = Signal(object)  # a Change
@@ -51,6 +55,7 @@ class Settings:
         self.derived: dict[str, Any] = {"precision": "fp32"}
         self.error: str | None = None
         self.model_error: str | None = None
+        self.base: Preset | None = None
         self._validate()
 
     @property
@@ -64,6 +69,12 @@ class Settings:
     @property
     def train(self) -> TrainConfig:
         return self._config.train
+
+    @property
+    def preset(self) -> Preset | None:
+        """The preset these settings are: ``base`` while every setting is still its (N_V and the class count
+        aside: the data's), else None. A setting changed back makes them the preset's again."""
+        return self.base if self.base is not None and self.base.is_of(self._config) else None
 
     def section(self, name: str) -> Any:
         return getattr(self._config, name)
@@ -93,10 +104,15 @@ class Settings:
             return False
         return True
 
-    def take(self, config: RunConfig) -> bool:
+    def take(self, config: RunConfig, preset: Preset | None = None) -> bool:
         """Set every setting from ``config`` (a preset's, a run's) but N_V, which is the tokenizer's: it stays until
-        the corpus panel has trained ``config``'s tokenizer. One validation, one announcement."""
-        return self.replace(config.replace(model=config.model.replace(vocab_size=self.model.vocab_size)))
+        the corpus panel has trained ``config``'s tokenizer; ``preset`` the preset that is (None: none). One
+        validation, one announcement (of the preset alone when no setting changed)."""
+        new_base, self.base = preset is not self.base, preset
+        changed = self.replace(config.replace(model=config.model.replace(vocab_size=self.model.vocab_size)))
+        if new_base and not changed:
+            self.changed.emit(Change({PRESET: frozenset({"base"})}))
+        return changed
 
     def set_section(self, section: str, value: Any) -> bool:
         """Set a whole section (a ModelConfig, DataConfig or TrainConfig)."""

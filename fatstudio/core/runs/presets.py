@@ -43,6 +43,10 @@ class Preset:
         return (f"The {self.name} walkthrough needs about {self.demo_steps:,} steps; with train.steps = {steps:,} "
                 f"what it describes may not happen yet.")
 
+    def is_of(self, config: RunConfig) -> bool:
+        """Whether ``config`` is this preset's settings, every one of them (N_V and the class count aside: the
+        data's)."""
+        return self.has_model_and_data_of(config) and config.train == self.config.train
 
     def has_model_and_data_of(self, config: RunConfig) -> bool:
         """Whether ``config`` has this preset's model (N_V and the class count aside: the data's) and data."""
@@ -52,7 +56,7 @@ class Preset:
 
 def preset_of(config: RunConfig, presets: list[Preset]) -> Preset | None:
     """The preset whose settings ``config`` has (N_V and the class count aside), or None."""
-    return next((p for p in presets if p.has_model_and_data_of(config) and config.train == p.config.train), None)
+    return next((p for p in presets if p.is_of(config)), None)
 
 
 def _paragraph(text: object) -> str:

@@ -1,8 +1,10 @@
 """Model panel: presets (what each teaches, its walkthrough, its measurements behind a fold), the architecture
 and every ModelConfig field as a control in the paper's notation (bound to the window's Settings), with the live
 cost summary (parameters per component, FLOPs per token, memory). The pseudocode lives in the Paper tab;
-`highlight_fields` marks the rows a line of it uses. What is wrong with the model is said once, under the
-settings column (the main window's ``validationLabel``); this panel marks the row of the field it names."""
+`highlight_fields` marks the rows a line of it uses. The preset list shows the settings' preset, "(custom)" once any
+setting differs from it; the description stays that preset's, so that no field moves while the person edits. What
+is wrong with the model is said once, under the settings column (the main window's ``validationLabel``); this panel
+marks the row of the field it names."""
 from __future__ import annotations
 
 import html
@@ -111,7 +113,7 @@ def _form_rows() -> list[tuple[str, str, QWidget]]:
         ("activation", "activation", ValueCombo([(_ACT_LABELS.get(a, a), a) for a in ACTIVATIONS])),
         ("positions", "positions", ValueCombo([(_POS_LABELS.get(p, p), p) for p in POSITIONS])),
         ("position_base", "b", float_spin(0.0, 1e9, 0.0, decimals=0, step=1000.0,
-                                          special="paper (ℓ_max; 10000 for RoPE, Transformer-XL)")),
+                                          special="paper (ℓ_max or 10000)")),
         ("tie_embeddings", "tie", check("W_u = W_eᵀ")),
         ("bias", "biases", check("b_q, b_k, b_v, b_o, b_mlp")),
         ("embed_norm", "embed norm", check("norm(e_t) (BERT's)")),
@@ -146,10 +148,10 @@ def arch_resets(arch: Arch) -> dict:
 class ModelPanel(QWidget):
     """Presets, the architecture and every ModelConfig field, bound to ``settings.model``; the cost of the
     current settings (the workspace's). Signals ``presetChosen(Preset)`` when the user picks a preset (the settings
-    column then applies it)."""
+    column then applies it). The preset list shows ``settings.preset`` ("(custom)": None), the description and
+    Details the preset they were set from (``settings.base``)."""
 
     presetChosen = Signal(object)
-    presetShown = Signal()  # the preset list shows another entry (a preset, or "(custom)")
 
     def __init__(self, workspace: Workspace, presets=(), parent=None):
         super().__init__(parent)
@@ -161,9 +163,9 @@ class ModelPanel(QWidget):
         outer.addWidget(self._build_form())
         outer.addWidget(self._build_costs())
         outer.addStretch(1)
-        self.binding = Binding(self.settings, "model", self.fields, shown=shown, also={"arch": arch_resets},
-                               on_edit=lambda _name: self.select_preset(None))
+        self.binding = Binding(self.settings, "model", self.fields, shown=shown, also={"arch": arch_resets})
         self.settings.changed.connect(self._on_settings)
+        self._show_preset()
         self._show_model()
 
     # -- building --------------------------------------------------------------------------------------------
@@ -176,22 +178,16 @@ class ModelPanel(QWidget):
             self.presetCombo.setItemData(self.presetCombo.count() - 1, p.name, Qt.ItemDataRole.ToolTipRole)
         self.presetCombo.addItem("(custom)", None)
         self.presetCombo.activated.connect(self._preset_activated)
-        self.presetDescription = QLabel(objectName="presetDescription")
-        self.presetDescription.setWordWrap(True)
-        self.presetDescription.setTextFormat(Qt.TextFormat.RichText)
+        self.presetDescription = QLabel(objectName="presetDescription", wordWrap=True, textFormat=Qt.TextFormat.RichText)
         self.presetDescription.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.presetDetailsButton = QToolButton(objectName="presetDetailsButton", text="Details", checkable=True)
         self.presetDetailsButton.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.presetDetailsButton.setAutoRaise(True)
         self.presetDetailsButton.setToolTip("What was measured: times on a CPU, seeds, what else was tried.")
-        self.presetDetails = QLabel(objectName="presetDetails")
-        self.presetDetails.setWordWrap(True)
-        self.presetDetails.setTextFormat(Qt.TextFormat.RichText)
+        self.presetDetails = QLabel(objectName="presetDetails", wordWrap=True, textFormat=Qt.TextFormat.RichText)
         self.presetDetails.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.presetDetails.setStyleSheet("color: #444;")
         self.presetDetailsButton.toggled.connect(self._show_details)
-        self.presetCombo.currentIndexChanged.connect(self._show_description)
-        self.presetCombo.currentIndexChanged.connect(lambda *_: self.presetShown.emit())
 
         self.archCombo = ValueCombo([(_ARCH_SHORT.get(a, a), a) for a in ARCHS])
         self.archCombo.setObjectName("archCombo")
@@ -211,7 +207,6 @@ class ModelPanel(QWidget):
         f.layout.addRow(self.presetDescription)
         f.layout.addRow(self.presetDetailsButton)
         f.layout.addRow(self.presetDetails)
-        self._show_description()
         f.add("arch", "Architecture", self.archCombo, self.archCombo.toolTip())
         f.add("vocab_size", "N<sub>V</sub>", self.vocabLabel,
               "N_V: the vocabulary size; it comes from the tokenizer chosen in the Corpus panel.")
@@ -238,28 +233,28 @@ class ModelPanel(QWidget):
     def set_config(self, cfg: ModelConfig) -> None:
         self.settings.set_section("model", cfg)
 
-    def select_preset(self, key: str | None) -> None:
-        """Show ``key`` as the chosen preset; None (or an unknown key) shows "(custom)"."""
-        i = self.presetCombo.findData(key)
-        self.presetCombo.setCurrentIndex(i if i >= 0 else self.presetCombo.count() - 1)
+    CUSTOM = "Custom settings, from no preset (pick one to start from its settings)."
 
     def chosen_preset(self) -> Preset | None:
-        """The preset the combo shows (None: custom settings)."""
-        key = self.presetCombo.currentData()
-        return next((p for p in self._presets if p.key == key), None)
+        """The preset the settings are (None: custom settings, as the list says)."""
+        return self.settings.preset
 
-    def _show_description(self, *_args) -> None:
-        """What the chosen preset teaches and its walkthrough under the combo, its measurements behind the
-        Details fold; custom settings say so."""
-        chosen = self.chosen_preset()
-        if chosen is not None:
-            self.presetDescription.setText(preset_html(chosen))
-        else:  # a panel without presets has nothing to say
-            self.presetDescription.setText("Custom settings: changed away from the preset (pick one to start "
-                                           "from its settings again)." if self._presets else "")
-        self.presetDescription.setVisible(bool(self.presetDescription.text()))
-        self.presetDetails.setText(_marked_up(chosen.details) if chosen is not None else "")
-        self.presetDetailsButton.setVisible(bool(self.presetDetails.text()))
+    def _show_preset(self) -> None:
+        """The list on the settings' preset, "(custom)" once they differ from it; what the preset they were set from
+        teaches and its walkthrough under it, its measurements behind the Details fold: an edit changes none of
+        them, so that nothing under them moves."""
+        chosen, base = self.settings.preset, self.settings.base
+        i = self.presetCombo.findData(chosen.key) if chosen is not None else -1
+        custom = self.presetCombo.count() - 1
+        self.presetCombo.setCurrentIndex(i if i >= 0 else custom)
+        self.presetCombo.setItemData(custom, f"Changed from the {base.name} preset: pick it to start from its settings "
+                                     "again." if base is not None else self.CUSTOM, Qt.ItemDataRole.ToolTipRole)
+        if self._presets:  # a panel without presets has nothing to say
+            self.presetDescription.setText(preset_html(base) if base is not None else self.CUSTOM)
+        self.presetDescription.setVisible(bool(self._presets))
+        self.presetDetails.setText(_marked_up(base.details) if base is not None else "")
+        self.presetDetailsButton.setVisible(bool(self._presets))
+        self.presetDetailsButton.setEnabled(bool(self.presetDetails.text()))
         self._show_details()
 
     def _show_details(self, *_args) -> None:
@@ -270,13 +265,14 @@ class ModelPanel(QWidget):
 
     def _preset_activated(self, index: int) -> None:
         key = self.presetCombo.itemData(index)
-        for p in self._presets:
-            if p.key == key:
-                self.presetChosen.emit(p)
-                return
+        chosen = next((p for p in self._presets if p.key == key), None)
+        if chosen is not None:
+            self.presetChosen.emit(chosen)
+        self._show_preset()  # "(custom)" picked: the list says what the settings are
 
     def _on_settings(self, change: Change) -> None:
         self.binding.show(change)
+        self._show_preset()
         if change.touches("model"):
             self._show_model()
         elif change.touches("train", "batch_size", "optimizer") or change.touches(DERIVED, "precision"):
@@ -287,11 +283,11 @@ class ModelPanel(QWidget):
         m = shown(self.settings.model)
         self.vocabLabel.setText(f"{m.vocab_size} (from the tokenizer)")
         edt = m.arch == "edt"
-        self.form.set_row_visible("L", not edt)
-        self.form.set_row_visible("L_enc", edt)
-        self.form.set_row_visible("L_dec", edt)
-        self.form.set_row_visible("d_f", m.arch == "bert")
-        self.form.set_row_visible("position_base", m.positions in _BASED_POSITIONS)
+        self.form.set_row_applies("L", not edt)
+        self.form.set_row_applies("L_enc", edt)
+        self.form.set_row_applies("L_dec", edt)
+        self.form.set_row_applies("d_f", m.arch == "bert")
+        self.form.set_row_applies("position_base", m.positions in _BASED_POSITIONS)
         named = _FIELD_NAMED.match(self.settings.model_error or "")
         self.invalid = named.group(1) if named and named.group(1) in self.form.labels else None
         self._style_labels()
@@ -308,8 +304,8 @@ class ModelPanel(QWidget):
         self._style_labels()
 
     def preset_key(self) -> str | None:
-        """The key of the preset the list shows (None: "(custom)")."""
-        return self.presetCombo.currentData()
+        """The key of the preset the settings were set from (None: none), to start from again."""
+        return self.settings.base.key if self.settings.base is not None else None
 
     def first_highlighted_row(self) -> QWidget | None:
         """The label of the first row `highlight_fields` marked, to scroll to; None when none is."""

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QScrollArea,
+    QSizePolicy,
     QSpinBox,
     QTableWidget,
     QTableWidgetItem,
@@ -200,6 +201,35 @@ class Form:
 
     def set_row_visible(self, name: str, visible: bool) -> None:
         self.layout.setRowVisible(self._rows[name], visible)
+
+    def set_row_applies(self, name: str, applies: bool) -> None:
+        """Enable the row of ``name`` where it applies, grey it out where not: it keeps its place, so that no
+        other row moves when an edit makes it apply or not."""
+        self.labels[name].setEnabled(applies)
+        self._rows[name].setEnabled(applies)
+
+
+class ElidedLabel(QLabel):
+    """One line of plain text, elided in the middle to the width it is given (the whole text in its tooltip), so
+    that a long text neither wraps (moving what is under it) nor widens its column."""
+
+    def __init__(self, text: str = "", objectName: str = "", parent: QWidget | None = None):
+        super().__init__(parent, objectName=objectName)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
+        self.full = ""
+        self.setText(text)
+
+    def setText(self, text: str) -> None:
+        self.full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        super().setText(self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideMiddle, max(self.width(), 1)))
 
 
 class KeyedField(QWidget):

@@ -33,7 +33,7 @@ from fatstudio.core.data import preview, splits
 from fatstudio.core.data.preview import CorpusPreview, Piece, SplitView
 from fatstudio.qt.binding import Binding, Change
 from fatstudio.qt.panels.corpus.split_strip import VAL_COLOR, SplitStrip
-from fatstudio.qt.widgets.forms import Form, ValueCombo, float_spin, int_spin
+from fatstudio.qt.widgets.forms import ElidedLabel, Form, ValueCombo, float_spin, int_spin
 
 if TYPE_CHECKING:
     from fatstudio.core.app.workspace import Workspace
@@ -107,9 +107,7 @@ class CorpusPanel(QWidget):
     def _build_source(self) -> QGroupBox:
         src = QGroupBox("Source", objectName="data.corpus")  # the corpus: a file, a folder or a built-in
         sl = QVBoxLayout(src)
-        self.sourceLabel = QLabel("–", objectName="corpusSourceLabel")
-        self.sourceLabel.setWordWrap(True)
-        self.sourceLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.sourceLabel = ElidedLabel("–", "corpusSourceLabel")  # one line: a long path moves nothing under it
         sl.addWidget(self.sourceLabel)
         self.builtinCombo = ValueCombo([(_CHOOSE_BUILTIN, None)])  # the built-ins come with the first corpus
         self.builtinCombo.setObjectName("builtinCombo")
@@ -352,15 +350,18 @@ class CorpusPanel(QWidget):
                 item.setText(name if ok else f"{name} (no {TASK_LABELS.get(task, task).split(' (')[0]} form)")
 
     def _show_source(self) -> None:
+        """The one source the settings name: a file or folder (the Built-in list then says none is chosen), or
+        the built-in the list shows."""
         spec = self.spec
         p = Path(spec)
-        shown = f"{p.name}  <small>({html.escape(str(p.parent))})</small>" if p.is_absolute() or p.exists() else \
-            f"built-in <b>{html.escape(spec)}</b>"
+        path = p.is_absolute() or p.exists()
+        shown = f"{p.name}  ({p.parent})" if path else f"built-in: {spec}"
         if self.error:  # the message is the window's, below the settings
-            shown = f"<span style='color:#b00020'>⚠ {shown}: cannot be used</span>"
+            shown = f"⚠ {shown}: cannot be used"
         self.sourceLabel.setText(shown)
-        if self.builtinCombo.findData(spec) >= 0:
-            self.builtinCombo.set_value(spec)
+        self.sourceLabel.setStyleSheet("color: #b00020; font-weight: bold;" if self.error else "")
+        if path or not self.builtinCombo.set_value(spec):
+            self.builtinCombo.setCurrentIndex(0)
 
     def _show_split(self) -> None:
         """Where the validation split lies, for the corpus read and the split settings."""
@@ -383,10 +384,10 @@ class CorpusPanel(QWidget):
         if self.builtins:
             self._mark_builtins()
         d = self.settings.data
-        self.form.set_row_visible("vocab_size", d.tokenizer != "char")
-        self.form.set_row_visible("p_mask", d.task == "masked_lm")
-        self.form.set_row_visible("modadd_p", d.corpus == "modadd")
-        self.form.set_row_visible("split", splits.applies(d))
+        self.form.set_row_applies("vocab_size", d.tokenizer != "char")
+        self.form.set_row_applies("p_mask", d.task == "masked_lm")
+        self.form.set_row_applies("modadd_p", d.corpus == "modadd")
+        self.form.set_row_applies("split", splits.applies(d))
 
     # -- reactions -------------------------------------------------------------------------------------------
     def open_tokenizer_lab(self) -> None:
