@@ -109,3 +109,18 @@ def test_a_folder_is_the_one_source_shown_and_the_settings_are_custom(qtbot, win
     combo.activated.emit(combo.currentIndex())
     wait_for_jobs(w.workspace)
     assert w.model_panel.presetCombo.currentText() == preset.name and builtin in corpus.sourceLabel.full
+
+
+def test_every_preset_s_description_keeps_the_height_its_text_needs_through_an_edit(qtbot, window, wait_for_jobs):
+    """The form squeezed a long walkthrough to its size hint when a row came (the vocabulary's, after an edit):
+    the text was clipped and every field under it moved up."""
+    w = window
+    wait_for_jobs(w.workspace)
+    d = w.model_panel.presetDescription
+    for preset in w.presets:
+        w.apply_preset(preset)
+        QApplication.processEvents()
+        w.model_panel.fields["tie_embeddings"].toggle()
+        QApplication.processEvents()
+        assert d.height() >= d.heightForWidth(d.width()) > 0, preset.key
+    wait_for_jobs(w.workspace)

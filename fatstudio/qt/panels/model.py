@@ -33,6 +33,7 @@ from fatstudio.qt.widgets.forms import (
     Form,
     SciSpinBox,
     ValueCombo,
+    WrappedLabel,
     check,
     float_spin,
     human_count,
@@ -178,7 +179,7 @@ class ModelPanel(QWidget):
             self.presetCombo.setItemData(self.presetCombo.count() - 1, p.name, Qt.ItemDataRole.ToolTipRole)
         self.presetCombo.addItem("(custom)", None)
         self.presetCombo.activated.connect(self._preset_activated)
-        self.presetDescription = QLabel(objectName="presetDescription", wordWrap=True, textFormat=Qt.TextFormat.RichText)
+        self.presetDescription = WrappedLabel(objectName="presetDescription")
         self.presetDescription.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.presetDetailsButton = QToolButton(objectName="presetDetailsButton", text="Details", checkable=True)
         self.presetDetailsButton.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)

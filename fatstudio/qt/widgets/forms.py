@@ -232,6 +232,28 @@ class ElidedLabel(QLabel):
         super().setText(self.fontMetrics().elidedText(self.full, Qt.TextElideMode.ElideMiddle, max(self.width(), 1)))
 
 
+class WrappedLabel(QLabel):
+    """Word-wrapped rich text that is never given less height than its text needs at its width. A form in a
+    scrolling column otherwise squeezes it to its size hint whenever a row elsewhere comes or goes, and every
+    row under it moves while the person edits."""
+
+    def __init__(self, objectName: str = "", parent: QWidget | None = None):
+        super().__init__(parent, objectName=objectName, wordWrap=True, textFormat=Qt.TextFormat.RichText)
+
+    def setText(self, text: str) -> None:
+        super().setText(text)
+        self._pin()
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._pin()
+
+    def _pin(self) -> None:
+        needed = self.heightForWidth(max(self.width(), 1))
+        if needed > 0 and needed != self.minimumHeight():
+            self.setMinimumHeight(needed)
+
+
 class KeyedField(QWidget):
     """A frameless holder named by a config key (``model.arch``) around an editor that keeps its own fixed
     public name (``archCombo``), so that both names find it: the holder's ``focusProxy()`` and ``editor`` are
