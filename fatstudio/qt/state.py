@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QMainWindow, QSplitter
+from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
 
 from ..core.environment import STATE
 
@@ -32,14 +32,21 @@ def save_window(window: QMainWindow) -> None:
 
 def restore_window(window: QMainWindow) -> None:
     """Put back what `save_window` saved (nothing, the first time)."""
-    s = store()
-    geometry = s.value("window/geometry")
+    geometry = store().value("window/geometry")
     if geometry is not None:
         window.restoreGeometry(geometry)
-    for splitter in window.findChildren(QSplitter):
+    restore_splitters(window)
+
+
+def restore_splitters(root: QWidget) -> list[str]:
+    """Put back the saved state of every named splitter under ``root`` (a part made after the window, such as
+    the Attention tab, restores its own when it is made); returns the names of those restored."""
+    s, restored = store(), []
+    for splitter in root.findChildren(QSplitter):
         saved = s.value(f"splitters/{splitter.objectName()}") if splitter.objectName() else None
-        if saved is not None:
-            splitter.restoreState(saved)
+        if saved is not None and splitter.restoreState(saved):
+            restored.append(splitter.objectName())
+    return restored
 
 
 def remember_choice(preset_key: str | None, corpus: str) -> None:

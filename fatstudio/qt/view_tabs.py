@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
 
+from . import state
+
 if TYPE_CHECKING:
     from ..core.app.workspace import Workspace
     from .panels.attention.panel import AttentionPanel
@@ -62,6 +64,7 @@ class ViewTabs(QTabWidget):
                 if (placeholder := item.widget()) is not None:
                     placeholder.deleteLater()
             lay.addWidget(panel)
+        self.attention_panel.keep_sizes(state.restore_splitters(self.attention_panel))  # as the user left them
         self.panelsMade.emit()
 
 
