@@ -22,12 +22,18 @@ def store() -> QSettings:
 
 
 def save_window(window: QMainWindow) -> None:
-    """The window's geometry and the state of every named splitter in it."""
+    """The window's geometry and the state of every named splitter in it, but those whose panel lays them out
+    until the user moves them (the property ``userSized`` False): theirs is forgotten."""
     s = store()
     s.setValue("window/geometry", window.saveGeometry())
     for splitter in window.findChildren(QSplitter):
-        if splitter.objectName():
-            s.setValue(f"splitters/{splitter.objectName()}", splitter.saveState())
+        key = f"splitters/{splitter.objectName()}"
+        if not splitter.objectName():
+            continue
+        if splitter.property("userSized") is False:
+            s.remove(key)
+        else:
+            s.setValue(key, splitter.saveState())
 
 
 def restore_window(window: QMainWindow) -> None:
@@ -38,15 +44,14 @@ def restore_window(window: QMainWindow) -> None:
     restore_splitters(window)
 
 
-def restore_splitters(root: QWidget) -> list[str]:
+def restore_splitters(root: QWidget) -> None:
     """Put back the saved state of every named splitter under ``root`` (a part made after the window, such as
-    the Attention tab, restores its own when it is made); returns the names of those restored."""
-    s, restored = store(), []
+    the Attention tab, restores its own when it is made), each marked ``userSized``: as the user left it."""
+    s = store()
     for splitter in root.findChildren(QSplitter):
         saved = s.value(f"splitters/{splitter.objectName()}") if splitter.objectName() else None
         if saved is not None and splitter.restoreState(saved):
-            restored.append(splitter.objectName())
-    return restored
+            splitter.setProperty("userSized", True)
 
 
 def remember_choice(preset_key: str | None, corpus: str) -> None:

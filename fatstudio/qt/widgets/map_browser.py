@@ -231,7 +231,6 @@ class MapBrowser(QSplitter):
                     cell.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         # each column as wide as its header and numbers (a narrow pane scrolls rather than cutting them)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        t.horizontalHeader().setStretchLastSection(True)
         rows = t.verticalHeader()  # rows a line of text high (the style's default is taller): more rows shown
         rows.setMinimumSectionSize(1)
         rows.setDefaultSectionSize(t.fontMetrics().lineSpacing() + 6)

@@ -106,6 +106,7 @@ class AttentionPanel(QWidget):
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(object, int)  # a click in the grid or table chose (the MapName, head; MEAN: the mean)
+    shownSized = Signal()  # first shown at its size with maps: the splitters the user left may come back unsqueezed
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
 
     def __init__(self, workspace: Workspace, parent=None):
@@ -121,6 +122,7 @@ class AttentionPanel(QWidget):
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
         self._scores_for: object = None  # the maps whose scores are measured or shown
         self.workspace = workspace
+        self._shown_sized = False  # `shownSized` was emitted
         self._wanted: dict[QWidget, int] = {}  # the heights the parts under the map and the table asked for
         self._build()
         workspace.focus.changed.connect(self._focus_changed)  # the head scores are the focus's model's
@@ -180,9 +182,9 @@ class AttentionPanel(QWidget):
         self.browser.overview.addWidget(self.scoreHistory)
         self.browser.detail.addWidget(self.strips)
         self.browser.detail.addWidget(self.lensView)
-        self.user_sized: set[str] = set()  # the splitters the user moved (or the window restored): kept as they are
-        for splitter in self.splitters():
-            splitter.splitterMoved.connect(partial(self._splitter_moved, splitter))
+        for splitter in self.splitters():  # laid out here until the user moves it (`user_sized`)
+            splitter.setProperty("userSized", False)
+            splitter.splitterMoved.connect(lambda *_, s=splitter: s.setProperty("userSized", True))
         self.browser.installEventFilter(self)
         pl.addWidget(self.browser, 1)
         self.messageLabel = QLabel()
@@ -233,12 +235,10 @@ class AttentionPanel(QWidget):
         over training) and the right one's (``attentionDetail``: the map's tabs, the text, the lens)."""
         return self.browser, self.browser.overview, self.browser.detail
 
-    def keep_sizes(self, names) -> None:
-        """The splitters named were restored from the last session: their sizes are the user's."""
-        self.user_sized |= set(names)
-
-    def _splitter_moved(self, splitter: QSplitter, *_args) -> None:
-        self.user_sized.add(splitter.objectName())
+    @staticmethod
+    def user_sized(splitter: QSplitter) -> bool:
+        """The user moved the splitter (in this session or, restored, the last): its sizes are kept as they are."""
+        return bool(splitter.property("userSized"))
 
     def eventFilter(self, obj, event) -> bool:
         if obj is self.browser and event.type() == QEvent.Type.Resize:
@@ -247,54 +247,63 @@ class AttentionPanel(QWidget):
 
     def _height_wanted(self, part: QWidget, want: int) -> None:
         """A part under the map (the text, the lens) or under the table (the scores over training) asks for its
-        height: it is given, by the map or the table, unless the whole column is laid out anew."""
+        height: it is given, by the map or the table, unless the column is laid out anew."""
         self._wanted[part] = want
         overview, detail = self.browser.overview, self.browser.detail
         splitter = overview if part is self.scoreHistory else detail
-        if splitter.objectName() not in self.user_sized:
-            self.lay_out()
-        else:
+        if not self.user_sized(splitter):
+            self.lay_out(splitter)
+        elif not part.isHidden():  # (a hidden part's height would go to the others, not back to the giver)
             _give_height(splitter, splitter.indexOf(part), 1 if splitter is overview else 0, want)
 
-    def lay_out(self) -> None:
-        """Size the columns and their parts by what each shows, in its own fonts: the left column as wide as the
-        grid's titles and the table's columns need; in it the whole grid (its thumbnails at their least, square
-        up to the column's width), then `TABLE_ROWS` rows of the table, the scores over training as they ask, the
-        rest to the table; in the right one the text and the lens as they ask and the rest to the large map.
-        A splitter the user moved keeps its sizes."""
+    def lay_out(self, only: QSplitter | None = None) -> None:
+        """Size the columns and their parts (``only``: that splitter's) by what each shows, in its own fonts; a
+        splitter the user moved keeps its sizes."""
         b = self.browser
         if b.width() <= 0 or b.height() <= 0:
             return
-        handle = b.handleWidth()
-        if "attentionColumns" not in self.user_sized:
-            left = min(b.overview_width(), int(0.5 * (b.width() - handle)))
-            b.setSizes([left, b.width() - handle - left])
-        height = b.height()
-        if "attentionOverview" not in self.user_sized:
-            ov = b.overview
-            avail = height - 2 * ov.handleWidth()
-            shown = not self.scoreHistory.isHidden()
-            scores_least = self.scoreHistory.minimumSizeHint().height() if shown else 0
-            scores_want = self._wanted_height(self.scoreHistory)
-            least, best = b.grid_heights(ov.width())
-            # in turn, as far as the height goes: the whole grid, five rows of the table, the scores' plot at its
-            # least, `TABLE_ROWS` rows, the plot as it asks, square thumbnails, and what is left to the table
-            grid = max(60, min(least, avail - b.table_height(3) - scores_least))
-            table, scores, rest = 0, 0, avail - grid
-            for part, want in (("table", b.table_height(5)), ("scores", scores_least),
-                               ("table", b.table_height(self.TABLE_ROWS)), ("scores", scores_want),
-                               ("grid", best)):
-                have = {"table": table, "scores": scores, "grid": grid}[part]
-                more = max(0, min(want - have, rest))
-                rest -= more
-                table, scores, grid = (table + more * (part == "table"), scores + more * (part == "scores"),
-                                       grid + more * (part == "grid"))
-            ov.setSizes([grid, table + rest, scores])
-        if "attentionDetail" not in self.user_sized:
-            de = b.detail
-            strips, lens = self._wanted_height(self.strips), self._wanted_height(self.lensView)
-            avail = height - 2 * de.handleWidth()
-            de.setSizes([max(120, avail - strips - lens), strips, lens])
+        if not self._shown_sized and b.isVisible() and self.maps is not None:  # its parts as they will be
+            self._shown_sized = True
+            self.shownSized.emit()  # those the user moved, restored: `user_sized`
+        for splitter, fit in ((b, self._fit_columns), (b.overview, self._fit_overview), (b.detail, self._fit_detail)):
+            if only in (None, splitter) and not self.user_sized(splitter):
+                fit()
+
+    def _fit_columns(self) -> None:
+        """The left column as wide as the grid's titles and the table's columns need, half the width at most."""
+        b, handle = self.browser, self.browser.handleWidth()
+        left = min(b.overview_width(), int(0.5 * (b.width() - handle)))
+        b.setSizes([left, b.width() - handle - left])
+
+    def _fit_overview(self) -> None:
+        """In the left column the whole grid (its thumbnails at their least, square up to the column's width),
+        then `TABLE_ROWS` rows of the table, the scores over training as they ask, the rest to the table."""
+        b, ov = self.browser, self.browser.overview
+        avail = b.height() - 2 * ov.handleWidth()
+        shown = not self.scoreHistory.isHidden()
+        scores_least = self.scoreHistory.minimumSizeHint().height() if shown else 0
+        scores_want = self._wanted_height(self.scoreHistory)
+        least, best = b.grid_heights(ov.width())
+        # in turn, as far as the height goes: the whole grid, five rows of the table, the scores' plot at its
+        # least, `TABLE_ROWS` rows, the plot as it asks, square thumbnails, and what is left to the table
+        grid = max(60, min(least, avail - b.table_height(3) - scores_least))
+        table, scores, rest = 0, 0, avail - grid
+        for part, want in (("table", b.table_height(5)), ("scores", scores_least),
+                           ("table", b.table_height(self.TABLE_ROWS)), ("scores", scores_want),
+                           ("grid", best)):
+            have = {"table": table, "scores": scores, "grid": grid}[part]
+            more = max(0, min(want - have, rest))
+            rest -= more
+            table, scores, grid = (table + more * (part == "table"), scores + more * (part == "scores"),
+                                   grid + more * (part == "grid"))
+        ov.setSizes([grid, table + rest, scores])
+
+    def _fit_detail(self) -> None:
+        """In the right one the text and the lens as they ask, the rest to the large map."""
+        de = self.browser.detail
+        strips, lens = self._wanted_height(self.strips), self._wanted_height(self.lensView)
+        avail = self.browser.height() - 2 * de.handleWidth()
+        de.setSizes([max(120, avail - strips - lens), strips, lens])
 
     def _wanted_height(self, part: QWidget) -> int:
         """The height a part asked for (its size hint before it asked), within its least and most; 0 hidden."""

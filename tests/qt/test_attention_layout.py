@@ -1,0 +1,115 @@
+"""The Attention tab's layout at the window's first size (and a 1366×768 screen's): a 4-layer, 4-head model trained
+from a preset shows its whole grid, at least 8 rows of the table with every column whole, a large map whose rows
+are a line of text high, and the probe button unclipped; the splitters the user moves come back in the next
+session. Every length is measured from the fonts the machine has."""
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QApplication
+
+LONG = 60_000
+
+
+@pytest.fixture(scope="module")
+def run_4x4(tmp_path_factory):
+    """The first preset as a 4-layer, 4-head model with l_max = 16, trained 20 steps: probes at steps 10 and 20."""
+    from fatstudio.core import training
+    from fatstudio.core.runs.presets import load_presets
+
+    cfg = load_presets()[0].config.with_overrides([
+        "model.L=4", "model.H=4", "model.d_e=32", "model.d_mlp=64", "model.l_max=16", "data.corpus=copy",
+        "train.steps=20", "train.eval_interval=10", "train.eval_iters=1", "train.batch_size=4",
+        "train.sample_tokens=0"])
+    run_dir = Path(tmp_path_factory.mktemp("layout")) / "run"
+    events = list(training.train(cfg, run_dir=run_dir))
+    assert events[-1].status == "finished"
+    return run_dir
+
+
+def _show_probes(qtbot, w, run_dir, size):
+    from fatstudio.core.inspect.probes import list_probes
+
+    w.resize(*size)
+    qtbot.waitUntil(lambda: (w.width(), w.height()) == size, timeout=5000)
+    panel = w.attention_panel
+    w.viewTabs.setCurrentWidget(w._attention_host)
+    panel.set_probes(list_probes(run_dir))
+    qtbot.waitExposed(panel)
+    qtbot.waitUntil(lambda: panel.maps is not None and panel.probe_step == 20, timeout=LONG)
+    qtbot.wait(300)  # laid out again once the strips, the lens and the scores have asked for their heights
+    QApplication.processEvents()
+    return panel
+
+
+@pytest.mark.parametrize("size", [(1440, 920), (1350, 720)], ids=["first-size", "1366x768-screen"])
+def test_a_4x4_model_shows_its_whole_grid_8_table_rows_a_readable_map_and_the_probe_button(qtbot, window, run_4x4,
+                                                                                           size):
+    """(1350, 720): the window's first size on a 1366×768 screen (`first_size`)."""
+    panel = _show_probes(qtbot, window, run_4x4, size)
+    grid, scroll = panel.headGrid, panel.browser.gridScroll
+    assert grid.grid_shape() == (4, 5)  # 4 layers × (4 heads + their mean)
+    viewport = scroll.viewport()
+    assert grid.width() <= viewport.width() and grid.height() <= viewport.height()  # the whole grid, not scrolled
+    assert not scroll.verticalScrollBar().isVisible() and not scroll.horizontalScrollBar().isVisible()
+
+    table = panel.entropyTable
+    assert table.rowCount() == 20
+    assert table.viewport().height() >= 8 * table.rowHeight(0)  # 8 rows at least
+    assert table.rowHeight(0) >= table.fontMetrics().height()
+    assert not table.horizontalScrollBar().isVisible()  # every column whole
+    header = table.horizontalHeader()
+    assert sum(header.sectionSize(c) for c in range(header.count())) <= table.viewport().width()
+
+    view = panel.attentionView
+    view.grab()  # painted: its axes fitted
+    T = len(view.query_axis.labels)
+    assert T == 16 and view.query_axis.drawn == view.query_axis.labels  # every query labelled
+    if size == (1440, 920):  # each row a line of the labels' text high
+        line = QFontMetricsF(view.query_axis._base_font).lineSpacing()
+        assert view.plot.vb.height() / T >= line, (view.plot.vb.height(), T, line)
+    else:  # shorter: the labels smaller, still readable
+        assert view.query_axis.font_px >= 8
+
+    button = panel.sourceSwitch.probeButton
+    assert button.text() == "Training probe, step 20" and button.isVisible()
+    hint = button.sizeHint()
+    assert button.width() >= hint.width() and button.height() >= hint.height()
+    assert button.width() >= button.fontMetrics().horizontalAdvance(button.text())
+
+
+def test_the_splitters_the_user_moved_come_back_and_the_others_are_laid_out_anew(qtbot, tmp_path, run_4x4):
+    from fatstudio.app import MainWindow
+    from fatstudio.qt import state
+
+    def open_window():
+        w = MainWindow(runs_root=str(tmp_path / "runs"))
+        w.confirm_close = lambda: True
+        qtbot.addWidget(w)
+        w.show()
+        return w
+
+    w = open_window()
+    panel = _show_probes(qtbot, w, run_4x4, (1440, 920))
+    columns, overview, detail = panel.splitters()
+    left = columns.sizes()[0]
+    columns.moveSplitter(left + 40, 1)  # as a drag of the handle does
+    overview.moveSplitter(overview.sizes()[0] - 40, 1)
+    moved = columns.sizes(), overview.sizes()
+    assert moved[0][0] == left + 40
+    assert panel.user_sized(columns) and panel.user_sized(overview) and not panel.user_sized(detail)
+    w.close()
+    w.workspace.jobs.wait(LONG / 1000)
+    saved = state.store().allKeys()
+    assert "splitters/attentionColumns" in saved and "splitters/attentionDetail" not in saved  # laid out: not kept
+
+    again = open_window()
+    panel = _show_probes(qtbot, again, run_4x4, (1440, 920))
+    columns, overview, detail = panel.splitters()
+    assert columns.sizes() == moved[0]  # as the user left them
+    assert panel.user_sized(columns) and panel.user_sized(overview) and not panel.user_sized(detail)
+    # the overview's grid part: restored while the scores' box is unfolded (its least height squeezes the others),
+    # which then folds and gives its height to the table: near the user's, not exact
+    assert overview.sizes()[0] == pytest.approx(moved[1][0], abs=0.12 * moved[1][0])
+    again.close()
+    again.workspace.jobs.wait(LONG / 1000)
