@@ -6,20 +6,20 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtGui import QFontMetricsF
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 LONG = 60_000
 
 
 @pytest.fixture(scope="module")
 def run_4x4(tmp_path_factory):
-    """The first preset as a 4-layer, 4-head model with l_max = 16, trained 20 steps: probes at steps 10 and 20."""
+    """The first preset as a 4-layer, 4-head model with l_max = 16, trained 30 steps: probes at steps 10, 20 and 30."""
     from fatstudio.core import training
     from fatstudio.core.runs.presets import load_presets
 
     cfg = load_presets()[0].config.with_overrides([
         "model.L=4", "model.H=4", "model.d_e=32", "model.d_mlp=64", "model.l_max=16", "data.corpus=copy",
-        "train.steps=20", "train.eval_interval=10", "train.eval_iters=1", "train.batch_size=4",
+        "train.steps=30", "train.eval_interval=10", "train.eval_iters=1", "train.batch_size=4",
         "train.sample_tokens=0"])
     run_dir = Path(tmp_path_factory.mktemp("layout")) / "run"
     events = list(training.train(cfg, run_dir=run_dir))
@@ -34,9 +34,10 @@ def _show_probes(qtbot, w, run_dir, size):
     qtbot.waitUntil(lambda: (w.width(), w.height()) == size, timeout=5000)
     panel = w.attention_panel
     w.viewTabs.setCurrentWidget(w._attention_host)
-    panel.set_probes(list_probes(run_dir))
+    for step, path in list_probes(run_dir).items():  # as a training run adds them
+        panel.add_probe(step, path)
     qtbot.waitExposed(panel)
-    qtbot.waitUntil(lambda: panel.maps is not None and panel.probe_step == 20, timeout=LONG)
+    qtbot.waitUntil(lambda: panel.maps is not None and panel.probe_step == 30, timeout=LONG)
     qtbot.wait(300)  # laid out again once the strips, the lens and the scores have asked for their heights
     QApplication.processEvents()
     return panel
@@ -71,8 +72,12 @@ def test_a_4x4_model_shows_its_whole_grid_8_table_rows_a_readable_map_and_the_pr
     else:  # shorter: the labels smaller, still readable
         assert view.query_axis.font_px >= 8
 
+    for label in panel.findChildren(QLabel):  # every caption and note whole
+        if label.isVisible() and label.wordWrap() and label.text():
+            assert label.height() >= label.heightForWidth(label.width()), (label.objectName(), label.text())
+
     button = panel.sourceSwitch.probeButton
-    assert button.text() == "Training probe, step 20" and button.isVisible()
+    assert button.text() == "Training probe, step 30" and button.isVisible()
     hint = button.sizeHint()
     assert button.width() >= hint.width() and button.height() >= hint.height()
     assert button.width() >= button.fontMetrics().horizontalAdvance(button.text())

@@ -170,6 +170,8 @@ class HeadScoreHistory(QWidget):
             f"Head scores over training: flat so far, no head's score moved by {self.FLAT} or more over {steps} "
             f"evaluation{'s' if steps != 1 else ''}." if steps else "")
         if fold == self.score_plot_folded():
+            if fold:
+                self._fit_note()  # another number of evaluations: maybe another line
             return
         for part in (self.headScoresTitle, self.headScoreCombo, self.headScoresLegend, self.headScoresPlot):
             part.setVisible(not fold)
@@ -197,11 +199,16 @@ class HeadScoreHistory(QWidget):
         legend = self.headScoresLegend.heightForWidth(max(120, self.width())) if self.headScoresLegend.text() else 0
         return QSize(width, min(self.SCORE_PLOT_MAX, bar + legend + 2 * self._box.spacing() + plot))
 
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if not self.headScoresPlot.isVisibleTo(self) and self.maximumHeight() != self._folded_height():  # the note's lines
+    def _fit_note(self) -> None:
+        """Folded: as high as the note's lines at this width, asked for where that changed."""
+        if self.maximumHeight() != self._folded_height():
             self.setMaximumHeight(self._folded_height())
             self.heightWanted.emit(self.maximumHeight())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if not self.headScoresPlot.isVisibleTo(self):
+            self._fit_note()
 
     def score_kind(self) -> AttentionKind | None:
         """The kind of attention whose heads the plot draws: the one shown if it gets scores, else the

@@ -82,8 +82,8 @@ class LensView(QWidget):
         self.captionLabel = QLabel(objectName="lensCaption")
         self.captionLabel.setWordWrap(True)
         bar.addWidget(self.captionLabel, 1)
-        self.exportPngButton = QPushButton("Export PNG…", objectName="lensExportPngButton")
-        self.exportCsvButton = QPushButton("Export CSV…", objectName="lensExportCsvButton")
+        self.exportPngButton = QPushButton("PNG…", objectName="lensExportPngButton")  # short: the caption keeps the width
+        self.exportCsvButton = QPushButton("CSV…", objectName="lensExportCsvButton")
         self.exportPngButton.setToolTip("Save the lens and the attribution as shown, as a PNG picture.")
         self.exportCsvButton.setToolTip("Save the lens (one row per layer: each position's top token and its "
                                         "probability) and the chosen position's parts as CSV.")

@@ -428,8 +428,7 @@ class AttentionPanel(QWidget):
             return ""
         n = len(self.maps.tokens)
         if self.showing_probe:
-            return (f"<b>Training probe, step {self.probe_step:,}</b>: the run's probe input ({n} tokens) as the "
-                    "model read it at that evaluation.")
+            return f"<b>Training probe, step {self.probe_step:,}</b>: the run's probe input ({n} tokens) at that evaluation."
         what = getattr(self.maps, "caption", "") or (
             f"the source ({len(self.maps.context_tokens)} tokens) → {n} tokens" if self.maps.context_tokens
             else f"{n} tokens")
