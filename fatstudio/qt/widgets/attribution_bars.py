@@ -4,6 +4,8 @@ it, labelled as the app counts (layers and heads from 1); a tooltip names the pa
 parts it shows a line of words instead (why there is none)."""
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
@@ -92,9 +94,11 @@ class AttributionBars(QWidget):
         self.update()
 
     def _plot_rect(self) -> QRectF:
-        axis = QFontMetricsF(self.small_font()).horizontalAdvance("+0.25") + 8  # the axis's numbers left of it
-        return QRectF(self.PAD + axis, self.title_height, self.width() - 2 * self.PAD - axis,
-                      self.height() - self.title_height - self.label_height - 4)
+        fm = QFontMetricsF(self.small_font())
+        axis = fm.horizontalAdvance("+0.25") + 8  # the axis's numbers left of it
+        half = fm.lineSpacing() / 2  # the top number, centred on the chart's top, clear of the title
+        return QRectF(self.PAD + axis, self.title_height + half, self.width() - 2 * self.PAD - axis,
+                      self.height() - self.title_height - half - self.label_height - 4)
 
     def top(self) -> float:
         """The largest |part|: the chart's half height."""
@@ -152,10 +156,13 @@ class AttributionBars(QWidget):
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
         w = area.width() / len(self.values)
         labels = [part_label(n) for n in self.names]
-        upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar
+        upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar …
+        step = 1 if upright else math.ceil(fm.height() / w)  # … or per `step` bars where a bar is thinner than a line
         p.setPen(fg)
         for i, v in enumerate(self.values):
             p.fillRect(self.bar_rect(i, top), UP if v >= 0 else DOWN)
+            if i % step:  # (hover a bar for its part)
+                continue
             if upright:
                 p.drawText(QRectF(area.left() + i * w, area.bottom() + 2, w, self.label_height),
                            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, labels[i])
