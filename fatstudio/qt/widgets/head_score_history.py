@@ -167,8 +167,8 @@ class HeadScoreHistory(QWidget):
         self.headScoresToggle.setText("Hide plot" if self.headScoresToggle.isChecked() else "Show plot")
         self.headScoresNote.setVisible(fold)  # in place of the title, the combo, the legend and the plot
         self.headScoresNote.setText(
-            f"Head scores over training: flat so far, no head's score moved by {self.FLAT} or more over {steps} "
-            f"evaluation{'s' if steps != 1 else ''}." if steps else "")
+            f"Head scores over training: flat, none moved by {self.FLAT} in {steps} evaluation"
+            f"{'s' if steps != 1 else ''}." if steps else "")
         if fold == self.score_plot_folded():
             if fold:
                 self._fit_note()  # another number of evaluations: maybe another line

@@ -340,7 +340,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     headClicked = Signal(int, int)
     headMenuRequested = Signal(int, int, QPoint)  # a right click on thumbnail (row, column), at this screen point
     THUMB_CELLS = 64
-    MIN_CELL = 36  # px: a thumbnail's side at least
+    MIN_CELL = 32  # px: a thumbnail's side at least (its pattern still shows; click it for the map)
     SPACING, MARGIN = 2, 2  # px: between the layout's cells, around them
 
     def __init__(self, parent=None):

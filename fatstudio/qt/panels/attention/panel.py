@@ -57,9 +57,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -319,12 +321,16 @@ class AttentionPanel(QWidget):
         ws, tabs = self.workspace, self.browser.viewTabs
         self.ablationView, self.patchingView = AblationView(ws), PatchingView(ws)
         self.headAblationView = HeadAblationView(ws)
+        pages = {}
         for view, title in ((self.ablationView, "Knock-out table"), (self.patchingView, "Patching"),
                             (self.headAblationView, "Head knocked out")):
-            tabs.addTab(view, title)
+            # each scrolls where the map's part is short: the tabs' least height is not the tallest experiment's
+            pages[view] = page = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+            page.setWidget(view)
+            tabs.addTab(page, title)
         self.ablationTable = self.ablationView.table
         self.ablationView.weightsChosen.connect(self.headAblationView.set_weights)
-        self.headAblationView.showRequested.connect(lambda: tabs.setCurrentWidget(self.headAblationView))
+        self.headAblationView.showRequested.connect(lambda: tabs.setCurrentWidget(pages[self.headAblationView]))
         self.browser.cellMenuRequested.connect(self._show_head_menu)
 
     # ---- data ---------------------------------------------------------------------------------------------
