@@ -2,6 +2,7 @@
 from a preset shows its whole grid, at least 8 rows of the table with every column whole, a large map whose rows
 are a line of text high, and the probe button unclipped; the splitters the user moves come back in the next
 session. Every length is measured from the fonts the machine has."""
+import math
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,37 @@ def test_the_splitters_the_user_moved_come_back_and_the_others_are_laid_out_anew
     assert overview.sizes()[0] == pytest.approx(moved[1][0], abs=0.12 * moved[1][0])
     again.close()
     again.workspace.jobs.wait(LONG / 1000)
+
+
+@pytest.fixture
+def panel_alone(qtbot, workspace):
+    from fatstudio.qt.panels.attention.panel import AttentionPanel
+
+    p = AttentionPanel(workspace)
+    qtbot.addWidget(p)
+    return p
+
+
+def test_a_tall_experiment_tab_does_not_set_the_maps_least_height(qtbot, panel_alone):
+    """The experiments scroll in their tabs: the tabs beside the map are no taller at least than the map's own
+    tab needs, whatever the Patching view's controls need."""
+    tabs = panel_alone.browser.viewTabs
+    pages = [tabs.widget(i) for i in range(tabs.count())]
+    assert panel_alone.patchingView.minimumSizeHint().height() > tabs.minimumSizeHint().height()
+    assert tabs.minimumSizeHint().height() <= pages[0].minimumSizeHint().height() + tabs.tabBar().sizeHint().height() + 8
+
+
+def test_the_attribution_charts_upward_labels_do_not_overlap(qtbot):
+    """Bars thinner than a line of the labels' font: every n-th bar is labelled, n bars at least a line wide."""
+    from fatstudio.qt.widgets.attribution_bars import AttributionBars, part_label
+
+    bars = AttributionBars()
+    qtbot.addWidget(bars)
+    names = ["biases", "embedding", *(f"self/{ell}/{h}" for ell in range(4) for h in range(4)), *(f"mlp/{ell}" for ell in range(4))]
+    bars.set_parts("title", names, [0.1 * (i % 3 - 1) for i in range(len(names))])
+    bars.resize(220, 200)
+    bars.grab()
+    w = bars._plot_rect().width() / len(names)
+    line = QFontMetricsF(bars.small_font()).height()
+    assert w < line  # thinner than a line: written upwards, not one per bar
+    assert bars.drawn == [part_label(n) for n in names][::math.ceil(line / w)]

@@ -49,6 +49,7 @@ class AttributionBars(QWidget):
         self.names: list[str] = []
         self.values: list[float] = []
         self.message = ""
+        self.drawn: list[str] = []  # the bars' labels of the last paint
         self.setMinimumWidth(200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.setMouseTracking(True)
@@ -159,10 +160,12 @@ class AttributionBars(QWidget):
         upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar …
         step = 1 if upright else math.ceil(fm.height() / w)  # … or per `step` bars where a bar is thinner than a line
         p.setPen(fg)
+        self.drawn = []
         for i, v in enumerate(self.values):
             p.fillRect(self.bar_rect(i, top), UP if v >= 0 else DOWN)
             if i % step:  # (hover a bar for its part)
                 continue
+            self.drawn.append(labels[i])
             if upright:
                 p.drawText(QRectF(area.left() + i * w, area.bottom() + 2, w, self.label_height),
                            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, labels[i])
