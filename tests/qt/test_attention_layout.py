@@ -144,7 +144,8 @@ def test_the_attribution_charts_upward_labels_do_not_overlap(qtbot):
 
     bars = AttributionBars()
     qtbot.addWidget(bars)
-    names = ["biases", "embedding", *(f"self/{ell}/{h}" for ell in range(4) for h in range(4)), *(f"mlp/{ell}" for ell in range(4))]
+    heads = [f"self/{ell}/{h}" for ell in range(4) for h in range(4)]
+    names = ["biases", "embedding", *heads, *(f"mlp/{ell}" for ell in range(4))]
     bars.set_parts("title", names, [0.1 * (i % 3 - 1) for i in range(len(names))])
     bars.resize(220, 200)
     bars.grab()
