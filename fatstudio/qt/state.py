@@ -22,13 +22,13 @@ def store() -> QSettings:
 
 
 def save_window(window: QMainWindow) -> None:
-    """The window's geometry and the state of every named splitter in it, but those whose panel lays them out
-    until the user moves them (the property ``userSized`` False): theirs is forgotten."""
+    """The window's geometry and the state of every named splitter in it laid out in this session, but those
+    whose panel lays them out until the user moves them (the property ``userSized`` False): theirs is forgotten."""
     s = store()
     s.setValue("window/geometry", window.saveGeometry())
     for splitter in window.findChildren(QSplitter):
         key = f"splitters/{splitter.objectName()}"
-        if not splitter.objectName():
+        if not splitter.objectName() or not sum(splitter.sizes()):  # never laid out this session: kept as saved
             continue
         if splitter.property("userSized") is False:
             s.remove(key)

@@ -108,6 +108,12 @@ def test_the_splitters_the_user_moved_come_back_and_the_others_are_laid_out_anew
     saved = state.store().allKeys()
     assert "splitters/attentionColumns" in saved and "splitters/attentionDetail" not in saved  # laid out: not kept
 
+    unshown = open_window()  # a session that does not show the maps: what was saved stays
+    assert unshown.attention_panel is not None
+    unshown.close()
+    unshown.workspace.jobs.wait(LONG / 1000)
+    assert state.store().allKeys() == saved
+
     again = open_window()
     panel = _show_probes(qtbot, again, run_4x4, (1440, 920))
     columns, overview, detail = panel.splitters()
