@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import QSettings
-from PySide6.QtWidgets import QMainWindow, QSplitter
+from PySide6.QtWidgets import QMainWindow, QSplitter, QWidget
 
 from ..core.environment import STATE
 
@@ -22,24 +22,36 @@ def store() -> QSettings:
 
 
 def save_window(window: QMainWindow) -> None:
-    """The window's geometry and the state of every named splitter in it."""
+    """The window's geometry and the state of every named splitter in it laid out in this session, but those
+    whose panel lays them out until the user moves them (the property ``userSized`` False): theirs is forgotten."""
     s = store()
     s.setValue("window/geometry", window.saveGeometry())
     for splitter in window.findChildren(QSplitter):
-        if splitter.objectName():
-            s.setValue(f"splitters/{splitter.objectName()}", splitter.saveState())
+        key = f"splitters/{splitter.objectName()}"
+        if not splitter.objectName() or not sum(splitter.sizes()):  # never laid out this session: kept as saved
+            continue
+        if splitter.property("userSized") is False:
+            s.remove(key)
+        else:
+            s.setValue(key, splitter.saveState())
 
 
 def restore_window(window: QMainWindow) -> None:
     """Put back what `save_window` saved (nothing, the first time)."""
-    s = store()
-    geometry = s.value("window/geometry")
+    geometry = store().value("window/geometry")
     if geometry is not None:
         window.restoreGeometry(geometry)
-    for splitter in window.findChildren(QSplitter):
+    restore_splitters(window)
+
+
+def restore_splitters(root: QWidget) -> None:
+    """Put back the saved state of every named splitter under ``root`` (a part made after the window, such as
+    the Attention tab, restores its own when it is made), each marked ``userSized``: as the user left it."""
+    s = store()
+    for splitter in root.findChildren(QSplitter):
         saved = s.value(f"splitters/{splitter.objectName()}") if splitter.objectName() else None
-        if saved is not None:
-            splitter.restoreState(saved)
+        if saved is not None and splitter.restoreState(saved):
+            splitter.setProperty("userSized", True)
 
 
 def remember_choice(preset_key: str | None, corpus: str) -> None:

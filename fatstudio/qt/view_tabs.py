@@ -3,10 +3,13 @@ and Attention panels are made once their modules are imported (in a job: the pro
 first shown; until then their tabs say "Loading…"."""
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QTabWidget, QVBoxLayout, QWidget
+
+from . import state
 
 if TYPE_CHECKING:
     from ..core.app.workspace import Workspace
@@ -62,6 +65,9 @@ class ViewTabs(QTabWidget):
                 if (placeholder := item.widget()) is not None:
                     placeholder.deleteLater()
             lay.addWidget(panel)
+        # made after the window, shown later: its splitters as the user left them, at their size (restored while
+        # unshown, the parts' least sizes would squeeze them)
+        self.attention_panel.shownSized.connect(partial(state.restore_splitters, self.attention_panel))
         self.panelsMade.emit()
 
 

@@ -55,7 +55,7 @@ def test_the_lens_fills_from_the_probe_files_and_the_slider_scrubs_it(qtbot, pan
     assert view is panel.lensView and view.isVisible() and view.body.isVisible()
     saved = load_probe_lens(paths[30])
     assert view.lens is not None and view.lens.top_tokens == saved.top_tokens and "step 30" in view.captionLabel.text()
-    assert view.grid.height() >= view.grid.HEADER_H + 3 * view.grid.ROW_H  # L + 1 = 3 rows
+    assert view.grid.height() >= view.grid.header_height + 3 * view.grid.row_height  # L + 1 = 3 rows
     panel.probeSlider.setValue(0)  # back to the first evaluation
     first = load_probe_lens(paths[10])
     np.testing.assert_array_equal(view.lens.top_probs, first.top_probs)

@@ -144,7 +144,7 @@ def test_right_clicking_a_head_ablates_it_and_shows_the_change_in_the_text_s_pro
     assert [a.text() for a in actions][0] == "Ablate this head (zero)" and "mean" in actions[1].text()
     actions[0].trigger()
     view = panel.headAblationView
-    assert panel.browser.viewTabs.currentWidget() is view
+    assert panel.browser.viewTabs.currentWidget().widget() is view  # its tab (a scroll area) shown
     qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
     expected = text_ablation(panel.loaded, ComponentName.parse("self/1/0"), "the lazy fox")
     assert view.result.after == pytest.approx(expected.after) and view.result.before == pytest.approx(expected.before)

@@ -4,6 +4,8 @@ it, labelled as the app counts (layers and heads from 1); a tooltip names the pa
 parts it shows a line of words instead (why there is none)."""
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import QEvent, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
@@ -36,9 +38,10 @@ def part_words(name: str) -> str:
 
 
 class AttributionBars(QWidget):
-    """`set_parts(title, names, values)` or `set_message(text)`."""
+    """`set_parts(title, names, values)` or `set_message(text)`. Its title (two lines) and the bars' labels
+    (written upwards when they do not fit under a bar) take the room their fonts need."""
 
-    TITLE_H, LABEL_H, PAD = 40, 30, 8
+    PAD = 8
 
     def __init__(self, parent=None):
         super().__init__(parent, objectName="attributionBars")
@@ -46,12 +49,42 @@ class AttributionBars(QWidget):
         self.names: list[str] = []
         self.values: list[float] = []
         self.message = ""
-        self.setMinimumSize(260, 120)
+        self.drawn: list[str] = []  # the bars' labels of the last paint
+        self.setMinimumWidth(200)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.setMouseTracking(True)
 
+    def small_font(self) -> QFont:
+        """The font of the axis's numbers and the bars' labels."""
+        small = QFont(self.font())
+        small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
+        return small
+
+    TITLE_LINES = (2, 4)  # the title's lines: room for two at least, at most four
+
+    @property
+    def title_height(self) -> int:
+        """The title's lines at this width (two at least, four at most)."""
+        fm = QFontMetricsF(self.font())
+        least, most = (n * fm.lineSpacing() for n in self.TITLE_LINES)
+        wrapped = fm.boundingRect(QRectF(0, 0, max(1, self.width() - 2 * self.PAD), 10_000),
+                                  int(Qt.TextFlag.TextWordWrap), self.title).height() if self.title else 0.0
+        return int(min(max(wrapped, least), most)) + 6
+
+    @property
+    def label_height(self) -> int:
+        """The bars' labels written upwards: as long as the longest ("MLP 12"; the names shown, when longer)."""
+        fm = QFontMetricsF(self.small_font())
+        return int(max(fm.horizontalAdvance(t) for t in ("MLP 12", *map(part_label, self.names)))) + 4
+
+    BARS_H = 50  # px: the bars' own height at least (a half up, a half down)
+
+    def minimumSizeHint(self) -> QSize:
+        """The title's lines at this width, the bars and their labels."""
+        return QSize(200, self.title_height + self.label_height + self.BARS_H + 4)
+
     def sizeHint(self) -> QSize:
-        return QSize(420, 170)
+        return QSize(420, self.title_height + self.label_height + 100)
 
     def set_parts(self, title: str, names: list[str], values: list[float]) -> None:
         self.title, self.names, self.values, self.message = title, list(names), [float(v) for v in values], ""
@@ -62,8 +95,11 @@ class AttributionBars(QWidget):
         self.update()
 
     def _plot_rect(self) -> QRectF:
-        return QRectF(self.PAD + 34, self.TITLE_H, self.width() - 2 * self.PAD - 34,
-                      self.height() - self.TITLE_H - self.LABEL_H - 4)
+        fm = QFontMetricsF(self.small_font())
+        axis = fm.horizontalAdvance("+0.25") + 8  # the axis's numbers left of it
+        half = fm.lineSpacing() / 2  # the top number, centred on the chart's top, clear of the title
+        return QRectF(self.PAD + axis, self.title_height + half, self.width() - 2 * self.PAD - axis,
+                      self.height() - self.title_height - half - self.label_height - 4)
 
     def top(self) -> float:
         """The largest |part|: the chart's half height."""
@@ -103,7 +139,7 @@ class AttributionBars(QWidget):
                        self.message)
             p.end()
             return
-        p.drawText(QRectF(self.PAD, 2, self.width() - 2 * self.PAD, self.TITLE_H - 2),
+        p.drawText(QRectF(self.PAD, 2, self.width() - 2 * self.PAD, self.title_height - 2),
                    int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter) | Qt.TextFlag.TextWordWrap,
                    self.title)
         if not self.values:
@@ -112,27 +148,32 @@ class AttributionBars(QWidget):
         area = self._plot_rect()
         top = self.top()
         zero = area.top() + area.height() / 2
-        small = QFont(self.font())
-        small.setPointSizeF(max(6.0, small.pointSizeF() * 0.8))
+        small = self.small_font()
         p.setFont(small)
         fm = QFontMetricsF(small)
+        line = fm.lineSpacing()
         for y, text in ((area.top(), f"{top:+.2g}"), (zero, "0"), (area.bottom(), f"{-top:+.2g}")):
-            p.drawText(QRectF(0, y - 8, area.left() - 4, 16), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter,
-                       text)
+            p.drawText(QRectF(0, y - line / 2, area.left() - 4, line),
+                       Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, text)
         w = area.width() / len(self.values)
         labels = [part_label(n) for n in self.names]
-        upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar
+        upright = max(fm.horizontalAdvance(t) for t in labels) + 2 <= w  # else written upwards, one per bar …
+        step = 1 if upright else math.ceil(fm.height() / w)  # … or per `step` bars where a bar is thinner than a line
         p.setPen(fg)
+        self.drawn = []
         for i, v in enumerate(self.values):
             p.fillRect(self.bar_rect(i, top), UP if v >= 0 else DOWN)
+            if i % step:  # (hover a bar for its part)
+                continue
+            self.drawn.append(labels[i])
             if upright:
-                p.drawText(QRectF(area.left() + i * w, area.bottom() + 2, w, self.LABEL_H),
+                p.drawText(QRectF(area.left() + i * w, area.bottom() + 2, w, self.label_height),
                            Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, labels[i])
                 continue
             p.save()
             p.translate(area.left() + (i + 0.5) * w, area.bottom() + 2)
             p.rotate(-90)
-            p.drawText(QRectF(-self.LABEL_H, -w / 2, self.LABEL_H, w), Qt.AlignmentFlag.AlignRight
+            p.drawText(QRectF(-self.label_height, -w / 2, self.label_height, w), Qt.AlignmentFlag.AlignRight
                        | Qt.AlignmentFlag.AlignVCenter, labels[i])
             p.restore()
         p.setPen(QPen(fg, 1))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ...core.inference.attention_maps import KIND_TITLES, MEAN_HEAD
@@ -28,6 +28,7 @@ class HeadScoreHistory(QWidget):
 
     FLAT = 0.05  # every head's score moves less than this over the run's probe steps: the plot folds away
     SCORE_PLOT_MAX = 220  # px: the score plot's box at most, so that the maps keep the height
+    PLOT_MIN = 70  # px: the plot's least height (three ticks and the steps' axis)
 
     def __init__(self, parent=None):
         super().__init__(parent, objectName="headScoresBox")
@@ -42,7 +43,7 @@ class HeadScoreHistory(QWidget):
 
     def _build(self) -> None:
         """``headScoresPlot`` (one line per head, x = step, y = score in [0, 1]) and ``headScoreCombo``."""
-        box = QVBoxLayout(self)
+        box = self._box = QVBoxLayout(self)
         box.setContentsMargins(0, 0, 0, 0)
         bar = QHBoxLayout()
         self.headScoreCombo = QComboBox(objectName="headScoreCombo")
@@ -64,18 +65,19 @@ class HeadScoreHistory(QWidget):
         self.headScoresToggle = QPushButton("Show plot", objectName="headScoresToggle")
         self.headScoresToggle.setCheckable(True)
         self.headScoresToggle.toggled.connect(self._fold_score_plot)
-        bar.addWidget(QLabel("Head scores over training:"))
+        self.headScoresTitle = QLabel("Head scores over training:")
+        bar.addWidget(self.headScoresTitle)
         bar.addWidget(self.headScoreCombo)
-        bar.addSpacing(12)
-        bar.addWidget(self.headScoresLegend, 1)
         bar.addWidget(self.headScoresNote, 1)
+        bar.addStretch(0)
         bar.addWidget(self.headScoresToggle)
         box.addLayout(bar)
+        box.addWidget(self.headScoresLegend)  # under the bar, the column's width: it wraps to a line or two
         self.headScoresPlot = new_plot("", "headScoresPlot", "score")
         self.headScoresPlot.setToolTip("One line per head (L = layer, H = head, as in the grid); the head shown "
                                        "large is bold. Dashed: the step on the slider. Click a line to show its "
                                        "head.")
-        self.headScoresPlot.setMinimumHeight(100)
+        self.headScoresPlot.setMinimumHeight(self.PLOT_MIN)
         item = self.headScoresPlot.getPlotItem()
         # low and wide: three y ticks, the x axis's ticks are the steps (its label would take a line)
         item.getAxis("left").setTicks([[(0.0, "0"), (0.5, "0.5"), (1.0, "1")]])
@@ -163,17 +165,50 @@ class HeadScoreHistory(QWidget):
         fold = flat and not self.headScoresToggle.isChecked()
         self.headScoresToggle.setVisible(flat)
         self.headScoresToggle.setText("Hide plot" if self.headScoresToggle.isChecked() else "Show plot")
-        self.headScoresNote.setVisible(flat)
+        self.headScoresNote.setVisible(fold)  # in place of the title, the combo, the legend and the plot
         self.headScoresNote.setText(
-            f"flat so far: no head's score moved by {self.FLAT} or more over {steps} evaluation"
+            f"Head scores over training: flat, none moved by {self.FLAT} in {steps} evaluation"
             f"{'s' if steps != 1 else ''}." if steps else "")
         if fold == self.score_plot_folded():
+            if fold:
+                self._fit_note()  # another number of evaluations: maybe another line
             return
-        self.headScoresPlot.setVisible(not fold)
-        self.headScoresLegend.setVisible(not fold)
-        self.headScoreCombo.setVisible(not fold)
-        self.setMaximumHeight(self.headScoresToggle.sizeHint().height() + 4 if fold else self.SCORE_PLOT_MAX)
-        self.heightWanted.emit(self.maximumHeight() if fold else max(self.minimumSizeHint().height(), 130))
+        for part in (self.headScoresTitle, self.headScoreCombo, self.headScoresLegend, self.headScoresPlot):
+            part.setVisible(not fold)
+        self.setMaximumHeight(self._folded_height() if fold else self.SCORE_PLOT_MAX)
+        self.heightWanted.emit(self.maximumHeight() if fold else self.sizeHint().height())
+
+    def _folded_height(self) -> int:
+        """The note's lines at the box's width beside the toggle (as the fonts lay them out)."""
+        beside = self.headScoresToggle.sizeHint().width() + 12
+        note = self.headScoresNote.heightForWidth(max(120, self.width() - beside))
+        return max(self.headScoresToggle.sizeHint().height(), note) + 4
+
+    def sizeHint(self) -> QSize:
+        """The bar, the legend's lines at the box's width and the plot at a comfortable height."""
+        return self._height_with(super().sizeHint().width(), self.PLOT_MIN + 20)
+
+    def minimumSizeHint(self) -> QSize:
+        """The bar, the legend's lines and the plot at its least."""
+        return self._height_with(super().minimumSizeHint().width(), self.PLOT_MIN)
+
+    def _height_with(self, width: int, plot: int) -> QSize:
+        if not self.headScoresPlot.isVisibleTo(self):
+            return QSize(width, self._folded_height())
+        bar = max(self.headScoreCombo.sizeHint().height(), self.headScoresTitle.sizeHint().height())
+        legend = self.headScoresLegend.heightForWidth(max(120, self.width())) if self.headScoresLegend.text() else 0
+        return QSize(width, min(self.SCORE_PLOT_MAX, bar + legend + 2 * self._box.spacing() + plot))
+
+    def _fit_note(self) -> None:
+        """Folded: as high as the note's lines at this width, asked for where that changed."""
+        if self.maximumHeight() != self._folded_height():
+            self.setMaximumHeight(self._folded_height())
+            self.heightWanted.emit(self.maximumHeight())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if not self.headScoresPlot.isVisibleTo(self):
+            self._fit_note()
 
     def score_kind(self) -> AttentionKind | None:
         """The kind of attention whose heads the plot draws: the one shown if it gets scores, else the
@@ -221,7 +256,7 @@ class HeadScoreHistory(QWidget):
             curve.setData(steps, values[:, h])
             label = f"L{name.layer + 1}&nbsp;H{h + 1}"
             legend.append(f"<span style='color:{color.name()}'>━━</span>&nbsp;" + (f"<b>{label}</b>" if bold else label))
-        self.headScoresLegend.setText("&nbsp;&nbsp; ".join(legend))
+        self.headScoresLegend.setText("<small>" + "&nbsp; ".join(legend) + "</small>")
         title = f"{SCORE_TITLES[score]} score of each head"
         if kind is not None:
             title += f" · {KIND_TITLES[kind].lower()}"

@@ -340,14 +340,16 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     headClicked = Signal(int, int)
     headMenuRequested = Signal(int, int, QPoint)  # a right click on thumbnail (row, column), at this screen point
     THUMB_CELLS = 64
+    MIN_CELL = 32  # px: a thumbnail's side at least (its pattern still shows; click it for the map)
+    SPACING, MARGIN = 2, 2  # px: between the layout's cells, around them
 
     def __init__(self, parent=None):
         super().__init__(parent)
         bg, fg = _palette_colors(self)
         self.setBackground(bg)
         self._fg = fg
-        self.ci.setSpacing(2)
-        self.ci.setContentsMargins(2, 2, 2, 2)
+        self.ci.setSpacing(self.SPACING)
+        self.ci.setContentsMargins(*(self.MARGIN,) * 4)
         self._shape: tuple[int, int, bool] | None = None
         self.views: list[list[pg.ViewBox]] = []
         self.images: list[list[pg.ImageItem]] = []
@@ -376,20 +378,67 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         """px the row labels take, left of the thumbnails."""
         return self._text_width([label.text for label in self.row_labels], 9) + 10
 
+    def column_widths(self) -> list[float]:
+        """Each column's narrowest width at which no thumbnail's title or badge in it is cut."""
+        cols = self.grid_shape()[1]
+        out = []
+        for c in range(cols):
+            texts = [row[c] for rows in (self._base_titles, self.badges) for row in rows if c < len(row)]
+            out.append(max(float(self.MIN_CELL), self._text_width(texts, 8) + 8))
+        return out
+
     def minimum_width(self) -> int:
         """The narrowest width at which no title, badge or row label is cut."""
         cols = self.grid_shape()[1]
-        titles = [*(t for row in self._base_titles for t in row), *(b for row in self.badges for b in row)]
-        return math.ceil(self.label_width() + cols * max(36.0, self._text_width(titles, 8) + 8) + 6)
+        return math.ceil(self.label_width() + sum(self.column_widths()) + self._air(cols, 1))
+
+    def title_height(self) -> float:
+        """px a row of titles takes (two lines where a badge is shown), as its labels lay out in their font."""
+        return max((label.item.boundingRect().height() for row in self.titles for label in row), default=0.0)
+
+    def cell_for(self, width: float, height: float | None = None) -> float:
+        """The side of a square thumbnail that fits ``width`` (and ``height``, when given), at least `MIN_CELL`."""
+        rows, cols = self.grid_shape()
+        if not rows or not cols:
+            return self.MIN_CELL
+        room, narrow = width - self.label_width() - self._air(cols, 1), self.column_widths()
+        cell = room / cols
+        wide = [w for w in narrow if w > cell]  # columns whose titles are wider than a square thumbnail: as wide
+        while wide and len(wide) < cols:
+            cell = (room - sum(wide)) / (cols - len(wide))
+            if len(wide) == len(now := [w for w in narrow if w > cell]):
+                break
+            wide = now
+        if height is not None:
+            cell = min(cell, (height - self._air(rows, 2)) / rows - self.title_height())
+        return max(float(self.MIN_CELL), cell)
+
+    def _air(self, n: int, per: int) -> float:
+        """The layout's spacing and margins along a side with ``n`` thumbnails, ``per`` layout cells each (a
+        row of titles over a row of thumbnails), and the row labels' column across."""
+        return n * per * self.SPACING + 2 * self.MARGIN + 2
+
+    def size_for(self, cell: float) -> tuple[int, int]:
+        """(width, height) of the grid with thumbnails ``cell`` px a side (a column is never narrower than its
+        title)."""
+        rows, cols = self.grid_shape()
+        if not rows or not cols:
+            return 100, 100
+        width = self.label_width() + sum(max(cell, w) for w in self.column_widths()) + self._air(cols, 1)
+        return math.ceil(width), math.ceil(rows * (cell + self.title_height()) + self._air(rows, 2))
+
+    def fit(self, cell: float) -> None:
+        """Lay the grid out with thumbnails ``cell`` px a side (a column as wide as its title where that is
+        wider), at the size that holds them (`size_for`)."""
+        grid = self.ci.layout
+        grid.setColumnMinimumWidth(0, self.label_width())
+        for c, narrowest in enumerate(self.column_widths(), 1):
+            grid.setColumnMinimumWidth(c, max(cell, narrowest))
+        self.setFixedSize(*(max(1, n) for n in self.size_for(cell)))
 
     def height_for(self, width: int) -> int:
         """A height that makes the thumbnails about square at this width."""
-        rows, cols = self.grid_shape()
-        if not rows or not cols:
-            return 100
-        cell = max(36.0, (width - self.label_width()) / cols)
-        title = 30.0 if any(any(row) for row in self.badges) else 18.0  # badges: a second line of title
-        return int(rows * (cell + title) + 6)
+        return self.size_for(self.cell_for(width))[1]
 
     def image_items(self) -> list[pg.ImageItem]:
         return [im for row in self.images for im in row]
@@ -406,7 +455,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 title = self.ci.addLabel("", row=2 * r, col=c + 1, color=self._fg, size="8pt")
                 vb = self.ci.addViewBox(row=2 * r + 1, col=c + 1, lockAspect=False, enableMouse=False,
                                         enableMenu=False, invertY=True, defaultPadding=0.0)
-                vb.setMinimumSize(36, 36)
+                vb.setMinimumSize(self.MIN_CELL, self.MIN_CELL)
                 img = _image_item()
                 vb.addItem(img)
                 frame = _outline(3.0)

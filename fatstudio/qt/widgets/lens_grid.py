@@ -19,7 +19,14 @@ class LensGrid(QWidget):
     """Draws a `SavedLens` (`set_lens`); ``columnClicked(t)`` when the user clicks position t."""
 
     columnClicked = Signal(int)
-    LABEL_W, HEADER_H, ROW_H, MIN_CELL = 2, 20, 20, 22  # LABEL_W: the margin left of the cells
+    LABEL_W, MIN_CELL = 2, 22  # LABEL_W: the margin left of the cells
+
+    @property
+    def row_height(self) -> int:
+        """A row (and the text's row above the grid): a line of its font, bold included, and a little air."""
+        return int(QFontMetricsF(self.font()).height()) + 5
+
+    header_height = row_height
 
     def __init__(self, parent=None):
         super().__init__(parent, objectName="lensGrid")
@@ -35,10 +42,15 @@ class LensGrid(QWidget):
         self.setFixedHeight(self.sizeHint().height())
         self.update()
 
+    def changeEvent(self, e) -> None:
+        super().changeEvent(e)
+        if e.type() == QEvent.Type.FontChange:
+            self.set_lens(self.lens, self.selected)  # its rows' height
+
     def sizeHint(self) -> QSize:
         rows = self.lens.n_rows if self.lens is not None else 0
         T = len(self.lens.tokens) if self.lens is not None else 0
-        return QSize(self.LABEL_W + T * self.MIN_CELL, self.HEADER_H + rows * self.ROW_H + 4)
+        return QSize(self.LABEL_W + T * self.MIN_CELL, self.header_height + rows * self.row_height + 4)
 
     # ---- geometry ----
     def cell_width(self) -> float:
@@ -47,7 +59,7 @@ class LensGrid(QWidget):
 
     def cell_rect(self, row: int, t: int) -> QRectF:
         w = self.cell_width()
-        return QRectF(self.LABEL_W + t * w, self.HEADER_H + row * self.ROW_H, w, self.ROW_H)
+        return QRectF(self.LABEL_W + t * w, self.header_height + row * self.row_height, w, self.row_height)
 
     def cell_at(self, x: float, y: float) -> tuple[int | None, int] | None:
         """(row, or None on the header; column) under (x, y), or None outside the cells."""
@@ -56,9 +68,9 @@ class LensGrid(QWidget):
         t = int((x - self.LABEL_W) // self.cell_width())
         if not 0 <= t < len(self.lens.tokens):
             return None
-        if y < self.HEADER_H:
+        if y < self.header_height:
             return None, t
-        row = int((y - self.HEADER_H) // self.ROW_H)
+        row = int((y - self.header_height) // self.row_height)
         return (row, t) if 0 <= row < self.lens.n_rows else None
 
     def is_right(self, row: int, t: int) -> bool:
@@ -115,25 +127,25 @@ class LensGrid(QWidget):
         dark, light = QColor("black"), QColor("white")
         p.setPen(self.palette().color(self.foregroundRole()))
         for t in range(first, last):  # the text's tokens above the columns
-            p.drawText(QRectF(self.LABEL_W + t * w, 0, w, self.HEADER_H), Qt.AlignmentFlag.AlignCenter,
+            p.drawText(QRectF(self.LABEL_W + t * w, 0, w, self.header_height), Qt.AlignmentFlag.AlignCenter,
                        display_token(lens.tokens[t], chars))
         for row in range(lens.n_rows):
-            y, texts, probs = self.HEADER_H + row * self.ROW_H, lens.top_tokens[row], lens.top_probs[row]
+            y, texts, probs = self.header_height + row * self.row_height, lens.top_tokens[row], lens.top_probs[row]
             for t in range(first, last):
-                r = QRectF(self.LABEL_W + t * w, y, w, self.ROW_H)
+                r = QRectF(self.LABEL_W + t * w, y, w, self.row_height)
                 c = rgb[row, t - first]
                 p.fillRect(r, QColor(int(c[0]), int(c[1]), int(c[2])))
                 p.setPen(dark if probs[t] > 0.55 else light)
                 p.setFont(bold if self.is_right(row, t) else base)
                 p.drawText(r, Qt.AlignmentFlag.AlignCenter, display_token(texts[t], chars))
-        y_out = self.HEADER_H + (lens.n_rows - 1) * self.ROW_H  # the output row, set apart
+        y_out = self.header_height + (lens.n_rows - 1) * self.row_height  # the output row, set apart
         p.setPen(QPen(light, 2))
         p.drawLine(self.LABEL_W, y_out, int(self.LABEL_W + w * T), y_out)
         if self.selected is not None and 0 <= self.selected < T:
             p.setPen(QPen(QColor("#e74c3c"), 2))
             p.setBrush(Qt.BrushStyle.NoBrush)
             p.drawRect(QRectF(self.LABEL_W + self.selected * w + 1, 1, w - 2,
-                              self.HEADER_H + lens.n_rows * self.ROW_H - 1))
+                              self.header_height + lens.n_rows * self.row_height - 1))
         p.end()
 
 
@@ -151,9 +163,9 @@ class RowLabels(QWidget):
             return
         p = QPainter(self)
         p.setPen(self.palette().color(self.foregroundRole()))
-        p.drawText(QRectF(0, 0, self.width() - 6, g.HEADER_H), Qt.AlignmentFlag.AlignRight
+        p.drawText(QRectF(0, 0, self.width() - 6, g.header_height), Qt.AlignmentFlag.AlignRight
                    | Qt.AlignmentFlag.AlignVCenter, "text")
         for row in range(lens.n_rows):
-            p.drawText(QRectF(0, g.HEADER_H + row * g.ROW_H, self.width() - 6, g.ROW_H),
+            p.drawText(QRectF(0, g.header_height + row * g.row_height, self.width() - 6, g.row_height),
                        Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, lens.row_label(row))
         p.end()

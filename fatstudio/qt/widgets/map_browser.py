@@ -3,7 +3,13 @@ with each head's entropy in nats and its highest head score where ≥ 0.5, the s
 row per head: entropy and head scores) below it, and one head large (``attentionView``) with the tokens on
 both axes and the weight under the cursor below it (``attentionHoverLabel``), the first of the tabs
 ``viewTabs`` (the panel adds its experiments); a right click on a thumbnail asks for its menu
-(``cellMenuRequested``)."""
+(``cellMenuRequested``).
+
+Two columns the user can widen (``attentionColumns``), each a splitter whose parts the user can move
+(``attentionOverview``: the grid over the table, ``attentionDetail``: the tabs), named so that the window
+remembers them; the panel adds its own parts under each. The grid's thumbnails are as large as its part allows
+and square, so that the whole grid shows when it fits at `HeadGrid.MIN_CELL` px a thumbnail; the helpers
+(`grid_heights`, `table_height`, `overview_width`) say what each part needs in the fonts it has."""
 from __future__ import annotations
 
 import html
@@ -17,6 +23,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QScrollArea,
     QSplitter,
+    QStyle,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -34,6 +41,7 @@ from .heatmap import HeadGrid, HeatmapView
 MEAN = MEAN_HEAD  # head index of "mean over heads"
 BADGES = {"prev": "prev", "diag": "diag", "sink": "sink", "induction": "ind"}  # a score in a thumbnail's title
 BADGE_AT = 0.5  # a thumbnail's title names the scores at least this high
+HEADERS = {**BADGES, "H (nats)": "H"}  # the table's column headers (its caption says "nats")
 
 
 class _NumberItem(QTableWidgetItem):
@@ -60,6 +68,7 @@ class MapBrowser(QSplitter):
 
     def __init__(self, parent=None):
         super().__init__(Qt.Orientation.Horizontal, parent)
+        self.setObjectName("attentionColumns")
         self.maps: AttentionMaps | None = None  # what `show_grid` drew: the maps, the kind and the head scores
         self.kind: AttentionKind | None = None
         self.scores: HeadScores | None = None
@@ -70,10 +79,11 @@ class MapBrowser(QSplitter):
                                  "titled with the head's entropy in nats and its highest head score when that "
                                  "is at least 0.5 (prev, diag, sink, ind = induction). Click one to show it "
                                  "large.")
-        self.gridScroll = QScrollArea()
-        self.gridScroll.setWidgetResizable(True)
+        self.gridScroll = QScrollArea(objectName="headGridScroll")
+        self.gridScroll.setWidgetResizable(False)  # sized by `_fit_grid`: square thumbnails, centred
+        self.gridScroll.setAlignment(Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop)
         self.gridScroll.setWidget(self.headGrid)
-        self.gridScroll.setMinimumWidth(260)
+        self.gridScroll.setMinimumHeight(60)
         self.gridScroll.installEventFilter(self)
 
         self.attentionView = HeatmapView()
@@ -102,24 +112,30 @@ class MapBrowser(QSplitter):
             "to show that head large.")
         self.entropyTable.setSortingEnabled(True)
         self.entropyTable.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.entropyTable.verticalHeader().setVisible(False)
         self.entropyCaption = QLabel("Per-head entropy (nats) and scores")
-        left = QWidget()
-        lv = QVBoxLayout(left)
-        lv.setContentsMargins(0, 0, 0, 0)
-        lv.addWidget(self.gridScroll, 3)
-        lv.addWidget(self.entropyCaption)
-        lv.addWidget(self.entropyTable, 1)
+        self.tableBox = QWidget(objectName="entropyTableBox")
+        tl = self._tableLayout = QVBoxLayout(self.tableBox)
+        tl.setContentsMargins(0, 0, 0, 0)
+        tl.addWidget(self.entropyCaption)
+        tl.addWidget(self.entropyTable, 1)
+        self.entropyTable.setMinimumHeight(60)
         self.viewTabs = QTabWidget()
         self.viewTabs.setObjectName("attentionViewTabs")
         self.viewTabs.setDocumentMode(True)
         self.viewTabs.addTab(right, "Head shown large")
-        self.gridScroll.setMinimumHeight(120)
-        self.entropyTable.setMinimumHeight(60)
 
-        self.addWidget(left)
-        self.addWidget(self.viewTabs)
-        self.setStretchFactor(0, 2)
-        self.setStretchFactor(1, 3)
+        self.overview = QSplitter(Qt.Orientation.Vertical, objectName="attentionOverview")
+        self.overview.addWidget(self.gridScroll)
+        self.overview.addWidget(self.tableBox)
+        self.detail = QSplitter(Qt.Orientation.Vertical, objectName="attentionDetail")
+        self.detail.addWidget(self.viewTabs)
+        for part in (self.overview, self.detail):
+            part.setChildrenCollapsible(False)
+        self.addWidget(self.overview)
+        self.addWidget(self.detail)
+        self.setStretchFactor(0, 0)  # a wider window widens the large map
+        self.setStretchFactor(1, 1)
         self.setChildrenCollapsible(False)
         self.headGrid.headClicked.connect(self.cellClicked)
         self.headGrid.headMenuRequested.connect(self.cellMenuRequested)
@@ -131,7 +147,6 @@ class MapBrowser(QSplitter):
         if event.type() == QEvent.Type.Resize and obj is self.gridScroll:
             self._fit_grid()
         return super().eventFilter(obj, event)
-
 
     # ---- drawing -------------------------------------------------------------------------------------------
     def show_grid(self, maps: AttentionMaps, kind: AttentionKind, scores: HeadScores | None, current: MapName) -> None:
@@ -145,8 +160,6 @@ class MapBrowser(QSplitter):
             self.attentionView.share_colorbar(self.headGrid.image_items())  # one colour bar for all
         self._fill_entropy_table(maps, names, rows, mean_ents, current)
         self.headGrid.set_badges(self._grid_badges(maps, names))
-        # every title whole: narrower than this, the grid scrolls sideways rather than cutting them
-        self.headGrid.setMinimumWidth(self.headGrid.minimum_width())
         self._fit_grid()
 
     def _grid_badges(self, maps: AttentionMaps, names: list[MapName]) -> list[list[str]]:
@@ -172,7 +185,8 @@ class MapBrowser(QSplitter):
         t.setSortingEnabled(False)  # filling a sorted table would move rows under the loop
         t.clear()
         t.setColumnCount(len(self.TABLE_COLUMNS))
-        t.setHorizontalHeaderLabels([BADGES.get(c, c) for c in self.TABLE_COLUMNS])  # "ind": the narrow pane
+        t.setHorizontalHeaderLabels([HEADERS.get(c, c) for c in self.TABLE_COLUMNS])  # "ind", "H": a narrow column
+        set_header_tip(t, 2, "H: the entropy of the head's attention rows, averaged over the queries, in nats")
         for c, score in enumerate(SCORES, 3):
             set_header_tip(t, c, SCORE_TITLES[score] + ": mean attention weight, 0-1")
         T = max(2, maps.maps[current].shape[-1])
@@ -217,8 +231,10 @@ class MapBrowser(QSplitter):
                     cell.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         # each column as wide as its header and numbers (a narrow pane scrolls rather than cutting them)
         t.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        t.horizontalHeader().setStretchLastSection(True)
-        t.verticalHeader().setVisible(False)
+        rows = t.verticalHeader()  # rows a line of text high (the style's default is taller): more rows shown
+        rows.setMinimumSectionSize(1)
+        rows.setDefaultSectionSize(t.fontMetrics().lineSpacing() + 6)
+        rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         t.setSortingEnabled(True)
 
     def _score(self, name: MapName, score: str) -> np.ndarray | None:
@@ -232,16 +248,41 @@ class MapBrowser(QSplitter):
                 for r in range(t.rowCount())]
 
     def _fit_grid(self) -> None:
-        """Give the grid the height that keeps its thumbnails about square (it scrolls when taller)."""
-        sa = self.gridScroll
-        bar = sa.verticalScrollBar().sizeHint().width()
-        # sized as if the scroll bar were there, so that showing or hiding it cannot make the height oscillate
-        inner = sa.width() - 2 * sa.frameWidth() - bar
-        h = self.headGrid.height_for(max(inner, self.headGrid.minimumWidth()))
-        self.headGrid.setFixedHeight(h)
-        # the scroll area is no taller than the grid (and its sideways scroll bar), so spare height goes to the table
-        sideways = sa.horizontalScrollBar().sizeHint().height() if self.headGrid.minimumWidth() > inner else 0
-        sa.setMaximumHeight(h + 2 * sa.frameWidth() + 2 + sideways)
+        """Square thumbnails as large as the grid's part allows, the whole grid where it fits at
+        `HeadGrid.MIN_CELL` (else it scrolls, and never cuts a title: a column is as wide as its title)."""
+        sa, grid = self.gridScroll, self.headGrid
+        viewport = sa.maximumViewportSize()  # the viewport without scroll bars
+        cell = grid.cell_for(viewport.width(), viewport.height())
+        if grid.size_for(cell)[1] > viewport.height():  # it scrolls: room for the scroll bar (no oscillation)
+            cell = grid.cell_for(viewport.width() - sa.verticalScrollBar().sizeHint().width(), viewport.height())
+        grid.fit(cell)
+
+    # ---- what each part needs, in its own fonts (the panel lays its columns out with these) -------------------
+    def grid_heights(self, width: int) -> tuple[int, int]:
+        """(least, best): the grid's part's height that shows the whole grid at ``width`` (the column's), its
+        thumbnails at their least, and square at the column's width (no taller than that is of use)."""
+        grid, frame = self.headGrid, 2 * self.gridScroll.frameWidth()
+        inner = width - frame
+        return grid.size_for(grid.MIN_CELL)[1] + frame, grid.size_for(grid.cell_for(inner))[1] + frame
+
+    def table_height(self, rows: int) -> int:
+        """The table's part's height that shows its caption, header and ``rows`` rows (fewer if it has fewer)."""
+        t = self.entropyTable
+        rows = min(rows, t.rowCount()) if t.rowCount() else rows
+        row = t.rowHeight(0) if t.rowCount() else t.verticalHeader().defaultSectionSize()
+        sideways = t.horizontalScrollBar().sizeHint().height() if t.horizontalScrollBar().isVisible() else 0
+        return (self.entropyCaption.sizeHint().height() + self._tableLayout.spacing() + t.horizontalHeader().sizeHint().height()
+                + rows * row + 2 * t.frameWidth() + sideways)
+
+    def overview_width(self) -> int:
+        """The left column's width at which the grid and the table need not scroll sideways."""
+        t = self.entropyTable
+        header = t.horizontalHeader()
+        # each column as its header and its cells need (not as laid out: the last one stretches to the column)
+        table = sum(max(header.sectionSizeHint(c), t.sizeHintForColumn(c)) for c in range(header.count()))
+        table += 2 * t.frameWidth() + t.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent) + 4
+        grid = self.headGrid.minimum_width() + 2 * self.gridScroll.frameWidth()
+        return max(table, grid, 240)
 
     def show_large(self, A: np.ndarray, queries: list[str], keys: list[str], where: str, cell: tuple[int, int]) -> None:
         """Draw ``A`` (T_query × T_key) large, titled ``where`` and its entropy, and outline its ``cell`` of the
@@ -251,8 +292,7 @@ class MapBrowser(QSplitter):
         self.attentionView.set_matrix(A, queries, keys, title=html.escape(title))
         self.headGrid.set_selected(*cell)
         self._tokens = (queries, keys)
-        self.hoverLabel.setText(f"{where}: hover the map for a weight; click a row or a token to lay its "
-                                "attention over the text.")
+        self.hoverLabel.setText(f"{where}: hover for a weight; click a row to lay it over the text.")
 
     def _on_table_clicked(self, row: int, col: int) -> None:
         item = self.entropyTable.item(row, 0)

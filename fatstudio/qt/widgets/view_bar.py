@@ -51,12 +51,12 @@ class ViewBar(QWidget):
         self.fitButton = QPushButton("Fit")
         self.fitButton.setObjectName("attentionFitButton")
         self.fitButton.setToolTip("Show the whole matrix again (zoom with the mouse wheel, pan by dragging).")
-        self.exportPngButton = QPushButton("Export PNG…")
+        self.exportPngButton = QPushButton("PNG…")  # short: an encoder-decoder's three combos keep their text
         self.exportPngButton.setObjectName("exportPngButton")
         self.exportPngButton.setToolTip("Save the large map (the head, or the mean, shown) as a PNG heatmap: one "
                                         "square of pixels per weight on the fixed 0-1 colour scale, drawn as "
                                         "'fatstudio attention --out FILE.png' draws maps.")
-        self.exportCsvButton = QPushButton("Export CSV…")
+        self.exportCsvButton = QPushButton("CSV…")
         self.exportCsvButton.setObjectName("exportCsvButton")
         self.exportCsvButton.setToolTip("Save the numbers of the large map: one row per query token, the key "
                                         "tokens as the header.")

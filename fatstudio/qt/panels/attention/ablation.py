@@ -156,9 +156,11 @@ class AblationView(QWidget):
         for combo in (self.kindCombo, self.stepCombo):  # a narrow pane shortens their text, not the panel
             combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
             combo.setMinimumContentsLength(8)
-        choose, act = QHBoxLayout(), QHBoxLayout()
-        for w in (QLabel("knock out by"), self.kindCombo, QLabel("weights"), self.stepCombo, self.followCheck):
-            choose.addWidget(w, 1 if isinstance(w, QComboBox) else 0)
+        choose, weights, act = QHBoxLayout(), QHBoxLayout(), QHBoxLayout()  # rows that fit the map's narrow column
+        for row, parts in ((choose, (QLabel("knock out by"), self.kindCombo)),
+                           (weights, (QLabel("weights"), self.stepCombo, self.followCheck))):
+            for w in parts:
+                row.addWidget(w, 1 if isinstance(w, QComboBox) else 0)
         for w in (self.runButton, self.cancelButton):
             act.addWidget(w)
         act.addStretch(1)
@@ -182,6 +184,7 @@ class AblationView(QWidget):
         self.focusLabel = FocusLabel(self.workspace.focus, "ablationFocusLabel")
         lay.addWidget(self.focusLabel)
         lay.addLayout(choose)
+        lay.addLayout(weights)
         lay.addLayout(act)
         lay.addWidget(self.status)
         lay.addWidget(self.table, 1)

@@ -63,7 +63,7 @@ class LensView(QWidget):
     for this height."""
 
     heightWanted = Signal(int)
-    BARS_MIN, BARS_MAX_W = 120, 470  # px: the attribution chart's least height and its most width
+    BARS_MAX_W = 470  # px: the attribution chart's most width
 
     def __init__(self, workspace: Workspace, parent=None):
         super().__init__(parent, objectName="lensView")
@@ -82,8 +82,8 @@ class LensView(QWidget):
         self.captionLabel = QLabel(objectName="lensCaption")
         self.captionLabel.setWordWrap(True)
         bar.addWidget(self.captionLabel, 1)
-        self.exportPngButton = QPushButton("Export PNG…", objectName="lensExportPngButton")
-        self.exportCsvButton = QPushButton("Export CSV…", objectName="lensExportCsvButton")
+        self.exportPngButton = QPushButton("PNG…", objectName="lensExportPngButton")  # short: the caption keeps the width
+        self.exportCsvButton = QPushButton("CSV…", objectName="lensExportCsvButton")
         self.exportPngButton.setToolTip("Save the lens and the attribution as shown, as a PNG picture.")
         self.exportCsvButton.setToolTip("Save the lens (one row per layer: each position's top token and its "
                                         "probability) and the chosen position's parts as CSV.")
@@ -107,7 +107,7 @@ class LensView(QWidget):
         self.rowLabels = RowLabels(self.grid)
         row.addWidget(self.rowLabels, 0, Qt.AlignmentFlag.AlignTop)
         row.addWidget(self.gridScroll, 1, Qt.AlignmentFlag.AlignTop)
-        row.addWidget(self.bars)
+        row.addWidget(self.bars, 1)  # the lens and the chart share a narrow column
         outer.addWidget(self.body, 1)
         self.grid.columnClicked.connect(self.select_position)
         self.exportPngButton.clicked.connect(lambda: self._export_dialog("PNG image (*.png)", ".png", self.export_png))
@@ -200,11 +200,13 @@ class LensView(QWidget):
             self.position = T - 1  # the last position: its attribution is always saved
         guess = "the next token" if lens.predicts_next else "the (masked) token there"
         src = " (given its source)" if lens.source_tokens else ""
-        self.captionLabel.setText(f"<b>Logit lens</b> · {what}{src}: each layer's top guess for {guess} (colour: its "
-                                  "probability; bold: right). Click a column for its attribution.")
+        self.captionLabel.setText(f"<b>Logit lens</b> · {what}{src}: each layer's top guess for {guess}. Click a "
+                                  "column for its attribution.")
         self.captionLabel.setToolTip(
             "The residual stream after each layer read through what follows the last layer (the final norm and W_u): "
-            "row 0 the embedding, the last row the model's own output. "
+            "row 0 the embedding, the last row the model's own output. A cell's colour is its guess's probability; "
+            "bold: the guess is right. The attribution splits the chosen column's logit by part, the final norm's "
+            "scale frozen. "
             + ("Column t guesses token t+1." if lens.predicts_next else "Column t guesses the token at t.")
             + (f" The encoder read {len(lens.source_tokens)} source tokens." if lens.source_tokens else ""))
         self._say("")
@@ -223,19 +225,37 @@ class LensView(QWidget):
         self.body.setVisible(not fold)
         for b in (self.exportPngButton, self.exportCsvButton):
             b.setVisible(not fold)
-        line = max(self.exportCsvButton.sizeHint().height(), self.captionLabel.sizeHint().height())
-        if fold:  # one line of words (two when long)
-            want = self.captionLabel.heightForWidth(max(400, self.width() - 10)) + 4
-            self.setMaximumHeight(want)
-        else:
+        if not fold:
             grid = self.grid.sizeHint().height() + self.gridScroll.horizontalScrollBar().sizeHint().height() + 4
             self.gridScroll.setFixedHeight(grid)
             self.rowLabels.setFixedHeight(grid)
             self.rowLabels.update()
-            want = line + max(grid, self.BARS_MIN) + 8
-            self.setMaximumHeight(want + 80)
+        want = self._want()
+        self.setMaximumHeight(want if fold else want + 80)
         if fold != was or had != self.maximumHeight():
             self.heightWanted.emit(want)
+
+    def _want(self) -> int:
+        """The height that shows the caption's lines at this width and, unfolded, the grid and the chart whole."""
+        fold = self.folded()
+        buttons = sum(b.sizeHint().width() for b in (self.exportPngButton, self.exportCsvButton)) + 20
+        caption = self.captionLabel.heightForWidth(max(200, self.width() - (0 if fold else buttons)))
+        if fold:  # one line of words (two when long)
+            return caption + 4
+        line = max(self.exportCsvButton.sizeHint().height(), caption)
+        return line + max(self.gridScroll.height(), self.bars.minimumSizeHint().height()) + 8
+
+    def _ask_again(self) -> None:
+        """Ask for another height when the caption's or the chart's title's lines changed (another width, title)."""
+        want = self._want()
+        if self.maximumHeight() != (want if self.folded() else want + 80):
+            self.setMaximumHeight(want if self.folded() else want + 80)
+            self.heightWanted.emit(want)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self._ask_again()
 
     def select_position(self, t: int) -> None:
         """Show the attribution of position ``t`` (0-based)."""
@@ -265,8 +285,9 @@ class LensView(QWidget):
             return
         whose = "the next token" if a.observed[i] else "the model's top token"
         self.bars.set_parts(f"Position {t + 1} “{display_token(lens.tokens[t])}”: logit of “"
-                            f"{display_token(a.target_tokens[i])}” ({whose}) = {a.logits[i]:.2f}, by part "
-                            "(final norm's scale frozen)", a.names, a.parts[i].tolist())
+                            f"{display_token(a.target_tokens[i])}” ({whose}) = {a.logits[i]:.2f}, by part",
+                            a.names, a.parts[i].tolist())
+        self._ask_again()  # the chart's title may take another line
 
     def _say(self, text: str) -> None:
         self.messageLabel.setText(text)

@@ -55,11 +55,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-from PySide6.QtCore import QPoint, Qt, Signal
+from PySide6.QtCore import QEvent, QPoint, Qt, Signal
 from PySide6.QtWidgets import (
+    QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
+    QScrollArea,
     QSplitter,
     QStackedWidget,
     QVBoxLayout,
@@ -91,12 +93,12 @@ if TYPE_CHECKING:
 MEAN = MEAN_HEAD  # head index of "mean over heads"
 
 
-def _give_height(splitter: QSplitter, part: int, want: int) -> None:
-    """Part ``part`` of the splitter (the score plot, the token strips, the lens) folded, unfolded or grown to
-    ``want`` px: the maps (its part 1) give or take the height."""
+def _give_height(splitter: QSplitter, part: int, giver: int, want: int) -> None:
+    """Part ``part`` of the splitter folded, unfolded or grown to ``want`` px: part ``giver`` (the large map, the
+    table) gives or takes the height."""
     sizes = splitter.sizes()
-    if sum(sizes):
-        sizes[1] += sizes[part] - want
+    if sum(sizes) and sizes[part] != want:
+        sizes[giver] += sizes[part] - want
         sizes[part] = want
         splitter.setSizes(sizes)
 
@@ -106,6 +108,7 @@ class AttentionPanel(QWidget):
 
     viewChanged = Signal()  # kind, layer, head or the maps changed
     headClicked = Signal(object, int)  # a click in the grid or table chose (the MapName, head; MEAN: the mean)
+    shownSized = Signal()  # first shown at its size with maps: the splitters the user left may come back unsqueezed
     TABLE_COLUMNS = MapBrowser.TABLE_COLUMNS  # the entropy table's columns
 
     def __init__(self, workspace: Workspace, parent=None):
@@ -121,6 +124,8 @@ class AttentionPanel(QWidget):
         self.scores: HeadScores | None = None  # of the maps shown (induction: of the loaded model)
         self._scores_for: object = None  # the maps whose scores are measured or shown
         self.workspace = workspace
+        self._shown_sized = False  # `shownSized` was emitted
+        self._wanted: dict[QWidget, int] = {}  # the heights the parts under the map and the table asked for
         self._build()
         workspace.focus.changed.connect(self._focus_changed)  # the head scores are the focus's model's
         workspace.run_changed.connect(self._refresh_sources)
@@ -174,16 +179,16 @@ class AttentionPanel(QWidget):
         self.probes = ProbeMaps(self.probeTimeline, self.scoreHistory, self)  # the slider's steps and their maps
         self.scoreMeter = HeadScoreMeter(self.workspace, self)  # the scores of the maps shown, measured
         self.lensView = LensView(self.workspace)  # the logit lens of the text shown, under the maps (`attention_lens`)
-        vsplit = self._vsplit = QSplitter(Qt.Orientation.Vertical)
-        vsplit.addWidget(self.scoreHistory)
-        vsplit.addWidget(self.browser)
-        vsplit.addWidget(self.strips)
-        vsplit.addWidget(self.lensView)
-        for i, stretch in enumerate((0, 1, 0, 0)):  # spare height goes to the maps, not the score plot or the strips
-            vsplit.setStretchFactor(i, stretch)
-        vsplit.setSizes([100, 800, 80, 20])  # the maps first; the others at about their least (they ask: heightWanted)
-        vsplit.setChildrenCollapsible(False)
-        pl.addWidget(vsplit, 1)
+        # two columns: every head (the grid, the table, the scores over training) | one head (the map large, the
+        # text under it, the lens of that text); each part's height the user can move, each splitter remembered
+        self.browser.overview.addWidget(self.scoreHistory)
+        self.browser.detail.addWidget(self.strips)
+        self.browser.detail.addWidget(self.lensView)
+        for splitter in self.splitters():  # laid out here until the user moves it (`user_sized`)
+            splitter.setProperty("userSized", False)
+            splitter.splitterMoved.connect(lambda *_, s=splitter: s.setProperty("userSized", True))
+        self.browser.installEventFilter(self)
+        pl.addWidget(self.browser, 1)
         self.messageLabel = QLabel()
         self.messageLabel.setObjectName("attentionMessage")
         self.messageLabel.setWordWrap(True)
@@ -208,8 +213,8 @@ class AttentionPanel(QWidget):
         self.viewChanged.connect(self._update_source)
         self.viewChanged.connect(self._score_view_changed)  # another kind, or another head in bold
         self.scoreHistory.headClicked.connect(self._on_score_curve_clicked)
-        for part, asking in ((0, self.scoreHistory), (2, self.strips), (3, self.lensView)):  # the maps (1) give it
-            asking.heightWanted.connect(partial(_give_height, vsplit, part))
+        for asking in (self.scoreHistory, self.strips, self.lensView):
+            asking.heightWanted.connect(partial(self._height_wanted, asking))
         # the parts' widgets that tests and the window read by name
         b, t, s = self.browser, self.probeTimeline, self.scoreHistory
         self.headGrid, self.attentionView, self.entropyTable, self.hoverLabel = (
@@ -224,6 +229,91 @@ class AttentionPanel(QWidget):
         self.viewBar.exportCsvClicked.connect(lambda: self._export_dialog("CSV table (*.csv)", ".csv", self.export_csv))
         self.kindCombo, self.layerCombo, self.headCombo = self.viewBar.kindCombo, self.viewBar.layerCombo, self.viewBar.headCombo
 
+    # ---- the parts' sizes -----------------------------------------------------------------------------------
+    TABLE_ROWS = 8  # the table's rows shown at least, where the height allows (the grid whole first)
+
+    def splitters(self) -> tuple[QSplitter, QSplitter, QSplitter]:
+        """The columns (``attentionColumns``), the left one's parts (``attentionOverview``: grid, table, scores
+        over training) and the right one's (``attentionDetail``: the map's tabs, the text, the lens)."""
+        return self.browser, self.browser.overview, self.browser.detail
+
+    @staticmethod
+    def user_sized(splitter: QSplitter) -> bool:
+        """The user moved the splitter (in this session or, restored, the last): its sizes are kept as they are."""
+        return bool(splitter.property("userSized"))
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.browser and event.type() == QEvent.Type.Resize:
+            self.lay_out()
+        return super().eventFilter(obj, event)
+
+    def _height_wanted(self, part: QWidget, want: int) -> None:
+        """A part under the map (the text, the lens) or under the table (the scores over training) asks for its
+        height: it is given, by the map or the table, unless the column is laid out anew."""
+        self._wanted[part] = want
+        overview, detail = self.browser.overview, self.browser.detail
+        splitter = overview if part is self.scoreHistory else detail
+        if not self.user_sized(splitter):
+            self.lay_out(splitter)
+        elif not part.isHidden():  # (a hidden part's height would go to the others, not back to the giver)
+            _give_height(splitter, splitter.indexOf(part), 1 if splitter is overview else 0, want)
+
+    def lay_out(self, only: QSplitter | None = None) -> None:
+        """Size the columns and their parts (``only``: that splitter's) by what each shows, in its own fonts; a
+        splitter the user moved keeps its sizes."""
+        b = self.browser
+        if b.width() <= 0 or b.height() <= 0:
+            return
+        if not self._shown_sized and b.isVisible() and self.maps is not None:  # its parts as they will be
+            self._shown_sized = True
+            self.shownSized.emit()  # those the user moved, restored: `user_sized`
+        for splitter, fit in ((b, self._fit_columns), (b.overview, self._fit_overview), (b.detail, self._fit_detail)):
+            if only in (None, splitter) and not self.user_sized(splitter):
+                fit()
+
+    def _fit_columns(self) -> None:
+        """The left column as wide as the grid's titles and the table's columns need, half the width at most."""
+        b, handle = self.browser, self.browser.handleWidth()
+        left = min(b.overview_width(), int(0.5 * (b.width() - handle)))
+        b.setSizes([left, b.width() - handle - left])
+
+    def _fit_overview(self) -> None:
+        """In the left column the whole grid (its thumbnails at their least, square up to the column's width),
+        then `TABLE_ROWS` rows of the table, the scores over training as they ask, the rest to the table."""
+        b, ov = self.browser, self.browser.overview
+        avail = b.height() - 2 * ov.handleWidth()
+        shown = not self.scoreHistory.isHidden()
+        scores_least = self.scoreHistory.minimumSizeHint().height() if shown else 0
+        scores_want = self._wanted_height(self.scoreHistory)
+        least, best = b.grid_heights(ov.width())
+        # in turn, as far as the height goes: the whole grid, five rows of the table, the scores' plot at its
+        # least, `TABLE_ROWS` rows, the plot as it asks, square thumbnails, and what is left to the table
+        grid = max(60, min(least, avail - b.table_height(3) - scores_least))
+        table, scores, rest = 0, 0, avail - grid
+        for part, want in (("table", b.table_height(5)), ("scores", scores_least),
+                           ("table", b.table_height(self.TABLE_ROWS)), ("scores", scores_want),
+                           ("grid", best)):
+            have = {"table": table, "scores": scores, "grid": grid}[part]
+            more = max(0, min(want - have, rest))
+            rest -= more
+            table, scores, grid = (table + more * (part == "table"), scores + more * (part == "scores"),
+                                   grid + more * (part == "grid"))
+        ov.setSizes([grid, table + rest, scores])
+
+    def _fit_detail(self) -> None:
+        """In the right one the text and the lens as they ask, the rest to the large map."""
+        de = self.browser.detail
+        strips, lens = self._wanted_height(self.strips), self._wanted_height(self.lensView)
+        avail = self.browser.height() - 2 * de.handleWidth()
+        de.setSizes([max(120, avail - strips - lens), strips, lens])
+
+    def _wanted_height(self, part: QWidget) -> int:
+        """The height a part asked for (its size hint before it asked), within its least and most; 0 hidden."""
+        if part.isHidden():
+            return 0
+        want = self._wanted.get(part, part.sizeHint().height())
+        return max(part.minimumSizeHint().height(), min(want, part.maximumHeight()))
+
     def _add_experiments(self) -> None:
         """The experiments as tabs beside the head shown large: ``ablationView`` (its ``ablationTable``),
         ``patchingView`` and ``headAblationView`` (a right click on a head in the grid), which knocks heads out of
@@ -231,12 +321,16 @@ class AttentionPanel(QWidget):
         ws, tabs = self.workspace, self.browser.viewTabs
         self.ablationView, self.patchingView = AblationView(ws), PatchingView(ws)
         self.headAblationView = HeadAblationView(ws)
+        pages = {}
         for view, title in ((self.ablationView, "Knock-out table"), (self.patchingView, "Patching"),
                             (self.headAblationView, "Head knocked out")):
-            tabs.addTab(view, title)
+            # each scrolls where the map's part is short: the tabs' least height is not the tallest experiment's
+            pages[view] = page = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+            page.setWidget(view)
+            tabs.addTab(page, title)
         self.ablationTable = self.ablationView.table
         self.ablationView.weightsChosen.connect(self.headAblationView.set_weights)
-        self.headAblationView.showRequested.connect(lambda: tabs.setCurrentWidget(self.headAblationView))
+        self.headAblationView.showRequested.connect(lambda: tabs.setCurrentWidget(pages[self.headAblationView]))
         self.browser.cellMenuRequested.connect(self._show_head_menu)
 
     # ---- data ---------------------------------------------------------------------------------------------
@@ -340,8 +434,7 @@ class AttentionPanel(QWidget):
             return ""
         n = len(self.maps.tokens)
         if self.showing_probe:
-            return (f"<b>Training probe, step {self.probe_step:,}</b>: the run's probe input ({n} tokens) as the "
-                    "model read it at that evaluation.")
+            return f"<b>Training probe, step {self.probe_step:,}</b>: the run's probe input ({n} tokens) at that evaluation."
         what = getattr(self.maps, "caption", "") or (
             f"the source ({len(self.maps.context_tokens)} tokens) → {n} tokens" if self.maps.context_tokens
             else f"{n} tokens")
@@ -396,6 +489,7 @@ class AttentionPanel(QWidget):
 
     def _draw_grid(self) -> None:
         self.browser.show_grid(*self._shown(), self.scores, self.current_name())
+        self.lay_out()  # another grid (or its titles a line taller with scores): its part's height
 
     # ---- head scores (measured in a worker) ------------------------------------------------------------
     def set_model(self, loaded) -> None:
@@ -552,6 +646,7 @@ class AttentionPanel(QWidget):
 
     def _probe_steps_changed(self) -> None:
         self._update_source()
+        self.lay_out()  # the scores over training shown or gone
         self._refresh_sources()  # the knock-out table lists the probe steps
 
     def _slider_moved(self, step: int | None) -> None:
