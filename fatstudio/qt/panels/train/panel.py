@@ -78,7 +78,7 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
         ("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
          "η rises linearly from ~0 to its peak over these first steps."),
         ("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant"),
-                                                ("constant, then decay over the last 20%", "wsd")]),
+                                                ("constant, then decay", "wsd")]),
          "After warm-up, η follows a cosine down to min η at the last step, or stays constant, or stays constant "
          "until the last 20% of the steps and then follows a cosine down to min η (warm-up, stable, decay: a run "
          "that learns at full η and still ends settled)."),
