@@ -248,6 +248,11 @@ def test_a_preset_that_expects_spikes_lists_those_that_come_back_as_notes():
     assert [f.warning for f in found] == [False] and "came back" not in found[0].advice  # too soon to tell
     found = d.diagnose(stuck, expected={"spike": why})
     assert [f.warning for f in found] == [True]
+    live = d.Diagnosis(expected={"spike": why})  # a live run: its rows come a window at a time
+    for i in range(0, 4000, 100):
+        rows_now = stuck[i:i + 100] if i < 1000 else [{**stuck[-1], "step": 1 + s} for s in range(i, i + 100)]
+        found = live(rows_now)
+    assert [(f.step, f.warning) for f in found] == [(501, True)]  # told once, kept after its rows are let go
     assert f"has not come back in {d.SPIKE_RECOVERY_STEPS} steps" in found[0].advice
     assert d.recovered(stuck, 501) is False and d.recovered(rows, 501) is True and d.recovered(rows, 5000) is None
     non_finite = healthy(n=300)
