@@ -50,6 +50,7 @@ def replay(events) -> tuple[list[str], dict]:
     (warnings marked "!"), and what ``--save`` writes."""
     from fatstudio.core import training
     from fatstudio.core.inspect.probes import load_probe_file
+    from fatstudio.core.runs.presets import expected_findings
     from fatstudio.core.training import diagnostics
 
     diagnosis = diagnostics.Diagnosis()
@@ -63,7 +64,7 @@ def replay(events) -> tuple[list[str], dict]:
             config = ev.config.to_dict()
             train = config["train"]
             diagnosis = diagnostics.Diagnosis(float(train["grad_clip"]), ev.unigram_entropy, int(train["warmup"]),
-                                              ev.split_gap)
+                                              ev.split_gap, expected_findings(ev.config))  # as the app does
         elif isinstance(ev, training.Steps):
             new = [{"step": s, "train_loss": x, "lr": lr, "grad_norm": g}
                    for s, x, lr, g in zip(ev.steps, ev.train_loss, ev.lr, ev.grad_norm)]

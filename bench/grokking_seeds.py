@@ -2,6 +2,7 @@
 
     python bench/grokking_seeds.py [--seeds 101 102 103 104 105] [--budget-s 600] [--no-wd-budget-s S]
                                    [--jobs 2] [--out grokking-seeds.json]
+    python bench/grokking_seeds.py --to-end [--seeds ...] [--precision fp32 bf16] [--set KEY=VALUE ...]
 
 Each seed trains the "grokking" preset (fatstudio.core.training.train, one CPU thread: OMP_NUM_THREADS=1 and
 torch.set_num_threads(1), each run in a process of its own) until validation accuracy passes 95 % or the
@@ -10,6 +11,13 @@ process's CPU time (what one uncontended thread would need, near enough, on a ma
 work) and wall time. The budget is CPU time. It prints, per seed, the step and the times at which
 validation accuracy passed 95 %, and for weight decay 0 the best validation accuracy within its budget and
 the step it stopped at; then the per-step CPU time of each, the ratio no-WD / WD of the steps trained.
+
+``--to-end`` trains each seed at each ``--precision`` (train.precision: "fp32", "bf16"; "auto" is bf16 on a CPU
+with AVX-512 BF16 or AMX, else fp32) for the preset's own train.steps, without stopping at 95 % and without the
+run without weight decay, and prints what a learner sees: the step validation passed 95 %, the lowest validation
+accuracy after that (a loss spike), the validation accuracy at the last evaluation, and the weight norm there.
+``--set`` overrides the preset's settings (as `fatstudio train --set`), e.g. to try a schedule before the preset
+takes it.
 """
 from __future__ import annotations
 
@@ -25,9 +33,11 @@ from pathlib import Path
 THRESHOLD = 0.95
 
 
-def run(seed: int, weight_decay: float | None, budget_s: float, log: Path | None = None) -> dict:
+def run(seed: int, weight_decay: float | None, budget_s: float, log: Path | None = None, to_end: bool = False,
+        precision: str | None = None, sets: tuple[str, ...] = ()) -> dict:
     """One run of the preset at ``seed`` (``weight_decay`` None: the preset's): until 95 % (with weight decay)
-    or ``budget_s`` of CPU time. With ``log``, each evaluation's numbers are appended to it as they come."""
+    or ``budget_s`` of CPU time, or with ``to_end`` for the preset's steps at ``precision``. With ``log``, each
+    evaluation's numbers are appended to it as they come."""
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
 
@@ -35,30 +45,37 @@ def run(seed: int, weight_decay: float | None, budget_s: float, log: Path | None
     from fatstudio.core import training
     from fatstudio.core.runs.presets import preset
 
-    sets = [f"train.seed={seed}", "train.device=cpu", "train.steps=1000000", "train.checkpoint_interval=1000000"]
+    overrides = [f"train.seed={seed}", "train.device=cpu", *sets]
+    if not to_end:
+        overrides += ["train.steps=1000000", "train.checkpoint_interval=1000000"]
+    if precision is not None:
+        overrides.append(f"train.precision={precision}")
     if weight_decay is not None:
-        sets.append(f"train.weight_decay={weight_decay}")
-    cfg = preset("grokking").config.with_overrides(sets)
+        overrides.append(f"train.weight_decay={weight_decay}")
+    cfg = preset("grokking").config.with_overrides(overrides)
     control = training.Control()
-    out: dict = {"seed": seed, "weight_decay": cfg.train.weight_decay, "passed_step": None, "best_val_acc": 0.0}
+    out: dict = {"seed": seed, "weight_decay": cfg.train.weight_decay, "passed_step": None, "best_val_acc": 0.0,
+                 "precision": precision, "evals": []}
     c0 = w0 = None
     with tempfile.TemporaryDirectory() as root:
         for ev in training.train(cfg, runs_root=Path(root), control=control):
             if isinstance(ev, training.Started):
                 c0, w0 = time.process_time(), time.perf_counter()  # start-up (corpus, tokenizer, model) not counted
+                out["precision"] = ev.precision
             elif isinstance(ev, training.Evaluation) and c0 is not None and w0 is not None:
                 cpu, wall = time.process_time() - c0, time.perf_counter() - w0
                 out.update(step=ev.step, cpu_s=cpu, wall_s=wall, val_acc=ev.accuracy, train_acc=ev.train_accuracy,
                            weight_norm=ev.weight_norm)
+                out["evals"].append((ev.step, ev.accuracy))
                 out["best_val_acc"] = max(out["best_val_acc"], ev.accuracy or 0.0)
                 if out["passed_step"] is None and (ev.accuracy or 0.0) >= THRESHOLD:
                     out.update(passed_step=ev.step, passed_cpu_s=cpu, passed_wall_s=wall)
-                    if weight_decay is None:
+                    if weight_decay is None and not to_end:
                         control.stop()
                 if log is not None:
                     with log.open("a") as f:
                         f.write(json.dumps(out) + "\n")
-                if cpu >= budget_s:
+                if cpu >= budget_s and not to_end:
                     control.stop()
     return out
 
@@ -67,6 +84,31 @@ def _last(path: Path) -> dict | None:
     """The latest evaluation a run logged, or None."""
     lines = path.read_text().splitlines() if path.exists() else []
     return json.loads(lines[-1]) if lines else None
+
+
+def to_end(a: argparse.Namespace) -> int:
+    """Each seed at each precision for the preset's steps: where validation passed 95 %, and how it ended."""
+    runs = [(s, p) for s in a.seeds for p in a.precision]
+    with ProcessPoolExecutor(a.jobs) as pool:
+        futures = [pool.submit(run, s, None, 0.0, None, True, p, tuple(a.set)) for s, p in runs]
+        rows = [f.result() for f in futures]
+    print(f"grokking preset{' with ' + ' '.join(a.set) if a.set else ''}, to its last step, one CPU thread per run")
+    print(f"{'seed':>6} {'precision':>9} {'95% at':>7} {'lowest after':>13} {'last':>6} {'best':>6} {'‖θ‖ last':>9} "
+          f"{'CPU s':>6}   validation accuracy at each evaluation")
+    for r in rows:
+        after = [acc for step, acc in r["evals"] if r["passed_step"] is not None and step >= r["passed_step"]]
+        print(f"{r['seed']:>6} {r['precision']:>9} {r['passed_step'] or '–':>7} "
+              f"{min(after) if after else float('nan'):>13.3f} {r['val_acc']:>6.3f} {r['best_val_acc']:>6.3f} "
+              f"{r['weight_norm']:>9.1f} {r['cpu_s']:>6.0f}   " + " ".join(f"{acc:.2f}" for _, acc in r["evals"]))
+    passed = [r["passed_step"] for r in rows if r["passed_step"] is not None]
+    if passed:
+        print(f"passed 95%: {len(passed)} of {len(rows)} runs, at steps {min(passed)}–{max(passed)} (median "
+              f"{statistics.median(passed):.0f}); last evaluation ≥ 95% in {sum(r['val_acc'] >= THRESHOLD for r in rows)} "
+              f"of {len(rows)}, lowest last {min(r['val_acc'] for r in rows):.3f}")
+    if a.out:
+        a.out.write_text(json.dumps(rows, indent=1))
+        print(f"wrote {a.out}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -81,7 +123,12 @@ def main(argv: list[str] | None = None) -> int:
                     "SEED-wd.jsonl or SEED-nowd.jsonl there")
     ap.add_argument("--report", type=Path, default=None, help="only print the table of the runs logged in this "
                     "folder so far (their latest evaluations)")
+    ap.add_argument("--to-end", action="store_true", help="train the preset's steps at each --precision (see above)")
+    ap.add_argument("--precision", nargs="+", default=["fp32", "bf16"], help="with --to-end (default: fp32 bf16)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a preset setting")
     a = ap.parse_args(argv)
+    if a.to_end:
+        return to_end(a)
     no_wd_budget = a.no_wd_budget_s if a.no_wd_budget_s is not None else a.budget_s
     if a.report:
         rows = tuple([_last(a.report / f"{s}-{kind}.jsonl") for s in a.seeds] for kind in ("wd", "nowd"))

@@ -34,7 +34,8 @@ ACTIVATIONS: tuple[Activation, ...] = get_args(Activation)
 POSITIONS: tuple[Positions, ...] = get_args(Positions)
 
 # Each architecture's defaults are the paper's algorithm exactly.
-PRESET_KEYS = ("name", "description", "walkthrough", "details", "demo_steps")  # a preset file's keys beside the tables
+# a preset file's keys beside the model, data and train tables ([expected] a table too: `presets`)
+PRESET_KEYS = ("name", "description", "walkthrough", "details", "demo_steps", "expected")
 VASWANI_BASE = 10000.0  # b of Vaswani et al.'s sinusoids, RoPE's and Transformer-XL's
 ARCH_DEFAULTS: dict[Arch, dict[str, str]] = {
     "edt": dict(norm="layer", norm_position="post", activation="relu", positions="learned"),  # Algorithm 8
@@ -289,7 +290,7 @@ Task = Literal["next_token", "masked_lm", "seq2seq", "classification"]
 TokenizerKind = Literal["char", "word", "bpe"]
 Split = Literal["blocks", "tail"]  # data.split: where a text's validation part lies (see `data.splits`)
 Optimizer = Literal["adamw", "sgd", "muon"]  # sgd: the paper's plain θ ← θ - η∇loss; muon: hidden matrices, AdamW the rest
-LRSchedule = Literal["cosine", "constant"]
+LRSchedule = Literal["cosine", "constant", "wsd"]  # wsd: constant, then a cosine over the last 20% (`lr_at`)
 Device = Literal["auto", "cpu", "cuda", "mps"]
 ResolvedPrecision = Literal["fp32", "bf16", "fp16"]  # what a run computes in (`device.resolve_precision`)
 Precision = Literal["auto", ResolvedPrecision]  # auto: bf16 on devices that do it natively, else fp32
@@ -471,7 +472,8 @@ class RunConfig(_Config):
         """The ``table.key`` names that the config file at ``path`` sets (one `load` read without error)."""
         path = Path(path)
         d = _parse(path, "JSON" if path.suffix.lower() == ".json" else "TOML", _read(path))
-        return {f"{t}.{k}" for t, v in d.items() if isinstance(v, dict) for k in v} if isinstance(d, dict) else set()
+        return {f"{t}.{k}" for t, v in d.items() if isinstance(v, dict) and t not in PRESET_KEYS for k in v} \
+            if isinstance(d, dict) else set()
 
     def with_overrides(self, assignments: list[str]) -> RunConfig:
         """Apply ``table.key=value`` assignments (the CLI's ``--set``); values parse as TOML, else as text."""

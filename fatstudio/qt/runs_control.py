@@ -125,7 +125,7 @@ class RunsControl(QObject):
         rows = run.metrics()  # one read of metrics.jsonl for the curves and the diagnosis
         self.plots.load_metrics(rows)
         self.plots.set_run(run.config, run.info.chars_per_token)
-        self.workspace.show_run(str(run.path), rows, run.config.train.to_dict(), run.meta)
+        self.workspace.show_run(str(run.path), rows, run.config.train.to_dict(), run.meta, run.config)
         self.plots.export_stem = f"{run.path}-curves"  # beside the run: a run folder is the run's alone
         self.view.set_samples(run.samples())
         m = run.meta

@@ -3,6 +3,7 @@ stream, stop/pause/snapshot, a diverging loss, checkpoints and resume, and that 
 import json
 import math
 import threading
+from dataclasses import replace
 
 import pytest
 import torch
@@ -29,6 +30,16 @@ def test_lr_schedule_warms_up_then_decays_to_min_lr():
     assert lrs[1000] == pytest.approx(1e-4)
     assert all(a >= b for a, b in zip(lrs[100:], lrs[101:]))  # cosine falls
     assert lr_at(500, TrainConfig(steps=1000, warmup=100, lr_schedule="constant")) == pytest.approx(1e-3)
+
+
+def test_wsd_holds_lr_then_settles_over_the_last_fifth():
+    """"wsd": warm-up, η until the last 20% of the steps, then a cosine down to min_lr at the last step."""
+    t = TrainConfig(steps=1000, warmup=50, lr=2e-3, min_lr=1e-4, lr_schedule="wsd")
+    lrs = [lr_at(s, t) for s in range(1001)]
+    assert lrs[:50] == [lr_at(s, replace(t, lr_schedule="constant")) for s in range(50)]  # the same warm-up
+    assert all(lr == pytest.approx(2e-3) for lr in lrs[50:801])
+    assert all(a > b for a, b in zip(lrs[800:], lrs[801:]))  # then falls every step
+    assert lrs[900] == pytest.approx((2e-3 + 1e-4) / 2) and lrs[1000] == pytest.approx(1e-4)
 
 
 def test_weight_decay_only_on_matrices_and_sgd_is_plain():

@@ -163,6 +163,25 @@ def test_showing_a_run_resets_its_rows_and_says_which():
     assert seen["diagnosed"][-1][0] == []
 
 
+def test_a_shown_run_of_a_preset_is_diagnosed_with_what_the_preset_expects():
+    """The grokking preset expects loss spikes that come back ([expected] spike): a reopened run of its model and
+    data (other train settings too) lists one as a note; the same rows of a run of another preset warn."""
+    from fatstudio.core.runs.presets import preset
+
+    rows = [{"step": s, "train_loss": 0.1 + 0.01 * (s % 3)} for s in range(300)]
+    rows[200]["train_loss"] = 3.0  # a spike the loss comes back from at once
+    ws = Workspace()
+    seen = record(ws)
+    grokking = preset("grokking").config.with_overrides(["train.weight_decay=1.0"])
+    ws.show_run("/runs/a", rows, grokking.train.to_dict(), config=grokking)
+    (line, warning), = seen["diagnosed"][-1][0]
+    assert "spiked" in line and "expected with this preset" in line and not warning
+    other = preset("gpt-char").config
+    ws.show_run("/runs/b", rows, other.train.to_dict(), config=other)
+    (line, warning), = seen["diagnosed"][-1][0]
+    assert "lower the learning rate" in line and warning
+
+
 def test_the_text_is_announced_only_when_it_changes():
     ws = Workspace()
     seen = record(ws)

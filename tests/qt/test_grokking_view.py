@@ -69,7 +69,50 @@ def test_the_95_percent_label_stays_inside_the_accuracy_plot(qtbot, accuracies):
     g.show()
     g.load_metrics(_rows(accuracies))
     view = g.accuracyPlot.getPlotItem().getViewBox()
-    qtbot.waitUntil(lambda: view.viewRange()[0][1] >= g.grokked_step, timeout=5000)
-    assert view.sceneBoundingRect().contains(g.marker.label.sceneBoundingRect())
+    assert view.viewRange()[0][1] >= g.grokked_step  # the step axis reaches the marker at once
+    qtbot.waitUntil(lambda: view.sceneBoundingRect().contains(g.marker.label.sceneBoundingRect()), timeout=5000)
     g.resize(1400, 250)
     qtbot.waitUntil(lambda: view.sceneBoundingRect().contains(g.marker.label.sceneBoundingRect()), timeout=5000)
+
+
+def test_one_evaluation_is_a_dot_at_its_step_without_a_scrub_line(qtbot):
+    """A run's first evaluation: no line to draw, so a dot on each curve at its step on an axis from 0, and no
+    grey scrub line (nothing to scrub between yet); the second evaluation brings the line back."""
+    from fatstudio.qt.widgets.grokking_plots import GrokkingPlots
+
+    g = GrokkingPlots()
+    qtbot.addWidget(g)
+    g.resize(1000, 250)
+    g.show()
+    g.load_metrics(_rows([0.3]))
+    for curve in (g.trainAccCurve, g.valAccCurve, g.normCurve):
+        assert list(curve.getData()[0]) == [100] and curve.opts["symbol"] == "o"
+    assert not g.scrubLine.isVisible() and not g.marker.isVisible()
+    (x0, x1), _ = g.accuracyPlot.getPlotItem().getViewBox().viewRange()
+    assert x0 <= 0 and 100 <= x1 < 120  # the dot at the right end of 0…100, not a lone line mid-plot
+    assert g.normPlot.getPlotItem().getViewBox().viewRange()[0][0] <= 0
+    g.add_evaluation(Evaluation(200, 0.1, 0.1, 0.5, 1.0, 24.0, (0.2, 0, 0, 0, 0)))
+    assert g.scrubLine.isVisible() and g.scrubLine.value() == 200
+
+
+def test_the_fourier_bars_keep_one_height_axis_while_scrubbing(qtbot):
+    """The bar chart's height axis is the largest share of any evaluation (with a little room), the same at every
+    step of the slider, so bars compare across steps; a later evaluation with a higher peak raises it."""
+    from fatstudio.qt.widgets.grokking_plots import GrokkingPlots
+
+    g = GrokkingPlots()
+    qtbot.addWidget(g)
+    g.show()
+    rows = _rows([0.1, 0.3, 0.6, 0.9])
+    for i, r in enumerate(r for r in rows if "embed_fourier" in r):
+        r["embed_fourier"] = [0.02 * (i + 1), 0.01, 0.01, 0.01, 0.01]  # peaks 0.02 … 0.08
+    g.load_metrics(rows)
+    view = g.fourierPlot.getPlotItem().getViewBox()
+    tops = []
+    for index in range(g.stepSlider.maximum() + 1):
+        g.stepSlider.setValue(index)
+        tops.append(view.viewRange()[1])
+    assert len({tuple(t) for t in tops}) == 1  # one axis over the scrub
+    assert tops[0][0] == 0 and 0.08 <= tops[0][1] <= 0.09
+    g.add_evaluation(Evaluation(500, 0.1, 0.1, 1.0, 1.0, 24.0, (0.3, 0, 0, 0, 0)))
+    assert 0.3 <= view.viewRange()[1][1] <= 0.32

@@ -165,6 +165,8 @@ def test_train_panel_round_trip(qtbot, workspace):
     panel.set_config(t)
     assert panel.config() == t
     assert panel.fields["lr"].text() == "3e-4"
+    panel.set_config(t.replace(lr_schedule="wsd"))  # the grokking preset's schedule
+    assert panel.config().lr_schedule == panel.fields["lr_schedule"].value() == "wsd"  # the combo shows it
 
 
 def test_train_panel_turns_tensorboard_on(qtbot, monkeypatch, workspace):

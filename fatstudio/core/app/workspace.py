@@ -22,6 +22,7 @@ from psygnal import Signal
 
 from ..names import MapName
 from ..records import GRAD_NORM, LR, STEP, TRAIN_LOSS, EndStatus, RunMeta, row_step
+from ..runs.presets import expected_findings
 from ..training.control import Control
 from ..training.diagnostics import Diagnosis
 from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
@@ -89,13 +90,14 @@ def diverged_row(diverged: Mapping[str, Any]) -> dict:
 
 class RunDiagnostics:
     """The "is this normal?" rules (`diagnostics.Diagnosis`) over the shown run: its metrics rows, its train
-    settings and the head findings of its latest probe step. Each `diagnose` reads the rows added since the
-    last one."""
+    settings, what its preset expects (``expected``: `presets.expected_findings`) and the head findings of its
+    latest probe step. Each `diagnose` reads the rows added since the last one."""
 
     def __init__(self) -> None:
         self.reset([], {})
 
-    def reset(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
+    def reset(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None,
+              expected: Mapping[str, str] | None = None) -> None:
         """Start over with these rows (a reopened or resumed run's, or none); ``meta`` its meta.json (the
         unigram entropy, a non-finite step)."""
         meta = meta or {}
@@ -106,19 +108,24 @@ class RunDiagnostics:
         info = RunMeta(meta)
         if info.diverged and info.status == "failed":
             self.add_rows([diverged_row(info.diverged)])
-        self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"), meta.get("split_gap"))
+        self.diagnosis = self._configure(Diagnosis(), train, meta.get("unigram_entropy"), meta.get("split_gap"),
+                                         expected)
 
     @staticmethod
-    def _configure(d: Diagnosis, train: Mapping[str, Any], unigram: float | None, split: Any = None) -> Diagnosis:
+    def _configure(d: Diagnosis, train: Mapping[str, Any], unigram: float | None, split: Any = None,
+                   expected: Mapping[str, str] | None = None) -> Diagnosis:
         d.grad_clip, d.unigram = float(train.get("grad_clip", 0.0) or 0.0), unigram
         d.warmup = int(train.get("warmup", 0) or 0)
         d.split = split if isinstance(split, dict) else None  # meta.json's split_gap
+        d.expected = dict(expected or {})
         return d
 
-    def configure(self, train: Mapping[str, Any], unigram: float | None, split: Any = None) -> None:
+    def configure(self, train: Mapping[str, Any], unigram: float | None, split: Any = None,
+                  expected: Mapping[str, str] | None = None) -> None:
         """A run started with these train settings (the rows of a resumed run already read stay read), its
-        train split's unigram entropy and how its validation text differs (``split_gap``)."""
-        self._configure(self.diagnosis, train, unigram, split)
+        train split's unigram entropy, how its validation text differs (``split_gap``) and what its preset
+        expects."""
+        self._configure(self.diagnosis, train, unigram, split, expected)
 
     def add_rows(self, rows: list[dict]) -> None:
         self.new.extend(rows)
@@ -264,15 +271,17 @@ class Workspace:
         self.probes_listed.emit(run_dir)
 
     def show_run(self, run_dir: str | None, rows: list[dict], train: Mapping[str, Any],
-                 meta: Mapping[str, Any] | None = None) -> None:
-        """Show a run (None: none) with these metrics rows, train settings and meta.json: diagnosed now."""
+                 meta: Mapping[str, Any] | None = None, config: RunConfig | None = None) -> None:
+        """Show a run (None: none) with these metrics rows, train settings and meta.json: diagnosed now, with what
+        the preset of its ``config`` (its settings) expects."""
         self.run_dir = run_dir
-        self.show_rows(rows, train, meta)
+        self.show_rows(rows, train, meta, config)
         self.run_changed.emit(run_dir)
 
-    def show_rows(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
+    def show_rows(self, rows: list[dict], train: Mapping[str, Any], meta: Mapping[str, Any] | None = None,
+                  config: RunConfig | None = None) -> None:
         """Diagnose these metrics rows now (a reopened or resumed run's, or none)."""
-        self.diagnostics.reset(rows, train, meta)
+        self.diagnostics.reset(rows, train, meta, expected_findings(config))
         self.diagnose()
 
     def set_heads(self, run_dir: str, heads: tuple[int, list] | None) -> None:
@@ -365,7 +374,8 @@ class Workspace:
     def _on_started(self, ev: Started) -> None:
         self.run_dir = ev.run_dir
         self.focus.train(ev.run_dir)  # the views follow the run that trains
-        self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy, ev.split_gap)  # rows read stay read
+        self.diagnostics.configure(ev.config.train.to_dict(), ev.unigram_entropy, ev.split_gap,  # rows read stay read
+                                   expected_findings(ev.config))
         if self.state is TrainingState.STARTING:
             self._set_state(TrainingState.RUNNING)
 

@@ -2,8 +2,11 @@
 
 Beside the [model], [data] and [train] tables a preset file has ``name`` (what a person reads), ``description``
 (what it teaches, a sentence or two), ``walkthrough`` (at most three "do this, look here" steps), ``details``
-(measurements: times, seeds, what else was tried) and ``demo_steps`` (the fewest train.steps at which the
-walkthrough holds)."""
+(measurements: times, seeds, what else was tried), ``demo_steps`` (the fewest train.steps at which the
+walkthrough holds) and an ``[expected]`` table: what Diagnostics finds at the preset's settings that is normal
+there, a finding kind (`diagnostics.FindingKind`) and why, e.g. ``spike = "full-batch AdamW …"``; a run of the
+preset's model and data (`Preset.has_model_and_data_of`) lists those findings as notes with the reason
+(`expected_findings`)."""
 from __future__ import annotations
 
 import re
@@ -12,6 +15,7 @@ from dataclasses import dataclass
 import tomllib
 
 from ..config import PRESET_KEYS, RunConfig
+from ..data import splits
 from ..resources import resource_path
 
 MAX_WALKTHROUGH = 3  # steps a walkthrough may have
@@ -32,6 +36,7 @@ class Preset:
     walkthrough: tuple[str, ...] = ()  # at most MAX_WALKTHROUGH "do this, look here" steps
     details: str = ""  # measurements, behind a fold
     demo_steps: int = 0  # the fewest train.steps the walkthrough needs (0: any)
+    expected: tuple[tuple[str, str], ...] = ()  # (finding kind, why it is normal here): Diagnostics' notes
 
     def steps_note(self, config: RunConfig) -> str:
         """What to say before training ``config``, this preset's model and data with train.steps perhaps
@@ -49,9 +54,25 @@ class Preset:
         return self.has_model_and_data_of(config) and config.train == self.config.train
 
     def has_model_and_data_of(self, config: RunConfig) -> bool:
-        """Whether ``config`` has this preset's model (N_V and the class count aside: the data's) and data."""
+        """Whether ``config`` has this preset's model (N_V and the class count aside: the data's) and data,
+        data.split aside where it says nothing (`splits.applies`: examples, as a modadd run made before that key
+        reads "tail"). Its train settings may differ (the walkthrough itself changes them)."""
+        data = self.config.data
+        if not splits.applies(config.data) and not splits.applies(data):
+            data = data.replace(split=config.data.split)
         mine = self.config.model.replace(vocab_size=config.model.vocab_size, n_classes=config.model.n_classes)
-        return config.model == mine and config.data == self.config.data
+        return config.model == mine and config.data == data
+
+
+def expected_findings(config: RunConfig | None, presets: list[Preset] | None = None) -> dict[str, str]:
+    """What a run of ``config`` is expected to show, by its preset (`Preset.has_model_and_data_of`; default: the
+    shipped presets): finding kind → why it is normal there; {} for a run of no preset's model and data."""
+    if config is None:
+        return {}
+    for p in load_presets() if presets is None else presets:
+        if p.expected and p.has_model_and_data_of(config):
+            return dict(p.expected)
+    return {}
 
 
 def preset_of(config: RunConfig, presets: list[Preset]) -> Preset | None:
@@ -73,9 +94,12 @@ def load_presets() -> list[Preset]:
         if len(walkthrough) > MAX_WALKTHROUGH:
             raise ValueError(f"preset {path.stem}: a walkthrough has at most {MAX_WALKTHROUGH} steps, not "
                              f"{len(walkthrough)}.")
+        expected = info.get("expected", {})
+        if not isinstance(expected, dict) or not all(isinstance(v, str) for v in expected.values()):
+            raise ValueError(f"preset {path.stem}: [expected] holds finding kinds and why each is normal, as text.")
         out.append(Preset(key_of(path.stem), str(info.get("name") or path.stem), RunConfig.from_dict(d),
                           _paragraph(info.get("description", "")), walkthrough, _paragraph(info.get("details", "")),
-                          int(info.get("demo_steps", 0))))
+                          int(info.get("demo_steps", 0)), tuple((k, _paragraph(v)) for k, v in expected.items())))
     return out
 
 

@@ -34,11 +34,17 @@ folder's latest saved probe. Once the latest evaluation shows the task solved (`
 not listed: how a head attends is no concern then.
 
 With no warning, `Diagnosis.summary` says what was checked ("Nothing unusual at step N: …").
+
+What a preset expects. A preset may say which findings are normal at its settings, and why (its ``[expected]``
+table, `presets.expected_findings`: the grokking preset's loss spikes). `Diagnosis` takes them as ``expected``
+(finding kind → reason) and lists such findings as notes, with the reason, not as warnings, unless they go past
+what was expected: a spike is expected only if the loss comes back (`recovered`: within ``SPIKE_RECOVERY_STEPS``
+steps, to within ``SPIKE_RECOVERED_NATS`` of the median before it); one that stays up is a warning still.
 """
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -58,6 +64,8 @@ SPIKE_MADS = 5.0  # robust standard deviations, 1.4826 · MAD each
 MAD_TO_SIGMA = 1.4826
 SPIKE_MIN_NATS = 1.0
 SPIKE_MAX_FINDINGS = 5  # the latest spikes only: a list of fifty would say nothing more
+SPIKE_RECOVERY_STEPS = 50  # an expected spike comes back within this many steps…
+SPIKE_RECOVERED_NATS = 0.5  # …to within this of the median loss before it
 OVERFIT_EVALS = 3
 OVERFIT_MIN_RISE = 0.02
 PLATEAU_STEPS = 100
@@ -79,13 +87,15 @@ FindingKind = Literal["non_finite", "spike", "overfitting", "unigram_plateau", "
 class Finding:
     """One thing to know: its ``kind`` (the rule that found it), the step it concerns, and one line of advice.
     ``warning``: something to act on; else a note (what the curves or maps show, nothing wrong in itself).
-    ``heads``: the (map name, h) of the heads a head finding is about, h from 0."""
+    ``heads``: the (map name, h) of the heads a head finding is about, h from 0. ``seen``: what was seen, without
+    the advice (a spike's "the loss spiked to 3.03 (recent median 0.14)"), for a preset's expected note."""
 
     kind: FindingKind
     step: int
     advice: str
     warning: bool = True
     heads: tuple[tuple[MapName, int], ...] = ()
+    seen: str = ""
 
     @property
     def line(self) -> str:
@@ -135,10 +145,42 @@ def spikes(rows: Sequence[dict]) -> list[Finding]:
     spiking = current > med + np.maximum(SPIKE_MADS * MAD_TO_SIGMA * mad, SPIKE_MIN_NATS)
     previous = np.concatenate([[False], spiking[:-1]])
     for i in np.flatnonzero(spiking & ~previous):
+        seen = f"the loss spiked to {current[i]:.2f} (recent median {med[i]:.2f})"
         found.append(Finding("spike", int(steps[SPIKE_MIN_HISTORY + i]),
-                             f"the loss spiked to {current[i]:.2f} (recent median {med[i]:.2f}): if it recurs, "
-                             "lower the learning rate or clip gradients."))
+                             f"{seen}: if it recurs, lower the learning rate or clip gradients.", seen=seen))
     return found[-SPIKE_MAX_FINDINGS:]
+
+
+def recovered(rows: Sequence[dict], step: int) -> bool | None:
+    """Whether the train loss came back after a spike at ``step`` (among ``rows``): some loss of the next
+    SPIKE_RECOVERY_STEPS steps within SPIKE_RECOVERED_NATS of the median of the SPIKE_WINDOW before it. None
+    while fewer steps follow and none has come back yet, or when ``step`` is not among the rows."""
+    steps, losses = _losses(rows)
+    at = np.flatnonzero(steps == step)
+    if not at.size:
+        return None
+    i = int(at[0])
+    before = losses[max(0, i - SPIKE_WINDOW):i]
+    before = before[np.isfinite(before)]
+    if not before.size:
+        return None
+    after = losses[i + 1:i + 1 + SPIKE_RECOVERY_STEPS]
+    if (after <= np.median(before) + SPIKE_RECOVERED_NATS).any():
+        return True
+    return False if len(after) >= SPIKE_RECOVERY_STEPS else None
+
+
+def as_expected(found: Finding, reason: str, came_back: bool | None = None) -> Finding:
+    """``found`` as a preset that expects its kind says it: a note with ``reason``; but a spike that did not
+    come back (``came_back`` False, `recovered`) stays a warning, for that was not expected."""
+    seen = found.seen or found.advice.rstrip(".")
+    if found.kind == "spike" and came_back is False:
+        return Finding(found.kind, found.step, f"{seen} and has not come back in {SPIKE_RECOVERY_STEPS} steps, "
+                       f"which even this preset's spikes do: lower the learning rate or clip gradients.",
+                       seen=found.seen)
+    back = " and came back" if found.kind == "spike" and came_back else ""
+    return Finding(found.kind, found.step, f"{seen}{back}: expected with this preset ({reason}).", warning=False,
+                   heads=found.heads, seen=found.seen)
 
 
 def overfitting(rows: Sequence[dict]) -> list[Finding]:
@@ -236,18 +278,21 @@ class Diagnosis:
     run took 0.3 s a call over all its rows when it did). An evaluation's numbers may join a row already given
     (the same dict, updated) up to `LATE_EVAL_ROWS` rows later. ``grad_clip`` and ``warmup`` are the run's
     train settings; ``unigram`` the corpus's unigram entropy in nats per token (None: no plateau rule);
-    ``split`` meta.json's ``split_gap`` (None: not measured, no `split_mismatch` rule).
+    ``split`` meta.json's ``split_gap`` (None: not measured, no `split_mismatch` rule); ``expected`` what the
+    run's preset expects (finding kind → why it is normal there: `as_expected`).
 
     ``heads``, when given, is the latest probe step's `head_findings`: listed with the rest unless the task is
     `solved` (then how the heads attend is no cause for concern)."""
 
     def __init__(self, grad_clip: float = 0.0, unigram: float | None = None, warmup: int = 0,
-                 split: dict | None = None):
+                 split: dict | None = None, expected: Mapping[str, str] | None = None):
         self.grad_clip, self.unigram, self.warmup, self.split = grad_clip, unigram, warmup, split
+        self.expected: Mapping[str, str] = dict(expected or {})
         self._recent: list[dict] = []  # the last KEEP_ROWS rows given
         self._first: list[float] = []  # the first LOSS_ENDS finite train losses
         self._non_finite: list[Finding] = []
         self._spikes: list[Finding] = []
+        self._came_back: dict[int, bool] = {}  # spike step → `recovered`, once it could tell
         self._evals: dict[int, dict] = {}  # step → evaluation row
         self._heads: HeadCheck | None = None
 
@@ -273,7 +318,17 @@ class Diagnosis:
                  *unigram_plateau(tail, self.unigram, self.warmup), *clipping(tail, self.grad_clip, self.warmup)]
         if self._heads is not None and self.solved() is None:
             found += self._heads[1]
+        found = [as_expected(f, self.expected[f.kind], self._recovered(f)) if f.kind in self.expected else f
+                 for f in found]
         return sorted(found, key=lambda f: f.step)
+
+    def _recovered(self, found: Finding) -> bool | None:
+        """`recovered` for a spike, kept once told (its rows may leave the ones kept); None for other kinds."""
+        if found.kind != "spike":
+            return None
+        if found.step not in self._came_back and (told := recovered(self._recent, found.step)) is not None:
+            self._came_back[found.step] = told
+        return self._came_back.get(found.step)
 
     def solved(self) -> dict | None:
         """The latest evaluation if it shows the task solved (validation accuracy ≥ SOLVED_ACCURACY, or
@@ -298,7 +353,8 @@ class Diagnosis:
         falling = end < start
         checks = [f"loss finite {'and' if falling else 'but not'} falling ({start:.2f} → {end:.2f})"]
         if len(self._recent) > SPIKE_MIN_HISTORY:
-            checks.append("no spikes")
+            checks.append("loss spikes that came back, as this preset expects" if any(f.kind == "spike" for f in found)
+                          else "no spikes")
         if len(self._evals) > OVERFIT_EVALS:  # enough for the rule to have fired
             checks.append(f"no overfitting over {len(self._evals)} evaluations")
         gap = SplitGap.from_dict(self.split)
@@ -325,10 +381,10 @@ class Diagnosis:
 
 
 def diagnose(rows: Sequence[dict], grad_clip: float = 0.0, unigram: float | None = None,
-             warmup: int = 0, split: dict | None = None) -> list[Finding]:
+             warmup: int = 0, split: dict | None = None, expected: Mapping[str, str] | None = None) -> list[Finding]:
     """Every rule above over ``rows`` (metrics rows, in step order), the findings sorted by step (see
     `Diagnosis` for the arguments, and for rows that keep growing)."""
-    return Diagnosis(grad_clip, unigram, warmup, split)(rows)
+    return Diagnosis(grad_clip, unigram, warmup, split, expected)(rows)
 
 
 # ---- attention -----------------------------------------------------------------------------------------------
@@ -423,6 +479,6 @@ def latest_head_findings(run_dir: str | Path) -> HeadCheck | None:
         return None
 
 
-__all__ = ["Finding", "HeadCheck", "unigram_entropy", "non_finite", "spikes", "overfitting", "unigram_plateau",
-           "split_mismatch", "clipping", "Diagnosis", "diagnose", "heads_text", "dead_heads", "head_findings",
-           "latest_head_findings"]
+__all__ = ["Finding", "HeadCheck", "unigram_entropy", "non_finite", "spikes", "recovered", "as_expected", "overfitting",
+           "unigram_plateau", "split_mismatch", "clipping", "Diagnosis", "diagnose", "heads_text", "dead_heads",
+           "head_findings", "latest_head_findings"]

@@ -12,13 +12,23 @@ from ..config import TrainConfig
 OUTER = ("embed", "unembed", "class_head")  # the model's modules that meet tokens or classes: never under Muon
 
 
+DECAY_FRACTION = 0.2  # "wsd": the last fifth of the steps decays (Hägele et al. 2024 find it matches a cosine)
+
+
 def lr_at(step: int, t: TrainConfig) -> float:
-    """Linear warm-up over ``warmup`` steps, then cosine from lr down to min_lr at ``steps`` (or constant)."""
+    """Linear warm-up over ``warmup`` steps, then: "cosine" from lr down to min_lr at ``steps``; "constant" lr;
+    "wsd" (warm-up, stable, decay) lr until the last DECAY_FRACTION of the steps, then a cosine down to min_lr
+    at ``steps`` (a run that must end settled, but learns at full lr until then)."""
     if step < t.warmup:
         return t.lr * (step + 1) / (t.warmup + 1)
     if t.lr_schedule == "constant":
         return t.lr
-    progress = min(1.0, (step - t.warmup) / max(1, t.steps - t.warmup))
+    start = t.warmup
+    if t.lr_schedule == "wsd":
+        start = max(t.warmup, t.steps - round(DECAY_FRACTION * t.steps))
+        if step < start:
+            return t.lr
+    progress = min(1.0, (step - start) / max(1, t.steps - start))
     return t.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
 

@@ -1,7 +1,11 @@
 """The grokking lab's plots for a "modadd" run (`inspect.grokking` computes, this draws): train and validation
 accuracy with a marker at the step where validation accuracy passed 95 %, the weights' norm ‖θ‖₂, and the
 token embedding's energy by frequency at one evaluation, which a slider scrubs through (their numbers are
-measured by the trainer, `inspect.grokking`)."""
+measured by the trainer, `inspect.grokking`).
+
+Each evaluation is a dot on its curves, so a run of one evaluation shows it; the step axes start at 0, and the
+grey line that marks the scrubbed evaluation is drawn only once there are two to scrub between. The bar chart's
+height axis holds the largest share of any evaluation so far (`spectrum_top`), so bars compare as the slider moves."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,6 +31,11 @@ from .curves import GRAD_COLOR, TRAIN_COLOR, VAL_COLOR, new_curve, new_plot
 MARKER_COLOR = (44, 160, 44)
 
 
+def _dots(color: tuple[int, int, int]) -> dict[str, Any]:
+    """A curve's evaluations drawn as dots too (one evaluation has no line to draw)."""
+    return {"symbol": "o", "symbolSize": 5, "symbolBrush": pg.mkBrush(*color), "symbolPen": None}
+
+
 class GrokkingPlots(QWidget):
     """Accuracy, weight norm and Fourier energy of a modadd run's evaluations (`load_metrics`, `add_evaluation`)."""
 
@@ -36,8 +45,8 @@ class GrokkingPlots(QWidget):
         self.accuracyPlot = new_plot("accuracy (answer token)", "grokAccuracyPlot", "accuracy")
         self.accuracyPlot.setYRange(0, 1.02, padding=0)
         self.accuracyPlot.getPlotItem().getViewBox().enableAutoRange(y=False)
-        self.trainAccCurve = new_curve(self.accuracyPlot, TRAIN_COLOR, 2)
-        self.valAccCurve = new_curve(self.accuracyPlot, VAL_COLOR, 2)
+        self.trainAccCurve = new_curve(self.accuracyPlot, TRAIN_COLOR, 2, **_dots(TRAIN_COLOR))
+        self.valAccCurve = new_curve(self.accuracyPlot, VAL_COLOR, 2, **_dots(VAL_COLOR))
         pen = pg.mkPen(color=MARKER_COLOR, width=1.5, style=Qt.PenStyle.DashLine)
         self.marker = pg.InfiniteLine(angle=90, pen=pen, movable=False, label="",
                                       labelOpts={"position": 0.12, "color": MARKER_COLOR})
@@ -53,12 +62,13 @@ class GrokkingPlots(QWidget):
         self.accuracyLegend.setTextFormat(Qt.TextFormat.RichText)
 
         self.normPlot = new_plot("weight norm ‖θ‖₂", "weightNormPlot", "‖θ‖₂")
-        self.normCurve = new_curve(self.normPlot, GRAD_COLOR, 2)
+        self.normCurve = new_curve(self.normPlot, GRAD_COLOR, 2, **_dots(GRAD_COLOR))
 
         self.fourierPlot = new_plot("token embedding W_e: energy by frequency", "fourierPlot", "share of energy")
         self.fourierPlot.getPlotItem().setLabel("bottom", "frequency k (over the numbers 0 … p-1)")
         self.fourierBars = pg.BarGraphItem(x=[], height=[], width=0.8, brush=pg.mkBrush(*TRAIN_COLOR), pen=None)
         self.fourierPlot.addItem(self.fourierBars)
+        self.fourierPlot.getPlotItem().getViewBox().enableAutoRange(y=False)  # `spectrum_top`, not each bar chart's
         self.stepSlider = QSlider(Qt.Orientation.Horizontal, objectName="fourierStepSlider")
         self.stepSlider.setToolTip("The evaluation whose embedding spectrum is shown (the grey line in the accuracy plot).")
         self.stepSlider.valueChanged.connect(self._show_index)
@@ -118,6 +128,10 @@ class GrokkingPlots(QWidget):
         self.trainAccCurve.setData(*self._series(TRAIN_ACCURACY))
         self.valAccCurve.setData(*self._series(ACCURACY))
         self.normCurve.setData(*self._series(WEIGHT_NORM))
+        last = max((int(r[STEP]) for r in self.rows), default=0)
+        for plot in (self.accuracyPlot, self.normPlot):  # from step 0: one evaluation is a dot at its step
+            plot.setXRange(0, max(last, 1), padding=0.03)
+        self.fourierPlot.setYRange(0, self.spectrum_top(), padding=0)
         step = self.grokked_step
         self.marker.setVisible(step is not None)
         if step is not None:
@@ -169,7 +183,13 @@ class GrokkingPlots(QWidget):
         top = sorted(range(len(energy)), key=energy.__getitem__, reverse=True)[:3]
         self.stepLabel.setText(f"step {int(row[STEP]):,} · top k: {', '.join(str(k + 1) for k in sorted(top))}")
         self.scrubLine.setValue(int(row[STEP]))
-        self.scrubLine.setVisible(True)
+        self.scrubLine.setVisible(len(spectra) > 1)  # with one evaluation there is nothing to scrub between
+
+    def spectrum_top(self) -> float:
+        """The bar chart's fixed height: the largest share of energy at any evaluation so far, with a little room
+        (at least 0.05), so a bar's height means the same at every step of the slider."""
+        top = max((max(r[EMBED_FOURIER], default=0.0) for r in self.rows if r.get(EMBED_FOURIER)), default=0.0)
+        return max(0.05, 1.05 * top)
 
     def shown_spectrum(self) -> tuple[int, list[float]] | None:
         """The step and energies the bar chart shows, or None."""

@@ -77,8 +77,11 @@ def _form_rows() -> list[tuple[str, str, QWidget, str]]:
          "The peak learning rate η. Type any number, e.g. 3e-4; the arrows double or halve it."),
         ("warmup", "warm-up steps", int_spin(0, 10_000_000, 100, step=10),
          "η rises linearly from ~0 to its peak over these first steps."),
-        ("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant")]),
-         "After warm-up, η follows a cosine down to min η at the last step, or stays constant."),
+        ("lr_schedule", "schedule", ValueCombo([("cosine decay to min η", "cosine"), ("constant", "constant"),
+                                                ("constant, then decay", "wsd")]),
+         "After warm-up, η follows a cosine down to min η at the last step, or stays constant, or stays constant "
+         "until the last 20% of the steps and then follows a cosine down to min η (warm-up, stable, decay: a run "
+         "that learns at full η and still ends settled)."),
         ("min_lr", "min η", SciSpinBox(minimum=0.0, maximum=10.0),
          "The learning rate the cosine schedule ends at."),
         ("weight_decay", "weight decay", float_spin(0.0, 10.0, 0.1, decimals=4, step=0.01),
