@@ -85,7 +85,7 @@ class MainWindow(QMainWindow):
         split.setSizes([440, 980])
         self.setCentralWidget(split)
         self.resize(first_size(self.screen().availableGeometry()))
-        self.statusBar().showMessage("Ready: press Train to train the selected preset.")
+        self.statusBar().showMessage("Ready: press Train to train the settings in the column on the left.")
         self._build_menu()
         self._connect()
         column.restore_choice()
