@@ -173,7 +173,7 @@ def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
 def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is_left_at_exit(tmp_path, monkeypatch):
     """`fatstudio …` as a process: torch is imported with the collector paused and what it made is frozen, and
     at exit everything is (the interpreter's last collections would walk it all, ~0.5 s); commands that do not
-    import torch only freeze at exit, and a call from Python does neither."""
+    import torch, and the app, only freeze at exit, and a call from Python does neither."""
     calls = []
     for name in ("disable", "enable", "freeze"):
         monkeypatch.setattr(gc, name, lambda name=name: calls.append(name))
@@ -182,6 +182,10 @@ def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is
     assert main() == EXIT_ERROR and calls == ["disable", "freeze", "enable", "freeze"]
     calls.clear()
     monkeypatch.setattr(sys, "argv", ["fatstudio", "cache"])
+    assert main() == 0 and calls == ["freeze"]
+    calls.clear()
+    monkeypatch.setattr("fatstudio.qt.app.main", lambda argv: 0)  # the app, closed: ~1 s less to quit
+    monkeypatch.setattr(sys, "argv", ["fatstudio"])
     assert main() == 0 and calls == ["freeze"]
     calls.clear()
     assert main(["generate", str(tmp_path), "--prompt", "x"]) == EXIT_ERROR and calls == []
