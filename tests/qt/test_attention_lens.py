@@ -115,6 +115,38 @@ def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
     assert view.bars.values == pytest.approx(want.attribution.parts[0].tolist())
 
 
+def test_the_users_text_is_read_on_the_loaded_model_itself_while_another_thread_runs_it(monkeypatch):
+    """No copy of the model (0.5 s and 500 MB for a GPT-2-sized one): the lens's hooks are its thread's own, so a
+    generation running the same model meanwhile changes nothing in it (nor it in the generation)."""
+    import copy
+    import threading
+
+    import torch
+
+    from fatstudio.qt.panels.attention.lens import _measure
+
+    loaded = make_loaded("gpt")
+    tok, ids = loaded.tokenizer, loaded.tokenizer.encode("the fox")
+    want = measure(loaded.model, tok, ids, None, attributed=TEXT_ATTRIBUTED)
+    alone = loaded.model(torch.tensor([ids]))
+    monkeypatch.setattr(copy, "deepcopy", lambda *a, **kw: pytest.fail("the model was copied"))
+    done, outputs = threading.Event(), []
+
+    def other_worker():  # another job's forward passes on the same model, all along
+        while not done.is_set():
+            outputs.append(loaded.model(torch.tensor([ids])))
+    thread = threading.Thread(target=other_worker)
+    thread.start()
+    try:
+        key, got = _measure("key", loaded.model, tok, ids, None)
+    finally:
+        done.set()
+        thread.join()
+    assert key == "key" and got.top_tokens == want.top_tokens
+    np.testing.assert_array_equal(got.attribution.parts, want.attribution.parts)
+    assert outputs and all(torch.equal(out, alone) for out in outputs)
+
+
 def test_scrubbing_back_and_forth_reads_each_steps_lens_once(qtbot, panel, lens_run, monkeypatch):
     from fatstudio.core.inspect import probes
 
