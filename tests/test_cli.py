@@ -93,7 +93,7 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     assert main(args) == 0  # FATSTUDIO_COMPILE_DECODE=0 (the tests'): eager
     eager = capsys.readouterr().out
     monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled"))
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
     assert main(args) == 0 and capsys.readouterr().out == eager
     calls = []
@@ -115,12 +115,12 @@ def test_generate_compile_compiles_the_step_once_then_uses_it_with_the_same_text
         return dict.fromkeys(lengths, lambda x: calls.append(x) or model(x, cache=cache))
     monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: compiles.append(1) or steps(*parts))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: compiles.append(1) or steps(*parts))
     assert main([*args, "--compile"]) == 0
     out, err = capsys.readouterr()
     assert out == eager and compiles == [1] and len(calls) == 39 + 2  # the prefill is eager; a first call per length
     assert "the compiled decode step is ready" in err
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled again"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled again"))
     monkeypatch.setattr(decode_step, "cached_steps", steps)
     assert main([*args, "--compile"]) == 0 and capsys.readouterr().out == eager
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
@@ -134,7 +134,7 @@ def test_generate_compile_says_no_compile_is_starting_for_a_model_that_has_no_st
     """A model whose step cannot be compiled (a gopher's relative positions): --compile says why generation stays
     eager, and not that it is compiling."""
     monkeypatch.setattr(decode_step.DecodeStep, "problem", lambda self: "relative positions slice their table")
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled"))
     assert main(["generate", str(trained_run), "--prompt", "hello", "--tokens", "5", "--seed", "1", "--compile"]) == 0
     err = capsys.readouterr().err
     assert "compiling" not in err and "Generation runs eagerly (not compiled): relative positions" in err, err
