@@ -18,7 +18,6 @@ where compiling fails.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from ..device import compile_problem, cpp_compiler_problem, model_device
 from ..environment import COMPILE_DECODE
 from ..model import Transformer
 from ..model.attention import StaticKVCache
+from ..threads import lower_priority
 from .decode_export import CompileCancelled, allocated_cache, aot_compile, cached_steps, is_cached
 from .prompting import default_slide
 
@@ -85,13 +85,6 @@ class Compiled(NamedTuple):
 
     cache: StaticKVCache
     step: Step
-
-
-def _lower_priority() -> None:
-    """This thread, and the compilers it starts, at the lowest CPU priority: compiling takes what training and
-    the GUI leave (Linux, where each thread has its own nice value; elsewhere nothing changes)."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
 
 
 def _first_line(e: Exception) -> str:
@@ -154,7 +147,7 @@ class DecodeStep:
             self._done.wait()
             return
         if threading.current_thread() is not threading.main_thread():
-            _lower_priority()
+            lower_priority()  # compiling takes what training and the GUI leave
         problem = self.problem()
         if problem is None:
             try:

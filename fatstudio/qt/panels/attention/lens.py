@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from ....core.files import atomic_write, csv_text
 from ....core.inference.prompting import display_token
 from ....core.inspect.saved_lens import SavedLens
+from ....core.threads import lower_priority
 from ...widgets.attribution_bars import AttributionBars
 from ...widgets.lens_grid import LensGrid, RowLabels
 from ...widgets.saving import save_with_dialog, write_picture
@@ -50,9 +51,10 @@ def _measure(key: object, model, tokenizer, ids: list[int], context_ids: list[in
     """In a worker: the lens of a text, its last `TEXT_ATTRIBUTED` positions attributed (`probe_lens.measure`), on the
     loaded model itself: a hook acts only in the thread that attached it (`model.hooks`), so the forward passes other
     workers run on the model meanwhile (head scores, generation) are neither seen nor changed. (A copy of the model
-    took 0.5 s and 500 MB for a GPT-2-sized one.)"""
+    took 0.5 s and 500 MB for a GPT-2-sized one.) At the lowest CPU priority: a generation started meanwhile goes first."""
     from fatstudio.core.inspect.probe_lens import measure
 
+    lower_priority()
     return key, measure(model, tokenizer, ids, context_ids, attributed=TEXT_ATTRIBUTED)
 
 
