@@ -93,7 +93,7 @@ def test_generate_uses_a_compiled_step_an_earlier_compile_left_and_never_compile
     assert main(args) == 0  # FATSTUDIO_COMPILE_DECODE=0 (the tests'): eager
     eager = capsys.readouterr().out
     monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled"))
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
     assert main(args) == 0 and capsys.readouterr().out == eager
     calls = []
@@ -115,12 +115,12 @@ def test_generate_compile_compiles_the_step_once_then_uses_it_with_the_same_text
         return dict.fromkeys(lengths, lambda x: calls.append(x) or model(x, cache=cache))
     monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)  # nothing in the cache folder
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: compiles.append(1) or steps(*parts))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: compiles.append(1) or steps(*parts))
     assert main([*args, "--compile"]) == 0
     out, err = capsys.readouterr()
     assert out == eager and compiles == [1] and len(calls) == 39 + 2  # the prefill is eager; a first call per length
     assert "the compiled decode step is ready" in err
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled again"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled again"))
     monkeypatch.setattr(decode_step, "cached_steps", steps)
     assert main([*args, "--compile"]) == 0 and capsys.readouterr().out == eager
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
@@ -134,7 +134,7 @@ def test_generate_compile_says_no_compile_is_starting_for_a_model_that_has_no_st
     """A model whose step cannot be compiled (a gopher's relative positions): --compile says why generation stays
     eager, and not that it is compiling."""
     monkeypatch.setattr(decode_step.DecodeStep, "problem", lambda self: "relative positions slice their table")
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: pytest.fail("compiled"))
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: pytest.fail("compiled"))
     assert main(["generate", str(trained_run), "--prompt", "hello", "--tokens", "5", "--seed", "1", "--compile"]) == 0
     err = capsys.readouterr().err
     assert "compiling" not in err and "Generation runs eagerly (not compiled): relative positions" in err, err
@@ -173,7 +173,7 @@ def test_generate_imports_no_gui_and_not_torchs_compiler(trained_run):
 def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is_left_at_exit(tmp_path, monkeypatch):
     """`fatstudio …` as a process: torch is imported with the collector paused and what it made is frozen, and
     at exit everything is (the interpreter's last collections would walk it all, ~0.5 s); commands that do not
-    import torch only freeze at exit, and a call from Python does neither."""
+    import torch, and the app, only freeze at exit, and a call from Python does neither."""
     calls = []
     for name in ("disable", "enable", "freeze"):
         monkeypatch.setattr(gc, name, lambda name=name: calls.append(name))
@@ -182,6 +182,10 @@ def test_the_process_imports_torch_with_the_collector_paused_and_freezes_what_is
     assert main() == EXIT_ERROR and calls == ["disable", "freeze", "enable", "freeze"]
     calls.clear()
     monkeypatch.setattr(sys, "argv", ["fatstudio", "cache"])
+    assert main() == 0 and calls == ["freeze"]
+    calls.clear()
+    monkeypatch.setattr("fatstudio.qt.app.main", lambda argv: 0)  # the app, closed: ~1 s less to quit
+    monkeypatch.setattr(sys, "argv", ["fatstudio"])
     assert main() == 0 and calls == ["freeze"]
     calls.clear()
     assert main(["generate", str(tmp_path), "--prompt", "x"]) == EXIT_ERROR and calls == []

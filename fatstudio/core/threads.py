@@ -3,6 +3,8 @@ own background work (a corpus read while the trainer reports its progress, a dec
 A thread made here touches no Qt object; what it hands over travels as plain values."""
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable
 
@@ -12,3 +14,12 @@ def spawn(target: Callable[[], None], name: str) -> threading.Thread:
     thread = threading.Thread(target=target, name=f"fatstudio-{name}", daemon=True)
     thread.start()
     return thread
+
+
+def lower_priority() -> None:
+    """The calling thread, and the processes it starts, at the lowest CPU priority: its work takes what training,
+    generation and the GUI leave (Linux, where each thread has its own nice value; elsewhere nothing changes).
+    For a job's thread, which ends with its job."""
+    with contextlib.suppress(AttributeError, OSError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+

@@ -133,7 +133,7 @@ def test_a_compile_prunes_the_cache_keeping_what_it_made(monkeypatch):
         def __init__(self, args, **kwargs):
             self.out = args[-1]
 
-        def communicate(self):
+        def communicate(self, timeout=None):
             for T in LENGTHS:
                 decode_export.package_path(decode_export.Path(self.out), T).write_bytes(b"x" * 300)
             return None, ""

@@ -98,11 +98,11 @@ def test_the_cpu_compiles_ahead_of_time_and_cuda_with_cuda_graphs_and_each_says_
     monkeypatch.setattr(decode_step, "compile_problem", lambda dev: None)
     monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
     monkeypatch.setattr(decode_step, "cached_steps", lambda *parts: None)
-    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts: asked.append("aot") or {})
+    monkeypatch.setattr(decode_step, "aot_compile", lambda *parts, cancel: asked.append("aot") or {})
     monkeypatch.setattr(torch, "compile", lambda step, **kw: asked.append(kw) or step)
     cache = StaticKVCache(torch.device("cpu"))
     tiny("gpt")(torch.zeros((1, 1), dtype=torch.long), cache=cache)
-    on = lambda device: types.SimpleNamespace(device=torch.device(device), cache=cache, lengths=[1, 13],
+    on = lambda device: types.SimpleNamespace(device=torch.device(device), cache=cache, lengths=[1, 13], cancelling=None,
                                               own_step=lambda: eager_compiler, parts=lambda: (None, cache, [1, 13]))
     assert decode_step.default_compiler(on("cpu")) == {} and asked == ["aot"]
     assert sorted(decode_step.default_compiler(on("cuda"))) == [1, 13]
@@ -152,7 +152,7 @@ def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeyp
         def __init__(self, *args, **kwargs):
             pass
 
-        def communicate(self):
+        def communicate(self, timeout=None):
             return None, "Traceback …\nRuntimeError: inductor blew up in the child"
 
         def __enter__(self):
@@ -166,6 +166,43 @@ def test_a_failed_child_compile_leaves_no_package_and_says_why(tmp_path, monkeyp
     assert decoder.take_note() == ("Generation runs eagerly (not compiled): compiling failed (RuntimeError: in a "
                                    "child process, RuntimeError: inductor blew up in the child).")
     assert list(tmp_path.glob("decode/*")) == []  # the child's folder is removed
+
+
+def test_cancelling_a_child_compile_kills_it_keeps_nothing_and_leaves_the_step_to_compile_later(tmp_path, monkeypatch):
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path))
+    monkeypatch.setattr(decode_step, "cpp_compiler_problem", lambda: None)
+    killed = threading.Event()
+
+    class Compiling:  # a child that compiles until it is killed
+        returncode = None
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def communicate(self, timeout=None):
+            if killed.is_set():
+                return None, ""
+            decoder.cancel()  # the app closes while the child compiles
+            raise subprocess.TimeoutExpired("python", timeout)
+
+        def kill(self):
+            killed.set()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+    monkeypatch.setattr(subprocess, "Popen", Compiling)
+    decoder = DecodeStep(tiny("gpt"))
+    with decoder.session():
+        pass  # a generation ran eagerly: the step is wanted
+    decoder.compile()
+    assert killed.is_set() and not decoder.ready and not decoder.done and decoder.take_note() is None
+    assert decoder.wanted and not decoder.cancelling.is_set()  # the next generation compiles it again
+    assert list(tmp_path.glob("decode/*")) == []  # the child's folder is removed
+    decoder.compiler = eager_compiler
+    assert ready(decoder).ready
 
 
 def test_a_copy_of_a_loaded_model_with_another_model_gets_a_decode_step_of_its_own():

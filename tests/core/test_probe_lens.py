@@ -90,6 +90,25 @@ def test_measuring_every_position_of_a_text():
     assert rows[0] == ["row", *"hello world"] and [r[0] for r in rows[1:]] == ["embedding", "after layer 1", "output"]
 
 
+@pytest.mark.parametrize("name", list(ARCHS))
+def test_the_attribution_of_every_position_takes_one_forward_pass_and_gives_each_ones_own(name):
+    """A text's lens attributes its last 64 positions (the Attention panel's): one forward pass for them all (the lens's
+    own and the attribution's: 2, not one per position, which took 7 s for 18 tokens of a GPT-2-sized model), the
+    same numbers as attributing each position alone."""
+    model = tiny(name)
+    x, kw = inputs(model, B=1, T=6)
+    ctx = kw["context"][0].tolist() if "context" in kw else None
+    forwards = []
+    handle = model.register_forward_hook(lambda *_: forwards.append(1))
+    saved = measure(model, _Strings(), x[0].tolist(), ctx, attributed=None)
+    handle.remove()
+    a = saved.attribution
+    assert len(forwards) == 2 and a is not None and a.positions.tolist() == list(range(6))
+    for row, (t, target) in enumerate(zip(a.positions.tolist(), a.targets.tolist())):
+        alone = attribute(model, x, t, target, kw.get("context"))
+        assert a.logits[row] == alone.logit and a.parts[row].tolist() == [alone.parts[n] for n in a.names]
+
+
 @pytest.mark.parametrize("name", [*ARCHS, "gpt-swiglu-gqa-rope"])
 def test_measure_reads_every_architecture(name):
     """The last row is the model's own top token; the attribution sums to the logit."""

@@ -3,6 +3,7 @@ the probe slider, a column's attribution in bars, measured for the user's text i
 model whose output cannot be split, an older run's files, and the CSV export."""
 import csv
 import html
+import sys
 
 import numpy as np
 import pytest
@@ -113,6 +114,62 @@ def test_the_users_text_is_read_in_a_worker(qtbot, panel, arch):
     assert view.bars.values == pytest.approx(want.attribution.parts[-1].tolist())
     view.select_position(0)  # every position of a short text of the user's is attributed
     assert view.bars.values == pytest.approx(want.attribution.parts[0].tolist())
+
+
+def test_the_users_text_is_read_on_the_loaded_model_itself_while_another_thread_runs_it(monkeypatch):
+    """No copy of the model (0.5 s and 500 MB for a GPT-2-sized one): the lens's hooks are its thread's own, so a
+    generation running the same model meanwhile changes nothing in it (nor it in the generation)."""
+    import copy
+    import threading
+
+    import torch
+
+    from fatstudio.qt.panels.attention.lens import _measure
+
+    loaded = make_loaded("gpt")
+    tok, ids = loaded.tokenizer, loaded.tokenizer.encode("the fox")
+    want = measure(loaded.model, tok, ids, None, attributed=TEXT_ATTRIBUTED)
+    alone = loaded.model(torch.tensor([ids]))
+    monkeypatch.setattr(copy, "deepcopy", lambda *a, **kw: pytest.fail("the model was copied"))
+    done, outputs = threading.Event(), []
+
+    def other_worker():  # another job's forward passes on the same model, all along
+        while not done.is_set():
+            outputs.append(loaded.model(torch.tensor([ids])))
+    thread = threading.Thread(target=other_worker)
+    thread.start()
+    try:
+        key, got = _measure("key", loaded.model, tok, ids, None)
+    finally:
+        done.set()
+        thread.join()
+    assert key == "key" and got.top_tokens == want.top_tokens
+    np.testing.assert_array_equal(got.attribution.parts, want.attribution.parts)
+    assert outputs and all(torch.equal(out, alone) for out in outputs)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a thread's own nice value is Linux's")
+def test_the_lens_and_head_scores_of_a_text_yield_the_cpu_to_a_generation(monkeypatch):
+    """Both run in their worker at the lowest CPU priority: the next generation, started while they measure the
+    text of the one before, goes first (bench/imported_generate.py)."""
+    import os
+    import threading
+
+    from fatstudio.core.inspect import probe_lens
+    from fatstudio.qt.panels.attention import lens as lens_module
+    from fatstudio.qt.panels.attention import scores as scores_module
+
+    def priority(*args, **kwargs):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+    seen: list[int] = []
+    monkeypatch.setattr(probe_lens, "measure", priority)
+    monkeypatch.setattr(scores_module, "head_scores", priority)
+    for job in (lambda: lens_module._measure("key", None, None, [1], None),
+                lambda: scores_module._head_scores(None, None, None)):
+        worker = threading.Thread(target=job)
+        worker.start()
+        worker.join()
+    assert seen == [19, 19]
 
 
 def test_scrubbing_back_and_forth_reads_each_steps_lens_once(qtbot, panel, lens_run, monkeypatch):

@@ -12,6 +12,7 @@ from fatstudio import ModelConfig, RunConfig, build_model
 from fatstudio.core.config import DataConfig
 from fatstudio.core.data.tokenization import train_tokenizer
 from fatstudio.core.inference import generation, scoring
+from fatstudio.core.inference.decode_export import CompileCancelled
 from fatstudio.core.inference.decode_step import DecodeStep, decode_step_of
 from fatstudio.core.inference.loaded import LoadedModel
 from fatstudio.core.inference.prompting import display_token
@@ -143,6 +144,26 @@ def test_generates_while_the_decode_step_compiles_then_through_it(qtbot, panel, 
     n_warmup = len(calls)
     assert run_and_wait(qtbot, panel) == "finished" and len(calls) > n_warmup
     assert [c.id for c in panel.generated] == eager
+
+
+def test_closing_does_not_wait_for_the_decode_step_to_compile(qtbot, panel, monkeypatch):
+    """The compile job a generation starts is cancelled with the rest when the window closes: the compile stops
+    (on the CPU its child is killed) instead of the app waiting for it to end (83 s, bench/quit_time.py)."""
+    monkeypatch.setenv("FATSTUDIO_COMPILE_DECODE", "1")
+
+    def long_compiler(decoder):  # a compile that ends when cancelled, as `decode_export.aot_compile` does
+        if decoder.cancelling.wait(20):
+            raise CompileCancelled
+        return {}
+    loaded = make_loaded("gpt")
+    loaded.decoder = DecodeStep(loaded.model, compiler=long_compiler)
+    panel.set_model(loaded)
+    panel.promptEdit.setPlainText("the ")
+    panel.tokensSpin.setValue(3)
+    assert run_and_wait(qtbot, panel) == "finished"
+    qtbot.waitUntil(lambda: panel.workspace.jobs.busy("compile"))
+    assert panel.workspace.jobs.shutdown(timeout=5)  # what closing the window and quitting do
+    assert not loaded.decoder.ready and loaded.decoder.wanted  # a later generation would compile it again
 
 
 def test_an_eager_generation_says_why_once(qtbot, panel, monkeypatch):

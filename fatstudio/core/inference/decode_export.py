@@ -25,6 +25,7 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -42,6 +43,11 @@ FORMAT = 1  # of a package folder; part of its key
 OPTIONS = {"aot_inductor.package_constants_in_so": False,  # the weights come from the loaded model
            "post_grad_fusion_options": {"decompose_mm_pass": {}}}
 REQUEST = "request.json"
+POLL_S = 0.1  # how often a compile checks whether it was cancelled
+
+
+class CompileCancelled(Exception):
+    """The compile was cancelled (`aot_compile`'s ``cancel``): its child was killed, nothing was kept."""
 
 
 class ExportedStep(nn.Module):
@@ -136,15 +142,24 @@ class _Bound:
         return self.loader.boxed_run([x, self.position, *self.kv])[0]
 
 
-def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], folder: Path) -> None:
+def _compile_in_child(cfg: ModelConfig, dtype: torch.dtype, lengths: Sequence[int], folder: Path,
+                      cancel: threading.Event | None = None) -> None:
     """Run this module in a child process to fill ``folder`` (made whole, or not at all); RuntimeError with the
-    child's last line if it fails."""
+    child's last line if it fails; `CompileCancelled` (the child killed) within `POLL_S` of ``cancel`` being set."""
     with work_folder(DECODE, folder.name) as work:  # removed unless renamed into place
         request = {"model": cfg.to_dict(), "dtype": str(dtype).removeprefix("torch."), "lengths": list(lengths)}
         (work / REQUEST).write_text(json.dumps(request), encoding="utf-8")
         with start([__name__, str(work / REQUEST), str(work)], env={"OMP_NUM_THREADS": "1"},
                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) as child:  # it dies with this process
-            _, err = child.communicate()
+            while True:
+                try:
+                    _, err = child.communicate(timeout=POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel is not None and cancel.is_set():
+                        child.kill()  # a compile has nothing to save; its work folder is removed
+                        child.communicate()
+                        raise CompileCancelled from None
         if child.returncode != 0:
             lines = err.strip().splitlines() or [f"exit code {child.returncode}"]
             raise RuntimeError(f"in a child process, {lines[-1]}")
@@ -177,11 +192,12 @@ def cached_steps(model: Transformer, cache: StaticKVCache,
     return _load_cached(model, cache, lengths) if is_cached(model, lengths) else None
 
 
-def aot_compile(model: Transformer, cache: StaticKVCache,
-                lengths: Sequence[int]) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
+def aot_compile(model: Transformer, cache: StaticKVCache, lengths: Sequence[int],
+                cancel: threading.Event | None = None) -> dict[int, Callable[[torch.Tensor], torch.Tensor]]:
     """The steps compiled in a child process into the cache folder, then loaded as `cached_steps` loads them; the
-    cache is then pruned to its bound (`cache.prune`), never of these packages."""
-    _compile_in_child(model.config, model_dtype(model), lengths, _folder(model, lengths))
+    cache is then pruned to its bound (`cache.prune`), never of these packages. Setting ``cancel`` kills the child
+    (`CompileCancelled`)."""
+    _compile_in_child(model.config, model_dtype(model), lengths, _folder(model, lengths), cancel)
     steps = _load_cached(model, cache, lengths)
     prune(keep=_folder(model, lengths))
     return steps

@@ -18,7 +18,6 @@ where compiling fails.
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import threading
 import time
@@ -32,7 +31,8 @@ from ..device import compile_problem, cpp_compiler_problem, model_device
 from ..environment import COMPILE_DECODE
 from ..model import Transformer
 from ..model.attention import StaticKVCache
-from .decode_export import allocated_cache, aot_compile, cached_steps, is_cached
+from ..threads import lower_priority
+from .decode_export import CompileCancelled, allocated_cache, aot_compile, cached_steps, is_cached
 from .prompting import default_slide
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def default_compiler(decoder: DecodeStep) -> dict[int, Step]:
     if decoder.device.type == "cpu":
         if getattr(sys, "frozen", False):
             raise Unavailable("the standalone bundle has no Python of its own to compile it with")
-        return aot_compile(*decoder.parts())
+        return aot_compile(*decoder.parts(), cancel=decoder.cancelling)
     raise Unavailable(f"the step is compiled for the CPU and CUDA, not for {decoder.device.type}")
 
 
@@ -87,13 +87,6 @@ class Compiled(NamedTuple):
     step: Step
 
 
-def _lower_priority() -> None:
-    """This thread, and the compilers it starts, at the lowest CPU priority: compiling takes what training and
-    the GUI leave (Linux, where each thread has its own nice value; elsewhere nothing changes)."""
-    with contextlib.suppress(AttributeError, OSError):
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-
-
 def _first_line(e: Exception) -> str:
     lines = str(e).strip().splitlines()
     return f"{type(e).__name__}: {lines[0]}" if lines else type(e).__name__
@@ -102,7 +95,8 @@ def _first_line(e: Exception) -> str:
 class DecodeStep:
     """The compiled steps of a decoder-only model over its static cache: one graph for a token and one for the
     window `generate` refills when the context is full (``lengths``: 1 and l_max + 1 - its default slide).
-    `compile` compiles with ``compiler``; a `session` without it marks it `wanted`."""
+    `compile` compiles with ``compiler``; a `session` without it marks it `wanted`; `cancel` ends a compile on the
+    CPU early (the app is closing, or another model's compile supersedes it)."""
 
     def __init__(self, model: Transformer, *, compiler: Compiler = default_compiler):
         self.model, self.compiler = model, compiler
@@ -118,6 +112,7 @@ class DecodeStep:
         self._in_use = threading.Lock()  # held by compiling, then by the generation using the cache
         self._state = threading.Lock()
         self._done = threading.Event()
+        self.cancelling = threading.Event()  # set by `cancel`, for the compiler; cleared when compiling ends
 
     @property
     def ready(self) -> bool:
@@ -152,7 +147,7 @@ class DecodeStep:
             self._done.wait()
             return
         if threading.current_thread() is not threading.main_thread():
-            _lower_priority()
+            lower_priority()  # compiling takes what training and the GUI leave
         problem = self.problem()
         if problem is None:
             try:
@@ -165,12 +160,27 @@ class DecodeStep:
                             self.cache.reset()
                             graph(torch.zeros((1, T), dtype=torch.long, device=self.device))
                 self.compile_s, self._graphs = time.perf_counter() - t0, graphs
+            except CompileCancelled:
+                self._cancelled()
+                return
             except Unavailable as e:
                 problem = str(e)
             except Exception as e:  # any failure of the compiler leaves generation eager
                 problem = f"compiling failed ({_first_line(e)})"
         self._note = None if problem is None else f"Generation runs eagerly (not compiled): {problem}."
         self._done.set()
+
+    def cancel(self) -> None:
+        """Stop a compile in progress (on the CPU its child process is killed: the app need not wait for it to
+        quit); the step stays eager, and still `wanted`, so that a later generation compiles it again."""
+        self.cancelling.set()
+
+    def _cancelled(self) -> None:
+        with self._state:
+            self._started = False
+            done, self._done = self._done, threading.Event()
+            self.cancelling.clear()
+        done.set()  # a second `compile` waiting on the first one returns (not ready)
 
     def load_cached(self) -> bool:
         """For a one-shot process (the command line), instead of `compile`: the step of this model's shape if an
@@ -191,10 +201,10 @@ class DecodeStep:
         """Compile here if nothing has started compiling, else wait until it has ended, ready or not (False:
         ``timeout`` seconds passed)."""
         with self._state:
-            started = self._started
+            started, done = self._started, self._done
         if not started:
             self.compile()
-        return self._done.wait(timeout)
+        return done.wait(timeout)
 
     def parts(self) -> tuple[Transformer, StaticKVCache, list[int]]:
         """What a step is compiled for: the model, its static cache and the lengths."""

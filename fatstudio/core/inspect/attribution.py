@@ -24,6 +24,7 @@ decoder's stream only through the cross-attention heads, so its share is in thei
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -105,6 +106,14 @@ def _sublayers(layer) -> list[tuple[Any, Norm, Any]]:
 def attribute(model, x: torch.Tensor, position: int, target: int, context: torch.Tensor | None = None) -> Attribution:
     """Split the logit of token ``target`` at ``position`` of x (1, T) (an encoder-decoder's decoder input, read
     given the source ``context`` (1, T_z)) (see the module)."""
+    return attribute_positions(model, x, [position], [target], context)[0]
+
+
+@torch.inference_mode()
+def attribute_positions(model, x: torch.Tensor, positions: Sequence[int], targets: Sequence[int],
+                        context: torch.Tensor | None = None) -> list[Attribution]:
+    """`attribute` at each of ``positions``, of its token in ``targets``, from one forward pass: every position's
+    parts are read from the same recorded activations."""
     check_attributable(model, context)
     kind, layers = stacks(model)[-1]
     comps = [c for c in components(model) if c.name.map.kind in (kind, "cross")]  # the unembedded stack's
@@ -117,30 +126,33 @@ def attribute(model, x: torch.Tensor, position: int, target: int, context: torch
     with eval_mode(model), recorded(comps, kept), \
             hooks.recorded(model, [embedding, last, *sums, *(["final", "proj"] if bert else [])]) as seen:
         logits = model(x, **({} if context is None else {"context": context}))
-    measured = {point: got[0][0, position] for point, got in seen.items()}
-    s = _Stream(measured[embedding])
     by_module: dict[nn.Module, list[Component]] = {}
     for c in comps:
         by_module.setdefault(c.module, []).append(c)
-    for layer in layers:
-        for sub, norm, total in _sublayers(layer):
-            for c in by_module[getattr(sub, "W_o", sub)]:
-                _add_part(s, c, kept[c.name][0][0, position])
-            s.add_bias(sub.W_o.bias if hasattr(sub, "W_o") else sub.W_mlp2.bias)
-            if post:
-                s.freeze(norm, measured[total.name])
-    if not post:
-        s.freeze(model.norm_dec if hasattr(model, "encoder") else model.norm_final, measured[last])
-    scale = float(s.scale)
-    if bert:  # X ↦ Φ(u) ⊙ (W_f X + b_f), then its norm (see the module)
-        u = model.W_f(seen["final"][0])[0, position]  # W_f X + b_f of the model's own X
-        gate = 0.5 * (1 + torch.erf(u / math.sqrt(2)))
-        s.map(lambda v: gate * (model.W_f.weight @ v))
-        s.add_bias(gate * model.W_f.bias)
-        s.freeze(model.norm_f, measured["proj"])
-    w = model.unembed.W_u.weight[target]
-    parts = {name: float(w @ v) for name, v in zip(s.names, s.rows)}
-    return Attribution(float(logits[0, position, target]), parts, scale)
+    found = []
+    for position, target in zip(positions, targets, strict=True):
+        measured = {point: got[0][0, position] for point, got in seen.items()}
+        s = _Stream(measured[embedding])
+        for layer in layers:
+            for sub, norm, total in _sublayers(layer):
+                for c in by_module[getattr(sub, "W_o", sub)]:
+                    _add_part(s, c, kept[c.name][0][0, position])
+                s.add_bias(sub.W_o.bias if hasattr(sub, "W_o") else sub.W_mlp2.bias)
+                if post:
+                    s.freeze(norm, measured[total.name])
+        if not post:
+            s.freeze(model.norm_dec if hasattr(model, "encoder") else model.norm_final, measured[last])
+        scale = float(s.scale)
+        if bert:  # X ↦ Φ(u) ⊙ (W_f X + b_f), then its norm (see the module)
+            u = model.W_f(seen["final"][0])[0, position]  # W_f X + b_f of the model's own X
+            gate = 0.5 * (1 + torch.erf(u / math.sqrt(2)))
+            s.map(lambda v, gate=gate: gate * (model.W_f.weight @ v))
+            s.add_bias(gate * model.W_f.bias)
+            s.freeze(model.norm_f, measured["proj"])
+        w = model.unembed.W_u.weight[target]
+        parts = {name: float(w @ v) for name, v in zip(s.names, s.rows)}
+        found.append(Attribution(float(logits[0, position, target]), parts, scale))
+    return found
 
 
 def _add_part(s: _Stream, c: Component, out: torch.Tensor) -> None:
@@ -153,4 +165,4 @@ def _add_part(s: _Stream, c: Component, out: torch.Tensor) -> None:
         s.add(str(c.name), out - b if b is not None else out)
 
 
-__all__ = ["Attribution", "attribute", "check_attributable"]
+__all__ = ["Attribution", "attribute", "attribute_positions", "check_attributable"]

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ..device import model_device
-from .lens import attribute, check_attributable, lens_probs
+from .attribution import attribute_positions
+from .lens import check_attributable, lens_probs
 from .saved_lens import SavedAttribution, SavedLens
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def measure(model, tokenizer: TokenizerLike, ids: list[int], context_ids: list[i
     shift = 1 if predicts_next else 0
     positions = list(range(0 if attributed is None else max(0, T - attributed), T))
     targets = [int(ids[t + shift]) if t + shift < T else int(own[t]) for t in positions]
-    found = [attribute(model, x, t, target, z) for t, target in zip(positions, targets)]
+    found = attribute_positions(model, x, positions, targets, z)  # one forward pass for them all
     names = list(found[0].parts)
     saved.attribution = SavedAttribution(np.asarray(positions, np.int64), np.asarray(targets, np.int64),
                                          tokenizer.token_strings(targets), np.asarray([t + shift < T for t in positions]),

@@ -510,7 +510,7 @@ class PromptPanel(QWidget):
         self._job = None
         decoder = self.loaded.decoder if self.loaded is not None else None
         if decoder is not None and decoder.wanted:  # it ran eagerly for want of the compiled step: compile it now
-            self.workspace.jobs.submit("compile", decoder.compile)
+            self.workspace.jobs.submit("compile", decoder.compile, stop=decoder.cancel)  # closing need not wait
         self._finish()
 
     def _show_event(self, event: PromptEvent) -> None:

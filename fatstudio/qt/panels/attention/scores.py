@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from ....core.inspect.head_scores import HeadScores, head_scores, map_scores  # torch-free at import
+from ....core.threads import lower_priority
 
 if TYPE_CHECKING:
     from ....core.app.jobs import Job
@@ -15,6 +16,12 @@ if TYPE_CHECKING:
     from ....core.inference.attention_maps import AttentionMaps
 
 KEY = "head-scores"  # the job's key: a newer measurement supersedes an older one
+
+
+def _head_scores(model, tokenizer, maps: AttentionMaps) -> HeadScores:
+    """In a worker, at the lowest CPU priority: a generation started meanwhile goes first (`head_scores`)."""
+    lower_priority()
+    return head_scores(model, tokenizer, maps)
 
 
 class HeadScoreMeter(QObject):
@@ -39,7 +46,7 @@ class HeadScoreMeter(QObject):
         if loaded is None or getattr(loaded, "model", None) is None:
             self._call = self.workspace.jobs.submit(KEY, map_scores, maps, on_result=self._done, on_error=self._failed)
         else:
-            self._call = self.workspace.jobs.submit(KEY, head_scores, loaded.model, loaded.tokenizer, maps,
+            self._call = self.workspace.jobs.submit(KEY, _head_scores, loaded.model, loaded.tokenizer, maps,
                                                     on_result=self._done, on_error=self._failed)
 
     def cancel(self) -> None:
