@@ -40,6 +40,17 @@ def open_and_load(qtbot, w, run_dir: str) -> None:
     qtbot.waitUntil(lambda: w.loaded_model is not None and w.workspace.focus.is_run(run_dir), timeout=LONG)
 
 
+def generate_on(qtbot, w, run_dir: str) -> None:
+    """Open ``run_dir``, continue "abc" by 5 tokens in the Prompt tab and wait for the text's attention maps."""
+    open_and_load(qtbot, w, run_dir)
+    prompt = w.prompt_panel
+    prompt.promptEdit.setPlainText("abc")
+    prompt.tokensSpin.setValue(5)
+    with qtbot.waitSignal(prompt.runFinished, timeout=LONG):
+        prompt.run()
+    qtbot.waitUntil(lambda: w.attention_panel.text_maps is not None, timeout=LONG)
+
+
 def set_tiny(w, steps=20):
     for name, value in (("L", 1), ("H", 2), ("d_e", 16), ("d_mlp", 32), ("l_max", 16)):
         w.model_panel.fields[name].setValue(value)
@@ -62,13 +73,8 @@ def test_your_texts_maps_of_the_previous_run_go_when_another_run_is_opened(qtbot
     head scores, and nothing said so."""
     w = window
     run_a, run_b = tiny_run(runs_root, seed=1), tiny_run(runs_root, steps=20, seed=2)
-    open_and_load(qtbot, w, run_a)
     prompt, attention = w.prompt_panel, w.attention_panel
-    prompt.promptEdit.setPlainText("abc")
-    prompt.tokensSpin.setValue(5)
-    with qtbot.waitSignal(prompt.runFinished, timeout=LONG):
-        prompt.run()
-    qtbot.waitUntil(lambda: attention.text_maps is not None, timeout=LONG)
+    generate_on(qtbot, w, run_a)
     assert Path(run_a).name in attention.focusLabel.text()
     open_and_load(qtbot, w, run_b)
     assert attention.text_maps is None and attention.source() != "text"  # run A's maps are gone
@@ -140,13 +146,8 @@ def test_a_head_knocked_out_on_the_previous_run_s_text_goes_when_another_run_is_
     """The Attention tab's "Head knocked out" kept run A's result under run B's header."""
     w = window
     run_a, run_b = tiny_run(runs_root, seed=1), tiny_run(runs_root, steps=20, seed=2)
-    open_and_load(qtbot, w, run_a)
-    prompt, attention = w.prompt_panel, w.attention_panel
-    prompt.promptEdit.setPlainText("abc")
-    prompt.tokensSpin.setValue(5)
-    with qtbot.waitSignal(prompt.runFinished, timeout=LONG):
-        prompt.run()
-    qtbot.waitUntil(lambda: attention.text_maps is not None, timeout=LONG)
+    attention = w.attention_panel
+    generate_on(qtbot, w, run_a)
     view = attention.headAblationView
     attention.head_menu(0, 0).actions()[0].trigger()
     qtbot.waitUntil(lambda: view.result is not None, timeout=LONG)
