@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..config import RunConfig
+from ..runs.folder import Run, run_name
 from ..runs.init_from import init_config
-
-if TYPE_CHECKING:
-    from ..runs.folder import Run
 
 
 @dataclass(frozen=True)
@@ -76,8 +73,6 @@ class FineTune:
 def fine_tune(run: Run, settings: RunConfig) -> FineTune:
     """A new run from ``run``'s weights on ``settings``' corpus and training settings (`fine_tune_config`), with its
     name; ValueError in words if ``run`` has no weights or the settings cannot take its model."""
-    from ..runs.folder import run_name
-
     if not run.has_checkpoint:
         raise ValueError(f"{run.name} has no weights to start from; train it first.")
     config = init_config(settings, run, given=())[0]
