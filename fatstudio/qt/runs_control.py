@@ -47,10 +47,10 @@ class RunsControl(QObject):
     ``dialogs`` asks the user (``confirm_delete(run)``, ``ask_export_folder(run)``). ``message(text, ms)`` is for the
     status bar, ``error(text, dialog)`` for the user; ``latestRun(name or None)`` names the finished run to offer
     while no model is loaded; ``runClosed(message)`` says the run in focus was deleted; ``fineTuneReady(config,
-    source run folder)`` asks for a new run from that run's weights."""
+    source run folder, new run folder)`` asks for a new run from that run's weights, in the folder the user was told."""
 
     message = Signal(str, int)
-    fineTuneReady = Signal(object, str)
+    fineTuneReady = Signal(object, str, str)
     error = Signal(object, bool)  # str or None (clear), whether in a dialog too
     latestRun = Signal(object)
     runClosed = Signal(str)
@@ -310,4 +310,4 @@ class RunsControl(QObject):
             self.error.emit(str(e), True)
             return
         if self.confirm_fine_tune(plan.question(self.root())):
-            self.fineTuneReady.emit(plan.config, str(run.path))
+            self.fineTuneReady.emit(plan.config, str(run.path), str(self.root() / plan.name))  # the name asked

@@ -122,12 +122,13 @@ class TrainingControl(QObject):
             return False
         return self.start_new_run(ws.settings.config)
 
-    def start_new_run(self, cfg: RunConfig, init_from: str | None = None) -> bool:
-        """A new run of ``cfg``; ``init_from``: from that run's weights and tokenizer (Fine-tune…)."""
+    def start_new_run(self, cfg: RunConfig, init_from: str | None = None, run_dir: str | None = None) -> bool:
+        """A new run of ``cfg`` (in ``run_dir``; None: a new name in the runs folder); ``init_from``: from that run's
+        weights and tokenizer (Fine-tune…, in the folder its question named)."""
         self.plots.clear()
         self.view.clear_run()
         self.workspace.show_rows([], {})
-        return self._start(cfg, run_dir=None, resume=False, init_from=init_from)
+        return self._start(cfg, run_dir=run_dir, resume=False, init_from=init_from)
 
     def resume_run(self, run: Run, total_steps: int) -> bool:
         """Continue ``run`` from its last checkpoint up to ``total_steps`` (`core.app.runs.resumption`)."""

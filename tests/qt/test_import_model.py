@@ -2,6 +2,7 @@
 status bar, lists and opens the run; "Fine-tune…" on a run starts a new run from its weights and tokenizer on the
 Corpus and Train settings; a refused model says why."""
 import json
+import time
 
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton
@@ -104,12 +105,14 @@ def test_fine_tune_asks_first_saying_what_it_uses_and_names_the_new_run(qtbot, w
     named = question.rsplit("The new run: ", 1)[1]
     assert named.endswith(f"-gpt-mine-finetuned-from-gpt-fox, in {runs_root}.")  # the source's time left out
 
-    w.runs.confirm_fine_tune = lambda question: asked.append(question) or True  # yes
+    # yes, after a second's thought: the run is made in the folder the question named, not a later time's
+    w.runs.confirm_fine_tune = lambda question: asked.append(question) or time.sleep(1.1) or True
     w.findChild(QPushButton, "fineTuneRunButton").click()
     qtbot.waitUntil(lambda: w.state == "idle" and w.job is None and w.last_status is not None, timeout=LONG)
     assert w.last_status == "finished", w.last_error
     tuned = Run.open(w.run_dir)
     assert tuned.name.endswith("-gpt-mine-finetuned-from-gpt-fox") and tuned.meta["init_from"] == str(source.path)
+    assert asked[-1].endswith(f"The new run: {tuned.name}, in {runs_root}.")  # the run made is the one named
     qtbot.waitUntil(lambda: any(r.path == tuned.path for r in runs.runs), timeout=LONG)
     tree = runs.tree
     tips = [tree.topLevelItem(i).toolTip(0) for i in range(tree.topLevelItemCount())]

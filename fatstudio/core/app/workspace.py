@@ -297,10 +297,10 @@ class Workspace:
     def train(self, config: RunConfig, run_dir: str | None = None, resume: bool = False, probe: ProbeInput | None = None,
               init_from: str | None = None) -> bool:
         """Start a run of ``config`` (a RunConfig) as the job "training", with the corpus prepared (if it is the
-        settings'); ``resume``: continue ``run_dir``; ``init_from``: a new run from that run's weights. False if
-        a run is already under way."""
+        settings'); ``resume``: continue ``run_dir``, else a new run there (None: a new name in the runs folder);
+        ``init_from``: a new run from that run's weights. False if a run is already under way."""
         control = Control()
-        if not self.start(control, run_dir):
+        if not self.start(control, run_dir if resume else None):  # a new run's folder is said when it is made
             return False
         self.jobs.submit(TRAINING, _train, config, run_dir, resume, self.prepared, probe, init_from, control,
                          on_item=self.take, on_error=self.fail, on_end=lambda _status: self.end(), stop=control.stop)
