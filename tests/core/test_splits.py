@@ -214,8 +214,10 @@ def test_a_run_on_the_tail_of_two_languages_is_warned_about_and_one_on_blocks_is
         diagnosis = Diagnosis(unigram=run.meta["unigram_entropy"], split=run.meta["split_gap"])
         found[rule] = diagnosis(run.metrics())
         summary = diagnosis.summary(found[rule])
-        if rule == "blocks":
-            assert "validation text like the training text" in summary
+        if rule == "blocks":  # with the noise floor it is read against
+            gap = run.meta["split_gap"]
+            assert (f"validation text like the training text (token frequencies {gap['tv']:.2f} apart; two samples "
+                    f"of one text of these sizes: about {gap['chance']:.2f})") in summary
     warning = [f for f in found["tail"] if f.kind == "split_mismatch"]
     assert len(warning) == 1 and warning[0].warning and warning[0].step == 0
     assert "unlike the training text" in warning[0].advice and 'data.split = "tail"' in warning[0].advice

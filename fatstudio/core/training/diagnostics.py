@@ -359,7 +359,8 @@ class Diagnosis:
             checks.append(f"no overfitting over {len(self._evals)} evaluations")
         gap = SplitGap.from_dict(self.split)
         if gap is not None:
-            checks.append(f"validation text like the training text (token frequencies {gap.tv:.2f} apart)")
+            checks.append(f"validation text like the training text (token frequencies {gap.tv:.2f} apart; two "
+                          f"samples of one text of these sizes: about {gap.chance:.2f})")
         tail = self._recent[-PLATEAU_STEPS:]
         if self.unigram is not None and len(tail) == PLATEAU_STEPS and row_step(tail[0]) > self.warmup:
             checks.append(f"not stuck at the unigram entropy ({self.unigram:.2f} nats)")
