@@ -223,6 +223,12 @@ class RunMeta:
         return source if isinstance(source, str) and source else None
 
     @property
+    def imported_class(self) -> str | None:
+        """The transformers class of a model imported from elsewhere (`fatstudio import`: not trained here), or None."""
+        value = self.data.get("hf_class")
+        return value if isinstance(value, str) and value else None
+
+    @property
     def created(self) -> float | None:
         """When the run was made (seconds since the epoch)."""
         return _number(self.data.get("created"))

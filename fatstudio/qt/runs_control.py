@@ -129,7 +129,7 @@ class RunsControl(QObject):
         self.plots.export_stem = f"{run.path}-curves"  # beside the run: a run folder is the run's alone
         self.view.set_samples(run.samples())
         m = run.meta
-        imported = m.get("hf_class")
+        imported = run.info.imported_class
         step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
         best = m.get("best_val_loss")
         if imported:  # its weights were trained elsewhere: no steps, no corpus of its own here

@@ -118,7 +118,7 @@ class SettingsColumn(QWidget):
         they are, if they are one's: a new run trains a variant."""
         chosen = preset_of(run.config, self.presets)
         self.settings.take(run.config, chosen)
-        imported = " (from its random start: Fine-tune… starts from its weights)" if run.meta.get("hf_class") else ""
+        imported = " (from its random start: Fine-tune… starts from its weights)" if run.info.imported_class else ""
         self.message.emit(f"The settings are {run.name}'s" + (f" (the {chosen.name} preset)" if chosen else "")
                           + f": ▶ Train starts a new run with them{imported}.", 8000)
 

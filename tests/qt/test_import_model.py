@@ -43,6 +43,8 @@ def test_import_model_then_fine_tune_it(qtbot, window, runs_root, tmp_path):
     assert w.loaded_model.tokenizer.kind == "imported"
     runs = w.train_view.runs
     qtbot.waitUntil(lambda: runs.selected() is not None and runs.selected().path == imported, timeout=LONG)
+    row = runs.tree.currentItem()  # the runs list says what it is: no "finished · 0/2000"
+    assert [row.text(1), row.text(2)] == ["imported", "–"] and "imported (GPT2LMHeadModel)" in row.toolTip(0)
 
     corpus = tmp_path / "mine.txt"
     corpus.write_text("the fox runs to the dog. the dog runs to the fox.\n" * 40, encoding="utf-8")

@@ -53,7 +53,7 @@ class FineTune:
         """What the window asks before it starts: which weights, model and tokenizer, corpus and training settings,
         and the new run's name in the runs folder ``root``."""
         src, m, d, t = self.source, self.config.model, self.config.data, self.config.train
-        imported = src.meta.get("hf_class")
+        imported = src.info.imported_class
         weights = (f"{src.name}, imported from {src.meta.get('imported_from', 'elsewhere')} ({imported}; not trained "
                    "here)" if imported else f"{src.name} at step {src.info.checkpoint_step:,}")
         layers = f"L = {m.L_enc}+{m.L_dec}" if m.arch == "edt" else f"L = {m.L}"

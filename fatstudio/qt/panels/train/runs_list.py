@@ -167,12 +167,16 @@ class RunsList(QWidget):
     def _item(run) -> QTreeWidgetItem:
         m = run.info
         val = m.best_val_loss if m.best_val_loss is not None else m.val_loss
-        item = QTreeWidgetItem([run.name, m.status or "?", f"{m.step}/{m.total_steps(run.config.train.steps)}",
-                                f"{val:.4f}" if val is not None else "", _when(m.created, short=True)])
+        status, steps = m.status or "?", f"{m.step}/{m.total_steps(run.config.train.steps)}"
+        if m.imported_class:  # its weights were trained elsewhere: no status or steps of its own here
+            status, steps = "imported", "–"
+        item = QTreeWidgetItem([run.name, status, steps, f"{val:.4f}" if val is not None else "",
+                                _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)"
                            + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else "")
-                           + (f"\nfine-tuned from the weights of {m.init_from}" if m.init_from else ""))
+                           + (f"\nfine-tuned from the weights of {m.init_from}" if m.init_from else "")
+                           + (f"\nimported ({m.imported_class}): not trained here" if m.imported_class else ""))
         item.setToolTip(4, _when(m.created))
         item.setData(0, SWEEP_RUN, m.sweep_variant is not None)
         return item
