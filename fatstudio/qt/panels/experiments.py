@@ -122,7 +122,8 @@ class ExperimentsPanel(QWidget):
         self._call: Job | None = None
         self._stop = threading.Event()
         lay = QVBoxLayout(self)
-        lay.addWidget(QLabel("<b>Experiments over seeds</b>: the current settings, with the keys below varied. "
+        lay.addWidget(QLabel("<b>Experiments over seeds</b>: the current settings, with the keys below varied and "
+                             "each run trained for the budget below (in place of the Train tab's steps). "
                              "Each run trains in its own process; each value is the final validation loss in "
                              "bits per byte (comparable across tokenizers), or in bits per token where there are no "
                              "bytes to count (modadd, seq2seq, classification).", wordWrap=True))
