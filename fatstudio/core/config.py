@@ -377,6 +377,14 @@ class TrainConfig(_Config):
     tensorboard: bool = False  # also write TensorBoard event files into RUN_DIR/tensorboard/ (see `tensorboard_log`)
     keep_weights: KeepWeights = "evaluations"
 
+    def warmup_note(self) -> str:
+        """What a warm-up as long as the run or longer does (`schedule.lr_at`: η rises every step and never reaches
+        lr); "" for a shorter one."""
+        if self.warmup < self.steps:
+            return ""
+        return (f"The warm-up ({self.warmup:,} steps) is as long as training ({self.steps:,} steps): η rises every "
+                f"step and never reaches {self.lr:g}.")
+
     def validate(self) -> TrainConfig:
         for name in ("steps", "batch_size", "eval_interval", "eval_iters", "checkpoint_interval"):
             _check_positive_int(f"train.{name}", getattr(self, name))

@@ -100,6 +100,8 @@ class SettingsColumn(QWidget):
         chosen = self.settings.base  # its steps note, while its model and data are the settings'
         if ws.state == TrainingState.IDLE and chosen is not None:
             note = " ".join(filter(None, (chosen.steps_note(self.settings.config), note)))
+        if ws.state == TrainingState.IDLE:
+            note = " ".join(filter(None, (note, self.settings.config.train.warmup_note())))
         self.settingsNoteLabel.setText(note)
         self.settingsNoteLabel.setVisible(bool(note))
 

@@ -22,6 +22,14 @@ def run_all(cfg, **kw):
     return list(train(cfg, **kw))
 
 
+def test_a_warm_up_as_long_as_the_run_is_said_and_the_schedule_never_reaches_lr():
+    t = TrainConfig(steps=100, warmup=100, lr=1e-3)
+    assert max(lr_at(s, t) for s in range(t.steps)) < t.lr
+    assert t.warmup_note() == ("The warm-up (100 steps) is as long as training (100 steps): η rises every step and "
+                               "never reaches 0.001.")
+    assert TrainConfig(steps=101, warmup=100).warmup_note() == ""
+
+
 def test_lr_schedule_warms_up_then_decays_to_min_lr():
     t = TrainConfig(steps=1000, warmup=100, lr=1e-3, min_lr=1e-4)
     lrs = [lr_at(s, t) for s in range(1001)]

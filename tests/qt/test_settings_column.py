@@ -253,3 +253,14 @@ def test_runs_list_elides_names_in_the_middle_and_says_best_val(qtbot):
     shown = [tree.fontMetrics().elidedText(n, tree.textElideMode(), room) for n in names]
     assert all("…" in s for s in shown) and shown[0] != shown[1], shown  # cut, the ends that differ kept
     assert tree.headerItem().text(3) == "best val" and "best" in tree.headerItem().toolTip(3)
+
+
+def test_a_warm_up_as_long_as_training_is_said_under_the_column(window):
+    """100 steps with a 100-step warm-up: η rises every step and never reaches its value, and nothing said so."""
+    w = window
+    note = w.settingsNoteLabel
+    keyed_editor(w, "train.warmup").setValue(100)
+    keyed_editor(w, "train.steps").setValue(100)
+    assert not note.isHidden() and "warm-up (100 steps) is as long as training (100 steps)" in note.text()
+    keyed_editor(w, "train.steps").setValue(101)
+    assert "warm-up" not in note.text()

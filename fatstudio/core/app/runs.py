@@ -66,7 +66,7 @@ class FineTune:
             f"Tokenizer and task: {src.name}'s ({'imported' if imported else d.tokenizer}, N_V = {m.vocab_size}; {d.task}).",
             f"Corpus: {d.corpus} (the Corpus tab's).",
             f"Training: {t.steps:,} steps of batch {t.batch_size} with {t.optimizer} at η = {t.lr:g} ({schedule}), "
-            f"seed {t.seed}, on {t.device} (the Train tab's).", "",
+            f"seed {t.seed}, on {t.device} (the Train tab's)." + (f" {t.warmup_note()}" if t.warmup_note() else ""), "",
             f"The new run: {self.name}, in {root}."])
 
 
