@@ -21,7 +21,8 @@ pytest.importorskip("pytestqt")
 LONG = 60_000  # ms, as tests/qt/conftest.py
 
 TINY = ["model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16", "data.corpus=copy",
-        "train.eval_interval=10", "train.eval_iters=2", "train.batch_size=4", "train.sample_tokens=8"]
+        "train.eval_interval=10", "train.eval_iters=2", "train.batch_size=4", "train.sample_tokens=8",
+        "train.warmup=2"]
 
 
 def headless_run(runs_root, steps=10) -> str:
@@ -250,7 +251,8 @@ def test_a_classification_run_open_with_its_own_settings_says_nothing(qtbot, win
     w = window
     preset = next(p for p in load_presets() if p.config.data.task == "classification")
     cfg = preset.config.with_overrides(["model.L=1", "model.d_e=16", "model.d_mlp=32", "train.steps=5",
-                                        "train.eval_interval=5", "train.eval_iters=1", "train.batch_size=4"])
+                                        "train.warmup=1", "train.eval_interval=5", "train.eval_iters=1",
+                                        "train.batch_size=4"])
     events = list(training.train(cfg, runs_root=runs_root))
     run_dir = next(e for e in events if e.kind == "started").run_dir
     w.apply_preset(preset)
