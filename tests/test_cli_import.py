@@ -231,8 +231,9 @@ HOSTILE = {  # what is done to a good folder -> what the one line of the refusal
                                             r"hf/tokenizer.json is not a tokenizer"),
     "tokenizer_config.json a list": (lambda f: (f / "tokenizer_config.json").write_text("[]"),
                                      r"hf/tokenizer_config.json holds list"),
-    "pickle-only checkpoint": (_pickle_only, r"hf/pytorch_model.bin holds Python objects besides tensors "
-                                             r"\(fractions.Fraction\)"),
+    "pickle-only checkpoint": (_pickle_only, r"hf/pytorch_model.bin is in PyTorch's pickle format, which fatstudio "
+                                             r"does not read \(unpickling can run code\); save the model with "
+                                             r"safetensors"),
     "torn safetensors": (lambda f: (f / "model.safetensors").write_bytes((f / "model.safetensors").read_bytes()[:500]),
                          r"hf/model.safetensors is damaged or not a safetensors file"),
     "a shard outside the folder": (lambda f: _shards(f, "../source-run/model.safetensors"),

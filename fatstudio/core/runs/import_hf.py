@@ -28,8 +28,8 @@ Every file of the folder is checked before it is read: a regular file (never a F
 device, which never ends: `files.regular_file`) of a bounded size (`files.JSON_LIMIT`, `files.TOKENIZER_LIMIT`);
 the weights are read tensor by tensor, only those the model takes and no more numbers than it has, and a
 safetensors file that carries a checksum (`files.verify`: one that ``fatstudio export`` wrote) is checked against
-it. A pickled ``pytorch_model.bin`` is read with ``weights_only=True`` and memory-mapped: one holding anything but
-tensors is refused in one line.
+it. A ``pytorch_model.bin`` (PyTorch's pickle format) is never read, since unpickling can run code: it is refused in one
+line that says how to write safetensors instead.
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ import functools
 import json
 import math
 import os
-import pickle
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -270,26 +269,10 @@ class Checkpoint(Mapping[str, torch.Tensor]):
             raise ValueError(f"cannot read the weights {path}: {_first_line(e)}") from None
 
     def _pickle(self, path: Path) -> None:
-        regular_file(path, self.limit)
-        try:
-            try:
-                state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # read as used
-            except RuntimeError as e:
-                if "mmap" not in str(e):
-                    raise
-                state = torch.load(path, map_location="cpu", weights_only=True)  # PyTorch's format before 1.6
-        except pickle.UnpicklingError as e:
-            found = re.search(r"GLOBAL ([\w.]+)", str(e))
-            holds = f" ({found.group(1)})" if found else ""
-            raise ValueError(f"{path} holds Python objects besides tensors{holds}, which loading would have to run as "
-                             "code; fatstudio reads only tensors: import the model's safetensors instead.") from None
-        except Exception as e:  # torch's errors for a torn or foreign file
-            raise ValueError(f"cannot read the weights {path}: {_first_line(e)}") from None
-        if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                                  for k, v in state.items()):
-            raise ValueError(f"{path} holds {type(state).__name__}, not a state dict (names and tensors).")
-        for k, v in state.items():
-            self._put(k, path, str(v.dtype).removeprefix("torch."), list(v.shape), functools.partial(state.__getitem__, k))
+        regular_file(path, self.limit)  # a FIFO or a device is said as such
+        raise ValueError(f"{path} is in PyTorch's pickle format, which fatstudio does not read (unpickling can run "
+                         "code); save the model with safetensors (transformers: save_pretrained(folder, "
+                         "safe_serialization=True)) and import that folder.")
 
     def _put(self, name: str, path: Path, dtype: str, shape: list[int], get: Callable[[], torch.Tensor]) -> None:
         self.file[name], self.dtype[name], self.shape[name], self._get[name] = path, dtype, shape, get
@@ -593,10 +576,11 @@ def fetch_source(source: str, progress: Progress | None = None) -> Path:
     patterns = ["*.json", "*.txt", "*.safetensors"]
     try:
         folder = Path(snapshot_download(source, allow_patterns=patterns))
-        if not any(folder.glob("*.safetensors")):  # an older checkpoint: PyTorch's pickle (read weights_only)
-            folder = Path(snapshot_download(source, allow_patterns=[*patterns, "pytorch_model*.bin"]))
     except Exception as e:  # huggingface_hub's own errors: offline and not cached, unknown id, no network
         raise ValueError(f"cannot fetch {source} from the Hugging Face Hub: {str(e).splitlines()[0]}") from None
+    if not any(folder.glob("*.safetensors")):  # an older checkpoint: PyTorch's pickle, which is never read
+        raise ValueError(f"{source} has no safetensors weights on the Hub (only PyTorch's pickle format, which "
+                         "fatstudio does not read); import a folder of it saved with safetensors.")
     return folder
 
 
