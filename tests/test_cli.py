@@ -385,19 +385,19 @@ def _show(bar):
 
 
 def test_progress_off_a_terminal_is_plain_lines(capsys):
-    from fatstudio.cli import _ProgressBar
+    from fatstudio.cli_train import ProgressBar
 
-    _show(_ProgressBar())
+    _show(ProgressBar())
     assert capsys.readouterr().err.splitlines() == [
         "Tokenizing…", "run r: 1,234 parameters on cpu in fp32, steps 0→4",
         "1/4 loss 2.0000 12.3k tok/s ETA 1m05s",  # then at most one progress line every 10 s
         "step 2: train loss 1.2500, val loss 1.5000", "finished: trained 4 steps"]
-    _show(_ProgressBar(enabled=False))  # --quiet
+    _show(ProgressBar(enabled=False))  # --quiet
     assert capsys.readouterr().err == ""
 
 
 def test_progress_on_a_terminal_is_a_tqdm_bar(monkeypatch):
-    from fatstudio.cli import _ProgressBar
+    from fatstudio.cli_train import ProgressBar
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -405,7 +405,7 @@ def test_progress_on_a_terminal_is_a_tqdm_bar(monkeypatch):
 
     term = Terminal()
     monkeypatch.setattr(sys, "stderr", term)
-    bar = _ProgressBar()
+    bar = ProgressBar()
     _show(bar)
     out = term.getvalue()
     assert bar.bar is None  # closed at the end
