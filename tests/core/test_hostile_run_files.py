@@ -9,7 +9,7 @@ import shutil
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from training_helpers import tiny_config as config
+from training_helpers import trained_run
 
 from fatstudio.core.data.tokenization import Tokenizer
 from fatstudio.core.runs.folder import Run, list_runs
@@ -23,11 +23,7 @@ FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
-    run = tmp_path_factory.mktemp("trained") / "run"
-    assert list(train(config(corpus, steps=10), run_dir=run))[-1].status == "finished"
-    return run
+    return trained_run(tmp_path_factory, steps=10)
 
 
 def copy(trained, tmp_path):

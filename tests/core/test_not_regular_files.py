@@ -7,6 +7,7 @@ import shutil
 import pytest
 from special_files import KINDS, WORDS, make
 from training_helpers import tiny_config as config
+from training_helpers import trained_run
 
 from fatstudio.core import files
 from fatstudio.core.data import corpora, streaming
@@ -76,11 +77,7 @@ def test_a_tokenizer_file_that_is_not_a_file_is_refused(tmp_path, kind):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
-    run = tmp_path_factory.mktemp("trained") / "run"
-    assert list(train(config(corpus, steps=10), run_dir=run))[-1].status == "finished"
-    return run
+    return trained_run(tmp_path_factory, steps=10)
 
 
 @pytest.mark.parametrize("name", ["config.json", "meta.json", "tokenizer.json", "model.safetensors", "optimizer.pt",

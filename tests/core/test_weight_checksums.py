@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
-from training_helpers import tiny_config as config
+from training_helpers import trained_run
 
 from fatstudio.core.files import Damaged, verify
 from fatstudio.core.runs import snapshots
@@ -43,11 +43,7 @@ def zeros_in_the_data(path, size=4096) -> None:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
-    run = tmp_path_factory.mktemp("trained") / "run"
-    assert list(train(config(corpus, steps=30), run_dir=run))[-1].status == "finished"
-    return run
+    return trained_run(tmp_path_factory, steps=30)
 
 
 @pytest.fixture

@@ -19,6 +19,16 @@ def tiny_config(corpus, steps=30, **train_kw) -> RunConfig:
     return RunConfig(ModelConfig(**TINY), DataConfig(corpus=str(corpus)), TrainConfig(**{**t, **train_kw}))
 
 
+def trained_run(tmp_path_factory, steps: int) -> Path:
+    """A finished run of `tiny_config` for ``steps`` steps on a line of English written 200 times (for a module's
+    fixture)."""
+    corpus = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    corpus.write_text("the quick brown fox jumps over the lazy dog.\n" * 200, encoding="utf-8")
+    run = tmp_path_factory.mktemp("trained") / "run"
+    assert list(train(tiny_config(corpus, steps=steps), run_dir=run))[-1].status == "finished"
+    return run
+
+
 def assert_resuming_repeats(cfg: RunConfig, tmp: Path, stopped: Callable[[Run], object] = lambda run: None) -> dict:
     """Train ``cfg`` whole (``tmp/whole``), and stopped at its step-10 checkpoint then resumed (``tmp/split``;
     ``stopped`` looks at the run in between); assert the two give the same losses, gradient norms, learning rates,
