@@ -54,28 +54,38 @@ MASKED = "the cat [MASK] on the mat"
 NEW_TOKENS = 12
 
 
+def run_of_random_weights(cfg, tok, root: Path, name: str, scale: float, optimizer: bool = False):
+    """A run folder ``root/name`` of ``cfg`` and ``tok`` whose checkpoint (step 1) holds random weights far from the
+    initialisation (N(1 or 0, scale²): biases ≠ 0, γ ≠ 1), so a transposed, swapped or missing tensor shows in the
+    logits; ``optimizer``: with an SGD state beside them."""
+    from fatstudio import build_model
+    from fatstudio.core.runs.folder import Run
+
+    run = Run.create(cfg.validate(), root=root, name=name)
+    run.save_tokenizer(tok)
+    torch.manual_seed(0)
+    net = build_model(cfg.model)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn_like(p) * scale + (1 if p.dim() == 1 else 0))
+    run.save_checkpoint(net, torch.optim.SGD(net.parameters(), lr=0.1) if optimizer else None, 1, {})
+    return run
+
+
 def exported(root: Path) -> Path:
     """A Llama-style transformers folder (``root/hf``) that fatstudio's export wrote from a run with random weights
     (``root/source-run``): no transformers needed."""
-    from fatstudio import ModelConfig, build_model
+    from fatstudio import ModelConfig
     from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
     from fatstudio.core.data.tokenization import train_tokenizer
     from fatstudio.core.runs.export_hf import export_hf
-    from fatstudio.core.runs.folder import Run
 
     text = "the quick brown fox jumps over the lazy dog.\nthe dog sleeps; the fox runs!\n" * 20
     tok = train_tokenizer("bpe", [text], vocab_size=300)
     cfg = RunConfig(ModelConfig(l_max=32, L=2, H=4, H_kv=2, d_e=32, d_mlp=48, vocab_size=tok.vocab_size, norm="rms",
                                 activation="swiglu", positions="rope", bias=False),
                     DataConfig(corpus="corpus.txt", tokenizer="bpe"), TrainConfig(device="cpu"))
-    run = Run.create(cfg.validate(), root=root, name="source-run")
-    run.save_tokenizer(tok)
-    torch.manual_seed(0)
-    net = build_model(cfg.model)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.copy_(torch.randn_like(p) * 0.5 + (1 if p.dim() == 1 else 0))
-    run.save_checkpoint(net, None, 1, {})
+    run = run_of_random_weights(cfg, tok, root, "source-run", scale=0.5)
     export_hf(run.path, root / "hf")
     return root / "hf"
 

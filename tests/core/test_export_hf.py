@@ -11,9 +11,10 @@ import sys
 
 import pytest
 import torch
+from hf_checkpoints import run_of_random_weights
 from training_helpers import TINY, tiny_config
 
-from fatstudio import ModelConfig, build_model
+from fatstudio import ModelConfig
 from fatstudio.cli import EXIT_ERROR, main
 from fatstudio.core.config import DataConfig, RunConfig, TrainConfig
 from fatstudio.core.data.tokenization import train_tokenizer
@@ -66,15 +67,7 @@ def random_run(tmp_path, tokenizer="char", **model):
     tok = train_tokenizer(tokenizer, [TEXT * 20], vocab_size=300 if tokenizer == "bpe" else 40)
     cfg = RunConfig(ModelConfig(**{**TINY, "l_max": 32, "vocab_size": tok.vocab_size, **model}),
                     DataConfig(corpus="corpus.txt", tokenizer=tokenizer), TrainConfig(device="cpu"))
-    run = Run.create(cfg.validate(), root=tmp_path, name="run")
-    run.save_tokenizer(tok)
-    torch.manual_seed(0)
-    net = build_model(cfg.model)
-    with torch.no_grad():
-        for p in net.parameters():
-            p.copy_(torch.randn_like(p) * 0.3 + (1 if p.dim() == 1 else 0))
-    run.save_checkpoint(net, torch.optim.SGD(net.parameters(), lr=0.1), 1, {})
-    return run
+    return run_of_random_weights(cfg, tok, tmp_path, "run", scale=0.3, optimizer=True)
 
 
 def compare(run, hf):
