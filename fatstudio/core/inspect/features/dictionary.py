@@ -175,4 +175,20 @@ def points_of(name: str) -> tuple[DictionaryKind, str, str]:
     return "sae", name, name
 
 
-__all__ = ["Dictionary", "DictionaryKind", "KINDS", "load", "points_of", "WEIGHTS", "INFO"]
+FOLDER = "features"  # a run folder's dictionaries: features/<point>-step<N>/
+
+
+def dictionary_folder(run_dir: str | Path, point: str, step: int) -> Path:
+    """Where the app keeps the dictionary of ``point`` (`points_of`'s NAME) trained at ``step`` of a run:
+    ``RUN/features/mlp-1-step2000``, ``RUN/features/self-1-resid_post-step2000``."""
+    return Path(run_dir) / FOLDER / f"{point.replace('/', '-')}-step{step}"
+
+
+def saved_dictionaries(run_dir: str | Path) -> list[Path]:
+    """The dictionary folders of a run (those holding dictionary.json), sorted by name."""
+    root = Path(run_dir) / FOLDER
+    return sorted(p for p in root.iterdir() if (p / INFO).is_file()) if root.is_dir() else []
+
+
+__all__ = ["Dictionary", "DictionaryKind", "KINDS", "load", "points_of", "dictionary_folder", "saved_dictionaries",
+           "WEIGHTS", "INFO", "FOLDER"]
