@@ -13,8 +13,10 @@ the sum over the source nodes s: the edge A[target, s] is s's direct effect, alo
 through the frozen attention, not through other nodes (a feature's activation is held at its value, the MLPs are
 gone). ``baseline`` is the target with every source zero: what the biases alone give (b_o, b_v, β, each
 transcoder's b_dec, b_enc and μ, passed through the frozen attention and norms). So the edges into the logit sum
-to its change, ``logit − baseline``, exactly up to float rounding. Gradients come from batched backward passes
-of one forward pass of B copies of the prompt, each copy carrying one target.
+to its change, ``logit − baseline``, exactly up to float rounding. The gradients of all targets come from one
+backward pass written out by hand (the transposes of the frozen norms and attention, `Replacement.stream_grad`,
+`Replacement.attention_grad`), with a row per target; ``baseline`` from a forward pass of the replacement model
+with its sources zero, so the sum checks the one against the other.
 
 Pruning (`prune`) as circuit-tracer prunes: Â = |A| with each target's row normalised to sum 1; a node's
 influence on the logit is the logit's row of Â + Â² + … (every path, each step weighted by its share). The nodes
