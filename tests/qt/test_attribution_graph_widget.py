@@ -84,3 +84,25 @@ def test_without_a_graph_it_says_what_to_do(view):
     view.set_graph(None, "Train a transcoder for every MLP layer first.")
     texts = [i.text() for i in view.scene().items() if isinstance(i, QGraphicsSimpleTextItem)]
     assert texts == ["Train a transcoder for every MLP layer first."] and view.node_items == []
+
+
+def test_a_feature_edit_s_result_is_shown_as_the_head_ablation_shows_its(qtbot):
+    from fatstudio.core.inspect.features.dictionary import Dictionary
+    from fatstudio.core.inspect.features.interventions import FeatureEdit, FeatureIntervention
+    from fatstudio.qt.widgets.feature_edit import FeatureEditView
+
+    d = Dictionary("transcoder", "mlp/1/in", "mlp/1/out", 4, 4, 8, 2)
+    result = FeatureIntervention(["a", "<b>", "c"], [None, 0.5, 0.25], [None, 0.1, 0.5], (FeatureEdit(d, 4, 0.0, 2),),
+                                 ("x", "y"), (0.6, 0.3), (0.2, 0.7))
+    view = FeatureEditView()
+    qtbot.addWidget(view)
+    assert "Click a feature" in view.summary.text() and view.changes.table.rowCount() == 0
+    view.show_result(result)
+    assert "feature 5 of mlp/1 zeroed at position 3" in view.summary.text() and "0.6000 to 0.2000" in view.summary.text()
+    cells = lambda t: [[t.item(r, c).text() for c in range(t.columnCount())] for r in range(t.rowCount())]
+    assert cells(view.nextTable) == [["x", "0.6000", "0.2000", "-0.4000"], ["y", "0.3000", "0.7000", "+0.4000"]]
+    assert cells(view.changes.table)[1] == ["2", "<b>", "0.5000", "0.1000", "-0.4000"]
+    assert view.findChild(object, "featureEditTable") is view.changes.table
+    assert view.changes.text.token_count() == 3
+    view.show_result(None, "Nothing edited yet.")
+    assert view.summary.text() == "Nothing edited yet." and view.nextTable.rowCount() == 0
