@@ -31,13 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import torch
 
 from ...data.tokenization import TokenizerLike
 from ...inference.prompting import token_labels
-from .dictionary import Dictionary
+from .dictionary import INFO, Dictionary, dictionary_folder, load
 from .replacement import Replacement, transcoders_by_layer
 
 NodeKind = Literal["embedding", "feature", "error", "logit"]
@@ -186,6 +187,17 @@ def _edges(rep: Replacement, nodes: list[Node], pos: int, target: int) -> torch.
     return A
 
 
+def saved_transcoders(run_dir: str | Path, step: int, L: int) -> list[Dictionary]:
+    """The transcoders a run keeps for every MLP layer at ``step`` (`dictionary.dictionary_folder` of
+    ``mlp/0`` … ``mlp/L−1``), in layer order; a ValueError naming the layers without one."""
+    folders = [dictionary_folder(run_dir, f"mlp/{l}", step) for l in range(L)]
+    missing = [f"mlp/{l}" for l, f in enumerate(folders) if not (f / INFO).is_file()]
+    if missing:
+        raise ValueError(f"this run has no transcoder of {', '.join(missing)} at step {step:,}: train one for every "
+                         "MLP layer first.")
+    return [load(f) for f in folders]
+
+
 def graph_for_text(loaded, transcoders: Iterable[Dictionary], text: str, target: str | None = None) -> AttributionGraph:
     """`attribution_graph` of the token that follows ``text`` (a LoadedModel's prompt): ``target`` a token's
     text (one token), or None for the model's most likely next token."""
@@ -275,4 +287,4 @@ def prune(graph: AttributionGraph, node_threshold: float = NODE_THRESHOLD,
 
 
 __all__ = ["AttributionGraph", "Node", "NodeKind", "NODE_THRESHOLD", "EDGE_THRESHOLD", "attribution_graph",
-           "graph_for_text", "influence", "normalized", "prune", "threshold"]
+           "graph_for_text", "influence", "normalized", "prune", "saved_transcoders", "threshold"]
