@@ -212,6 +212,9 @@ def test_an_intervention_gives_the_probabilities_as_the_head_ablation_does(loade
     assert got.csv().splitlines()[0] == "position,token,p_before,p_after,delta_p"
     assert len(got.next_tokens) >= 5 and got.next_before[0] == pytest.approx(g.probability, abs=1e-9)
     assert got.describe() == f"feature {node.feature + 1} of mlp/{node.layer} zeroed at every position"
+    last = intervene(loaded, text, [FeatureEdit(tcs[node.layer], node.feature, 0.0, len(text) - 1)])
+    assert last.after == last.before  # the last token is read only to predict the one after the text
+    assert last.next_after != last.next_before
     t = graph_for_text(loaded, tcs, text, target="q")
     assert t.target == loaded.tokenizer.encode("q")[0]
     with pytest.raises(ValueError, match="give one token"):

@@ -67,10 +67,12 @@ class FeatureEdit:
 
 
 def edited(f: torch.Tensor, edits: Iterable[FeatureEdit]) -> torch.Tensor:
-    """f (…, T, d_f) with each edit's entries set."""
+    """f (…, T, d_f) with each edit's entries set; an edit at a position past T (scoring a prompt reads all of it
+    but its last token) sets nothing."""
     f = f.clone()
     for e in edits:
-        f[..., slice(None) if e.position is None else e.position, e.feature] = e.value
+        if e.position is None or e.position < f.shape[-2]:
+            f[..., slice(None) if e.position is None else e.position, e.feature] = e.value
     return f
 
 
