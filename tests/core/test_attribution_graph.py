@@ -123,6 +123,8 @@ def test_pruning_keeps_the_nodes_and_edges_it_says(traced):
             assert edges[j].any(), n.label()  # an edge in
     full_w = g.adjacency[at][:, at]
     assert torch.equal(p.adjacency[edges], full_w[edges])  # kept edges keep their weights
+    for s, t, w in p.edges():  # (source, target, weight), upwards
+        assert float(p.adjacency[t, s]) == w != 0 and p.nodes[s].layer < p.nodes[t].layer
     everything = prune(g, 1.0, 1.0)
     assert len(everything.nodes) >= len(p.nodes) and len(everything.edges()) > len(p.edges())
     with pytest.raises(ValueError, match="node threshold"):

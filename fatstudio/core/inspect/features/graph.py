@@ -112,7 +112,7 @@ class AttributionGraph:
     def edges(self) -> list[tuple[int, int, float]]:
         """(source, target, weight) of every non-zero edge."""
         t, s = self.adjacency.nonzero(as_tuple=True)
-        return [(int(a), int(b), float(self.adjacency[a, b])) for a, b in zip(t, s)]
+        return list(zip(s.tolist(), t.tolist(), self.adjacency[t, s].tolist()))
 
     def strongest(self, n: int = 5) -> list[int]:
         """The ``n`` feature nodes with the largest direct effect |A[logit, s]| on the logit, largest first."""
