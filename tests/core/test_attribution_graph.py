@@ -223,6 +223,12 @@ def test_an_intervention_gives_the_probabilities_as_the_head_ablation_does(loade
         graph_for_text(loaded, tcs, text, target="qu")
     with pytest.raises(ValueError, match="write a prompt"):
         graph_for_text(loaded, tcs, "")
+    with pytest.raises(ValueError, match="the prompt is 13 tokens long; it must have 1 to l_max = 12"):
+        graph_for_text(loaded, tcs, "the lazy dogs")
+    with pytest.raises(ValueError, match="the prompt is 13 tokens long; an edit reruns a prompt of 2 to l_max = 12"):
+        intervene(loaded, "the lazy dogs", [FeatureEdit(tcs[0], 0)])
+    with pytest.raises(ValueError, match="choose a feature"):
+        intervene(loaded, text, [])
 
 
 def test_a_run_s_saved_transcoders_are_found_by_layer_or_the_missing_ones_named(tmp_path):

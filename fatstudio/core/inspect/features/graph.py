@@ -205,9 +205,6 @@ def graph_for_text(loaded, transcoders: Iterable[Dictionary], text: str, target:
     ids = tok.encode(text)
     if not ids:
         raise ValueError("write a prompt: the graph traces the token that follows it.")
-    l_max = loaded.model.config.l_max
-    if len(ids) > l_max:
-        raise ValueError(f"the prompt is {len(ids)} tokens long, more than l_max = {l_max}; shorten it.")
     chosen = None
     if target:
         t = tok.encode(target)
