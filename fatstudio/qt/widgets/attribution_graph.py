@@ -3,7 +3,8 @@ embeddings at the bottom, each MLP layer's features and error node above them, t
 size and colour grow with its influence on the logit; an edge's width with its weight, red when it raises its
 target, blue when it lowers it. Hovering a node shows what it is and its activation; clicking it emits
 ``nodeClicked`` with the `Node` (the Features tab opens its dashboard or edits it). The view scales the graph
-to fit (enlarging it at most `MAX_ZOOM` times); sizes come from the font's metrics.
+to fit, within `MIN_ZOOM` … `MAX_ZOOM` so that its text stays readable (a larger graph scrolls); sizes come
+from the font's metrics.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ...core.inference.prompting import display_token
 if TYPE_CHECKING:
     from ...core.inspect.features.graph import AttributionGraph, Node
 
-MAX_ZOOM = 1.5  # the most the view enlarges a small graph
+MAX_ZOOM, MIN_ZOOM = 1.5, 0.75  # the most a small graph is enlarged, a large one shrunk (then it scrolls)
 ROWS = 4  # the most rows of nodes in a layer's band; a crowded position is drawn wider
 KIND_COLORS = {"embedding": QColor(120, 170, 215), "error": QColor(150, 150, 150), "logit": QColor(90, 170, 90)}
 FEATURE = (QColor(253, 224, 190), QColor(217, 95, 2))  # a feature's colour from no influence to the most
@@ -135,7 +136,7 @@ class AttributionGraphView(QGraphicsView):
         rect = self.scene().itemsBoundingRect().adjusted(-8, -8, 8, 8)
         self.scene().setSceneRect(rect)
         view = self.viewport().size()
-        scale = min(MAX_ZOOM, view.width() / rect.width(), view.height() / rect.height())
+        scale = max(MIN_ZOOM, min(MAX_ZOOM, view.width() / rect.width(), view.height() / rect.height()))
         self.resetTransform()
         self.scale(scale, scale)
 
