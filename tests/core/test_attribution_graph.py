@@ -18,7 +18,8 @@ from fatstudio.core.inspect.features.replacement import Replacement
 from fatstudio.core.model.hooks import recorded
 
 IDS = [1, 5, 3, 7, 2, 9, 4, 4, 8]
-DECODERS = ["gpt", "gopher"]
+DECODERS = {"gpt": {}, "gopher": {},  # gopher: RMSnorm, relative positions
+            "gpt-gqa-rope-swiglu": dict(H=4, H_kv=2, positions="rope", activation="swiglu")}
 
 
 def transcoders(model, d_f=24, k=4, seed=1):
@@ -35,9 +36,9 @@ def transcoders(model, d_f=24, k=4, seed=1):
     return out
 
 
-@pytest.fixture(scope="module", params=DECODERS)
+@pytest.fixture(scope="module", params=list(DECODERS))
 def traced(request):
-    model = tiny(request.param)
+    model = tiny(request.param.split("-")[0], **DECODERS[request.param])
     tcs = transcoders(model)
     return model, tcs, attribution_graph(model, tcs, IDS)
 
