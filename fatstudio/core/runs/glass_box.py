@@ -162,7 +162,7 @@ INDUCTION_TEXT = (
     "earlier copy lies there), and copies key j's token into the coordinates the unembedding reads, {confidence:g} "
     "nats above the other letters: it predicts the letter that followed a's earlier occurrence. The other six heads "
     "attend evenly and write nothing (their W_o columns are 0), the MLPs are 0, and <pad>, <mask>, <bos> and <eos> "
-    "are never predicted. Zeroing either constructed head makes the second copies as unpredictable as the first.")
+    "are never predicted. Zeroing either constructed head leaves the second copies nearly as unpredictable as the first.")
 
 
 def _induction(p: Induction = Induction()) -> tuple[torch.nn.Module, Tokenizer, RunConfig, str]:
