@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
 
+from .cli_exercise import cmd_exercise, exercise_parser
 from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file
 from .cli_interrupt import interrupt, interrupted
 from .cli_options import EXIT_ERROR, Parser, number, whole
@@ -108,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
     i.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' type in the "
                    "run's file (bfloat16: half the file; the model is float32 in memory either way)")
+    exercise_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--force-memory", action="store_true", help="build the model even where its "
                              "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
@@ -171,7 +173,8 @@ def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
-                "token-loss": cmd_token_loss, "sweep": cmd_sweep, "cache": cmd_cache}[args.command](args)
+                "token-loss": cmd_token_loss, "sweep": cmd_sweep, "cache": cmd_cache,
+                "exercise": cmd_exercise}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 
