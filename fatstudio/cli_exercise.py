@@ -44,11 +44,10 @@ def _exercise(name: str):
 
 def cmd_exercise(args) -> int:
     from .core.paper.exercises.catalog import EXERCISES
-    from .core.paper.exercises.training import SWAPS
 
     if args.action == "list":
         for e in EXERCISES:
-            train = "  (Train with my code)" if e.name in SWAPS else ""
+            train = "  (Train with my code)" if e.trains else ""
             print(f"{e.name:<22} {e.algorithm:<34} {e.title}{train}")
         return 0
     e = _exercise(args.name)
@@ -64,10 +63,11 @@ def _check(e, args) -> int:
     from .cli_experiments import loaded_model
     from .core.files import read_text
     from .core.paper.exercises import sandbox
-    from .core.paper.exercises.training import SWAPS
+    from .core.paper.exercises.catalog import EXERCISES
 
-    if args.train and e.name not in SWAPS:
-        raise ValueError(f"{e.name} cannot be trained with; --train is for {', '.join(SWAPS)}.")
+    if args.train and not e.trains:
+        raise ValueError(f"{e.name} cannot be trained with; --train is for "
+                         f"{', '.join(x.name for x in EXERCISES if x.trains)}.")
     source = read_text(args.file, limit=SOURCE_LIMIT)
     if args.run:
         loaded = loaded_model(args.run)

@@ -1,79 +1,18 @@
 """The exercises: for each algorithm a stub in the paper's notation (its docstring from the pseudocode), hints that
-unfold one at a time, a solution, and the cases the checker runs it on — random inputs, the mask cases, and the
-model in focus's own weights where they fit the exercise (`Weights`)."""
+unfold one at a time and a solution. What it is checked on is `cases` (the function of its name), what against is
+`kit` (likewise); both import torch, this module does not, so the app lists the exercises without it."""
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import torch
-
-from ...config import ResolvedModelConfig
-from . import kit
-
-Tensor = torch.Tensor
-F64 = torch.float64
-
-
-@dataclass(frozen=True)
-class Weights:
-    """The model in focus: its configuration and its parameters in float64 (``{name: tensor}``, a state dict)."""
-
-    cfg: ResolvedModelConfig
-    p: dict[str, Tensor]
-
-    def gpt_like(self) -> bool:
-        """Whether it is the decoder of the exercises' `kit.dtransformer` (GPT-2's choices)."""
-        c = self.cfg
-        return (c.arch == "gpt" and c.norm == "layer" and c.norm_position == "pre" and c.activation == "gelu"
-                and c.positions == "learned" and c.H_kv == c.H and not c.embed_norm and not c.unembed_bias)
-
-    def get(self, name: str, size: int) -> Tensor:
-        return self.p[name] if name in self.p else torch.zeros(size, dtype=F64)
-
-    def attn(self, l: int) -> dict[str, Tensor]:
-        """Layer l's self-attention weights W_q, b_q, … W_o, b_o (all heads stacked)."""
-        c, pre = self.cfg, f"layers.{l}.attn"
-        sizes = {"q": c.H * c.d_attn, "k": c.H_kv * c.d_attn, "v": c.H_kv * c.d_mid, "o": c.d_e}
-        return {k: v for n, size in sizes.items() for k, v in
-                ((f"W_{n}", self.p[f"{pre}.W_{n}.weight"]), (f"b_{n}", self.get(f"{pre}.W_{n}.bias", size)))}
-
-    def theta(self) -> dict[str, Any]:
-        """θ of `kit.dtransformer` (a `gpt_like` model)."""
-        c, p = self.cfg, self.p
-        layers = []
-        for l in range(c.L):
-            pre = f"layers.{l}"
-            layers.append({**self.attn(l), "gamma1": p[f"{pre}.norm_attn.gamma"], "beta1": p[f"{pre}.norm_attn.beta"],
-                           "gamma2": p[f"{pre}.norm_mlp.gamma"], "beta2": p[f"{pre}.norm_mlp.beta"],
-                           "W_mlp1": p[f"{pre}.mlp.W_mlp1.weight"], "b_mlp1": self.get(f"{pre}.mlp.W_mlp1.bias", c.d_mlp),
-                           "W_mlp2": p[f"{pre}.mlp.W_mlp2.weight"], "b_mlp2": self.get(f"{pre}.mlp.W_mlp2.bias", c.d_e)})
-        return {"W_e": p["embed.W_e.weight"].T, "W_p": p["embed.W_p.weight"].T, "W_u": p["unembed.W_u.weight"],
-                "gamma": p["norm_final.gamma"], "beta": p["norm_final.beta"], "H": c.H, "layers": layers}
-
-    def X(self, l: int) -> Tensor:
-        """The first ℓ ≤ 6 embeddings of a token sequence, d_e × ℓ: an input with the model's own statistics."""
-        x = [(7 * t + 1) % self.cfg.vocab_size for t in range(min(6, self.cfg.l_max))]
-        X = self.p["embed.W_e.weight"][x].T
-        return X + self.p["embed.W_p.weight"][:len(x)].T if "embed.W_p.weight" in self.p else X
-
-
-@dataclass(frozen=True)
-class Case:
-    """One call of the learner's function: what it is (``label``) and its arguments."""
-
-    label: str
-    args: tuple[Any, ...]
-
-
-Cases = Callable[[torch.Generator, "Weights | None"], list[Case]]
 
 
 @dataclass(frozen=True)
 class Exercise:
     """``name`` is the function the learner writes; ``output`` and ``shape`` name its result in messages
-    (``"Ṽ"``, ``"d_mid × ℓ_x"``); ``trains``: how Train with my code swaps it into the model (`swap`), or ""."""
+    (``"Ṽ"``, ``"d_mid × ℓ_x"``); ``trains``: how Train with my code swaps it into the model (`training.SWAPS`), or ""."""
 
     name: str
     title: str
@@ -81,236 +20,26 @@ class Exercise:
     stub: str
     hints: tuple[str, ...]
     solution: str
-    cases: Cases
     output: str
     shape: str
     trains: str = ""
 
     @property
     def reference(self) -> Callable[..., Any]:
-        return getattr(kit, self.name)
+        """The float64 reference (`kit`)."""
+        return getattr(importlib.import_module(f"{__package__}.kit"), self.name)
 
-
-def _rand(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g, dtype=F64)
-
-
-def _ids(g: torch.Generator, n: int, N_V: int) -> list[int]:
-    return torch.randint(0, N_V, (n,), generator=g).tolist()
-
-
-def _random_model(g: torch.Generator, *, L: int = 2, d_e: int = 8, H: int = 2, N_V: int = 11) -> dict[str, Any]:
-    """θ of a small random `kit.dtransformer`."""
-    d_mlp = 2 * d_e
-    layers = [{"W_q": _rand(g, d_e, d_e), "b_q": _rand(g, d_e), "W_k": _rand(g, d_e, d_e), "b_k": _rand(g, d_e),
-               "W_v": _rand(g, d_e, d_e), "b_v": _rand(g, d_e), "W_o": _rand(g, d_e, d_e) / 3, "b_o": _rand(g, d_e),
-               "gamma1": 1 + _rand(g, d_e) / 5, "beta1": _rand(g, d_e) / 5, "gamma2": 1 + _rand(g, d_e) / 5,
-               "beta2": _rand(g, d_e) / 5, "W_mlp1": _rand(g, d_mlp, d_e) / 3, "b_mlp1": _rand(g, d_mlp),
-               "W_mlp2": _rand(g, d_e, d_mlp) / 3, "b_mlp2": _rand(g, d_e)} for _ in range(L)]
-    return {"W_e": _rand(g, d_e, N_V), "W_p": _rand(g, d_e, 8), "W_u": _rand(g, N_V, d_e), "gamma": 1 + _rand(g, d_e) / 5,
-            "beta": _rand(g, d_e) / 5, "H": H, "layers": layers}
-
-
-def _masks(l_z: int, l_x: int) -> list[tuple[str, Tensor]]:
-    """The mask cases: bidirectional, unidirectional (square) and one that hides different keys per query."""
-    out = [("bidirectional Mask (every entry 1)", torch.ones(l_z, l_x, dtype=torch.bool))]
-    if l_z == l_x:
-        out.append(("unidirectional Mask (Mask[t_z, t_x] = [t_z ≤ t_x])", kit.unidirectional_mask(l_x)))
-    ragged = torch.ones(l_z, l_x, dtype=torch.bool)
-    for t_x in range(l_x):
-        ragged[:t_x % l_z, t_x] = False  # query t_x sees keys t_x mod ℓ_z … ℓ_z-1: a different count each
-    out.append(("a Mask that hides the first t_x keys from query t_x", ragged))
-    return out
-
-
-# ---- Algorithms 1, 2 and eq. 1 ---------------------------------------------------------------------------------
-def _token_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    W_e = _rand(g, 5, 9)
-    out = [Case(f"random W_e (5 × 9), v = {v}", (v, W_e)) for v in (0, 4, 8)]
-    if w is not None:
-        out.append(Case("the model in focus's W_e, v = 1", (1, w.p["embed.W_e.weight"].T)))
-    return out
-
-
-def _position_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    W_p = _rand(g, 4, 7)
-    out = [Case(f"random W_p (4 × 7), t = {t}", (t, W_p)) for t in (0, 3, 6)]
-    if w is not None and "embed.W_p.weight" in w.p:
-        out.append(Case("the model in focus's W_p, t = 2", (2, w.p["embed.W_p.weight"].T)))
-    return out
-
-
-def _embed_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("random W_e (6 × 10), W_p (6 × 8), ℓ = 5", (_ids(g, 5, 10), _rand(g, 6, 10), _rand(g, 6, 8)))]
-    if w is not None and "embed.W_p.weight" in w.p:
-        out.append(Case("the model in focus's W_e and W_p", (_ids(g, 4, w.cfg.vocab_size), w.p["embed.W_e.weight"].T,
-                                                              w.p["embed.W_p.weight"].T)))
-    return out
-
-
-# ---- Algorithms 3-5 ----------------------------------------------------------------------------------------
-def _head(g: torch.Generator, d_x: int, d_z: int, d_attn: int, d_out: int) -> tuple[Tensor, ...]:
-    return (_rand(g, d_attn, d_x), _rand(g, d_attn), _rand(g, d_attn, d_z), _rand(g, d_attn), _rand(g, d_out, d_z),
-            _rand(g, d_out))
-
-
-def _focus_head(w: Weights) -> tuple[Tensor, Tensor, tuple[Tensor, ...]] | None:
-    """The model in focus's first layer, head 0, and its embeddings X (None: its attention has positional terms)."""
-    if w.cfg.positions not in ("learned", "sinusoidal", "none") or "layers.0.attn.W_q.weight" not in w.p:
-        return None
-    a, c = w.attn(0), w.cfg
-    head = (a["W_q"][:c.d_attn], a["b_q"][:c.d_attn], a["W_k"][:c.d_attn], a["b_k"][:c.d_attn], a["W_v"][:c.d_mid],
-            a["b_v"][:c.d_mid])
-    return w.X(0), w.X(0), head
-
-
-def _basic_attention_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("random e (5), Z (4 × 6), d_attn = 3", (_rand(g, 5), _rand(g, 4, 6), *_head(g, 5, 4, 3, 2))),
-           Case("random e (4), Z (4 × 1): a single key", (_rand(g, 4), _rand(g, 4, 1), *_head(g, 4, 4, 16, 3)))]
-    if w is not None and (f := _focus_head(w)) is not None:
-        out.append(Case("the model in focus's layer 0, head 0", (f[0][:, -1], f[1], *f[2])))
-    return out
-
-
-def _attention_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = []
-    for l_z, l_x in ((5, 5), (3, 4)):
-        X, Z, head = _rand(g, 6, l_x), _rand(g, 6, l_z) if l_z != l_x else None, _head(g, 6, 6, 4, 3)
-        for label, Mask in _masks(l_z, l_x):
-            kind = "self-attention" if Z is None else "cross-attention ℓ_z ≠ ℓ_x"
-            out.append(Case(f"random {kind}, {label}", (X, X if Z is None else Z, *head, Mask)))
-    if w is not None and (f := _focus_head(w)) is not None:
-        Mask = kit.unidirectional_mask(f[0].shape[1])
-        out.append(Case("the model in focus's layer 0, head 0, unidirectional Mask", (f[0], f[1], *f[2], Mask)))
-    return out
-
-
-def _mh_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = []
-    for l_z, l_x in ((5, 5), (3, 4)):
-        X = _rand(g, 8, l_x)
-        Z = X if l_z == l_x else _rand(g, 8, l_z)
-        W: tuple[Tensor, ...] = (_rand(g, 6, 8), _rand(g, 6), _rand(g, 6, 8), _rand(g, 6), _rand(g, 4, 8), _rand(g, 4),
-                                 _rand(g, 8, 4), _rand(g, 8))
-        for label, Mask in _masks(l_z, l_x):
-            out.append(Case(f"random, H = 2, d_attn = 3, d_mid = 2, {label}", (X, Z, *W, 2, Mask)))
-    if w is not None and _focus_head(w) is not None and w.cfg.H_kv == w.cfg.H:
-        a, X = w.attn(0), w.X(0)
-        W = tuple(a[k] for k in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o"))
-        out.append(Case("the model in focus's layer 0, unidirectional Mask",
-                        (X, X, *W, w.cfg.H, kit.unidirectional_mask(X.shape[1]))))
-    return out
-
-
-# ---- Algorithms 6, 7 -------------------------------------------------------------------------------------
-def _norm_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("random e (7), γ, β", (_rand(g, 7) * 3 + 2, _rand(g, 7), _rand(g, 7), 1e-5)),
-           Case("e with every entry equal (variance 0: ε keeps it finite)", (torch.full((5,), 2.0, dtype=F64),
-                                                                              _rand(g, 5), _rand(g, 5), 1e-5)),
-           Case("random e (4), ε = 0.5", (_rand(g, 4) / 4, _rand(g, 4), _rand(g, 4), 0.5))]
-    if w is not None and "layers.0.norm_attn.beta" in w.p:
-        out.append(Case("the model in focus's first norm and embedding",
-                        (w.X(0)[:, 0], w.p["layers.0.norm_attn.gamma"], w.p["layers.0.norm_attn.beta"],
-                         w.cfg.norm_eps)))
-    return out
-
-
-def _large_logits(g: torch.Generator) -> tuple[Tensor, Tensor]:
-    """e and W_u whose largest logit is 1000, where exp overflows."""
-    e, W_u = _rand(g, 3), _rand(g, 6, 3)
-    s = W_u @ e
-    return e * 1000 / float(s[s.abs().argmax()]), W_u
-
-
-def _unembedding_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("random e (5), W_u (9 × 5)", (_rand(g, 5), _rand(g, 9, 5))),
-           Case("large logits (max W_u e = 1000: subtract the max before exp)", _large_logits(g))]
-    if w is not None:
-        W_u = w.p["unembed.W_u.weight"]
-        out.append(Case("the model in focus's W_u", (_rand(g, W_u.shape[1]), W_u)))
-    return out
-
-
-# ---- Algorithms 10, 12, 13 ---------------------------------------------------------------------------------
-def _dtransformer_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("a random 2-layer decoder (d_e = 8, H = 2, N_V = 11), ℓ = 5", (_ids(g, 5, 11), _random_model(g)))]
-    if w is not None and w.gpt_like():
-        out.append(Case("the model in focus", (_ids(g, min(5, w.cfg.l_max), w.cfg.vocab_size), w.theta())))
-    return out
-
-
-def _probabilities(g: torch.Generator, N_V: int, l: int) -> Tensor:
-    return torch.softmax(_rand(g, N_V, l) * 2, 0)
-
-
-def _model_P(w: Weights, x: list[int]) -> Tensor | None:
-    return kit.dtransformer(x, w.theta()) if w.gpt_like() else None
-
-
-def _d_loss_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case(f"random P ({n} × {l})", (_ids(g, l, n), _probabilities(g, n, l))) for n, l in ((7, 6), (4, 2))]
-    if w is not None and (P := _model_P(w, x := _ids(g, 5, w.cfg.vocab_size))) is not None:
-        out.append(Case("P of the model in focus", (x, P)))
-    return out
-
-
-def _e_loss_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    return [Case("random P (7 × 6), T̃ = [1, 4]", (_ids(g, 6, 7), _probabilities(g, 7, 6), [1, 4])),
-            Case("random P (5 × 4), T̃ = [0, 3]", (_ids(g, 4, 5), _probabilities(g, 5, 4), [0, 3])),
-            Case("random P (5 × 3), T̃ empty", (_ids(g, 3, 5), _probabilities(g, 5, 3), []))]
-
-
-def _training_step_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    theta = _random_model(g, L=1, d_e=4, H=1, N_V=6)
-    flat = {"W_e": theta["W_e"], "W_p": theta["W_p"], "W_u": theta["W_u"]}
-
-    def forward(x: list[int], th: dict[str, Tensor]) -> Tensor:  # a small decoder of the flat θ
-        return kit.dtransformer(x, {**theta, **th})
-    return [Case("a random 1-layer decoder, η = 0.1, θ = {W_e, W_p, W_u}", (flat, _ids(g, 5, 6), 0.1, forward)),
-            Case("the same, η = 0.5", (flat, _ids(g, 4, 6), 0.5, forward))]
-
-
-# ---- Algorithm 14 and BPE ----------------------------------------------------------------------------------
-def _sampling_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    p = _probabilities(g, 8, 1)[:, 0]
-    out = [Case(f"random p (8), τ = {tau}, k = {k}", (p, tau, k)) for tau, k in ((1.0, 8), (0.5, 3), (2.0, 1))]
-    if w is not None:
-        W_u = w.p["unembed.W_u.weight"]
-        out.append(Case("p of the model in focus, τ = 0.7, k = 5", (kit.unembedding(_rand(g, W_u.shape[1]), W_u), 0.7,
-                                                                  min(5, W_u.shape[0]))))
-    return out
-
-
-def _dinference_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    theta = _random_model(g, L=1, N_V=9)
-
-    def forward(x: list[int]) -> Tensor:
-        return kit.dtransformer(x[-8:], theta)
-
-    def greedy(p: Tensor) -> int:
-        return int(p.argmax())
-
-    def second(p: Tensor) -> int:
-        return int(p.argsort(descending=True)[1])
-    out = [Case("a random decoder, greedy sample, ℓ_gen = 4", ([1, 2], forward, 4, greedy)),
-           Case("a random decoder, second most probable, ℓ_gen = 3", ([5], forward, 3, second))]
-    if w is not None and w.gpt_like():
-        th = w.theta()
-        out.append(Case("the model in focus, greedy, ℓ_gen = 3", ([1], lambda x: kit.dtransformer(x, th), 3, greedy)))
-    return out
-
-
-def _bpe_cases(g: torch.Generator, w: Weights | None) -> list[Case]:
-    return [Case("'low lower lowest newer newest', 6 merges", ("low lower lowest newer newest", 6)),
-            Case("'aaaa aa', 3 merges (overlapping pairs)", ("aaaa aa", 3)),
-            Case("'abc', 5 merges (runs out of pairs)", ("abc", 5))]
+    @property
+    def cases(self) -> Callable[..., Any]:
+        """``cases(generator, weights or None) -> [Case]`` (`cases`)."""
+        return getattr(importlib.import_module(f"{__package__}.cases"), self.name)
 
 
 def _exercise(name: str, title: str, algorithm: str, signature: str, doc: str, hints: tuple[str, ...], body: str,
-              cases: Cases, output: str, shape: str, trains: str = "") -> Exercise:
+              output: str, shape: str, trains: str = "") -> Exercise:
     head = f"import torch\n\n\ndef {name}({signature}):\n    \"\"\"{doc}\"\"\"\n"
-    return Exercise(name, title, algorithm, head + "    raise NotImplementedError\n", hints, head + body, cases,
-                    output, shape, trains)
+    return Exercise(name, title, algorithm, head + "    raise NotImplementedError\n", hints, head + body, output,
+                    shape, trains)
 
 
 MASK = "Mask[t_z, t_x] is True where query t_x may attend to key t_z (ℓ_z × ℓ_x, bool)."
@@ -320,13 +49,13 @@ EXERCISES: tuple[Exercise, ...] = (
               "    Parameters: W_e ∈ ℝ^{d_e×N_V}, the token embedding matrix.\n"
               "    Output: e ∈ ℝ^{d_e}, the vector representation of the token.\n\n    1  return e = W_e[:, v]\n    ",
               ("W_e has one column per token: d_e rows, N_V columns.", "Index the column, not the row: W_e[:, v]."),
-              "    return W_e[:, v]\n", _token_cases, "e", "d_e", "the embedding (hook point embed)"),
+              "    return W_e[:, v]\n", "e", "d_e", "the embedding (hook point embed)"),
     _exercise("positional_embedding", "Positional embedding", "Algorithm 2", "t, W_p",
               "Algorithm 2. Positional embedding.\n\n    Input: t ∈ [ℓ_max], the position of a token (0-based here).\n"
               "    Parameters: W_p ∈ ℝ^{d_e×ℓ_max}, the positional embedding matrix.\n"
               "    Output: e_p ∈ ℝ^{d_e}, the vector representation of the position.\n\n    1  return e_p = W_p[:, t]\n    ",
               ("Like Algorithm 1 with positions instead of tokens.", "Column t of W_p: W_p[:, t]."),
-              "    return W_p[:, t]\n", _position_cases, "e_p", "d_e", "the embedding (hook point embed)"),
+              "    return W_p[:, t]\n", "e_p", "d_e", "the embedding (hook point embed)"),
     _exercise("embed", "The embedding of a sequence", "Eq. 1 (Algorithm 10, lines 1-2)", "x, W_e, W_p",
               "The first lines of Algorithms 8-10: the embedding of a token sequence (eq. 1).\n\n"
               "    Input: x ∈ V^ℓ, a sequence of token IDs.\n    Parameters: W_e ∈ ℝ^{d_e×N_V}, W_p ∈ ℝ^{d_e×ℓ_max}.\n"
@@ -335,7 +64,7 @@ EXERCISES: tuple[Exercise, ...] = (
               ("One column per position t: token embedding plus positional embedding.",
                "torch.stack(columns, 1) puts vectors side by side as columns.",
                "W_e[:, x] picks all the token columns at once; W_p[:, :len(x)] the positions."),
-              "    return W_e[:, x] + W_p[:, :len(x)]\n", _embed_cases, "X", "d_e × ℓ",
+              "    return W_e[:, x] + W_p[:, :len(x)]\n", "X", "d_e × ℓ",
               "the embedding (hook point embed)"),
     _exercise("basic_attention", "Basic single-query attention", "Algorithm 3", "e, Z, W_q, b_q, W_k, b_k, W_v, b_v",
               "Algorithm 3. Basic single-query attention.\n\n"
@@ -349,7 +78,7 @@ EXERCISES: tuple[Exercise, ...] = (
                "α = torch.softmax(scores, 0); then ṽ = V α."),
               "    q = W_q @ e + b_q\n    K = W_k @ Z + b_k[:, None]\n    V = W_v @ Z + b_v[:, None]\n"
               "    alpha = torch.softmax(K.T @ q / W_q.shape[0] ** 0.5, 0)\n    return V @ alpha\n",
-              _basic_attention_cases, "ṽ", "d_out"),
+              "ṽ", "d_out"),
     _exercise("attention", "Attention with a mask", "Algorithm 4", "X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask",
               "Algorithm 4. Ṽ ← Attention(X, Z | W_qkv, Mask).\n\n"
               "    Input: X ∈ ℝ^{d_x×ℓ_x}, Z ∈ ℝ^{d_z×ℓ_z}, vector representations of primary and context sequence.\n"
@@ -365,7 +94,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    Q = W_q @ X + b_q[:, None]\n    K = W_k @ Z + b_k[:, None]\n    V = W_v @ Z + b_v[:, None]\n"
               "    S = (K.T @ Q).masked_fill(~Mask, float('-inf'))\n"
               "    return V @ torch.softmax(S / W_q.shape[0] ** 0.5, 0)\n",
-              _attention_cases, "Ṽ", "d_out × ℓ_x", "each head's Y^h (hook point self/l/z)"),
+              "Ṽ", "d_out × ℓ_x", "each head's Y^h (hook point self/l/z)"),
     _exercise("mh_attention", "Multi-head attention", "Algorithm 5",
               "X, Z, W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o, H, Mask",
               "Algorithm 5. Ṽ ← MHAttention(X, Z | 𝒲, Mask).\n\n"
@@ -385,7 +114,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    Y = torch.cat([attention(X, Z, W_q[h*a:(h+1)*a], b_q[h*a:(h+1)*a], W_k[h*a:(h+1)*a], "
               "b_k[h*a:(h+1)*a],\n                             W_v[h*m:(h+1)*m], b_v[h*m:(h+1)*m], Mask) "
               "for h in range(H)], 0)\n    return W_o @ Y + b_o[:, None]\n",
-              _mh_cases, "Ṽ", "d_out × ℓ_x", "the attention sublayer (hook point self/l/out)"),
+              "Ṽ", "d_out × ℓ_x", "the attention sublayer (hook point self/l/out)"),
     _exercise("layer_norm", "Layer normalisation", "Algorithm 6", "e, gamma, beta, eps=1e-5",
               "Algorithm 6. ê ← layer_norm(e | γ, β).\n\n    Input: e ∈ ℝ^{d_e}.\n"
               "    Parameters: γ, β ∈ ℝ^{d_e}, element-wise scale and offset.\n    Output: ê ∈ ℝ^{d_e}.\n\n"
@@ -395,7 +124,7 @@ EXERCISES: tuple[Exercise, ...] = (
                "ε goes under the square root: √(v + ε), not √v + ε.",
                "⊙ is the element-wise product: (e - m) / (v + eps) ** 0.5 * gamma + beta."),
               "    m = e.mean()\n    v = ((e - m) ** 2).mean()\n    return (e - m) / (v + eps) ** 0.5 * gamma + beta\n",
-              _norm_cases, "ê", "d_e", "every layer norm (hook points self/l/in, mlp/l/in, final)"),
+              "ê", "d_e", "every layer norm (hook points self/l/in, mlp/l/in, final)"),
     _exercise("unembedding", "Unembedding", "Algorithm 7", "e, W_u",
               "Algorithm 7. Unembedding.\n\n    Input: e ∈ ℝ^{d_e}, a token encoding.\n"
               "    Parameters: W_u ∈ ℝ^{N_V×d_e}, the unembedding matrix.\n"
@@ -404,7 +133,7 @@ EXERCISES: tuple[Exercise, ...] = (
               ("W_u e is a vector of N_V logits.",
                "softmax(s) = exp(s - max s) / Σ exp(s - max s): subtracting the max changes nothing but overflow."),
               "    s = W_u @ e\n    s = torch.exp(s - s.max())\n    return s / s.sum()\n",
-              _unembedding_cases, "p", "N_V", "the output distribution (read at hook point final)"),
+              "p", "N_V", "the output distribution (read at hook point final)"),
     _exercise("dtransformer", "The decoder's forward pass", "Algorithm 10", "x, theta",
               "Algorithm 10. P ← DTransformer(x | θ), pre-LN with GELU (GPT-2).\n\n"
               "    Input: x ∈ V^ℓ. Output: P ∈ (0,1)^{N_V×ℓ}, P[:, t] the distribution of the token after x[t].\n"
@@ -430,7 +159,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "        Xn = layer_norm_columns(X, w['gamma2'], w['beta2'])\n"
               "        X = X + w['W_mlp2'] @ gelu(w['W_mlp1'] @ Xn + w['b_mlp1'][:, None]) + w['b_mlp2'][:, None]\n"
               "    X = layer_norm_columns(X, theta['gamma'], theta['beta'])\n    return torch.softmax(theta['W_u'] @ X, 0)\n",
-              _dtransformer_cases, "P", "N_V × ℓ"),
+              "P", "N_V × ℓ"),
     _exercise("d_loss", "The decoder's loss", "Algorithm 13, line 4", "x, P",
               "Algorithm 13, line 4: the loss of one sequence under P = DTransformer(x | θ).\n\n"
               "    Input: x ∈ V^ℓ; P ∈ (0,1)^{N_V×ℓ}, P[:, t] the predicted distribution of x[t+1].\n"
@@ -439,7 +168,7 @@ EXERCISES: tuple[Exercise, ...] = (
                "A sum, not a mean, and a minus sign: the loss is a negative log-likelihood.",
                "Index one entry per column: P[x[t+1], t]."),
               "    return -sum(torch.log(P[x[t + 1], t]) for t in range(len(x) - 1))\n",
-              _d_loss_cases, "loss", "a number", "the training loss"),
+              "loss", "a number", "the training loss"),
     _exercise("e_loss", "The masked-language-model loss", "Algorithm 12, line 6", "x, P, masked",
               "Algorithm 12, line 6: BERT's loss of one sequence, P = ETransformer(x̃ | θ) of the masked x̃.\n\n"
               "    Input: x ∈ V^ℓ, the original tokens; P ∈ (0,1)^{N_V×ℓ}; masked = T̃, the masked positions.\n"
@@ -447,7 +176,7 @@ EXERCISES: tuple[Exercise, ...] = (
               ("Column t predicts the original token at the same position t (not the next one).",
                "Only the masked positions count; an empty T̃ gives 0."),
               "    return -sum((torch.log(P[x[t], t]) for t in masked), torch.tensor(0.0, dtype=P.dtype))\n",
-              _e_loss_cases, "loss", "a number"),
+              "loss", "a number"),
     _exercise("training_step", "One training step", "Algorithm 13, lines 3-5", "theta, x, eta, forward",
               "Algorithm 13, lines 3-5: one step of gradient descent on one sequence.\n\n"
               "    Input: θ, a dict {name: tensor}; x ∈ V^ℓ; η, the learning rate;\n"
@@ -461,7 +190,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    theta = {k: v.detach().clone().requires_grad_() for k, v in theta.items()}\n"
               "    P = forward(x, theta)\n    loss = -sum(torch.log(P[x[t + 1], t]) for t in range(len(x) - 1))\n"
               "    loss.backward()\n    return {k: (v - eta * v.grad).detach() for k, v in theta.items()}\n",
-              _training_step_cases, "θ", "θ's shapes"),
+              "θ", "θ's shapes"),
     _exercise("sampling_distribution", "Sampling with temperature and top-k", "Algorithm 14, line 5", "p, tau, k",
               "Algorithm 14, line 5: the distribution a token is sampled from, with temperature τ and top-k.\n\n"
               "    Input: p ∈ Δ(V), the predicted distribution; τ > 0, the temperature; k ≥ 1.\n"
@@ -472,7 +201,7 @@ EXERCISES: tuple[Exercise, ...] = (
                "Renormalise at the end: q / q.sum()."),
               "    q = torch.zeros_like(p)\n    keep = torch.topk(p, k).indices\n    q[keep] = p[keep] ** (1 / tau)\n"
               "    return q / q.sum()\n",
-              _sampling_cases, "q", "N_V"),
+              "q", "N_V"),
     _exercise("dinference", "Generating text", "Algorithm 14", "x, forward, l_gen, sample",
               "Algorithm 14. y ← DInference(x, θ̂): prompting a trained decoder.\n\n"
               "    Input: x ∈ V^*, the prompt; forward(x) -> P ∈ (0,1)^{N_V×length(x)}, the decoder;\n"
@@ -486,7 +215,7 @@ EXERCISES: tuple[Exercise, ...] = (
                "Return only the generated tokens, not the prompt."),
               "    x = list(x)\n    for _ in range(l_gen):\n        x.append(int(sample(forward(x)[:, -1])))\n"
               "    return x[len(x) - l_gen:]\n",
-              _dinference_cases, "y", "ℓ_gen"),
+              "y", "ℓ_gen"),
     _exercise("bpe_merges", "Byte-pair encoding merges", "Section 3 (tokenization)", "text, n",
               "Byte-pair encoding (Section 3): learning a tokenizer's merges.\n\n"
               "    Input: text, words separated by spaces; n, the number of merges.\n"
@@ -504,6 +233,6 @@ EXERCISES: tuple[Exercise, ...] = (
               "        for w in words:\n            i = 0\n            while i < len(w) - 1:\n"
               "                if (w[i], w[i + 1]) == pair:\n                    w[i:i + 2] = [w[i] + w[i + 1]]\n"
               "                i += 1\n    return merges\n",
-              _bpe_cases, "merges", "n pairs"),
+              "merges", "n pairs"),
 )
 BY_NAME = {e.name: e for e in EXERCISES}

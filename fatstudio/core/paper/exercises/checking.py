@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .catalog import Exercise, Weights
+from .cases import Weights
+from .catalog import Exercise
 
 F64 = torch.float64
 RTOL, ATOL = 1e-6, 1e-9

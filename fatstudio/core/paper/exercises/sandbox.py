@@ -24,7 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from ... import children
 from ...config import ModelConfig
-from .catalog import Weights
+from .cases import Weights
 
 MARK = "@@fatstudio-exercise "
 READY = b"ready\n"
