@@ -42,7 +42,7 @@ def _exercise(name: str, title: str, algorithm: str, signature: str, doc: str, h
                     shape, trains)
 
 
-MASK = "Mask[t_z, t_x] is True where query t_x may attend to key t_z (ℓ_z × ℓ_x, bool)."
+MASK = "\n        Mask[t_z, t_x] is True where query t_x may attend to key t_z (ℓ_z × ℓ_x, bool)."
 EXERCISES: tuple[Exercise, ...] = (
     _exercise("token_embedding", "Token embedding", "Algorithm 1", "v, W_e",
               "Algorithm 1. Token embedding.\n\n    Input: v ∈ V ≅ [N_V], a token ID (0-based here).\n"
@@ -56,7 +56,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    Output: e_p ∈ ℝ^{d_e}, the vector representation of the position.\n\n    1  return e_p = W_p[:, t]\n    ",
               ("Like Algorithm 1 with positions instead of tokens.", "Column t of W_p: W_p[:, t]."),
               "    return W_p[:, t]\n", "e_p", "d_e", "the embedding (hook point embed)"),
-    _exercise("embed", "The embedding of a sequence", "Eq. 1 (Algorithm 10, lines 1-2)", "x, W_e, W_p",
+    _exercise("embed", "The embedding of a sequence", "Eq. 1", "x, W_e, W_p",
               "The first lines of Algorithms 8-10: the embedding of a token sequence (eq. 1).\n\n"
               "    Input: x ∈ V^ℓ, a sequence of token IDs.\n    Parameters: W_e ∈ ℝ^{d_e×N_V}, W_p ∈ ℝ^{d_e×ℓ_max}.\n"
               "    Output: X ∈ ℝ^{d_e×ℓ}, one column per token.\n\n"
@@ -81,9 +81,10 @@ EXERCISES: tuple[Exercise, ...] = (
               "ṽ", "d_out"),
     _exercise("attention", "Attention with a mask", "Algorithm 4", "X, Z, W_q, b_q, W_k, b_k, W_v, b_v, Mask",
               "Algorithm 4. Ṽ ← Attention(X, Z | W_qkv, Mask).\n\n"
-              "    Input: X ∈ ℝ^{d_x×ℓ_x}, Z ∈ ℝ^{d_z×ℓ_z}, vector representations of primary and context sequence.\n"
+              "    Input: X ∈ ℝ^{d_x×ℓ_x}, Z ∈ ℝ^{d_z×ℓ_z}, vector representations of\n"
+              "        primary and context sequence.\n"
               f"    Parameters: W_q ∈ ℝ^{{d_attn×d_x}}, b_q; W_k ∈ ℝ^{{d_attn×d_z}}, b_k; W_v ∈ ℝ^{{d_out×d_z}}, b_v.\n"
-              f"    Hyperparameters: Mask ∈ {{0,1}}^{{ℓ_z×ℓ_x}}: {MASK}\n    Output: Ṽ ∈ ℝ^{{d_out×ℓ_x}}.\n\n"
+              f"    Hyperparameters: Mask ∈ {{0,1}}^{{ℓ_z×ℓ_x}}:{MASK}\n    Output: Ṽ ∈ ℝ^{{d_out×ℓ_x}}.\n\n"
               "    1  Q ← W_q X + b_q 1ᵀ\n    2  K ← W_k Z + b_k 1ᵀ\n    3  V ← W_v Z + b_v 1ᵀ\n    4  S ← KᵀQ\n"
               "    5  ∀t_z, t_x: if ¬Mask[t_z, t_x] then S[t_z, t_x] ← -∞\n"
               "    6  return Ṽ = V · softmax(S/√d_attn)   (softmax over t_z: each column sums to 1)\n    ",
@@ -101,7 +102,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    Input: X ∈ ℝ^{d_x×ℓ_x}, Z ∈ ℝ^{d_z×ℓ_z}.\n"
               "    Parameters: the H heads' W_q, W_k (H·d_attn rows), b_q, b_k; W_v (H·d_mid rows), b_v, head h\n"
               "    in rows h·d_attn … (h+1)·d_attn-1 (h·d_mid … for W_v); W_o ∈ ℝ^{d_out×H·d_mid}, b_o ∈ ℝ^{d_out}.\n"
-              f"    Hyperparameters: H, the number of heads; Mask ∈ {{0,1}}^{{ℓ_z×ℓ_x}}: {MASK}\n"
+              f"    Hyperparameters: H, the number of heads; Mask ∈ {{0,1}}^{{ℓ_z×ℓ_x}}:{MASK}\n"
               "    Output: Ṽ ∈ ℝ^{d_out×ℓ_x}.\n\n"
               "    1  for h ∈ [H]: Y^h ← Attention(X, Z | W_qkv^h, Mask)\n    2  Y ← [Y¹; Y²; …; Y^H]\n"
               "    3  return Ṽ = W_o Y + b_o 1ᵀ\n    "
@@ -216,7 +217,7 @@ EXERCISES: tuple[Exercise, ...] = (
               "    x = list(x)\n    for _ in range(l_gen):\n        x.append(int(sample(forward(x)[:, -1])))\n"
               "    return x[len(x) - l_gen:]\n",
               "y", "ℓ_gen"),
-    _exercise("bpe_merges", "Byte-pair encoding merges", "Section 3 (tokenization)", "text, n",
+    _exercise("bpe_merges", "Byte-pair encoding merges", "Section 3", "text, n",
               "Byte-pair encoding (Section 3): learning a tokenizer's merges.\n\n"
               "    Input: text, words separated by spaces; n, the number of merges.\n"
               "    Output: the merges, a list of pairs (a, b) of symbols, in the order made.\n\n"
