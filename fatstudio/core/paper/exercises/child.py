@@ -1,7 +1,8 @@
 """The child process that runs learner code (`sandbox`): ``python -m fatstudio.core.paper.exercises.child``.
 
-It reads its request from stdin, imports torch, says "ready", runs the check or the training with the learner's
-function and writes its answer (`sandbox.MARK` + JSON) to stdout; the learner's own prints go to stderr.
+Its imports (torch among them) come first; then it reads its request from stdin, says "ready" (the learner's time
+limit starts), runs the check or the training with the learner's function and writes its answer (`sandbox.MARK` +
+JSON) to stdout; the learner's own prints go to stderr.
 """
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import os
 import sys
 from typing import Any
 
+from ...children import watch_parent
+from .catalog import BY_NAME
+from .checking import check
+from .sandbox import MARK, load_weights
+from .training import train_with
+
 
 def answer(request: dict[str, Any]) -> dict[str, Any]:
-    from .catalog import BY_NAME
-    from .checking import check
-    from .sandbox import load_weights
-    from .training import train_with
-
     exercise = BY_NAME[request["exercise"]]
     if request["mode"] == "train":
         return train_with(exercise, request["source"], request["steps"])
@@ -27,18 +29,11 @@ def answer(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> None:
-    from ...children import watch_parent
-
     watch_parent()
     with contextlib.suppress(ImportError, ValueError, OSError):  # no core file of a learner's segfault
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     request = json.loads(sys.stdin.read())
-    import torch  # noqa: F401  (before "ready": the learner's time limit does not include it)
-
-    from . import training  # noqa: F401
-    from .sandbox import MARK
-
     out = os.fdopen(os.dup(1), "w")
     out.write("ready\n")
     out.flush()
