@@ -189,3 +189,17 @@ def test_progress_is_kept_across_sessions(tmp_path):
     assert third.of("layer_norm") == {"hints": 2} and not third.tried("layer_norm")
     path.write_text("{not json")
     assert Progress(path).data == {}
+
+
+def test_a_large_model_in_focus_goes_to_a_check_as_its_first_layer(tmp_path, monkeypatch):
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="gpt", vocab_size=13, l_max=8, L=2, H=2, d_e=8, d_mlp=16)
+    state = build_model(cfg).state_dict()
+    whole = sandbox.load_weights(sandbox.save_weights(cfg, state, tmp_path / "whole.safetensors"))
+    assert whole.gpt_like() and set(whole.p) == set(state)
+    torch.testing.assert_close(whole.p["layers.1.mlp.W_mlp1.weight"], state["layers.1.mlp.W_mlp1.weight"].double())
+    monkeypatch.setattr(sandbox, "WHOLE_LIMIT", 100)
+    first = sandbox.load_weights(sandbox.save_weights(cfg, state, tmp_path / "first.safetensors"))
+    assert not first.gpt_like() and "layers.1.attn.W_q.weight" not in first.p and "layers.0.attn.W_q.weight" in first.p
+    assert "model in focus" not in check(BY_NAME["dtransformer"], BY_NAME["dtransformer"].solution, first).message
+    assert "model in focus" in check(BY_NAME["layer_norm"], BY_NAME["layer_norm"].solution, first).message

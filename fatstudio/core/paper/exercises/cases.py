@@ -25,7 +25,8 @@ class Weights:
         """Whether it is the decoder of the exercises' `kit.dtransformer` (GPT-2's choices)."""
         c = self.cfg
         return (c.arch == "gpt" and c.norm == "layer" and c.norm_position == "pre" and c.activation == "gelu"
-                and c.positions == "learned" and c.H_kv == c.H and not c.embed_norm and not c.unembed_bias)
+                and c.positions == "learned" and c.H_kv == c.H and not c.embed_norm and not c.unembed_bias
+                and f"layers.{c.L - 1}.norm_mlp.gamma" in self.p)  # every layer is here (`sandbox.save_weights`)
 
     def get(self, name: str, size: int) -> Tensor:
         return self.p[name] if name in self.p else torch.zeros(size, dtype=F64)

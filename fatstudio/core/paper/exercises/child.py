@@ -13,17 +13,17 @@ import sys
 from typing import Any
 
 from ...children import watch_parent
+from .cases import Weights
 from .catalog import BY_NAME
 from .checking import check
 from .sandbox import MARK, load_weights
 from .training import train_with
 
 
-def answer(request: dict[str, Any]) -> dict[str, Any]:
+def answer(request: dict[str, Any], weights: Weights | None) -> dict[str, Any]:
     exercise = BY_NAME[request["exercise"]]
     if request["mode"] == "train":
         return train_with(exercise, request["source"], request["steps"])
-    weights = load_weights(request["weights"]) if request["weights"] else None
     result = check(exercise, request["source"], weights)
     return {"passed": result.passed, "message": result.message}
 
@@ -34,12 +34,13 @@ def main() -> None:
         import resource
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     request = json.loads(sys.stdin.read())
+    weights = load_weights(request["weights"]) if request["weights"] else None  # before the clock starts
     out = os.fdopen(os.dup(1), "w")
     out.write("ready\n")
     out.flush()
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            result = answer(request)
+            result = answer(request, weights)
         except SystemExit:
             result = {"passed": False, "message": "Stopped — your code called exit()."}
     out.write(MARK + json.dumps(result) + "\n")

@@ -32,10 +32,14 @@ STARTUP_S = 120.0  # the child's imports on a busy machine
 CHECK_LIMIT_S = 10.0  # the learner's code, every case of a check
 TRAIN_LIMIT_S = 120.0  # two short runs, one with the learner's function in the model
 CHILD = "fatstudio.core.paper.exercises.child"
+WHOLE_LIMIT = 20_000_000  # parameters: a larger model in focus goes to a check as its first layer alone
 
 
 def save_weights(cfg: ModelConfig, state: dict[str, torch.Tensor], path: Path) -> Path:
-    """The model in focus for a child: its parameters and configuration in one safetensors file."""
+    """The model in focus for a child: its parameters and configuration in one safetensors file; of a model larger
+    than `WHOLE_LIMIT` only what the cases read of a single layer (its first), not the decoder's forward pass."""
+    if sum(v.numel() for v in state.values()) > WHOLE_LIMIT:
+        state = {k: v for k, v in state.items() if not k.startswith("layers.") or k.startswith("layers.0.")}
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state.items()}
     save_file(tensors, str(path), metadata={"config": json.dumps(cfg.to_dict())})
     return path
