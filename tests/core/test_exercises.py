@@ -48,6 +48,10 @@ WRONG = {
                      ("Mask = unidirectional_mask(len(x))", "Mask = torch.ones(len(x), len(x), dtype=torch.bool)",
                       "P[0, 0] is"),
                      ("Xn = layer_norm_columns(X, w['gamma2'], w['beta2'])", "Xn = X", "P[0, 0] is")],
+    "etransformer": [("Mask = torch.ones(len(x), len(x), dtype=torch.bool)",
+                      "Mask = torch.ones(len(x), len(x), dtype=torch.bool).triu()", "P[0, 0] is"),
+                     ("gelu(theta['W_f'] @ X + theta['b_f'][:, None])", "X", "P[0, 0] is"),
+                     ("w['gamma1'], w['beta1'])", "w['gamma2'], w['beta2'])", "P[0, 0] is")],
     "d_loss": [("P[x[t + 1], t]", "P[x[t], t]", "random P (7 × 6): loss is"),
                ("return -sum", "return sum", "loss is -"),
                ("for t in range(len(x) - 1))", "for t in range(len(x) - 1)) / (len(x) - 1)", "loss is")],
@@ -141,6 +145,15 @@ def test_the_kit_is_the_literal_reference():
     e = X[:5, 0] * 3 + 1
     torch.testing.assert_close(kit.layer_norm(e, W[1], W[3], 1e-5), ref.layer_norm(e, W[1], W[3], 1e-5))
     assert kit.d_loss([1, 2, 0], torch.full((3, 3), 1 / 3, dtype=torch.float64)).item() == pytest.approx(2 * math.log(3))
+    for arch in ("gpt", "bert"):  # the decoder's and the encoder's θ, from a model's weights as from the focus
+        torch.manual_seed(0)
+        cfg = ModelConfig(arch=arch, vocab_size=13, l_max=8, L=2, H=2, d_e=8, d_mlp=16)
+        state = {k: v.double() for k, v in build_model(cfg).state_dict().items()}
+        w = Weights(cfg.resolved(), state)
+        assert w.like(arch) and not w.like("bert" if arch == "gpt" else "gpt")
+        P, _ = ref.ReferenceTransformer(cfg, state).forward([3, 1, 4, 1, 5])
+        forward = kit.dtransformer if arch == "gpt" else kit.etransformer
+        torch.testing.assert_close(forward([3, 1, 4, 1, 5], w.theta()), P, rtol=1e-10, atol=1e-12)
 
 
 def test_endless_loops_and_crashes_are_stopped_in_the_child_with_a_message():
@@ -196,10 +209,10 @@ def test_a_large_model_in_focus_goes_to_a_check_as_its_first_layer(tmp_path, mon
     cfg = ModelConfig(arch="gpt", vocab_size=13, l_max=8, L=2, H=2, d_e=8, d_mlp=16)
     state = build_model(cfg).state_dict()
     whole = sandbox.load_weights(sandbox.save_weights(cfg, state, tmp_path / "whole.safetensors"))
-    assert whole.gpt_like() and set(whole.p) == set(state)
+    assert whole.like("gpt") and set(whole.p) == set(state)
     torch.testing.assert_close(whole.p["layers.1.mlp.W_mlp1.weight"], state["layers.1.mlp.W_mlp1.weight"].double())
     monkeypatch.setattr(sandbox, "WHOLE_LIMIT", 100)
     first = sandbox.load_weights(sandbox.save_weights(cfg, state, tmp_path / "first.safetensors"))
-    assert not first.gpt_like() and "layers.1.attn.W_q.weight" not in first.p and "layers.0.attn.W_q.weight" in first.p
+    assert not first.like("gpt") and "layers.1.attn.W_q.weight" not in first.p and "layers.0.attn.W_q.weight" in first.p
     assert "model in focus" not in check(BY_NAME["dtransformer"], BY_NAME["dtransformer"].solution, first).message
     assert "model in focus" in check(BY_NAME["layer_norm"], BY_NAME["layer_norm"].solution, first).message

@@ -21,12 +21,13 @@ class Weights:
     cfg: ResolvedModelConfig
     p: dict[str, Tensor]
 
-    def gpt_like(self) -> bool:
-        """Whether it is the decoder of the exercises' `kit.dtransformer` (GPT-2's choices)."""
+    def like(self, arch: str) -> bool:
+        """Whether it is the exercises' `kit.dtransformer` (``arch`` "gpt": GPT-2's choices) or `kit.etransformer`
+        ("bert": BERT's), every layer here (`sandbox.save_weights`)."""
         c = self.cfg
-        return (c.arch == "gpt" and c.norm == "layer" and c.norm_position == "pre" and c.activation == "gelu"
-                and c.positions == "learned" and c.H_kv == c.H and not c.embed_norm and not c.unembed_bias
-                and f"layers.{c.L - 1}.norm_mlp.gamma" in self.p)  # every layer is here (`sandbox.save_weights`)
+        return (c.arch == arch and c.norm == "layer" and c.norm_position == ("pre" if arch == "gpt" else "post")
+                and c.activation == "gelu" and c.positions == "learned" and c.H_kv == c.H and not c.embed_norm
+                and not c.unembed_bias and f"layers.{c.L - 1}.norm_mlp.gamma" in self.p)
 
     def get(self, name: str, size: int) -> Tensor:
         return self.p[name] if name in self.p else torch.zeros(size, dtype=F64)
@@ -39,7 +40,7 @@ class Weights:
                 ((f"W_{n}", self.p[f"{pre}.W_{n}.weight"]), (f"b_{n}", self.get(f"{pre}.W_{n}.bias", size)))}
 
     def theta(self) -> dict[str, Any]:
-        """θ of `kit.dtransformer` (a `gpt_like` model)."""
+        """θ of `kit.dtransformer` or `kit.etransformer` (a model `like` either)."""
         c, p = self.cfg, self.p
         layers = []
         for l in range(c.L):
@@ -48,8 +49,10 @@ class Weights:
                            "gamma2": p[f"{pre}.norm_mlp.gamma"], "beta2": p[f"{pre}.norm_mlp.beta"],
                            "W_mlp1": p[f"{pre}.mlp.W_mlp1.weight"], "b_mlp1": self.get(f"{pre}.mlp.W_mlp1.bias", c.d_mlp),
                            "W_mlp2": p[f"{pre}.mlp.W_mlp2.weight"], "b_mlp2": self.get(f"{pre}.mlp.W_mlp2.bias", c.d_e)})
-        return {"W_e": p["embed.W_e.weight"].T, "W_p": p["embed.W_p.weight"].T, "W_u": p["unembed.W_u.weight"],
-                "gamma": p["norm_final.gamma"], "beta": p["norm_final.beta"], "H": c.H, "layers": layers}
+        final = "norm_f" if c.arch == "bert" else "norm_final"
+        theta = {"W_e": p["embed.W_e.weight"].T, "W_p": p["embed.W_p.weight"].T, "W_u": p["unembed.W_u.weight"],
+                 "gamma": p[f"{final}.gamma"], "beta": p[f"{final}.beta"], "H": c.H, "layers": layers}
+        return theta | ({"W_f": p["W_f.weight"], "b_f": p["W_f.bias"]} if c.arch == "bert" else {})
 
     def X(self, l: int) -> Tensor:
         """The first ℓ ≤ 6 embeddings of a token sequence, d_e × ℓ: an input with the model's own statistics."""
@@ -209,7 +212,16 @@ def unembedding(g: torch.Generator, w: Weights | None) -> list[Case]:
 # ---- Algorithms 10, 12, 13 ---------------------------------------------------------------------------------
 def dtransformer(g: torch.Generator, w: Weights | None) -> list[Case]:
     out = [Case("a random 2-layer decoder (d_e = 8, H = 2, N_V = 11), ℓ = 5", (_ids(g, 5, 11), _random_model(g)))]
-    if w is not None and w.gpt_like():
+    if w is not None and w.like("gpt"):
+        out.append(Case("the model in focus", (_ids(g, min(5, w.cfg.l_max), w.cfg.vocab_size), w.theta())))
+    return out
+
+
+def etransformer(g: torch.Generator, w: Weights | None) -> list[Case]:
+    theta = _random_model(g)
+    theta |= {"W_f": _rand(g, 8, 8) / 3, "b_f": _rand(g, 8)}
+    out = [Case("a random 2-layer encoder (d_e = d_f = 8, H = 2, N_V = 11), ℓ = 5", (_ids(g, 5, 11), theta))]
+    if w is not None and w.like("bert"):
         out.append(Case("the model in focus", (_ids(g, min(5, w.cfg.l_max), w.cfg.vocab_size), w.theta())))
     return out
 
@@ -219,7 +231,7 @@ def _probabilities(g: torch.Generator, N_V: int, l: int) -> Tensor:
 
 
 def _model_P(w: Weights, x: list[int]) -> Tensor | None:
-    return kit.dtransformer(x, w.theta()) if w.gpt_like() else None
+    return kit.dtransformer(x, w.theta()) if w.like("gpt") else None
 
 
 def d_loss(g: torch.Generator, w: Weights | None) -> list[Case]:
@@ -269,7 +281,7 @@ def dinference(g: torch.Generator, w: Weights | None) -> list[Case]:
         return int(p.argsort(descending=True)[1])
     out = [Case("a random decoder, greedy sample, ℓ_gen = 4", ([1, 2], forward, 4, greedy)),
            Case("a random decoder, second most probable, ℓ_gen = 3", ([5], forward, 3, second))]
-    if w is not None and w.gpt_like():
+    if w is not None and w.like("gpt"):
         th = w.theta()
         out.append(Case("the model in focus, greedy, ℓ_gen = 3", ([1], lambda x: kit.dtransformer(x, th), 3, greedy)))
     return out

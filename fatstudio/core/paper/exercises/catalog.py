@@ -161,6 +161,35 @@ EXERCISES: tuple[Exercise, ...] = (
               "        X = X + w['W_mlp2'] @ gelu(w['W_mlp1'] @ Xn + w['b_mlp1'][:, None]) + w['b_mlp2'][:, None]\n"
               "    X = layer_norm_columns(X, theta['gamma'], theta['beta'])\n    return torch.softmax(theta['W_u'] @ X, 0)\n",
               "P", "N_V × ℓ"),
+    _exercise("etransformer", "The encoder's forward pass", "Algorithm 9", "x, theta",
+              "Algorithm 9. P ← ETransformer(x | θ), post-LN with GELU (BERT).\n\n"
+              "    Input: x ∈ V^ℓ. Output: P ∈ (0,1)^{N_V×ℓ}, P[:, t] the distribution of the (masked) token at t.\n"
+              "    θ: W_e, W_p, W_u, W_f, b_f, gamma, beta (the norm after W_f), H, and layers, a list of dicts with\n"
+              "    W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o, gamma1, beta1, gamma2, beta2, W_mlp1, b_mlp1, W_mlp2, b_mlp2.\n\n"
+              "    1  ℓ ← length(x)\n    2  for t ∈ [ℓ]: e_t ← W_e[:, x[t]] + W_p[:, t]\n    3  X ← [e_1, …, e_ℓ]\n"
+              "    4  for l = 1, …, L:\n    5      X ← X + MHAttention(X | W_l, Mask ≡ 1)\n"
+              "    6      for t ∈ [ℓ]: X[:, t] ← layer_norm(X[:, t] | γ_l1, β_l1)\n"
+              "    7      X ← X + W_mlp2,l GELU(W_mlp1,l X + b_mlp1,l 1ᵀ) + b_mlp2,l 1ᵀ\n"
+              "    8      for t ∈ [ℓ]: X[:, t] ← layer_norm(X[:, t] | γ_l2, β_l2)\n"
+              "    9  X ← GELU(W_f X + b_f 1ᵀ)\n   10  for t ∈ [ℓ]: X[:, t] ← layer_norm(X[:, t] | γ, β)\n"
+              "   11  return P = softmax(W_u X)\n    "
+              "\n    You may use `from fatstudio.core.paper.exercises.kit import layer_norm_columns, mh_attention, gelu`.",
+              ("Bidirectional: the Mask is all ones, torch.ones(ℓ, ℓ, dtype=torch.bool).",
+               "Post-LN: the norm comes after the residual add, X ← layer_norm(X + sublayer(X)), and the sublayer "
+               "reads the un-normed X.",
+               "After the layers: GELU of the projection W_f X + b_f, then the last norm, then the unembedding."),
+              "    from fatstudio.core.paper.exercises.kit import gelu, layer_norm_columns, mh_attention\n"
+              "    X = theta['W_e'][:, x] + theta['W_p'][:, :len(x)]\n"
+              "    Mask = torch.ones(len(x), len(x), dtype=torch.bool)\n"
+              "    for w in theta['layers']:\n"
+              "        X = layer_norm_columns(X + mh_attention(X, X, w['W_q'], w['b_q'], w['W_k'], w['b_k'], w['W_v'],\n"
+              "                                                w['b_v'], w['W_o'], w['b_o'], theta['H'], Mask),\n"
+              "                               w['gamma1'], w['beta1'])\n"
+              "        X = layer_norm_columns(X + w['W_mlp2'] @ gelu(w['W_mlp1'] @ X + w['b_mlp1'][:, None])\n"
+              "                               + w['b_mlp2'][:, None], w['gamma2'], w['beta2'])\n"
+              "    X = layer_norm_columns(gelu(theta['W_f'] @ X + theta['b_f'][:, None]), theta['gamma'], theta['beta'])\n"
+              "    return torch.softmax(theta['W_u'] @ X, 0)\n",
+              "P", "N_V × ℓ"),
     _exercise("d_loss", "The decoder's loss", "Algorithm 13, line 4", "x, P",
               "Algorithm 13, line 4: the loss of one sequence under P = DTransformer(x | θ).\n\n"
               "    Input: x ∈ V^ℓ; P ∈ (0,1)^{N_V×ℓ}, P[:, t] the predicted distribution of x[t+1].\n"

@@ -106,6 +106,20 @@ def dtransformer(x: list[int], theta: dict[str, Any]) -> Tensor:
     return torch.stack([unembedding(X[:, t], theta["W_u"]) for t in range(X.shape[1])], 1)
 
 
+def etransformer(x: list[int], theta: dict[str, Any]) -> Tensor:
+    """Algorithm 9 with post-LN layer norms, GELU and learned positions (BERT's choices)."""
+    X = embed(x, theta["W_e"], theta["W_p"])
+    Mask = torch.ones(len(x), len(x), dtype=torch.bool)
+    for layer in theta["layers"]:
+        X = layer_norm_columns(X + mh_attention(X, X, layer["W_q"], layer["b_q"], layer["W_k"], layer["b_k"],
+                                                layer["W_v"], layer["b_v"], layer["W_o"], layer["b_o"], theta["H"],
+                                                Mask), layer["gamma1"], layer["beta1"])
+        X = layer_norm_columns(X + layer["W_mlp2"] @ gelu(layer["W_mlp1"] @ X + layer["b_mlp1"][:, None])
+                               + layer["b_mlp2"][:, None], layer["gamma2"], layer["beta2"])
+    X = layer_norm_columns(gelu(theta["W_f"] @ X + theta["b_f"][:, None]), theta["gamma"], theta["beta"])
+    return torch.stack([unembedding(X[:, t], theta["W_u"]) for t in range(X.shape[1])], 1)
+
+
 def d_loss(x: list[int], P: Tensor) -> Tensor:
     """Algorithm 13's loss: -Σ_{t=1}^{ℓ-1} log P[x[t+1], t]."""
     return -sum((torch.log(P[x[t + 1], t]) for t in range(len(x) - 1)), torch.zeros((), dtype=P.dtype))
