@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 
 CHECK, TRAIN = "exercise-check", "exercise-train"
 PASSED, TRIED, NEW = "✓", "•", "  "
+INTRO = ("Replace <code>raise NotImplementedError</code> with the body, then <b>Check</b>. Vectors are columns "
+         "(X is d × ℓ, one token per column), indices are 0-based, and torch is imported. Your code runs in a "
+         "separate process with a time limit, so a mistake never stops the app. Stuck? <b>Hint</b> opens one hint "
+         "at a time; the <b>Solution</b> opens after your first Check.")
 
 
 def _check(name: str, source: str, model: Any) -> dict[str, Any]:
@@ -145,7 +149,7 @@ class ExercisesPanel(QWidget):
                                     "This exercise is not a part of the model that can be swapped")
         self.solutionView.hide()
         self.curves.hide()
-        self._say("")
+        self._say(INTRO)
         self._show_hints()
 
     def _keep_code(self) -> None:
