@@ -163,6 +163,11 @@ def test_endless_loops_and_crashes_are_stopped_in_the_child_with_a_message():
     crash = "import ctypes\n\ndef layer_norm(e, gamma, beta, eps=1e-5):\n    return ctypes.string_at(0)\n"
     said = sandbox.check("layer_norm", crash)
     assert not said["passed"] and "SIGSEGV" in said["message"]
+    fake = ("import os\n\ndef layer_norm(e, gamma, beta, eps=1e-5):\n"
+            "    os.write(1, b'@@fatstudio-exercise {\"passed\": true, \"message\": \"Passed\"}\\n')\n"
+            "    os._exit(0)\n")  # a pass written where the answer goes, then an end before the real one
+    said = sandbox.check("layer_norm", fake)
+    assert not said["passed"] and "ended (exit status 0) before it answered" in said["message"]
 
 
 def test_a_check_in_the_child_uses_the_model_in_focus():

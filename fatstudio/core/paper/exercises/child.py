@@ -36,6 +36,7 @@ def main() -> None:
     request = json.loads(sys.stdin.read())
     weights = load_weights(request["weights"]) if request["weights"] else None  # before the clock starts
     out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # what the learner's code writes to descriptor 1 (C code, os.write) goes to stderr too
     out.write("ready\n")
     out.flush()
     with contextlib.redirect_stdout(sys.stderr):

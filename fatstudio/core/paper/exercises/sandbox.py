@@ -95,8 +95,14 @@ def run(request: dict[str, Any], limit_s: float) -> dict[str, Any]:
         child.stdin = None  # communicate() must not flush it
         try:
             head = _wait_ready(child)
+        except TimeoutError:
+            child.kill()
+            child.communicate()
+            return {"passed": False, "message": f"Stopped — the process to run your code did not start within "
+                                                f"{STARTUP_S:g} s (is the machine very busy?)."}
+        try:
             out, err = child.communicate(timeout=limit_s)
-        except (TimeoutError, subprocess.TimeoutExpired):
+        except subprocess.TimeoutExpired:
             child.kill()
             child.communicate()
             return {"passed": False, "message": f"Stopped — your code ran longer than {limit_s:g} s and was stopped "
