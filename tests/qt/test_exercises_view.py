@@ -71,6 +71,9 @@ def test_check_hints_solution_and_marks_kept_across_sessions(qtbot, panel, works
     assert again.editor.toPlainText() == "# my attempt\n"
     again.choose("layer_norm")
     assert again.editor.toPlainText() == e.solution and "biased variance" in again.hintsLabel.text()
+    panel.editor.setPlainText("# typed, then the window closed\n")
+    panel.hide()
+    assert Progress(tmp_path / "exercises.json").of("layer_norm")["code"] == "# typed, then the window closed\n"
 
 
 def test_the_editor_highlights_python_across_the_docstring(panel):

@@ -59,6 +59,8 @@ def _without_docstring(source: str) -> str:
 
 
 class ExercisesPanel(QWidget):
+    """``exerciseView``: the exercises of `EXERCISES`, the learner's marks and code kept in ``progress``."""
+
     def __init__(self, workspace: Workspace, progress: Progress | None = None, parent=None):
         super().__init__(parent, objectName="exerciseView")
         self.workspace = workspace
@@ -151,6 +153,11 @@ class ExercisesPanel(QWidget):
         self.curves.hide()
         self._say(INTRO)
         self._show_hints()
+
+    def hideEvent(self, e) -> None:
+        """The code typed is kept when the tab is left or the window closes, as when another exercise is chosen."""
+        self._keep_code()
+        super().hideEvent(e)
 
     def _keep_code(self) -> None:
         code = self.editor.toPlainText()
