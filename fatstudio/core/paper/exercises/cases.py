@@ -54,7 +54,7 @@ class Weights:
                  "gamma": p[f"{final}.gamma"], "beta": p[f"{final}.beta"], "H": c.H, "layers": layers}
         return theta | ({"W_f": p["W_f.weight"], "b_f": p["W_f.bias"]} if c.arch == "bert" else {})
 
-    def X(self, l: int) -> Tensor:
+    def X(self) -> Tensor:
         """The first ℓ ≤ 6 embeddings of a token sequence, d_e × ℓ: an input with the model's own statistics."""
         x = [(7 * t + 1) % self.cfg.vocab_size for t in range(min(6, self.cfg.l_max))]
         X = self.p["embed.W_e.weight"][x].T
@@ -139,7 +139,7 @@ def _focus_head(w: Weights) -> tuple[Tensor, Tensor, tuple[Tensor, ...]] | None:
     a, c = w.attn(0), w.cfg
     head = (a["W_q"][:c.d_attn], a["b_q"][:c.d_attn], a["W_k"][:c.d_attn], a["b_k"][:c.d_attn], a["W_v"][:c.d_mid],
             a["b_v"][:c.d_mid])
-    return w.X(0), w.X(0), head
+    return w.X(), w.X(), head
 
 
 def basic_attention(g: torch.Generator, w: Weights | None) -> list[Case]:
@@ -173,7 +173,7 @@ def mh_attention(g: torch.Generator, w: Weights | None) -> list[Case]:
         for label, Mask in _masks(l_z, l_x):
             out.append(Case(f"random, H = 2, d_attn = 3, d_mid = 2, {label}", (X, Z, *W, 2, Mask)))
     if w is not None and _focus_head(w) is not None and w.cfg.H_kv == w.cfg.H:
-        a, X = w.attn(0), w.X(0)
+        a, X = w.attn(0), w.X()
         W = tuple(a[k] for k in ("W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o"))
         out.append(Case("the model in focus's layer 0, unidirectional Mask",
                         (X, X, *W, w.cfg.H, kit.unidirectional_mask(X.shape[1]))))
@@ -188,7 +188,7 @@ def layer_norm(g: torch.Generator, w: Weights | None) -> list[Case]:
            Case("random e (4), ε = 0.5", (_rand(g, 4) / 4, _rand(g, 4), _rand(g, 4), 0.5))]
     if w is not None and "layers.0.norm_attn.beta" in w.p:
         out.append(Case("the model in focus's first norm and embedding",
-                        (w.X(0)[:, 0], w.p["layers.0.norm_attn.gamma"], w.p["layers.0.norm_attn.beta"],
+                        (w.X()[:, 0], w.p["layers.0.norm_attn.gamma"], w.p["layers.0.norm_attn.beta"],
                          w.cfg.norm_eps)))
     return out
 
