@@ -211,8 +211,8 @@ def test_progress_is_kept_across_sessions(tmp_path):
 
 def test_a_large_model_in_focus_goes_to_a_check_as_its_first_layer(tmp_path, monkeypatch):
     torch.manual_seed(0)
-    cfg = ModelConfig(arch="gpt", vocab_size=13, l_max=8, L=2, H=2, d_e=8, d_mlp=16)
-    state = build_model(cfg).state_dict()
+    cfg = ModelConfig(arch="gpt", vocab_size=13, l_max=8, L=2, H=2, d_e=8, d_mlp=16, tie_embeddings=True)
+    state = build_model(cfg).state_dict()  # W_u is W_eᵀ: one tensor under two names
     whole = sandbox.load_weights(sandbox.save_weights(cfg, state, tmp_path / "whole.safetensors"))
     assert whole.like("gpt") and set(whole.p) == set(state)
     torch.testing.assert_close(whole.p["layers.1.mlp.W_mlp1.weight"], state["layers.1.mlp.W_mlp1.weight"].double())

@@ -40,7 +40,7 @@ def save_weights(cfg: ModelConfig, state: dict[str, torch.Tensor], path: Path) -
     than `WHOLE_LIMIT` only what the cases read of a single layer (its first), not the decoder's forward pass."""
     if sum(v.numel() for v in state.values()) > WHOLE_LIMIT:
         state = {k: v for k, v in state.items() if not k.startswith("layers.") or k.startswith("layers.0.")}
-    tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state.items()}
+    tensors = {k: v.detach().to("cpu", torch.float32, copy=True) for k, v in state.items()}  # tied: one each
     save_file(tensors, str(path), metadata={"config": json.dumps(cfg.to_dict())})
     return path
 
