@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from itertools import chain
 from pathlib import Path
 
+from .cli_exercise import cmd_exercise, exercise_parser
 from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file
 from .cli_features import cmd_features, features_parser
 from .cli_interrupt import interrupt, interrupted
@@ -116,6 +117,7 @@ def _parser() -> argparse.ArgumentParser:
                         "sparse features): what the inspection tools should find is known")
     gb.add_argument("kind", choices=["induction", "superposition"])
     gb.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
+    exercise_parser(sub)
     for command in sub.choices.values():
         command.add_argument("--force-memory", action="store_true", help="build the model even where its "
                              "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
@@ -180,7 +182,7 @@ def _command(args) -> int:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
                 "token-loss": cmd_token_loss, "features": cmd_features, "glass-box": cmd_glass_box, "sweep": cmd_sweep,
-                "cache": cmd_cache}[args.command](args)
+                "cache": cmd_cache, "exercise": cmd_exercise}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 

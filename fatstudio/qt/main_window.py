@@ -17,6 +17,7 @@ from ..core.runs.presets import load_presets
 from . import state
 from .error_dialog import ErrorDialog
 from .jobs import new_jobs
+from .panels.exercises import ExercisesPanel
 from .panels.experiments import ExperimentsPanel
 from .panels.paper import PaperPanel
 from .panels.token_loss import TokenLossPanel
@@ -67,8 +68,10 @@ class MainWindow(QMainWindow):
         self.train_view = TrainView(plots=self.plots, runs=self.runs_list)
         self.paper_panel = PaperPanel(ws)  # the pseudocode, linked; the check; deviations
         self.token_loss_panel, self.experiments_panel = TokenLossPanel(ws), ExperimentsPanel(ws)
+        self.exercises_panel = ExercisesPanel(ws)  # write the algorithms yourself, checked against the reference
         self.viewTabs = ViewTabs(ws, {"Training": self.train_view, "Paper": self.paper_panel,
-                                      "Token loss": self.token_loss_panel, "Experiments": self.experiments_panel})
+                                      "Exercises": self.exercises_panel, "Token loss": self.token_loss_panel,
+                                      "Experiments": self.experiments_panel})
         self._prompt_host, self._attention_host = self.viewTabs.prompt_host, self.viewTabs.attention_host
         self.training = TrainingControl(ws, self.train_view, self.train_panel, parent=self)
         self.runs = RunsControl(ws, self.train_view, dialogs=self, parent=self)

@@ -1,0 +1,1 @@
+"""Exercises: write the paper's algorithms yourself, checked against the float64 reference (issue 37)."""
