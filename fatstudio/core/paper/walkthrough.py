@@ -240,10 +240,10 @@ class _Reader:
         if stats is not None:  # a norm's line
             return self.norm(line, point, stats, big, n)
         sub = point.rsplit("/", 1)[0] if point.endswith("/sum") else self._sublayer(point)
-        what = "the MLP" if "mlp" in sub else "the attention"
+        call = ("MLP" if "mlp" in sub else "MHAttention") + (f"({big}̃)" if self.c.norm_position == "pre" else f"({big})")
         d = "d_f" if point == "proj" else "d_e"
-        out = [self.show(f"{what}'s output", f"{d}×{n}", Source("point", f"{sub}/out"))] if sub else []
-        words = (f"The residual connection adds {what}'s output to the stream." if sub else
+        out = [self.show(call, f"{d}×{n}", Source("point", f"{sub}/out"))] if sub else []
+        words = (f"The residual connection adds the sublayer's output {call} to the stream {big}." if sub else
                  "The final projection of BERT's head: GELU(W_f X + b_f 1ᵀ).")
         return words, [*out, self.show(big, f"{d}×{n}", Source("point", point))]
 
@@ -375,14 +375,14 @@ def _run(model: Transformer, x: list[int], z: list[int] | None) -> torch.Tensor:
 def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: int | None = None, head: int = 0,
          initial: Transformer | None = None) -> Walk:
     """The forward and backward steps of ``model`` on ``x`` (an edt's source ``z``) for the query position
-    ``query`` (0-based; default the last) and head ``head``; ``initial``: the model at step 0 (its loss is
-    shown in the first backward step)."""
+    ``query`` (0-based; default the last one the loss scores, ℓ - 1) and head ``head``; ``initial``: the model
+    at step 0 (its loss is shown in the first backward step)."""
     if isinstance(model, EDTransformer) and z is None:
         raise ValueError("an encoder-decoder needs a source sequence z.")
     if len(x) < 2:
         raise ValueError("the walk needs at least two tokens: the loss predicts one from another.")
     code = pseudocode(model.config)
-    query = len(x) - 1 if query is None else query
+    query = len(x) - 2 if query is None else query  # the last position the loss scores
     if not 0 <= query < len(x):
         raise ValueError(f"the query token is position {query + 1}, but the input has {len(x)} tokens.")
     head = min(max(head, 0), code.config.H - 1)
@@ -408,7 +408,7 @@ def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: in
     grads.params = {k: p.grad for k, p in f64.named_parameters() if p.grad is not None}
     checker = _Checker(f64, x, z, query, [n for n in names if n.endswith("/pattern")])
     initial_loss = None if initial is None else float(loss_of(initial, _logits(initial, x, z), x, query))
-    backward = [_loss_step(code, f64, loss.item(), x, initial_loss)]
+    backward = [_loss_step(code, f64, loss.item(), x, initial_loss, reader)]
     for step in reversed(forward):
         shown = [g for g in (_gradient(grads, s) for s in step.shown) if g is not None]
         if shown:
@@ -474,8 +474,15 @@ class _Checker:
         return GradCheck(g.name, entries, 1e6 * 16 * np.finfo(np.float64).eps * abs(self.base) / H_STEP)
 
 
-def _loss_step(code: Pseudocode, model: Transformer, loss: float, x: list[int], initial: float | None) -> Step:
-    """The first backward step: the loss, and why a model at step 0 has ≈ ln N_V per token."""
+def _picked(t: torch.Tensor, targets: list[int]) -> torch.Tensor:
+    """log P[target, t] of each position (a column)."""
+    return t.log_softmax(-1).gather(1, torch.tensor(targets, device=t.device)[:, None])
+
+
+def _loss_step(code: Pseudocode, model: Transformer, loss: float, x: list[int], initial: float | None,
+               reader: _Reader) -> Step:
+    """The first backward step: the loss, each position's term of it, and why a model at step 0 has ≈ ln N_V per
+    token."""
     c = code.config
     n = _predicted(model, x)
     ln = math.log(c.vocab_size)
@@ -488,4 +495,12 @@ def _loss_step(code: Pseudocode, model: Transformer, loss: float, x: list[int], 
                   "input.")
     ret = next(i for i, line in enumerate(code.lines) if line.tap is not None and line.tap.point == "logits")
     alg = {8: 11, 9: 12, 10: 13}[code.lines[0].algorithm or 10]
-    return Step(ret, None, "", f"The loss (Algorithm {alg})", code.lines[ret].text.strip(), words, [])
+    if isinstance(model, ETransformer):
+        q = reader.query
+        terms = reader.show("−log P[x[t], t]", "1×1", Source("logits", key=(slice(q, q + 1),),
+                                                             view=lambda t: -t.log_softmax(-1)[:, x[q]][:, None]))
+    else:
+        words += " Column ℓ predicts no token of x, so the loss and every gradient there are 0."
+        terms = reader.show("−log P[x[t+1], t]", "1×(ℓ-1)", Source("logits", key=(slice(0, len(x) - 1),),
+                                                                      view=lambda t: -_picked(t, x[1:])))
+    return Step(ret, None, "", f"The loss (Algorithm {alg})", code.lines[ret].text.strip(), words, [terms])
