@@ -202,11 +202,11 @@ class PaperPanel(QWidget):
 
         self.tabs = QTabWidget(objectName="paperTabs")
         self.tabs.addTab(self._build_details(), "Line")
+        self.deviationsView = QTextBrowser(objectName="deviationsView")
+        self.tabs.addTab(self.deviationsView, "Deviations from the paper")
         # beside the pseudocode, so the line of each step shows highlighted in it while the learner steps
         self.walkthrough = WalkthroughView(self.workspace.focus)
         self.tabs.addTab(self.walkthrough, "Walkthrough")
-        self.deviationsView = QTextBrowser(objectName="deviationsView")
-        self.tabs.addTab(self.deviationsView, "Deviations from the paper")
 
         split = self.splitter = QSplitter(Qt.Orientation.Horizontal, objectName="paperSplitter")
         split.addWidget(self.pseudocodeView)
