@@ -2,10 +2,11 @@
 
     OMP_NUM_THREADS=1 python bench/bench_walkthrough.py [--preset gpt-char] [--rounds 3]
 
-The first round's times include laying out the panes for the first time. The preset's model (gpt-char: L = 4, ℓ_max = 64, d_e = 128), fresh, walked (`core.paper.walkthrough.walk`, the
-Paper tab's worker job) on ℓ_max random tokens; then the Walkthrough view (offscreen, 1440×900 as in the Paper
-tab) shows every forward and every backward step, each laid out and painted (the events it posts processed). Printed: the walk's time,
-the largest relative error of its gradient checks, and the steps' median and largest render times.
+The preset's model (gpt-char: L = 4, ℓ_max = 64, d_e = 128), fresh, walked (`core.paper.walkthrough.walk`,
+the Paper tab's worker job) on ℓ_max random tokens; then the Walkthrough view (offscreen, the size it has in the
+Paper tab at 1440×900) shows every forward and every backward step, each laid out and painted (the events it
+posts processed). Printed: the walk's time, the largest relative error of its gradient checks, and the steps'
+median and largest render times (the first round also lays the panes out for the first time).
 """
 from __future__ import annotations
 

@@ -78,6 +78,7 @@ class GradCheck:
     tensor: str
     entries: list[tuple[tuple[int, ...], float, float, float]]
     resolution: float
+    step: float = H_STEP  # the difference's h
 
     @property
     def worst(self) -> float:

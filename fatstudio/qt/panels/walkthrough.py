@@ -11,6 +11,7 @@ the backward pass the gradient check. ``stepShown(line, layer)`` asks the panel 
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyqtgraph as pg
@@ -28,8 +29,10 @@ from PySide6.QtWidgets import (
 )
 
 from fatstudio.core.app.focus import Focus
-from fatstudio.core.paper.walkthrough import H_STEP, Shown, Step, Walk
 from fatstudio.qt.widgets.focus_label import FocusLabel
+
+if TYPE_CHECKING:  # the walkthrough module brings torch, which the window does not import at start
+    from fatstudio.core.paper.walkthrough import Shown, Step, Walk
 
 PANES = 3  # the most tensors a step shows
 _MAP = pg.colormap.get("CET-D1")  # blue - white - red, 0 white
@@ -249,7 +252,7 @@ class WalkthroughView(QWidget):
         note = (f" Gradients below {c.resolution:.1e} are under what a float64 difference resolves to 1e-6."
                 if small and not ok else "")
         return (f"<span style='color:{'#1e7b34' if ok else '#9a6700'}'>{'✓' if ok else '≈'} gradient check "
-                f"of {html.escape(c.tensor)}</span> (central difference, h = {H_STEP:g}, float64; analytic vs numeric: "
+                f"of {html.escape(c.tensor)}</span> (central difference, h = {c.step:g}, float64; analytic vs numeric: "
                 f"relative error): {html.escape(rows)}.{html.escape(note)}")
 
     def _enable(self) -> None:
