@@ -413,11 +413,21 @@ def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: in
     for step in reversed(forward):
         shown = [g for g in (_gradient(grads, s) for s in step.shown) if g is not None]
         if shown:
-            backward.append(replace(step, words="Back through this line: ∂loss/∂ each of its tensors, in the same "
-                                    "shape; the chain rule hands it on to the line before.", shown=shown,
+            backward.append(replace(step, words=_backward_words(shown[-1], code), shown=shown,
                                     check=checker.check(shown[-1], grads)))
     return Walk(code, list(x), list(z) if z is not None else None, query, head, forward, backward, loss.item(),
                 initial_loss)
+
+
+def _backward_words(g: Shown, code: Pseudocode) -> str:
+    """What a backward step shows, in words."""
+    if g.source.kind == "logits":
+        right = "x[t]" if code.config.arch == "bert" else "x[t+1]"
+        return (f"The softmax and the loss together have the simplest gradient: ∂loss/∂(W_u X)[:, t] = P[:, t] − the "
+                f"one-hot vector of the right token {right} (blue: the right token, whose score the step pushes up; "
+                "every other token's is pushed down by its probability).")
+    return ("Back through this line: ∂loss/∂ each of its tensors, in the same shape as the tensor; the chain rule "
+            "hands it on to the line before.")
 
 
 def _logits(model: Transformer, x: list[int], z: list[int] | None) -> torch.Tensor:

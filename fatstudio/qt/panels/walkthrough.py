@@ -70,7 +70,7 @@ class TensorPane(QWidget):
         self.values.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.values.setWordWrap(True)
         lay.addWidget(self.caption)
-        lay.addWidget(self.plot, 1)
+        lay.addWidget(self.plot)
         lay.addWidget(self.values)
 
     def show_tensor(self, s: Shown) -> None:
@@ -82,6 +82,7 @@ class TensorPane(QWidget):
         rows, cols = a.shape
         self.image.setRect(0.5, 0.5, cols, rows)  # entry [i, j] centred on (j + 1, i + 1): the paper counts from 1
         self.plot.setFixedHeight(int(min(max(70 + 6 * rows, 90), 360)))
+        self.plot.getPlotItem().showAxis("left", rows > 1)  # a row vector's one row needs no scale
         self.plot.getPlotItem().getViewBox().setRange(xRange=(0.5, cols + 0.5), yRange=(0.5, rows + 0.5), padding=0.02)
         q = s.query
         for k, line in enumerate(self.frame):
@@ -113,6 +114,7 @@ class WalkthroughView(QWidget):
         self.runButton.setToolTip("Run the model in use once on the Prompt tab's text and walk through every line "
                                   "of its pseudocode with the tensors it computes, forward and backward.")
         self.queryCombo = QComboBox(objectName="walkthroughQueryCombo")
+        self.queryCombo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.queryCombo.setToolTip("The query token: its column is framed, and the attention steps are read from it.")
         self.headCombo = QComboBox(objectName="walkthroughHeadCombo")
         self.headCombo.setToolTip("The head whose Q, K, V, scores and weights the MHAttention steps show.")
@@ -155,8 +157,9 @@ class WalkthroughView(QWidget):
         self.tensors.setContentsMargins(0, 0, 0, 0)
         self.panes = [TensorPane() for _ in range(PANES)]
         for pane in self.panes:
-            self.tensors.addWidget(pane, 1)
+            self.tensors.addWidget(pane)
             pane.setVisible(False)
+        self.tensors.addStretch(1)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(body)
