@@ -40,6 +40,7 @@ def tiny(cfg):
 
 CONFIGS = {p.key: tiny(p.config.model) for p in load_presets()} | {
     f"imported-{k}": model_config(hf) for k, hf in IMPORTED.items()}
+CONFIGS["bert-sorted"] = CONFIGS["bert-sorted"].replace(n_classes=3)  # its task is classification: a class head
 
 
 def model_of(key: str, std: float = 0.3):
@@ -67,6 +68,8 @@ def walked(key: str):
 
 def test_every_preset_and_an_import_are_walked():
     assert {c.arch for c in CONFIGS.values()} == {"gpt", "gopher", "bert", "edt"} and len(CONFIGS) >= 9
+    _, w = walked("bert-sorted")
+    assert [s.name for s in w.forward[-1].shown] == ["W_c X[:, 1] + b_c", "P(c | x)"]  # the class head's line
 
 
 @pytest.mark.parametrize("key", CONFIGS)
@@ -118,6 +121,11 @@ def test_every_tensor_is_bitwise_the_forward_pass_s(key):
                     assert np.array_equal(s.values.T, traced.attention[MapName.parse(src.name[:-8])][w.head])
             elif src.kind == "logits":
                 want = src.layout(logits[0].double())
+            elif src.kind == "class-logits":
+                if s.name == "P(c | x)":
+                    assert np.array_equal(s.values[:, 0], traced.tensors[tap])
+                    compared += 1
+                continue
             elif src.kind == "param":
                 want = src.layout(dict(model.named_parameters()) .get(src.name, getattr(model.embed, "W_p_table",
                                                                                           None)).double())

@@ -168,9 +168,10 @@ class _Reader:
     """Builds each step's `Shown` tensors from one forward pass's tensors (batch row 0 of each)."""
 
     def __init__(self, model: Transformer, code: Pseudocode, seen: dict[str, list[torch.Tensor]], logits: torch.Tensor,
-                 x: list[int], z: list[int] | None, query: int, head: int) -> None:
+                 x: list[int], z: list[int] | None, query: int, head: int, classes: torch.Tensor | None = None) -> None:
         self.model, self.code, self.c = model, code, code.config
         self.seen, self.logits, self.x, self.z, self.query, self.head = seen, logits, x, z, query, head
+        self.classes = classes  # a bert's class head's logits (B, n_classes), or None
         self.params: dict[str, torch.Tensor] = dict(model.named_parameters()) | dict(model.named_buffers())
 
     def tensor(self, s: Source) -> torch.Tensor:
@@ -181,6 +182,8 @@ class _Reader:
             return self.params[s.name]
         if s.kind == "logits":
             return self.logits[0]
+        if s.kind == "class-logits" and self.classes is not None:
+            return self.classes[0]
         return torch.tensor(self.z if s.name == "z" else self.x, dtype=torch.float64)[None, :]
 
     def show(self, name: str, symbols: str, s: Source, query: bool = True, note: str = "") -> Shown:
@@ -293,7 +296,10 @@ class _Reader:
     def output(self, line: Line, point: str) -> tuple[str, list[Shown]]:
         c = self.c
         if point == "class-logits":
-            return ("The class head reads the first position's vector.", [])
+            return ("The class head (§3) reads the first position's final vector: P(c | x) = softmax(W_c X[:, 1] "
+                    "+ b_c) over the classes.",
+                    [self.show("W_c X[:, 1] + b_c", "n_classes", Source("class-logits")),
+                     self.show("P(c | x)", "n_classes", Source("class-logits", view=lambda t: t.softmax(-1)))])
         n = "ℓ_x" if c.arch == "edt" else "ℓ"
         words = (f"The unembedding W_u turns each column into {c.vocab_size} scores (logits); their softmax is "
                  f"P, column t the distribution of the token " + ("at t (Algorithm 9)." if c.arch == "bert"
@@ -392,7 +398,11 @@ def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: in
     m = copy.deepcopy(model).eval()  # eval mode without touching a model another thread may run
     with torch.inference_mode(), hooks.recorded(m, names) as seen:
         logits = _run(m, x, z)
-    reader = _Reader(m, code, seen, logits, x, z, query, head)
+    with torch.inference_mode():
+        classes = m.classify(torch.tensor([x], device=logits.device)) if isinstance(m, ETransformer) \
+            and m.class_head is not None else None
+    assert classes is None or isinstance(classes, torch.Tensor)
+    reader = _Reader(m, code, seen, logits, x, z, query, head, classes)
     forward = [reader.step(*s) for s in steps]
 
     f64 = copy.deepcopy(model).to("cpu", torch.float64).eval()
@@ -439,7 +449,7 @@ def _gradient(grads: _Reader, s: Shown) -> Shown | None:
     """``s``'s gradient ∂loss/∂s in the same layout (None: no gradient: the ids, the Mask, a norm's statistics,
     which the output is computed without, P, a table that is not trained)."""
     src = s.source
-    if s.name in ("Mask", "P") or src.kind == "ids" or (src.kind == "point" and not grads.seen.get(src.name)) \
+    if s.name in ("Mask", "P") or src.kind in ("ids", "class-logits") or (src.kind == "point" and not grads.seen.get(src.name)) \
             or (src.kind == "param" and src.name not in grads.params):
         return None
     return grads.show(f"∂loss/∂{s.name}", s.symbols, src)
