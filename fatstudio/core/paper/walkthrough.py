@@ -25,7 +25,7 @@ import torch
 
 from ..model import EDTransformer, ETransformer, Transformer, hooks
 from ..names import AttentionKind, MapName, of_stack
-from .pseudocode import Line, Pseudocode, pseudocode
+from .pseudocode import OUTPUTS, Line, Pseudocode, pseudocode
 
 H_STEP = 1e-4  # the finite difference's step in float64: rounding error ~ ε·|loss|/h, truncation ~ h²
 CHECKED = 3  # entries checked per step: its gradient's largest
@@ -116,8 +116,9 @@ class Walk:
 
 
 # ------------------------------------------------------------------------------------------------- the plan
-def _mha_lines(code: Pseudocode) -> dict[str, int]:
-    """The note lines of MHAttention that each of its parts highlights."""
+def _mha_lines(code: Pseudocode) -> tuple[int, dict[str, int]]:
+    """Where the notes on MHAttention start (after the algorithm), and the note line each of its parts
+    highlights."""
     start = next(i for i, ln in enumerate(code.lines) if ln.text.startswith("MHAttention("))
     found = {}
     for i in range(start + 1, len(code.lines)):
@@ -126,7 +127,7 @@ def _mha_lines(code: Pseudocode) -> dict[str, int]:
             if text.startswith(prefix):
                 found[part] = i
     found["mask"], found["weighted"] = found["scores"], found["softmax"]
-    return found
+    return start, found
 
 
 Place = tuple[int, "int | None", str, "AttentionKind | None"]  # line index, layer, MHAttention part, its kind
@@ -136,8 +137,7 @@ def plan(code: Pseudocode) -> list[Place]:
     """(line index, layer, MHAttention part, the attention kind of the part) of each forward step, in the order
     the forward pass runs: every line with a paper line number or a tensor, those inside ``for l`` once per
     layer, each attention line preceded by its MHAttention parts."""
-    lines, mha = code.lines, _mha_lines(code)
-    end = min(mha.values()) - 2  # the MHAttention notes come last
+    lines, (end, mha) = code.lines, _mha_lines(code)
     out: list[Place] = []
     i = 0
     while i < end:
@@ -235,14 +235,14 @@ class _Reader:
                 words += ", and its position's column of W_p is added (Algorithm 2)"
             shown.append(self.show(f"e_{t + 1}", "d_e", Source("point", point, (t,))))
             return words + ".", shown
-        if point in OUTPUT_POINTS:
-            return self.output(line, point)
+        if point in OUTPUTS:
+            return self.output(point)
         if point.endswith("embed"):
             return (f"The embeddings side by side, one column per position: {big} ∈ ℝ^(d_e×{n}).",
                     [self.show(big, f"d_e×{n}", Source("point", point))])
         stats = self._stats_point(point, line)
         if stats is not None:  # a norm's line
-            return self.norm(line, point, stats, big, n)
+            return self.norm(point, stats, big, n)
         sub = point.rsplit("/", 1)[0] if point.endswith("/sum") else self._sublayer(point)
         call = ("MLP" if "mlp" in sub else "MHAttention") + (f"({big}̃)" if self.c.norm_position == "pre" else f"({big})")
         d = "d_f" if point == "proj" else "d_e"
@@ -279,7 +279,7 @@ class _Reader:
         sub = self._sublayer(point)
         return f"{sub}/norm-stats" if sub else None
 
-    def norm(self, line: Line, point: str, stats: str, big: str, n: str) -> tuple[str, list[Shown]]:
+    def norm(self, point: str, stats: str, big: str, n: str) -> tuple[str, list[Shown]]:
         rms = self.c.norm == "rms"
         d = "d_f" if point == "proj-norm" else "d_e"
         words = ("RMSnorm (Algorithm 6 without the mean): each column is divided by √(mean(e²) + ε) and scaled by γ."
@@ -293,7 +293,7 @@ class _Reader:
         name = f"{big}̃" if point.endswith("/in") else big
         return words, [*shown, self.show(name, f"{d}×{n}", Source("point", point))]
 
-    def output(self, line: Line, point: str) -> tuple[str, list[Shown]]:
+    def output(self, point: str) -> tuple[str, list[Shown]]:
         c = self.c
         if point == "class-logits":
             return ("The class head (§3) reads the first position's final vector: P(c | x) = softmax(W_c X[:, 1] "
@@ -343,9 +343,6 @@ class _Reader:
         return ("The heads' outputs are stacked, Y = [Y¹; …; Y^H], and projected back: W_o Y + b_o 1ᵀ.",
                 [self.show("Y", f"H·d_mid×{nx}", pt("z", (), lambda t: t.reshape(t.shape[0], -1))),
                  self.show("W_o Y", f"d_e×{nx}", pt("out"))])
-
-
-OUTPUT_POINTS = ("logits", "class-logits")
 
 
 def _row(t: torch.Tensor) -> torch.Tensor:
