@@ -176,6 +176,16 @@ def test_the_first_backward_step_is_the_loss_near_ln_N_V_at_step_0(key):
     assert f"{w.initial_loss / n:.4f} per token" in first.words
 
 
+def test_an_edt_s_query_past_its_source_s_length_frames_only_x():
+    model, _ = walked("edt-reverse")
+    w = walk(model, [1, 5, 7, 3, 2, 8, 4], [3, 4], query=5)  # ℓ_z = 2 < the query's position
+    framed = [(s.title, x.name) for s in w.forward for x in s.shown if x.query is not None]
+    assert framed and all(x.query == 5 for s in w.forward for x in s.shown if x.query is not None)
+    encoder = [s for s in w.forward if "ℓ_z" in s.text or s.text.startswith("Z")]
+    assert encoder and not any(x.query is not None for s in encoder for x in s.shown)
+    assert [x.name for x in encoder[1].shown][-1] == "e_2"  # the source's last token, not position 6
+
+
 def test_bad_input_is_a_clear_message():
     model = model_of("gpt-char")
     with pytest.raises(ValueError, match="query token is position 9"):

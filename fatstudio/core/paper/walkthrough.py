@@ -71,14 +71,18 @@ class Shown:
 @dataclass
 class GradCheck:
     """The analytic gradient against a central finite difference, (index in `Shown.values`, analytic, numeric,
-    relative error) per entry checked; ``resolution``: the smallest |gradient| the difference resolves to 1e-6
-    (its rounding error, ~ε·|loss|/h, times 10⁶): below it a larger relative error is the difference's, not the
-    gradient's."""
+    relative error) per entry checked. The relative error is |a - n| / max(|a|, |n|, δ), δ the difference's own
+    rounding error (16 ε |loss| / h): a gradient that is 0 up to rounding is not a relative error of 1."""
 
     tensor: str
     entries: list[tuple[tuple[int, ...], float, float, float]]
-    resolution: float
+    floor: float  # δ
     step: float = H_STEP  # the difference's h
+
+    @property
+    def resolution(self) -> float:
+        """The smallest |gradient| the difference checks to 1e-6; below it a larger error is the difference's."""
+        return 1e6 * self.floor
 
     @property
     def worst(self) -> float:
@@ -172,6 +176,7 @@ class _Reader:
         self.model, self.code, self.c = model, code, code.config
         self.seen, self.logits, self.x, self.z, self.query, self.head = seen, logits, x, z, query, head
         self.classes = classes  # a bert's class head's logits (B, n_classes), or None
+        self.framing = True  # whether the step's columns are the positions of x (the query's sequence)
         self.params: dict[str, torch.Tensor] = dict(model.named_parameters()) | dict(model.named_buffers())
 
     def tensor(self, s: Source) -> torch.Tensor:
@@ -188,7 +193,8 @@ class _Reader:
 
     def show(self, name: str, symbols: str, s: Source, query: bool = True, note: str = "") -> Shown:
         a = s.layout(self.tensor(s).double())
-        return Shown(name, symbols, a, self.query if query and a.shape[1] > 1 else None, s, note)
+        framed = query and self.framing and a.shape[1] > 1 and self.query < a.shape[1]
+        return Shown(name, symbols, a, self.query if framed else None, s, note)
 
     # -- the lines ---------------------------------------------------------------------------------------------
     def step(self, index: int, layer: int | None, part: str, kind: AttentionKind | None) -> Step:
@@ -198,6 +204,7 @@ class _Reader:
             where += f" · layer l = {layer + 1}"
         if part:
             where += f" · head h = {self.head + 1}"
+        self.framing = kind != "enc" and (kind is not None or self._seq(line)[0] == "x")  # an edt's z: no query
         words, shown = self.attention(kind, layer or 0, part) if kind else self.read(line, layer)
         return Step(index, layer, part, where, line.text.strip(), words, shown)
 
@@ -205,7 +212,8 @@ class _Reader:
         """The line's sequence symbol and its length's: ("x", "ℓ"), an edt's ("z", "ℓ_z") or ("x", "ℓ_x")."""
         if self.c.arch != "edt":
             return "x", "ℓ"
-        return ("z", "ℓ_z") if (line.stack == "encoder" or "Z" in line.text.split("←")[0]) else ("x", "ℓ_x")
+        encoder = line.stack == "encoder" or "ℓ_z" in line.text or line.text.startswith("Z")
+        return ("z", "ℓ_z") if encoder else ("x", "ℓ_x")
 
     def read(self, line: Line, l: int | None) -> tuple[str, list[Shown]]:
         c = self.c
@@ -322,8 +330,9 @@ class _Reader:
                     "V^h ← W_v^h Z" + (" (Q, K rotated by RoPE)" if c.positions == "rope" and kind != "cross"
                                         else "") + (f"; head {h + 1} reads key/value head {g + 1}" if c.H_kv != c.H
                                                     else "") + ".",
-                    [self.show("Q^h", f"d_attn×{nx}", pt("q", (h,))), self.show("K^h", f"d_attn×{nz}", pt("k", (g,))),
-                     self.show("V^h", f"d_mid×{nz}", pt("v", (g,)))])
+                    [self.show("Q^h", f"d_attn×{nx}", pt("q", (h,))),
+                     self.show("K^h", f"d_attn×{nz}", pt("k", (g,)), query=kind != "cross"),
+                     self.show("V^h", f"d_mid×{nz}", pt("v", (g,)), query=kind != "cross")])
         if part == "scores":
             return ("S = K^hᵀQ^h / √d_attn: entry [t_z, t_x] is how well key t_z matches query t_x"
                     + {"alibi": ", minus ALiBi's m_h·|t - t′|", "relative": ", with Transformer-XL's terms"}.get(
@@ -483,13 +492,14 @@ class _Checker:
         s = g.source
         full = grads.tensor(s)
         ids = s.layout(torch.arange(full.numel()).reshape(full.shape))  # each entry's place in the whole tensor
+        floor = 16 * float(np.finfo(np.float64).eps) * max(abs(self.base), 1.0) / H_STEP
         entries = []
         for o in np.argsort(-np.abs(g.values), axis=None)[:CHECKED]:
             at = tuple(int(i) for i in np.unravel_index(o, g.values.shape))
             a, flat = float(g.values[at]), int(ids[at])
             num = (self.loss(s, flat, H_STEP) - self.loss(s, flat, -H_STEP)) / (2 * H_STEP)
-            entries.append((at, a, num, abs(a - num) / max(abs(a), abs(num), 1e-300)))
-        return GradCheck(g.name, entries, 1e6 * 16 * np.finfo(np.float64).eps * abs(self.base) / H_STEP)
+            entries.append((at, a, num, abs(a - num) / max(abs(a), abs(num), floor)))
+        return GradCheck(g.name, entries, floor)
 
 
 def _picked(t: torch.Tensor, targets: list[int]) -> torch.Tensor:
