@@ -128,3 +128,10 @@ def test_another_model_drops_the_walk(qtbot, make_panel):
     view = walked(qtbot, panel)
     panel.settings.update("model", d_e=16)
     assert view.walk is None and not view.nextButton.isEnabled() and view.runButton.text() == "Walk through"
+
+
+def test_while_training_a_fresh_model_is_not_walked_and_the_view_says_why(qtbot, make_panel):
+    panel = make_panel("gpt")
+    panel.set_training(True)
+    assert not panel.run_walk()
+    assert "While training runs" in panel.walkthrough.title.text() and panel.walkthrough.walk is None

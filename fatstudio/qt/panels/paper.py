@@ -539,6 +539,8 @@ class PaperPanel(QWidget):
                               self.walkthrough.head(), on_result=self.walkthrough.set_walk)
         if started:
             self.walkthrough.set_busy(True)
+        elif self.training and self.checkPaperLabel.text():  # why not: no fresh model is built while training
+            self.walkthrough.show_error(self.checkPaperLabel.text())
         return started
 
     def _tab_changed(self, index: int) -> None:
