@@ -144,6 +144,9 @@ def test_the_gradients_agree_with_central_differences(key):
     worst = max(c.worst for c in checks)
     assert worst <= 1e-6, worst
     assert w.backward[1].shown[0].name.startswith("∂loss/∂")
+    assert "P[:, t] − the one-hot" in w.backward[1].words  # the unembedding's gradient, said in words
+    words = {s.part: s.words for s in w.backward if s.part}
+    assert "∂S = A ⊙" in words["scores"] and "∂Q^h = K^h ∂S" in words["qkv"]
     assert w.backward[-1].line <= min(s.line for s in w.backward[1:])  # back to the embeddings
 
 

@@ -429,19 +429,42 @@ def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: in
     for step in reversed(forward):
         shown = [g for g in (_gradient(grads, s) for s in step.shown) if g is not None]
         if shown:
-            backward.append(replace(step, words=_backward_words(shown[-1], code), shown=shown,
+            backward.append(replace(step, words=_backward_words(step, shown[-1], code), shown=shown,
                                     check=checker.check(shown[-1], grads)))
     return Walk(code, list(x), list(z) if z is not None else None, query, head, forward, backward, loss.item(),
                 initial_loss)
 
 
-def _backward_words(g: Shown, code: Pseudocode) -> str:
+_BACKWARD = {  # what the gradient does at each MHAttention part
+    "out": "∂loss/∂Y = W_oᵀ ∂loss/∂(W_o Y): the gradient is split back among the heads' rows of Y.",
+    "weighted": "Y^h = V^h softmax(S): ∂loss/∂V^h = ∂loss/∂Y^h softmax(S)ᵀ and ∂loss/∂softmax(S) = V^hᵀ ∂loss/∂Y^h.",
+    "softmax": "Each column of softmax(S) gets V^hᵀ ∂loss/∂Y^h: how much more of each value the query would want.",
+    "scores": "Through the softmax: ∂S = A ⊙ (∂A − 1 (1ᵀ(A ⊙ ∂A))) per column, A = softmax(S): 0 where the Mask hid a "
+              "key (A = 0 there), so masked keys learn nothing from this query.",
+    "qkv": "S = K^hᵀQ^h/√d_attn: ∂Q^h = K^h ∂S/√d_attn and ∂K^h = Q^h ∂Sᵀ/√d_attn; ∂V^h came from Y^h.",
+}
+
+
+def _backward_words(step: Step, g: Shown, code: Pseudocode) -> str:
     """What a backward step shows, in words."""
     if g.source.kind == "logits":
         right = "x[t]" if code.config.arch == "bert" else "x[t+1]"
         return (f"The softmax and the loss together have the simplest gradient: ∂loss/∂(W_u X)[:, t] = P[:, t] − the "
                 f"one-hot vector of the right token {right} (blue: the right token, whose score the step pushes up; "
                 "every other token's is pushed down by its probability).")
+    if step.part:
+        return _BACKWARD[step.part]
+    if "_norm(" in step.text:
+        mean = "its mean and " if code.config.norm == "layer" else ""
+        return (f"Back through the norm: its gradient is the incoming one scaled by γ/√(v + ε), with {mean}its "
+                "component along the normed vector taken out (the norm ignores those directions).")
+    if " + " in step.text and "←" in step.text and step.text.split("←")[0].strip() in ("X", "Z"):
+        return ("A residual add passes the gradient on unchanged to the stream before it, and the same gradient "
+                "into the sublayer: ∂loss/∂X reaches every earlier layer directly.")
+    if step.text.startswith("for t"):
+        learned = " (and column t of W_p)" if code.config.positions == "learned" else ""
+        return (f"The gradient of e_t lands on column x[t] of W_e{learned}: only the tokens in the input get one; a "
+                "token used twice gets the sum.")
     return ("Back through this line: ∂loss/∂ each of its tensors, in the same shape as the tensor; the chain rule "
             "hands it on to the line before.")
 
