@@ -58,19 +58,23 @@ def read_all(model, x, kw):
 
 # ------------------------------------------------------------------------------------------------ the names
 def test_the_names_of_each_architecture():
-    assert point_names(tiny("gpt"))[:10] == [
-        "embed", "self/0/resid_pre", "self/0/in", "self/0/pattern", "self/0/z", "self/0/out", "self/0/resid_mid",
-        "mlp/0/in", "mlp/0/out", "self/0/resid_post"]
+    attn = ["in", "q", "k", "v", "scores", "mask", "pattern", "z", "out"]
+    assert point_names(tiny("gpt"))[:17] == [
+        "embed", "self/0/resid_pre", "self/0/norm-stats", *(f"self/0/{p}" for p in attn), "self/0/resid_mid",
+        "mlp/0/norm-stats", "mlp/0/in", "mlp/0/out", "self/0/resid_post"]
     bert = point_names(tiny("bert"))  # post-LN: each sublayer's sum before its norm
-    assert bert[5:12] == ["self/0/out", "self/0/sum", "self/0/resid_mid", "mlp/0/in", "mlp/0/out", "mlp/0/sum",
-                          "self/0/resid_post"]
-    assert bert[-3:] == ["final", "proj", "proj-norm"]
+    assert bert[11:19] == ["self/0/sum", "self/0/norm-stats", "self/0/resid_mid", "mlp/0/in", "mlp/0/out",
+                           "mlp/0/sum", "mlp/0/norm-stats", "self/0/resid_post"]
+    assert bert[-4:] == ["final", "proj", "proj-norm-stats", "proj-norm"]
+    assert point_names(tiny("bert-pre-embed_norm"))[:3] == ["embed", "embed-norm-stats", "self/0/resid_pre"]
+    assert point_names(tiny("edt-pre-rms"))[-2:] == ["dec-final-norm-stats", "dec-final"]
     edt = point_names(tiny("edt"))
     assert edt[0] == "enc-embed" and edt.index("enc-final") < edt.index("dec-embed") and edt[-1] == "dec-final"
     decoder = [n for n in edt if n.split("/")[0] in ("dec", "cross", "dec-mlp") and n.split("/")[1] == "0"]
-    assert decoder == ["dec/0/resid_pre", "dec/0/in", "dec/0/pattern", "dec/0/z", "dec/0/out", "dec/0/sum",
-                       "dec/0/resid_mid", "cross/0/in", "cross/0/pattern", "cross/0/z", "cross/0/out", "cross/0/sum",
-                       "dec/0/resid_mid_cross", "dec-mlp/0/in", "dec-mlp/0/out", "dec-mlp/0/sum", "dec/0/resid_post"]
+    assert decoder == ["dec/0/resid_pre", *(f"dec/0/{p}" for p in attn), "dec/0/sum", "dec/0/norm-stats",
+                       "dec/0/resid_mid", *(f"cross/0/{p}" for p in attn), "cross/0/sum", "cross/0/norm-stats",
+                       "dec/0/resid_mid_cross", "dec-mlp/0/in", "dec-mlp/0/out", "dec-mlp/0/sum",
+                       "dec-mlp/0/norm-stats", "dec/0/resid_post"]
     assert "self/0/sum" not in point_names(tiny("gpt"))  # pre-LN has no sum apart from the stream
 
 
@@ -141,6 +145,53 @@ def test_each_point_holds_what_its_name_says(name):
         assert torch.equal(logits, model.unembed(a["proj-norm"]))
     else:
         assert torch.equal(logits, model.unembed(a["dec-final" if name.startswith("edt") else "final"]))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_the_points_inside_attention_and_norms_are_the_paper_s_quantities(name):
+    """Q, K, V per head; softmax(scores + mask) is the pattern, the mask 0 or -∞ (causal: -∞ above the
+    diagonal); a norm's statistics are the mean and √(v + ε) of what it norms, Algorithm 6 with them its output."""
+    model = tiny(name)
+    x, kw = inputs(model)
+    _, a = read_all(model, x, kw)
+    cfg = model.config.resolved()
+    for p in (n.removesuffix("/pattern") for n in a if n.endswith("/pattern")):
+        q, k, v, S, M = (a[f"{p}/{w}"] for w in ("q", "k", "v", "scores", "mask"))
+        assert q.shape[1:] == (cfg.H, x.shape[1] if not p.startswith("enc") else q.shape[2], cfg.d_attn)
+        assert k.shape[1] == v.shape[1] == cfg.H_kv and v.shape[-1] == cfg.d_mid
+        torch.testing.assert_close((S + M).softmax(-1), a[f"{p}/pattern"], rtol=0, atol=1e-12)
+        assert set(M.unique().tolist()) <= {0.0, float("-inf")} and M.shape[1] == 1
+        causal = p.startswith(("self", "dec")) and cfg.arch in ("gpt", "gopher", "edt")
+        assert torch.equal(torch.isinf(M[0, 0]), torch.ones_like(M[0, 0], dtype=torch.bool).triu(1) if causal
+                           else torch.zeros_like(M[0, 0], dtype=torch.bool)), p
+        if cfg.positions not in ("rope", "relative", "alibi"):
+            W_q = model.get_submodule(_module(model, p)).W_q
+            torch.testing.assert_close(q, W_q(a[f"{p}/in"]).view(*q.shape[:1], -1, cfg.H, cfg.d_attn).transpose(1, 2),
+                                       rtol=0, atol=1e-12)
+    for n in (n for n in a if n.endswith("norm-stats")):
+        m, s = a[n][..., 0], a[n][..., 1]
+        e = _normed_input(a, n)
+        if e is None:
+            continue
+        mean = e.mean(-1) if cfg.norm == "layer" else torch.zeros_like(m)
+        torch.testing.assert_close(m, mean, rtol=0, atol=1e-12)
+        torch.testing.assert_close(s, ((e - mean[..., None]).square().mean(-1) + cfg.norm_eps).sqrt(), rtol=0, atol=1e-12)
+
+
+def _module(model, point: str) -> str:
+    """The attention module of a point's prefix ("self/1" -> "layers.1.attn")."""
+    kind, l = point.split("/")
+    stack = {"self": "layers", "enc": "encoder", "dec": "decoder", "cross": "decoder"}[kind]
+    return f"{stack}.{l}.{'cross' if kind == 'cross' else 'attn'}"
+
+
+def _normed_input(a, stats: str):
+    """What the norm of ``stats`` reads, where a point holds it: post-LN a sublayer's sum, pre-LN the stream an
+    attention reads, a stack's last layer (final norm), the embedding and bert's projection (None: elsewhere)."""
+    sub = stats.removesuffix("/norm-stats")
+    top = {"final-norm-stats": "self/1/resid_post", "enc-final-norm-stats": "enc/1/resid_post",
+           "dec-final-norm-stats": "dec/1/resid_post", "embed-norm-stats": "embed", "proj-norm-stats": "proj"}
+    return a.get(f"{sub}/sum", a.get(top.get(stats, f"{sub}/resid_pre")))
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -153,8 +153,9 @@ class MHAttention(FixedTables):
     def __init__(self, cfg: ResolvedModelConfig, name: str, causal: bool, cross: bool = False) -> None:
         super().__init__()
         self.name = name
-        self.hook_in, self.hook_pattern, self.hook_z, self.hook_out = (
-            HookPoint(f"{name}/{what}") for what in ("in", "pattern", "z", "out"))
+        (self.hook_in, self.hook_q, self.hook_k, self.hook_v, self.hook_scores, self.hook_mask, self.hook_pattern,
+         self.hook_z, self.hook_out) = (HookPoint(f"{name}/{what}") for what in
+                                        ("in", "q", "k", "v", "scores", "mask", "pattern", "z", "out"))
         self.H, self.H_kv, self.d_attn, self.d_mid, self.l_max = cfg.H, cfg.H_kv, cfg.d_attn, cfg.d_mid, cfg.l_max
         self.causal, self.cross = causal, cross
         self.positions = "none" if cross else cfg.positions  # cross-attention has no positional terms
@@ -187,37 +188,41 @@ class MHAttention(FixedTables):
         past = cache.n if cache is not None else 0  # positions already cached (always 0 for cross-attention)
         if self.cross and cache is not None and cache.k is not None and cache.v is not None:
             # the encoder's keys and values, computed at the first call and kept
-            q, k, v, key_mask = self._heads(self.W_q(X), self.H), cache.k, cache.v, cache.mask
+            q, k, v, key_mask = self.hook_q(self._heads(self.W_q(X), self.H)), cache.k, cache.v, cache.mask
         else:
             q, k, v = self._qkv(X, Z)
             q, k, v = self._heads(q, self.H), self._heads(k, self.H_kv), self._heads(v, self.H_kv)
             if self.positions == "rope":  # self-attention: Z = X at positions past..past+T_x-1
                 cos, sin = rows(self.rope_cos, past, T_x), rows(self.rope_sin, past, T_x)
                 q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
             if cache is not None and self.cross:
                 cache.k, cache.v, cache.mask = k, v, key_mask
             elif cache is not None:
                 k, v, key_mask = cache.append(k, v, key_mask, self.l_max)
-        explicit = bool(self.hook_pattern.hooks) and self.hook_pattern.watched()
-        q, bias, is_causal = self._scores_bias(q, past, k.shape[2], key_mask, explicit)
         p_drop = self.dropout if self.training else 0.0
-        group = self.H // self.H_kv
-        if group > 1 and (explicit or bias is not None):  # SDPA's enable_gqa with a mask is its slow kernel
-            k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)  # head h reads ⌊h·H_kv/H⌋
-        if explicit:
-            S = (q @ k.transpose(-1, -2)) * self.scale  # (B, H, T_x, T_z)
-            if bias is not None:
-                S = S + bias
+        explicit = bool(self.hook_pattern.hooks) and self.hook_pattern.watched()
+        S = None
+        scored = (bool(self.hook_scores.hooks) and self.hook_scores.watched()) or (
+            bool(self.hook_mask.hooks) and self.hook_mask.watched())
+        if explicit or scored:
+            S = self._scores(q, k, past, key_mask, read_only=not explicit)
+        if S is not None:
             A = self.hook_pattern(S.softmax(-1))  # Algorithm 4: softmax(S/√d_attn), each query's row sums to 1
-            Y = F.dropout(A, p_drop, self.training) @ v  # (B, H, T_x, d_mid)
+            Y = F.dropout(A, p_drop, self.training) @ self._repeat(v)  # (B, H, T_x, d_mid)
         else:
+            q, pos, allowed, is_causal = self._scores_bias(q, past, k.shape[2], key_mask, False)
+            bias = _bias(pos, allowed, q)
+            if bias is not None:  # SDPA's enable_gqa with a mask is its slow kernel
+                k, v = self._repeat(k), self._repeat(v)
             Y = _fused_attention(q, k, v, bias, p_drop, is_causal, self.scale, k.shape[1] != self.H)
         Y = self.hook_z(Y.transpose(1, 2))  # (B, T_x, H, d_mid)
         return self.hook_out(self.W_o(Y.reshape(B, T_x, self.H * self.d_mid)))  # W_o [Y¹; …; Y^H] + b_o
 
     def hook_points(self) -> list[HookPoint]:
         """Its hook points in the order they run."""
-        return [self.hook_in, self.hook_pattern, self.hook_z, self.hook_out]
+        return [self.hook_in, self.hook_q, self.hook_k, self.hook_v, self.hook_scores, self.hook_mask,
+                self.hook_pattern, self.hook_z, self.hook_out]
 
     def _qkv(self, X: torch.Tensor, Z: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Q, K, V of Algorithm 4, each (B, T, heads·d). Training self-attention (Z = X) does one product
@@ -231,25 +236,44 @@ class MHAttention(FixedTables):
         q, k, v = F.linear(X, torch.cat([W.weight for W in Ws]), b).split([W.out_features for W in Ws], -1)
         return q, k, v
 
+    def _scores(self, q: torch.Tensor, k: torch.Tensor, past: int | torch.Tensor, key_mask: torch.Tensor | None,
+                read_only: bool) -> torch.Tensor | None:
+        """S/√d_attn with its positional terms (the ``scores`` point) plus the Mask's term (the ``mask`` point),
+        (B, H, T_x, T_z); ``read_only``: None when the hooks replaced neither (the fused kernel then runs)."""
+        q, pos, allowed, _ = self._scores_bias(q, past, k.shape[2], key_mask, True)
+        S, M = (q @ self._repeat(k).transpose(-1, -2)) * self.scale, self._mask_term(q, k.shape[2], allowed)
+        if pos is not None:
+            S = S + pos
+        S_given, M_given = self.hook_scores(S), self.hook_mask(M)
+        if read_only and (S_given is S or torch.equal(S_given, S)) and (M_given is M or torch.equal(M_given, M)):
+            return None
+        return S_given + M_given
+
+    def _repeat(self, t: torch.Tensor) -> torch.Tensor:
+        """Grouped-query keys or values (B, H_kv, T, d) for each of the H query heads: head h reads ⌊h·H_kv/H⌋."""
+        group = self.H // self.H_kv
+        return t.repeat_interleave(group, 1) if group > 1 else t
+
     @staticmethod
     def _heads(t: torch.Tensor, n: int) -> torch.Tensor:
         """(B, T, n·d) -> (B, n, T, d): one slice per head."""
         return t.view(t.shape[0], t.shape[1], n, -1).transpose(1, 2)
 
     def _scores_bias(self, q: torch.Tensor, past: int | torch.Tensor, T_z: int, key_mask: torch.Tensor | None,
-                     explicit: bool) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
-        """The query actually dotted with the keys, the additive terms of S/√d_attn (masks as -∞), and whether
-        the Mask is SDPA's own ``is_causal`` instead (no mask tensor, so CUDA can use FlashAttention).
+                     explicit: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, bool]:
+        """The query actually dotted with the keys, the positional terms added to S/√d_attn, the Mask (True where
+        query t_x may attend to key t_z), and whether the Mask is SDPA's own ``is_causal`` instead (no mask
+        tensor, so CUDA can use FlashAttention).
 
         Queries are positions past..past+T_x-1, keys 0..T_z-1; ``past`` is a Python int, or a 0-d tensor (a
         `StaticKVCache`'s, which always brings a key mask), so nothing waits for the device.
-        Returns (q', bias broadcastable to (B, H, T_x, T_z) or None, is_causal).
+        Returns (q', terms and Mask broadcastable to (B, H, T_x, T_z) or None, is_causal).
         """
         T_x = q.shape[2]
         causal = self.causal and T_x > 1  # Mask[t_z, t_x] = [t_z ≤ t_x] hides a key (a last query sees all)
         # is_causal aligns the mask top-left, which is the paper's Mask only without a cache (past = 0)
         if key_mask is None and self.positions not in ("alibi", "relative") and not (causal and (past or explicit)):
-            return q, None, causal
+            return q, None, None, causal
         pos_q = past + torch.arange(T_x, device=q.device)[:, None]  # (T_x, 1)
         pos_k = torch.arange(T_z, device=q.device)  # (T_z,)
         bias: torch.Tensor | None = None
@@ -270,7 +294,17 @@ class MHAttention(FixedTables):
             if not self.cross:  # a padding query still sees itself, so no row is empty
                 km = km | (pos_k == pos_q)
             allowed = km if allowed is None else allowed & km
-        if allowed is not None:
-            neg = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, float("-inf"))
-            bias = neg if bias is None else bias + neg
-        return q, bias, False
+        return q, bias, allowed, False
+
+    def _mask_term(self, q: torch.Tensor, T_z: int, allowed: torch.Tensor | None) -> torch.Tensor:
+        """The Mask as the term added to the scores, (B, 1, T_x, T_z): 0 where allowed, -∞ where not."""
+        M = q.new_zeros(q.shape[0], 1, q.shape[2], T_z)
+        return M if allowed is None else M.masked_fill(~allowed, float("-inf"))
+
+
+def _bias(pos: torch.Tensor | None, allowed: torch.Tensor | None, q: torch.Tensor) -> torch.Tensor | None:
+    """The additive terms of S/√d_attn for the fused kernel: the positional terms, the Mask as -∞."""
+    if allowed is None:
+        return pos
+    neg = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, float("-inf"))
+    return neg if pos is None else pos + neg

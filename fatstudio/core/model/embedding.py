@@ -31,10 +31,12 @@ class Embedding(FixedTables):
         self.norm = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cfg.embed_norm else None
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all
 
-    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, hook: HookPoint | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: int | torch.Tensor = 0, hook: HookPoint | None = None,
+                stats: HookPoint | None = None) -> torch.Tensor:
         """x: (B, T) token ids at positions offset..offset+T-1 -> (B, T, d_e). A tensor ``offset`` (a static
         decode step's) is not checked against l_max: its caller keeps it in range. ``hook``: the caller's hook
-        point of e_t (before the embedding norm), the embedding being shared by an edt's encoder and decoder."""
+        point of e_t (before the embedding norm), the embedding being shared by an edt's encoder and decoder; ``stats``
+        the caller's point of the embedding norm's statistics."""
         T = x.shape[1]
         if isinstance(offset, int) and offset + T > self.l_max:
             raise ValueError(f"the sequence is {offset + T} tokens long, more than l_max = {self.l_max}; "
@@ -47,7 +49,7 @@ class Embedding(FixedTables):
         if hook is not None:
             e = hook(e)
         if self.norm is not None:
-            e = self.norm(e)
+            e = self.norm(e, stats)
         return self.drop(e) if self.drop is not None else e
 
 

@@ -4,7 +4,9 @@ module that attaches hooks to them (and removes them, in ``finally``).
 A `HookPoint` is a plain object the model calls as ``X = point(X)``: with nothing attached that is one empty
 check, no ``nn.Module`` call, so training and generation pay nothing; the attention pattern is computed
 explicitly, softmax(S/√d_attn) of Algorithm 4, only while a hook watches it, and by the fused kernel otherwise.
-A hook ``fn(tensor)`` returns None to read, or the tensor the model uses instead (of the same shape); hooks on one
+Watching the scores, the mask or a norm's statistics costs computing them (only then), and the fused kernels still
+run unless a hook replaces them. A hook ``fn(tensor)`` returns None to read, or the tensor the model uses instead
+(of the same shape); hooks on one
 point run in the order attached. A hook acts only in the thread that attached it, so a model shared between
 threads (a prompt in one, a measurement in another) is inspected by one without changing the other.
 
@@ -13,22 +15,32 @@ bert), "enc" and "dec" (edt); ``A`` an attention kind (K, or an edt's "cross"); 
 (gpt, gopher, bert), "enc-mlp", "dec-mlp". In the order they run in layer l:
 
 - ``K/l/resid_pre`` (B, T, d_e): the residual stream X that layer l reads;
+- ``A/l/norm-stats`` (B, T, 2), pre-LN: the statistics of the norm before the sublayer, [..., 0] the mean m and
+  [..., 1] the denominator √(v + ε) of Algorithm 6 (RMSnorm: m = 0, v = mean(e²)); a replacement is normed with;
 - ``A/l/in`` (B, T, d_e): what the attention's queries read (pre-LN: X̃ = norm(X); post-LN: X);
+- ``A/l/q`` (B, H, T_query, d_attn), ``A/l/k`` (B, H_kv, T_key, d_attn), ``A/l/v`` (B, H_kv, T_key, d_mid): Q, K,
+  V of Algorithm 4 per head, Q and K after RoPE's rotation (a cross-attention reusing cached keys and values
+  calls only ``q``);
+- ``A/l/scores`` (B, H, T_query, T_key): S/√d_attn with the positional terms (ALiBi, Transformer-XL), unmasked;
+- ``A/l/mask`` (B, 1, T_query, T_key): the Mask as the term added to the scores: 0 where query t may attend to
+  key t′, -∞ where Mask[t′, t] = 0;
 - ``A/l/pattern`` (B, H, T_query, T_key): softmax(S/√d_attn), each row summing to 1;
 - ``A/l/z`` (B, T, H, d_mid): each head's output Y^h before W_o (Algorithm 5), head h at ``[:, :, h]``;
 - ``A/l/out`` (B, T, d_e): W_o Y + b_o, what the sublayer adds to the stream;
-- ``A/l/sum`` (B, T, d_e), post-LN only: X + out, before the norm that follows;
+- ``A/l/sum`` (B, T, d_e), post-LN only: X + out, before the norm that follows (``A/l/norm-stats`` after it);
 - ``K/l/resid_mid`` (B, T, d_e): the stream after the self-attention (post-LN: normed); an edt's decoder has
   ``dec/l/resid_mid_cross`` after its cross-attention;
-- ``M/l/in``, ``M/l/out`` (B, T, d_e): the MLP's input (pre-LN: normed) and output (with b_mlp2);
-  ``M/l/sum`` (post-LN only) as above;
+- ``M/l/norm-stats``, ``M/l/in``, ``M/l/out`` (B, T, d_e): the MLP's norm statistics, input (pre-LN: normed) and
+  output (with b_mlp2); ``M/l/sum`` (post-LN only) as above;
 - ``K/l/resid_post`` (B, T, d_e): the layer's output, the next layer's ``resid_pre``.
 
 Around the layers: ``embed`` (B, T, d_e), e_t = W_e[:, x[t]] + W_p[:, t] of eq. 1, before BERT's embedding norm;
 ``final`` (B, T, d_e), the stack's output after its final norm (pre-LN) or its last layer (post-LN): what is
 unembedded (gpt, gopher) or projected (bert); bert's head ``proj`` (B, T, d_f), GELU(W_f X + b_f), and
-``proj-norm``, its norm. An edt has these per stack: ``enc-embed``, ``enc-final`` (Z, what cross-attention
-reads), ``dec-embed``, ``dec-final``. `point_names` lists a model's points in the order they run.
+``proj-norm``, its norm. The statistics of the other norms: ``embed-norm-stats`` (BERT's embedding norm),
+``final-norm-stats`` (pre-LN), ``proj-norm-stats``. An edt has these per stack: ``enc-embed``, ``enc-final`` (Z,
+what cross-attention reads), ``dec-embed``, ``dec-final``, ``enc-final-norm-stats``, and so on. `point_names`
+lists a model's points in the order they run.
 """
 from __future__ import annotations
 

@@ -57,11 +57,12 @@ class Layer(nn.Module):
         super().__init__()
         self.pre = cfg.norm_position == "pre"
         self.attn = MHAttention(cfg, str(MapName(kind, l)), causal=causal)
-        self.norm_attn = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
+        self.norm_attn = Norm(cfg.d_e, cfg.norm, cfg.norm_eps, f"{self.attn.name}/norm-stats")
         self.cross = MHAttention(cfg, str(MapName("cross", l)), causal=False, cross=True) if cross else None
-        self.norm_cross = Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if cross else None
+        self.norm_cross = Norm(cfg.d_e, cfg.norm, cfg.norm_eps, f"{self.cross.name}/norm-stats") \
+            if self.cross is not None else None
         self.mlp = MLP(cfg, str(ComponentName.mlp(kind, l)))
-        self.norm_mlp = Norm(cfg.d_e, cfg.norm, cfg.norm_eps)
+        self.norm_mlp = Norm(cfg.d_e, cfg.norm, cfg.norm_eps, f"{self.mlp.name}/norm-stats")
         self.drop = nn.Dropout(cfg.dropout) if cfg.dropout else None  # None: no call at all per sublayer
         self.hook_resid_pre, self.hook_resid_mid, self.hook_resid_post = (
             HookPoint(f"{self.attn.name}/{what}") for what in ("resid_pre", "resid_mid", "resid_post"))
@@ -97,9 +98,14 @@ class Layer(nn.Module):
         return self._add(X, self.mlp(norm(X) if self.pre else X), norm, self.hook_mlp_sum, self.hook_resid_post)
 
     def hook_points(self) -> list[HookPoint]:
-        """Its hook points in the order they run."""
-        points = [self.hook_resid_pre, *self.attn.hook_points(), self.hook_attn_sum, self.hook_resid_mid]
-        if self.cross is not None:
-            points += [*self.cross.hook_points(), self.hook_cross_sum, self.hook_resid_mid_cross]
-        points += [*self.mlp.hook_points(), self.hook_mlp_sum, self.hook_resid_post]
+        """Its hook points in the order they run: pre-LN a sublayer's norm statistics before it, post-LN after
+        its sum."""
+        def sub(module: MHAttention | MLP, norm: Norm, total: HookPoint | None) -> list[HookPoint | None]:
+            if self.pre:
+                return [norm.hook_stats, *module.hook_points()]
+            return [*module.hook_points(), total, norm.hook_stats]
+        points = [self.hook_resid_pre, *sub(self.attn, self.norm_attn, self.hook_attn_sum), self.hook_resid_mid]
+        if self.cross is not None and self.norm_cross is not None:
+            points += [*sub(self.cross, self.norm_cross, self.hook_cross_sum), self.hook_resid_mid_cross]
+        points += [*sub(self.mlp, self.norm_mlp, self.hook_mlp_sum), self.hook_resid_post]
         return [p for p in points if p is not None]

@@ -46,19 +46,25 @@ class Transformer(nn.Module):
 
     @staticmethod
     def _stack(cfg: ResolvedModelConfig, kind: StackKind, n: int, causal: bool,
-               cross: bool = False) -> tuple[nn.ModuleList, HookPoint, HookPoint]:
+               cross: bool = False) -> tuple[nn.ModuleList, HookPoint, HookPoint, HookPoint | None]:
         """The n layers of a stack whose self-attention is ``kind`` ("self", "enc", "dec"), and the hook points of
-        its embedding and of its output after the final norm ("embed", "final"; "enc-embed", …)."""
+        its embedding, of its output after the final norm ("embed", "final"; "enc-embed", …) and of the
+        statistics of its embedding's norm ("embed-norm-stats"; None without ``embed_norm``)."""
         layers = nn.ModuleList(Layer(cfg, kind, l, causal, cross) for l in range(n))
-        return layers, HookPoint(of_stack(kind, "embed")), HookPoint(of_stack(kind, "final"))
+        embed_norm = HookPoint(of_stack(kind, "embed-norm-stats")) if cfg.embed_norm else None
+        return layers, HookPoint(of_stack(kind, "embed")), HookPoint(of_stack(kind, "final")), embed_norm
 
     @staticmethod
-    def _stack_points(layers: nn.ModuleList, embed: HookPoint, final: HookPoint) -> list[HookPoint]:
-        return [embed, *(p for layer in layers for p in cast(Layer, layer).hook_points()), final]
+    def _stack_points(layers: nn.ModuleList, embed: HookPoint, embed_norm: HookPoint | None, final_norm: nn.Module,
+                      final: HookPoint) -> list[HookPoint]:
+        points = [embed, embed_norm, *(p for layer in layers for p in cast(Layer, layer).hook_points()),
+                  final_norm.hook_stats if isinstance(final_norm, Norm) else None, final]
+        return [p for p in points if p is not None]
 
-    def _final_norm(self, cfg: ResolvedModelConfig) -> nn.Module:
-        """Pre-LN stacks end with a norm (Algorithm 10's γ, β); post-LN stacks are already normed."""
-        return Norm(cfg.d_e, cfg.norm, cfg.norm_eps) if self.pre else nn.Identity()
+    def _final_norm(self, cfg: ResolvedModelConfig, kind: StackKind) -> nn.Module:
+        """Pre-LN stacks end with a norm (Algorithm 10's γ, β; its statistics "final-norm-stats", …); post-LN
+        stacks are already normed."""
+        return Norm(cfg.d_e, cfg.norm, cfg.norm_eps, of_stack(kind, "final-norm-stats")) if self.pre else nn.Identity()
 
     def _unembedding(self, cfg: ResolvedModelConfig, d: int) -> Unembedding:
         u = Unembedding(d, cfg.vocab_size, cfg.unembed_bias)
@@ -101,13 +107,14 @@ class DTransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.layers, self.hook_embed, self.hook_final = self._stack(cfg, "self", cfg.L, causal=True)
-        self.norm_final = self._final_norm(cfg)
+        self.layers, self.hook_embed, self.hook_final, self.hook_embed_norm = self._stack(cfg, "self", cfg.L,
+                                                                                          causal=True)
+        self.norm_final = self._final_norm(cfg, "self")
         self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L)
 
     def _points(self) -> list[HookPoint]:
-        return self._stack_points(self.layers, self.hook_embed, self.hook_final)
+        return self._stack_points(self.layers, self.hook_embed, self.hook_embed_norm, self.norm_final, self.hook_final)
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
                 mask: torch.Tensor | None = None, cache: KVCache | None = None) -> Output:
@@ -120,7 +127,7 @@ class DTransformer(Transformer):
         return self._logits(x, mask, cache)
 
     def _logits(self, x: torch.Tensor, mask: torch.Tensor | None, cache: KVCache | None) -> torch.Tensor:
-        X = self.embed(x, cache.length if cache else 0, self.hook_embed)
+        X = self.embed(x, cache.length if cache else 0, self.hook_embed, self.hook_embed_norm)
         X = self.hook_final(self.norm_final(self._run(self.layers, X, mask=mask, cache=cache)))
         if cache is not None:
             cache.length += x.shape[1]
@@ -135,22 +142,25 @@ class ETransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.layers, self.hook_embed, self.hook_final = self._stack(cfg, "self", cfg.L, causal=False)
-        self.norm_final = self._final_norm(cfg)
+        self.layers, self.hook_embed, self.hook_final, self.hook_embed_norm = self._stack(cfg, "self", cfg.L,
+                                                                                          causal=False)
+        self.norm_final = self._final_norm(cfg, "self")
         self.W_f = nn.Linear(cfg.d_e, cfg.d_f)
-        self.norm_f = Norm(cfg.d_f, cfg.norm, cfg.norm_eps)
+        self.norm_f = Norm(cfg.d_f, cfg.norm, cfg.norm_eps, "proj-norm-stats")
         self.unembed = self._unembedding(cfg, cfg.d_f)
         self.class_head = nn.Linear(cfg.d_f, cfg.n_classes) if cfg.n_classes else None
         self.hook_proj, self.hook_proj_norm = HookPoint("proj"), HookPoint("proj-norm")
         self._init_weights(cfg.L)
 
     def _points(self) -> list[HookPoint]:
-        return [*self._stack_points(self.layers, self.hook_embed, self.hook_final), self.hook_proj,
+        return [*self._stack_points(self.layers, self.hook_embed, self.hook_embed_norm, self.norm_final,
+                                    self.hook_final), self.hook_proj, cast(HookPoint, self.norm_f.hook_stats),
                 self.hook_proj_norm]
 
     def features(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """The final representations (B, T, d_f)."""
-        X = self.hook_final(self.norm_final(self._run(self.layers, self.embed(x, 0, self.hook_embed), mask=mask)))
+        X = self.embed(x, 0, self.hook_embed, self.hook_embed_norm)
+        X = self.hook_final(self.norm_final(self._run(self.layers, X, mask=mask)))
         return self.hook_proj_norm(self.norm_f(self.hook_proj(F.gelu(self.W_f(X)))))
 
     def forward(self, x: torch.Tensor, context: torch.Tensor | None = None, *, return_attention: bool = False,
@@ -181,27 +191,30 @@ class EDTransformer(Transformer):
 
     def __init__(self, cfg: ResolvedModelConfig) -> None:
         super().__init__(cfg)
-        self.encoder, self.hook_enc_embed, self.hook_enc_final = self._stack(cfg, "enc", cfg.L_enc, causal=False)
-        self.norm_enc = self._final_norm(cfg)
-        self.decoder, self.hook_dec_embed, self.hook_dec_final = self._stack(cfg, "dec", cfg.L_dec, causal=True,
-                                                                             cross=True)
-        self.norm_dec = self._final_norm(cfg)
+        self.encoder, self.hook_enc_embed, self.hook_enc_final, self.hook_enc_embed_norm = self._stack(
+            cfg, "enc", cfg.L_enc, causal=False)
+        self.norm_enc = self._final_norm(cfg, "enc")
+        self.decoder, self.hook_dec_embed, self.hook_dec_final, self.hook_dec_embed_norm = self._stack(
+            cfg, "dec", cfg.L_dec, causal=True, cross=True)
+        self.norm_dec = self._final_norm(cfg, "dec")
         self.unembed = self._unembedding(cfg, cfg.d_e)
         self._init_weights(cfg.L_enc + cfg.L_dec)
 
     def _points(self) -> list[HookPoint]:
-        return [*self._stack_points(self.encoder, self.hook_enc_embed, self.hook_enc_final),
-                *self._stack_points(self.decoder, self.hook_dec_embed, self.hook_dec_final)]
+        return [*self._stack_points(self.encoder, self.hook_enc_embed, self.hook_enc_embed_norm, self.norm_enc,
+                                    self.hook_enc_final),
+                *self._stack_points(self.decoder, self.hook_dec_embed, self.hook_dec_embed_norm, self.norm_dec,
+                                    self.hook_dec_final)]
 
     def encode(self, z: torch.Tensor, *, context_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Z = the encoder's output (B, T_z, d_e)."""
-        Z = self._run(self.encoder, self.embed(z, 0, self.hook_enc_embed), mask=context_mask)
+        Z = self._run(self.encoder, self.embed(z, 0, self.hook_enc_embed, self.hook_enc_embed_norm), mask=context_mask)
         return self.hook_enc_final(self.norm_enc(Z))
 
     def decode(self, x: torch.Tensor, Z: torch.Tensor, *, mask: torch.Tensor | None = None,
                context_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
         """Logits (B, T_x, N_V) of the decoder on x attending to the encoded Z."""
-        X = self.embed(x, cache.length if cache else 0, self.hook_dec_embed)
+        X = self.embed(x, cache.length if cache else 0, self.hook_dec_embed, self.hook_dec_embed_norm)
         X = self._run(self.decoder, X, mask=mask, Z=Z, z_mask=context_mask, cache=cache)
         if cache is not None:
             cache.length += x.shape[1]

@@ -12,6 +12,9 @@
 - ``checkPaperButton``: `core.paper_check.check_against_paper` on the model in use and a short input from the
   corpus, in a worker thread; ``checkPaperLabel`` shows the largest differences of the probabilities and of
   the attention weights, its tooltip what was compared.
+- ``walkthroughView`` (its own tab beside the pseudocode, so each step's line shows highlighted in it): one
+  forward pass of the model in use line by line, or back through the backward pass with gradient checks
+  (`qt.panels.walkthrough`, `core.paper.walkthrough`, in a worker thread).
 - ``deviationsView``: every deviation from the paper's pseudocode (`core.fidelity`).
 
 The model in use (``paperModelCombo``): the window's loaded model (a trained run or a snapshot, `set_model`)
@@ -48,6 +51,7 @@ from fatstudio.core.names import MapName
 from fatstudio.core.paper.fidelity import deviations
 from fatstudio.core.paper.pseudocode import Line, Pseudocode, Tap, TensorStats, Trace, pseudocode, tensor_stats
 from fatstudio.qt.binding import Change
+from fatstudio.qt.panels.walkthrough import WalkthroughView
 from fatstudio.qt.widgets.focus_label import FocusLabel
 
 TOLERANCE = 1e-9  # float64 agreement the reference tests ask for
@@ -101,6 +105,25 @@ def _forward_job(subject: Subject, cached, prepared, text: str, taps: list[Tap])
     mode = prompt_mode(subject.loaded) if subject.loaded is not None else model_mode(model.config)
     x, z, what = model_input(model, _tokenizer(subject, prepared), getattr(prepared, "corpus", None), text, mode)
     return trace(model, taps, x, z), what, model
+
+
+def _walk_job(subject: Subject, cached, prepared, text: str, query: int | None, head: int):
+    """Worker: the walk (`core.paper.walkthrough.walk`) of the model in use on ``text`` as `_forward_job` reads it,
+    with the loss of the model at step 0 (a fresh model of its configuration and seed); returns (Walk, the tokens in
+    words, the input in words, the model)."""
+    from fatstudio.core.inference.prompting import model_mode, prompt_mode
+    from fatstudio.core.paper.paper_check import fresh_model, model_input
+    from fatstudio.core.paper.walkthrough import walk
+
+    model = _model(subject, cached)
+    tok = _tokenizer(subject, prepared)
+    mode = prompt_mode(subject.loaded) if subject.loaded is not None else model_mode(model.config)
+    x, z, what = model_input(model, tok, getattr(prepared, "corpus", None), text, mode)
+    query = None if query is None or query >= len(x) else query
+    initial = model if subject.loaded is None else fresh_model(model.config, subject.loaded.config.train.seed)
+    w = walk(model, x, z, query, head, initial)
+    tokens = [tok.decode([v]) for v in x] if tok is not None else [str(v) for v in x]
+    return w, tokens, what, model
 
 
 def _exp(v: float) -> str:
@@ -181,8 +204,11 @@ class PaperPanel(QWidget):
         self.tabs.addTab(self._build_details(), "Line")
         self.deviationsView = QTextBrowser(objectName="deviationsView")
         self.tabs.addTab(self.deviationsView, "Deviations from the paper")
+        # beside the pseudocode, so the line of each step shows highlighted in it while the learner steps
+        self.walkthrough = WalkthroughView(self.workspace.focus)
+        self.tabs.addTab(self.walkthrough, "Walkthrough")
 
-        split = QSplitter(Qt.Orientation.Horizontal, objectName="paperSplitter")
+        split = self.splitter = QSplitter(Qt.Orientation.Horizontal, objectName="paperSplitter")
         split.addWidget(self.pseudocodeView)
         split.addWidget(self.tabs)
         split.setStretchFactor(0, 3)
@@ -196,6 +222,9 @@ class PaperPanel(QWidget):
         self.checkPaperButton.clicked.connect(self.run_check)
         self.pseudocodeView.cursorPositionChanged.connect(self._on_cursor)
         self.layerCombo.activated.connect(lambda i: self.select_line(self.line, layer=i, head=self.head, emit=False))
+        self.walkthrough.walkRequested.connect(self.run_walk)
+        self.walkthrough.stepShown.connect(lambda line, layer: self.select_line(line, layer=max(layer, 0), emit=False))
+        self.tabs.currentChanged.connect(self._tab_changed)
 
     def _build_details(self) -> QWidget:
         page = QWidget()
@@ -284,7 +313,8 @@ class PaperPanel(QWidget):
         self.modelCombo.setCurrentIndex(max(0, self.modelCombo.findData(keep)))
         subject = self.subject()
         fresh = subject.seed if subject is not None and subject.loaded is None else None
-        self.focusLabel.set_own(None if fresh is None else f"a fresh model built from the settings (seed {fresh})")
+        for label in (self.focusLabel, self.walkthrough.focusLabel):
+            label.set_own(None if fresh is None else f"a fresh model built from the settings (seed {fresh})")
         key = None if subject is None else (subject.config, subject.seed, id(subject.loaded))
         if key == self._subject_key and key is not None:
             return  # the same model (a settings change that a loaded model does not follow)
@@ -293,6 +323,7 @@ class PaperPanel(QWidget):
             self.workspace.jobs.cancel(f"paper-{running}")
             self._ended(running)
         self.trace, self.shapes, self.check = None, {}, None
+        self.walkthrough.set_walk(None)
         self.checkPaperLabel.setText("")
         self.checkPaperLabel.setToolTip("")
         self.code = pseudocode(subject.config) if subject is not None else None  # a subject's config is valid
@@ -474,8 +505,10 @@ class PaperPanel(QWidget):
             self.tensorLabel.setText(f"<span style='color:#c0392b'>{html.escape(message)}</span>")
             if key == "check":
                 self.checkPaperLabel.setText(f"Could not check: {message}")
+            if key == "walk":
+                self.walkthrough.show_error(message)
 
-        (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(False)
+        self._button(key).setEnabled(False)
         self._calls[key] = self.workspace.jobs.submit(f"paper-{key}", func, subject, cached, self.workspace.prepared,
                                                       *args, on_result=done, on_error=failed,
                                                       on_end=lambda _status: self._ended(key))
@@ -483,7 +516,12 @@ class PaperPanel(QWidget):
 
     def _ended(self, key: str) -> None:
         self._calls.pop(key, None)
-        (self.forwardButton if key == "forward" else self.checkPaperButton).setEnabled(self.code is not None)
+        self._button(key).setEnabled(self.code is not None)
+        if key == "walk":
+            self.walkthrough.set_busy(False)
+
+    def _button(self, key: str) -> QPushButton:
+        return {"forward": self.forwardButton, "check": self.checkPaperButton, "walk": self.walkthrough.runButton}[key]
 
     def busy(self) -> bool:
         return bool(self._calls)
@@ -494,6 +532,22 @@ class PaperPanel(QWidget):
             return False
         self.tensorLabel.setText("Running the forward pass…")
         return self._start("forward", _forward_job, self.workspace.prompt_text, self.code.taps(), on_result=self._traced)
+
+    def run_walk(self) -> bool:
+        """Walk the model in use through the Prompt tab's text, in a worker thread (`_walk_job`)."""
+        started = self._start("walk", _walk_job, self.workspace.prompt_text, self.walkthrough.query(),
+                              self.walkthrough.head(), on_result=self.walkthrough.set_walk)
+        if started:
+            self.walkthrough.set_busy(True)
+        elif self.training and self.checkPaperLabel.text():  # why not: no fresh model is built while training
+            self.walkthrough.show_error(self.checkPaperLabel.text())
+        return started
+
+    def _tab_changed(self, index: int) -> None:
+        """The walkthrough's heatmaps get more of the width; the other tabs give it back."""
+        total = sum(self.splitter.sizes())
+        share = 0.55 if self.tabs.widget(index) is self.walkthrough else 0.4
+        self.splitter.setSizes([int(total * (1 - share)), int(total * share)])
 
     def _traced(self, trace: Trace, what: str) -> None:
         self.trace, self.traced, self.shapes = trace, what, trace.shapes
