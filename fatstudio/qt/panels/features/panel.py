@@ -1,0 +1,161 @@
+"""The Features tab (``featuresView``): sparse dictionaries of the focused run (said in ``featuresFocusLabel``).
+
+On the left, the Train section (`train.TrainSection`) and the dictionary picker (``featuresDictionaries``: the
+run's saved dictionaries, each with its quality), and for a glass-box run with known features which of them the
+chosen dictionary recovered (``featuresRecovered``). On the right, two pages: the chosen dictionary's features
+(`dashboard.FeatureSection`: the sortable list and one feature's dashboard) and the attribution graph of a prompt
+(`graph.GraphSection`); below them the intervention on a feature clicked in either (`edit.EditSection`). Everything is computed by
+`core.app.features.Features` in the one job system; the tab only shows it.
+"""
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QGroupBox,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ....core.app.features import DASHBOARD, Chosen, Saved
+from ...widgets.focus_label import FocusLabel
+from .dashboard import FeatureSection
+from .edit import EditSection
+from .graph import GraphSection
+from .train import TrainSection, quality_words
+
+if TYPE_CHECKING:
+    from ....core.app.workspace import Workspace
+
+
+def saved_words(s: Saved) -> str:
+    """A dictionary as the picker lists it: "mlp/1 · step 2,000 — transcoder … · k = 16" and its quality."""
+    if s.error:
+        return f"{s.words}: {s.error}"
+    return f"{s.point} · step {s.step:,} — {s.words}"
+
+
+class FeaturesPanel(QWidget):
+    """See the module. ``features`` is the workspace's `Features`."""
+
+    def __init__(self, workspace: Workspace, parent=None):
+        super().__init__(parent)
+        self.setObjectName("featuresView")
+        self.workspace = workspace
+        self.features = f = workspace.features
+        self.focusLabel = FocusLabel(workspace.focus, "featuresFocusLabel")
+        self.train_section = TrainSection(f)
+        self.dictionaries = QListWidget(objectName="featuresDictionaries")
+        self.dictionaries.setWordWrap(True)
+        self.dictionaries.setToolTip("The run's saved dictionaries (its features/ folder). Choose one to see its "
+                                     "features.")
+        self.dictionaryLabel = QLabel(objectName="featuresDictionarySummary")
+        self.dictionaryLabel.setWordWrap(True)
+        self.dictionaryLabel.setTextFormat(Qt.TextFormat.RichText)
+        self.recovered = QLabel(objectName="featuresRecovered")
+        self.recovered.setWordWrap(True)
+        self.recovered.setTextFormat(Qt.TextFormat.RichText)
+        self.recovered.hide()
+        picker = QGroupBox("Dictionaries of this run", objectName="featuresPicker")
+        pl = QVBoxLayout(picker)
+        pl.addWidget(self.dictionaries, 1)
+        pl.addWidget(self.dictionaryLabel)
+        pl.addWidget(self.recovered)
+        left = QSplitter(Qt.Orientation.Vertical, objectName="featuresLeftSplitter")
+        left.addWidget(self.train_section)
+        left.addWidget(picker)
+        left.setStretchFactor(0, 3)
+        left.setStretchFactor(1, 2)
+        self.feature_section = FeatureSection(f)
+        self.graph_section = GraphSection(f)
+        self.edit_section = EditSection(f)
+        self.pages = QTabWidget(objectName="featuresPages")
+        self.pages.addTab(self.feature_section, "Features")
+        self.pages.addTab(self.graph_section, "Attribution graph")
+        right = QSplitter(Qt.Orientation.Vertical, objectName="featuresRightSplitter")
+        right.addWidget(self.pages)
+        right.addWidget(self.edit_section)
+        right.setStretchFactor(0, 3)
+        right.setStretchFactor(1, 1)
+        split = QSplitter(Qt.Orientation.Horizontal, objectName="featuresSplitter")
+        split.addWidget(left)
+        split.addWidget(right)
+        split.setStretchFactor(0, 0)
+        split.setStretchFactor(1, 1)
+        em = self.fontMetrics().horizontalAdvance("m")
+        split.setSizes([28 * em, 80 * em])
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.focusLabel)
+        lay.addWidget(split, 1)
+        self.dictionaries.currentItemChanged.connect(self._picked)
+        f.cleared.connect(self._cleared)
+        f.listed.connect(self._listed)
+        f.chosen_changed.connect(self._chosen)
+        f.failed.connect(lambda key, message: self._say(message, True) if key == DASHBOARD else None)
+        self._cleared()
+        self._listed(f.saved)
+
+    # ---- the picker ----------------------------------------------------------------------------------------
+    def _cleared(self) -> None:
+        self.dictionaries.clear()
+        self.recovered.hide()
+        self._say("")
+
+    def _listed(self, saved: list[Saved]) -> None:
+        self.dictionaries.blockSignals(True)
+        self.dictionaries.clear()
+        for s in saved:
+            item = QListWidgetItem(saved_words(s))
+            item.setData(Qt.ItemDataRole.UserRole, s)
+            item.setToolTip(f"{s.folder}\n{plain(quality_words(s.quality or {}))}")
+            self.dictionaries.addItem(item)
+        self.dictionaries.blockSignals(False)
+        self._select(self.features.picked)
+        if self.features.picked is None:
+            self._say(f"{len(saved)} saved: choose one to see its features." if saved else
+                      "No dictionary saved yet: train one." if self.features.no_weights() is None else "")
+
+    def _select(self, saved: Saved | None) -> None:
+        """Show ``saved`` as the one chosen in the list (without choosing it again)."""
+        self.dictionaries.blockSignals(True)
+        for row in range(self.dictionaries.count()):
+            if saved is not None and self.dictionaries.item(row).data(Qt.ItemDataRole.UserRole).folder == saved.folder:
+                self.dictionaries.setCurrentRow(row)
+        self.dictionaries.blockSignals(False)
+
+    def _picked(self, item: QListWidgetItem | None, _previous=None) -> None:
+        self.features.choose(item.data(Qt.ItemDataRole.UserRole) if item is not None else None)
+
+    def _chosen(self, chosen: Chosen | None) -> None:
+        self.recovered.setVisible(chosen is not None and chosen.recovered is not None)
+        if chosen is None:
+            picked = self.features.picked
+            self._select(picked)
+            if picked is not None and not picked.error:
+                self._say(f"Reading {html.escape(picked.words)} and measuring its features on the validation "
+                          "split…")
+            return
+        self._say(f"<b>{html.escape(chosen.dictionary.describe())}</b> at step {chosen.saved.step:,}"
+                  + (f"<br>{quality_words(chosen.saved.quality)}" if chosen.saved.quality else ""))
+        if chosen.recovered is not None:
+            self.recovered.setText(recovered_words(chosen.recovered))
+
+    def _say(self, text: str, error: bool = False) -> None:
+        self.dictionaryLabel.setText(text)
+        self.dictionaryLabel.setStyleSheet("color: #b00020;" if error else "")
+
+
+def plain(text: str) -> str:
+    return text.replace("<b>", "").replace("</b>", "")
+
+
+def recovered_words(recovered) -> str:
+    """Which known features a glass-box run's dictionary recovered and which it missed."""
+    return html.escape(str(recovered))

@@ -1,0 +1,183 @@
+"""The Features tab's Train section (``featuresTrain``): a dictionary on a hook point of the focused run at one of
+its saved steps (an MLP: a transcoder from its input to its output; any other point: an SAE), its size (d_f a
+multiple of d_e), k and the tokens to train on; Train and Cancel, a progress bar, live curves of the loss, the
+explained variance and L0, and the quality numbers at the end. The training is `Features.train`'s job."""
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout
+
+from ....core.app.features import TRAIN, Trained, default_point, trainable_points
+from ....core.app.jobs import Status
+from ...widgets.curves import Series, new_curve
+from ...widgets.forms import Form, ValueCombo, int_spin
+
+if TYPE_CHECKING:
+    from ....core.app.features import Features
+
+CURVES = (("loss", "loss", (31, 119, 180)), ("explained_variance", "explained variance", (44, 160, 44)),
+          ("l0", "L0", (214, 39, 40)))  # (event attribute, title, colour)
+QUALITY = (("explained_variance", "explained variance", "{:.3f}"), ("ce_loss_score", "CE loss score", "{:.3f}"),
+           ("l0", "mean L0", "{:.1f}"), ("dead_fraction", "dead features", "{:.1%}"))
+
+
+def quality_words(quality: dict) -> str:
+    """The quality numbers in one line: "explained variance 0.912 · CE loss score 0.95 · …"."""
+    return " · ".join(f"{title} <b>{fmt.format(quality[key])}</b>" for key, title, fmt in QUALITY
+                      if isinstance(quality.get(key), (int, float)))
+
+
+class TrainSection(QGroupBox):
+    """See the module. ``train()`` starts with the fields' values; ``cancel()`` stops it."""
+
+    def __init__(self, features: Features, parent=None):
+        super().__init__("Train a dictionary", parent, objectName="featuresTrain")
+        self.features = features
+        form = Form()
+        self.pointCombo = form.add("point", "point", ValueCombo(), "The hook point: an MLP trains a transcoder from "
+                                   "its input to its output (as attribution graphs need); any other point an SAE "
+                                   "that reconstructs it.", keyed=False)
+        self.pointCombo.setObjectName("featuresPoint")
+        self.stepCombo = form.add("step", "step", ValueCombo(), "The run's weights the dictionary is trained on: "
+                                  "any step whose weights the run saved.", keyed=False)
+        self.stepCombo.setObjectName("featuresStep")
+        self.multSpin = form.add("mult", "d<sub>f</sub> / d<sub>e</sub>", int_spin(1, 64, 8), "Features per "
+                                 "dimension of the point: d_f = this × d_in.", keyed=False)
+        self.multSpin.setObjectName("featuresDfMult")
+        self.kSpin = form.add("k", "k", int_spin(1, 512, 16), "Active features per token (TopK).", keyed=False)
+        self.kSpin.setObjectName("featuresK")
+        self.tokensSpin = form.add("tokens", "tokens", int_spin(1_000, 100_000_000, 2_000_000, step=100_000),
+                                   "Training tokens, streamed from the run's training split.", keyed=False)
+        self.tokensSpin.setObjectName("featuresTokens")
+        self.tokensSpin.setGroupSeparatorShown(True)
+        self.trainButton = QPushButton("Train", objectName="featuresTrainButton")
+        self.cancelButton = QPushButton("Cancel", objectName="featuresCancelButton")
+        self.progressBar = QProgressBar(objectName="featuresProgress")
+        self.progressBar.setRange(0, 1000)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.trainButton)
+        buttons.addWidget(self.cancelButton)
+        buttons.addWidget(self.progressBar, 1)
+        self.curves = pg.GraphicsLayoutWidget()
+        self.curves.setObjectName("featuresCurves")
+        self.curves.setBackground("w")
+        self.curves.setMinimumHeight(3 * (self.fontMetrics().height() * 4))
+        self.series: dict[str, Series] = {}
+        self._lines: dict[str, Any] = {}
+        for row, (key, title, color) in enumerate(CURVES):
+            plot = self.curves.addPlot(row=row, col=0)
+            plot.setTitle(title, size="8pt", color="#333")
+            plot.hideAxis("bottom") if row < len(CURVES) - 1 else plot.setLabel("bottom", "tokens")
+            plot.getAxis("bottom").enableAutoSIPrefix(True)
+            self.series[key] = Series()
+            self._lines[key] = new_curve(plot, color)
+        self.summary = QLabel(objectName="featuresTrainSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.TextFormat.RichText)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form.layout)
+        lay.addLayout(buttons)
+        lay.addWidget(self.curves, 1)
+        lay.addWidget(self.summary)
+        self.trainButton.clicked.connect(self.train)
+        self.cancelButton.clicked.connect(self.cancel)
+        features.cleared.connect(self._cleared)
+        features.listed.connect(lambda _saved: self._listed())
+        features.train_event.connect(self._event)
+        features.train_ended.connect(self._ended)
+        features.failed.connect(lambda key, message: self.say(message, True) if key == TRAIN else None)
+        self._cleared()
+
+    # ---- the choices -------------------------------------------------------------------------------------
+    def _cleared(self) -> None:
+        loaded = self.features.loaded
+        if loaded is None:
+            self.pointCombo.set_items([])
+        else:
+            from ....core.model.hooks import point_names  # the model is loaded: torch is imported already
+
+            points = trainable_points(point_names(loaded.model))
+            self.pointCombo.set_items(points)
+            self.pointCombo.set_value(default_point([p for _label, p in points]))
+        self._fill_steps()
+        self._clear_curves()
+        self.progressBar.setValue(0)
+        f = self.features
+        self.say(f.no_weights() or "" if f.loaded is None or f.run is None else "")
+
+    def _fill_steps(self) -> None:
+        f = self.features
+        self.stepCombo.set_items([(f"{s:,}", s) for s in reversed(f.steps)])
+        if f.loaded is not None:
+            self.stepCombo.set_value(f.loaded.step)
+        self._update_buttons()
+
+    def _listed(self) -> None:
+        self._fill_steps()
+        if not self.features.training and self.features.quality is None:
+            self.say(self.features.no_weights() or "")
+
+    def _update_buttons(self) -> None:
+        f = self.features
+        self.trainButton.setEnabled(not f.training and f.no_weights() is None and self.pointCombo.count() > 0)
+        self.cancelButton.setEnabled(f.training)
+
+    def say(self, text: str, error: bool = False) -> None:
+        self.summary.setText(text if "<" in text else html.escape(text))
+        self.summary.setStyleSheet("color: #b00020;" if error else "")
+
+    # ---- training ----------------------------------------------------------------------------------------
+    def options(self) -> dict[str, int]:
+        """`train_dictionary`'s options from the fields."""
+        return {"d_f_mult": self.multSpin.value(), "k": self.kSpin.value(), "tokens": self.tokensSpin.value()}
+
+    def train(self) -> bool:
+        point, step = self.pointCombo.value(), self.stepCombo.value()
+        if point is None or step is None:
+            self.say(self.features.no_weights() or "Choose a point and a step.", True)
+            return False
+        self._clear_curves()
+        started = self.features.train(point, step, **self.options())
+        if started:
+            self.progressBar.setValue(0)
+            self.say(f"Training a dictionary on {point} at step {step:,}…")
+        self._update_buttons()
+        return started
+
+    def cancel(self) -> None:
+        self.features.cancel_training()
+        self._update_buttons()
+
+    def _event(self, event: Any) -> None:
+        if isinstance(event, Trained):
+            self.progressBar.setValue(1000)
+            self.say(f"{html.escape(event.dictionary.describe())}: {quality_words(event.quality)}<br>"
+                     f"<span style='color:#555'>saved in {html.escape(event.folder)}</span>")
+            return
+        fraction = getattr(event, "fraction", None)
+        if isinstance(fraction, float):
+            self.progressBar.setValue(round(fraction * 1000))
+        tokens = getattr(event, "tokens", None)
+        if tokens is None:
+            return
+        for key, series in self.series.items():
+            value = getattr(event, key, None)
+            if isinstance(value, (int, float)):
+                series.extend([tokens], [value])
+                self._lines[key].setData(series.x, series.y)
+
+    def _ended(self, status: Status, words: str) -> None:
+        if status is Status.CANCELLED:
+            self.progressBar.setValue(0)
+            self.say(words)
+        self._update_buttons()
+
+    def _clear_curves(self) -> None:
+        for key, series in self.series.items():
+            series.clear()
+            self._lines[key].setData([], [])

@@ -1,0 +1,119 @@
+"""The Features tab's state (`core.app.features.Features`): it follows the focus, lists the focused run's saved
+dictionaries, says in words what it cannot do (no weights, no run folder, a missing transcoder, an architecture
+the graph does not support), and runs its work in the one job system."""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from training_helpers import trained_run
+
+from fatstudio.core.app.features import GRAPH, TRAIN, Features, default_point, trainable_points, transcoders_at
+from fatstudio.core.app.focus import Focus
+from fatstudio.core.app.jobs import Jobs, Mailbox
+from fatstudio.core.inspect.features.dictionary import Dictionary, dictionary_folder
+from fatstudio.core.model.hooks import point_names
+from fatstudio.core.runs.folder import Run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return trained_run(tmp_path_factory, 20)  # weights of steps 10 and 20
+
+
+def drain(mailbox: Mailbox, jobs: Jobs, timeout: float = 60.0) -> None:
+    """Deliver everything the jobs post, until they have all ended."""
+    end = time.monotonic() + timeout
+    while not jobs.idle or mailbox.drain():
+        assert time.monotonic() < end, "the jobs did not end"
+        mailbox.drain()
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def state():
+    mailbox = Mailbox()
+    jobs = Jobs(mailbox.post)
+    focus = Focus()
+    yield Features(focus, jobs), focus, mailbox
+    jobs.shutdown()
+
+
+def save_dictionary(run, point: str, step: int, kind="transcoder") -> Dictionary:
+    p_in, p_out = (f"{point}/in", f"{point}/out") if kind == "transcoder" else (point, point)
+    d = Dictionary(kind, p_in, p_out, 16, 16, 32, 4, info={"step": step, "quality": {"explained_variance": 0.9}})
+    torch.nn.init.normal_(d.W_dec)
+    d.save(dictionary_folder(run, point, step))
+    return d
+
+
+def test_the_points_offered_are_each_mlp_as_a_transcoder_then_the_stream_as_saes(run):
+    names = point_names(Run.open(run).load_model().model)
+    points = trainable_points(names)
+    assert points[0] == ("mlp/0 · transcoder (in → out)", "mlp/0")
+    assert ("self/0/resid_post · SAE", "self/0/resid_post") in points
+    assert not any(p.endswith(("/pattern", "/z")) for _label, p in points)
+    assert default_point([p for _l, p in points]) == "self/0/resid_post"
+    assert default_point(["self/0/resid_post", "self/1/resid_post", "self/2/resid_post", "self/3/resid_post"]) == \
+        "self/1/resid_post"
+
+
+def test_it_lists_the_focused_runs_dictionaries_and_steps_and_a_damaged_one_with_why(state, run, tmp_path):
+    features, focus, mailbox = state
+    save_dictionary(run, "mlp/0", 20)
+    broken = dictionary_folder(run, "self/0/resid_post", 10)
+    broken.mkdir(parents=True, exist_ok=True)
+    (broken / "dictionary.json").write_text("{not json", encoding="utf-8")
+    seen = []
+    features.listed.connect(seen.append)
+    focus.show(Run.open(run).load_model(), str(run))
+    drain(mailbox, features.jobs)
+    assert features.steps == [10, 20] and features.no_weights() is None
+    by_point = {s.point: s for s in features.saved if not s.error}
+    assert by_point["mlp/0"].step == 20 and by_point["mlp/0"].kind == "transcoder"
+    assert "k = 4" in by_point["mlp/0"].words and by_point["mlp/0"].quality == {"explained_variance": 0.9}
+    damaged = [s for s in features.saved if s.error]
+    assert len(damaged) == 1 and "has no dictionary.safetensors" in damaged[0].error
+    assert seen[-1] == features.saved
+
+
+def test_another_focus_clears_what_was_shown_and_says_why_nothing_can_be_done(state, run):
+    features, focus, mailbox = state
+    loaded = Run.open(run).load_model()
+    focus.show(loaded, str(run))
+    drain(mailbox, features.jobs)
+    features.quality = {"explained_variance": 0.9}
+    cleared = []
+    features.cleared.connect(lambda: cleared.append(True))
+    focus.show(loaded)  # the same weights, of no run folder
+    assert cleared and features.quality is None and features.saved == []
+    assert "no run folder" in (features.no_weights() or "")
+    failed = []
+    features.failed.connect(lambda key, message: failed.append((key, message)))
+    assert not features.train("mlp/0", 20)
+    assert failed[-1][0] == TRAIN and "no run folder" in failed[-1][1]
+    focus.clear()
+    assert "Open a run" in (features.no_weights() or "")
+
+
+def test_a_graph_needs_a_transcoder_for_every_mlp_at_one_step_and_a_pre_ln_decoder(state, run):
+    features, focus, mailbox = state
+    loaded = Run.open(run).load_model(step=10)
+    focus.show(loaded, str(run))
+    drain(mailbox, features.jobs)
+    assert features.graph_request("the quick", None) == ("An attribution graph replaces every MLP by its transcoder: "
+                                                        "train mlp/0 at step 10 first (Train, point mlp/l).")
+    save_dictionary(run, "mlp/0", 10)
+    features.refresh()
+    drain(mailbox, features.jobs)
+    request = features.graph_request("the quick", " ")
+    assert not isinstance(request, str), request
+    assert request.step == 10 and request.transcoders == [str(dictionary_folder(run, "mlp/0", 10))]
+    assert request.target == " " and features.graph_request("", None) == "Write a prompt to trace."
+    assert transcoders_at(features.saved, 30, 1) == ([], ["mlp/0"])
+    loaded.config.model.arch = "bert"  # a model the graph's method does not fit
+    failed = []
+    features.failed.connect(lambda key, message: failed.append((key, message)))
+    assert not features.build_graph("the quick")
+    assert failed[-1][0] == GRAPH and "bert" in failed[-1][1] and "pre-LN decoders" in failed[-1][1]
