@@ -129,9 +129,10 @@ class Features:
     """See the module. State: ``run`` and ``loaded`` (the focus's), ``saved`` (`Saved`, listed), ``steps`` (the
     run's saved weight steps), ``picked`` (the `Saved` chosen), ``chosen`` (`Chosen` once read, or None),
     ``feature`` (0-based; None: none), ``dashboard``, ``graph``, ``edit`` (the latest results, or None),
-    ``quality`` (the last training's), ``training`` (a training runs).
+    ``quality`` (the last training's), ``training`` (the run folder a dictionary is being trained for, None:
+    none; a training goes on when the focus moves, and saves into its own run).
 
-    Signals: ``cleared()`` (the focus changed: all of the above went), ``listed(saved)``, ``train_event(event)``
+    Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``, ``train_event(event)``
     (each event of the training), ``train_ended(status, words)`` (its end, with its quality or why it failed in
     words), ``chosen_changed(chosen)``, ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
     ``edit_ready(result)``, ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
@@ -148,6 +149,7 @@ class Features:
 
     def __init__(self, focus: Focus, jobs: Jobs):
         self.focus, self.jobs = focus, jobs
+        self.training: str | None = None  # the run a dictionary is being trained for (None: none)
         self._reset()
         focus.changed.connect(self._focus_changed)
         self._focus_changed(focus)
@@ -165,14 +167,14 @@ class Features:
         self.graph: Any = None
         self.edit: Any = None
         self.quality: dict | None = None
-        self.training = False
 
     # ---- the focus ---------------------------------------------------------------------------------------
     def _focus_changed(self, focus: Focus) -> None:
         if focus.loaded is self.loaded and focus.run == self.run:
             return
         for key in KEYS:
-            self.jobs.cancel(key)
+            if key != TRAIN:  # a training goes on, for its own run
+                self.jobs.cancel(key)
         self._reset()
         self.run, self.loaded = focus.run, focus.loaded
         self.cleared.emit()
@@ -215,28 +217,31 @@ class Features:
         if problem is not None or self.run is None:
             self.failed.emit(TRAIN, problem or "")
             return False
-        self.quality, self.training = None, True
+        if self.training is not None:
+            self.failed.emit(TRAIN, "A dictionary is being trained: wait for it, or cancel it.")
+            return False
+        self.quality, self.training = None, self.run
         self.jobs.submit(TRAIN, _train, self.run, self.loaded, point, step, options, on_item=self._take,
                          on_error=lambda m: self.failed.emit(TRAIN, m), on_end=self._train_end)
         return True
 
     def cancel_training(self) -> bool:
         """Stop the training (nothing is saved)."""
-        if not self.training:
+        if self.training is None:
             return False
         self.jobs.cancel(TRAIN)
-        self.training = False
+        self.training = None
         self.train_ended.emit(Status.CANCELLED, "Training cancelled: nothing was saved.")
         return True
 
     def _take(self, event: Any) -> None:
-        if isinstance(event, Trained):
+        if isinstance(event, Trained) and self.training == self.run:  # still the run in focus: choose it
             self.quality, self._trained = event.quality, event.folder
             self.refresh()
         self.train_event.emit(event)
 
     def _train_end(self, status: Status) -> None:
-        self.training = False
+        self.training = None
         words = "" if status is not Status.DONE else "Trained and saved."
         self.train_ended.emit(status, words)
 

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout
 
 from ....core.app.features import TRAIN, Trained, default_point, trainable_points
+from ....core.app.focus import run_name
 from ....core.app.jobs import Status
 from ...widgets.curves import Series, new_curve
 from ...widgets.forms import Form, ValueCombo, int_spin
@@ -105,9 +106,13 @@ class TrainSection(QGroupBox):
             self.pointCombo.set_items(points)
             self.pointCombo.set_value(default_point([p for _label, p in points]))
         self._fill_steps()
+        f = self.features
+        if f.training is not None:  # it goes on, for its own run
+            self.say(f"Training a dictionary for {html.escape(run_name(f.training))}: it goes on, and is saved "
+                     "in that run's features/ folder.")
+            return
         self._clear_curves()
         self.progressBar.setValue(0)
-        f = self.features
         self.say(f.no_weights() or "" if f.loaded is None or f.run is None else "")
 
     def _fill_steps(self) -> None:
@@ -119,13 +124,13 @@ class TrainSection(QGroupBox):
 
     def _listed(self) -> None:
         self._fill_steps()
-        if not self.features.training and self.features.quality is None:
+        if self.features.training is None and self.features.quality is None:
             self.say(self.features.no_weights() or "")
 
     def _update_buttons(self) -> None:
         f = self.features
-        self.trainButton.setEnabled(not f.training and f.no_weights() is None and self.pointCombo.count() > 0)
-        self.cancelButton.setEnabled(f.training)
+        self.trainButton.setEnabled(f.training is None and f.no_weights() is None and self.pointCombo.count() > 0)
+        self.cancelButton.setEnabled(f.training is not None)
 
     def say(self, text: str, error: bool = False) -> None:
         self.summary.setText(text if "<" in text else html.escape(text))
