@@ -1,5 +1,6 @@
 """The command line: ``fatstudio`` (the app), ``train``, ``sweep``, ``generate``, ``attention``, ``export``, ``cache``,
-``import``, and the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``.
+``import``, the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``, and ``features`` (a
+sparse dictionary trained on a hook point).
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
 """
@@ -17,6 +18,7 @@ from itertools import chain
 from pathlib import Path
 
 from .cli_experiments import cmd_ablate, cmd_lens, cmd_patch, cmd_token_loss, intervention_parsers, loaded_model, out_file
+from .cli_features import cmd_features, features_parser
 from .cli_interrupt import interrupt, interrupted
 from .cli_options import EXIT_ERROR, Parser, number, whole
 from .cli_train import cmd_sweep, cmd_train
@@ -75,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
                    "or FILE.csv")
 
     intervention_parsers(sub)
+    features_parser(sub)
 
     sw = sub.add_parser("sweep", help="train every combination of some keys' values for N seeds, each run its own "
                         "process, and compare each variant's validation bits per byte (bits per token where there are no bytes "
@@ -171,7 +174,8 @@ def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
-                "token-loss": cmd_token_loss, "sweep": cmd_sweep, "cache": cmd_cache}[args.command](args)
+                "token-loss": cmd_token_loss, "features": cmd_features, "sweep": cmd_sweep,
+                "cache": cmd_cache}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 

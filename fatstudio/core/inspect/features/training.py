@@ -1,0 +1,169 @@
+"""Training a dictionary (`dictionary.Dictionary`) on a hook point of a run, as Gao et al. 2024 train TopK SAEs:
+
+- activations streamed from the run's train split (`activations.stream`), never all in memory;
+- init: W_dec's columns random unit vectors, W_enc = s W_decᵀ (tied, s making the first batches' reconstructions
+  as large as the output's deviations from its mean: a transcoder's in and out differ in size), b_dec the output
+  point's mean, μ (``mean_in``) the input's mean, b_enc = 0;
+- loss: the normalized reconstruction error Σ‖y − ŷ‖² / Σ‖y − ȳ‖² over a batch, plus 1/32 of the AuxK loss that
+  revives dead features: the k_aux = d_in/2 largest dead latents (not active for `DEAD_TOKENS` tokens) reconstruct
+  the error y − ŷ, normalized the same way;
+- Adam (β = 0.9, 0.999), the learning rate constant then falling linearly to 0 over the last fifth, gradients
+  clipped at norm 1; each step removes the part of W_dec's gradient parallel to its columns and renormalizes the
+  columns after the step.
+
+`train_dictionary` is a generator of `DictionaryEvent`s (at most ~10 a second), the last one (``kind == "done"``)
+carrying the trained dictionary with its `quality.Quality` on held-out validation tokens in ``info["quality"]``.
+Stopping: a ``control`` with a ``stopping`` property (the trainer's `training.Control`) ends the training at the
+next step, the dictionary then measured and handed over as trained so far; closing the generator (what the job
+system does to a cancelled job) ends it at once.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import torch
+
+from ...inference.loaded import LoadedModel
+from ...model.hooks import hook_point
+from .activations import held_out, run_data, stream
+from .dictionary import Dictionary, points_of
+from .quality import Quality, measure
+
+DEAD_TOKENS = 50_000  # a feature not active for this many training tokens is dead (and AuxK revives it)
+AUX_COEFF = 1 / 32
+DECAY_FRACTION = 0.2  # the last fifth of the steps: the learning rate falls linearly to 0
+INIT_BATCHES = 4  # the batches whose means give b_dec and μ
+EVENT_INTERVAL_S = 0.1
+
+EventKind = Literal["progress", "measuring", "done"]
+
+
+class Stopping(Protocol):
+    """What asks a training to stop (`training.Control` is one)."""
+
+    @property
+    def stopping(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class DictionaryEvent:
+    """One report of `train_dictionary`: ``progress`` (the fraction of the tokens seen and the last batch's loss,
+    explained variance, L0 and the fraction of features dead so far), ``measuring`` (training over, the quality
+    being measured) and ``done`` (``dictionary`` and its ``quality``; ``stopped`` if a control ended it early)."""
+
+    kind: EventKind
+    fraction: float
+    tokens: int
+    step: int
+    loss: float
+    explained_variance: float
+    l0: float
+    dead_fraction: float
+    dictionary: Dictionary | None = None
+    quality: Quality | None = None
+    stopped: bool = False
+
+
+def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 2_000_000,
+                     batch_tokens: int = 4096, lr: float = 1e-3, seed: int = 0, held_out_tokens: int = 32_768,
+                     control: Stopping | None = None) -> Iterator[DictionaryEvent]:
+    """Train a dictionary on ``point`` of ``loaded`` (`dictionary.points_of`: an MLP such as ``mlp/1`` a
+    transcoder, any other hook point an SAE) with d_f = ``d_f_mult`` · d_in features, TopK ``k``, on ``tokens``
+    training tokens in batches of ``batch_tokens``; ``seed`` draws the init and the batches. A ValueError for a
+    point the model does not have or sizes out of range, before any work."""
+    kind, p_in, p_out = points_of(point)
+    for name in dict.fromkeys((p_in, p_out)):
+        hook_point(loaded.model, name)
+    for name, value, lo in (("d_f_mult", d_f_mult, 1), ("k", k, 1), ("tokens", tokens, 1),
+                            ("batch_tokens", batch_tokens, 1), ("held_out_tokens", held_out_tokens, 1)):
+        if int(value) != value or value < lo:
+            raise ValueError(f"{name} = {value!r} must be a whole number ≥ {lo}.")
+    if not (math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr = {lr!r} must be a number > 0.")
+    points = [p_in] if kind == "sae" else [p_in, p_out]
+    data = run_data(loaded)
+    g = torch.Generator().manual_seed(seed)
+    batches = stream(loaded, data, points, batch_tokens, g)
+    first = [next(batches) for _ in range(INIT_BATCHES)]
+    d_in, d_out = first[0][0].shape[1], first[0][-1].shape[1]
+    if not k <= d_f_mult * d_in:
+        raise ValueError(f"k = {k} must be at most d_f = {d_f_mult * d_in} ({d_f_mult} × {d_in}).")
+    steps = max(1, math.ceil(tokens / batch_tokens))
+    d = Dictionary(kind, p_in, p_out, d_in, d_out, d_f_mult * d_in, k)
+    with torch.no_grad():
+        d.W_dec.copy_(torch.randn(d_out, d.d_f, generator=g))
+        d.normalize_decoder()
+        x0, y0 = torch.cat([b[0] for b in first]), torch.cat([b[-1] for b in first])
+        d.b_dec.copy_(y0.mean(0))
+        d.mean_in.copy_(x0.mean(0))
+        d.W_enc.copy_(d.W_dec.T)  # then scaled: the first batches' reconstructions as large as the output's spread
+        spread = (y0 - d.b_dec).norm(dim=1).mean() / (d(x0) - d.b_dec).norm(dim=1).mean().clamp_min(1e-12)
+        d.W_enc.mul_(spread)
+    opt = torch.optim.Adam(d.parameters(), lr=lr, betas=(0.9, 0.999), eps=6.25e-10)
+    decay_from = int(steps * (1 - DECAY_FRACTION))
+    since = torch.zeros(d.d_f, dtype=torch.long)  # tokens since each feature was last active
+    k_aux = max(1, d_in // 2)
+    last, stopped, step, seen = -math.inf, False, 0, 0
+    loss = ev = l0 = 0.0
+    for step in range(1, steps + 1):
+        batch = first.pop(0) if first else next(batches)
+        x, y = batch[0], batch[-1]  # (N, d_in), (N, d_out): an SAE's are one tensor
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, (steps - step + 1) / max(1, steps - decay_from))
+        pre = d.pre_acts(x)
+        f = d.top_k(pre)
+        err = d.decode(f) - y
+        scale = (y - y.mean(0)).pow(2).sum().clamp_min(1e-12)
+        main = err.pow(2).sum() / scale
+        dead = since >= DEAD_TOKENS
+        total = main
+        if dead.any():
+            e = -err.detach()
+            aux = _top(pre.masked_fill(~dead, -math.inf), min(k_aux, int(dead.sum())))
+            total = main + AUX_COEFF * (aux @ d.W_dec.T - e).pow(2).sum() / (e - e.mean(0)).pow(2).sum().clamp_min(1e-12)
+        opt.zero_grad(set_to_none=True)
+        total.backward()
+        with torch.no_grad():
+            assert d.W_dec.grad is not None
+            d.W_dec.grad -= (d.W_dec.grad * d.W_dec).sum(0) * d.W_dec  # no change along the unit columns
+        torch.nn.utils.clip_grad_norm_(d.parameters(), 1.0)
+        opt.step()
+        d.normalize_decoder()
+        active = (f > 0).detach()
+        since += len(x)
+        since[active.any(0)] = 0
+        seen += len(x)
+        loss = float(main.detach())
+        ev, l0 = 1 - loss, float(active.sum(1).float().mean())
+        stopped = control is not None and control.stopping
+        now = time.monotonic()
+        if now - last >= EVENT_INTERVAL_S or step == steps or stopped:
+            last = now
+            yield DictionaryEvent("progress", step / steps, seen, step, loss, ev, l0, float(dead.float().mean()))
+        if stopped:
+            break
+    d.requires_grad_(False)
+    dead_now = float((since >= DEAD_TOKENS).float().mean())
+    yield DictionaryEvent("measuring", step / steps, seen, step, loss, ev, l0, dead_now)
+    quality = measure(loaded, d, held_out(loaded, data, points, held_out_tokens, seed))
+    d.info.update(run=loaded.label, step=loaded.step, quality=quality.to_dict(), training={
+        "tokens": seen, "steps": step, "batch_tokens": batch_tokens, "lr": lr, "seed": seed, "stopped": stopped,
+        "optimizer": "Adam (0.9, 0.999), lr constant then linear to 0 over the last 20%, grad clip 1",
+        "dead_revival": f"AuxK (Gao et al. 2024): k_aux = {k_aux} dead latents reconstruct the residual error, "
+                        f"coefficient 1/32; dead = not active for {DEAD_TOKENS:,} tokens",
+        "init": "W_dec columns random unit, W_enc = s W_dec^T (s: first reconstructions' size), "
+                "b_dec = mean of the output, mean_in = mean of the input"})
+    yield DictionaryEvent("done", step / steps, seen, step, loss, ev, l0, dead_now, d, quality, stopped)
+
+
+def _top(pre: torch.Tensor, n: int) -> torch.Tensor:
+    """The ``n`` largest of each row of ``pre``, ReLU'd, the rest 0."""
+    values, at = pre.topk(n, dim=-1)
+    return torch.zeros_like(pre).scatter(-1, at, values.relu())
+
+
+__all__ = ["train_dictionary", "DictionaryEvent", "Stopping", "DEAD_TOKENS"]
