@@ -6,6 +6,7 @@ import pytest
 from conftest import LONG
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
+from fatstudio.core.inspect.features.dictionary import load, saved_dictionaries
 from fatstudio.core.runs.folder import Run
 from fatstudio.qt.panels.features.panel import FeaturesPanel
 
@@ -70,3 +71,48 @@ def test_weights_of_no_run_folder_say_so_inline_and_train_nothing(qtbot, panel, 
     t = panel.train_section
     assert not t.trainButton.isEnabled() and "no run folder" in t.summary.text()
     assert not t.train()
+
+
+def test_training_a_tiny_dictionary_shows_its_curves_and_quality_and_saves_it_in_the_run(qtbot, panel, workspace,
+                                                                                         run_dir):
+    focus_on(qtbot, workspace, run_dir)
+    t = panel.train_section
+    t.pointCombo.set_value("mlp/1")
+    t.multSpin.setValue(2)
+    t.kSpin.setValue(4)
+    t.tokensSpin.setValue(20_000)
+    events = []
+    workspace.features.train_event.connect(events.append)
+    assert t.train() and t.cancelButton.isEnabled() and not t.trainButton.isEnabled()
+    qtbot.waitUntil(lambda: workspace.features.chosen is not None, timeout=LONG)  # trained, saved, listed, read
+    folder = run_dir / "features" / "mlp-1-step20"
+    assert saved_dictionaries(run_dir) == [folder]
+    d = load(folder)
+    assert (d.kind, d.point_in, d.point_out, d.d_f, d.k) == ("transcoder", "mlp/1/in", "mlp/1/out", 32, 4)
+    assert d.info["step"] == 20 and d.info["run"] == run_dir.name
+    q = d.info["quality"]
+    text = t.summary.text()
+    assert f"explained variance <b>{q['explained_variance']:.3f}</b>" in text and "mean L0" in text
+    assert "dead features" in text and str(folder) in text
+    assert t.progressBar.value() == 1000 and t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
+    assert len(t.series["loss"].x) == sum(e.kind == "progress" for e in events if hasattr(e, "kind")) > 0
+    assert list(t.series["loss"].x) == sorted(t.series["loss"].x)  # against the tokens seen
+    picked = panel.dictionaries.currentItem()
+    assert picked is not None and picked.text().startswith("mlp/1 · step 20")
+    assert workspace.features.chosen.saved.folder == str(folder)
+
+
+def test_cancel_stops_the_training_and_saves_nothing(qtbot, panel, workspace, run_dir, wait_for_jobs):
+    focus_on(qtbot, workspace, run_dir, step=10)
+    t = panel.train_section
+    t.pointCombo.set_value("self/0/resid_post")
+    t.tokensSpin.setValue(50_000_000)  # far more than the test waits for
+    progress = []
+    workspace.features.train_event.connect(progress.append)
+    assert t.train()
+    qtbot.waitUntil(lambda: len(progress) >= 2, timeout=LONG)
+    t.cancelButton.click()
+    assert "cancelled" in t.summary.text() and t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
+    wait_for_jobs(workspace)  # the job's thread has ended
+    assert not (run_dir / "features" / "self-0-resid_post-step10").exists()
+    assert workspace.features.training is None and t.progressBar.value() == 0

@@ -164,17 +164,15 @@ class TrainSection(QGroupBox):
             self.say(f"{html.escape(event.dictionary.describe())}: {quality_words(event.quality)}<br>"
                      f"<span style='color:#555'>saved in {html.escape(event.folder)}</span>")
             return
-        fraction = getattr(event, "fraction", None)
-        if isinstance(fraction, float):
-            self.progressBar.setValue(round(fraction * 1000))
-        tokens = getattr(event, "tokens", None)
-        if tokens is None:
+        self.progressBar.setValue(round(event.fraction * 1000))
+        if event.kind == "measuring":
+            self.say("Measuring its quality on held-out validation tokens (the CE loss score runs the model with "
+                     "the dictionary spliced in)…")
+        if event.kind != "progress":
             return
         for key, series in self.series.items():
-            value = getattr(event, key, None)
-            if isinstance(value, (int, float)):
-                series.extend([tokens], [value])
-                self._lines[key].setData(series.x, series.y)
+            series.extend([event.tokens], [getattr(event, key)])
+            self._lines[key].setData(series.x, series.y)
 
     def _ended(self, status: Status, words: str) -> None:
         if status is Status.CANCELLED:
