@@ -299,8 +299,8 @@ def test_the_head_ablation_summary_shows_a_token_that_looks_like_markup(qtbot, w
 
     view = HeadAblationView(workspace)
     qtbot.addWidget(view)
-    view._on_result(TextAblation(ComponentName.parse("self/0/1"), "zero", ["a", "<|endoftext|>", "b"], [None, 0.5, 0.4],
-                                 [None, 0.1, 0.35]))
+    view._on_result(TextAblation(["a", "<|endoftext|>", "b"], [None, 0.5, 0.4], [None, 0.1, 0.35],
+                                 ComponentName.parse("self/0/1"), "zero"))
     assert "<code>&lt;|endoftext|&gt;</code>" in view.summary.text()  # the most changed token, not read as a tag
 
 

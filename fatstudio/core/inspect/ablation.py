@@ -288,13 +288,11 @@ TEXT_KINDS: tuple[AblationKind, ...] = ("zero", "mean")  # resample needs anothe
 
 
 @dataclass
-class TextAblation:
+class TokenChange:
     """Each token of a text with its probability given what the model reads (`scoring.score_text`), ``before``
-    as the model is and ``after`` with ``component`` knocked out by ``kind``; None for a token that is context
-    only (a next-token text's first)."""
+    as the model is and ``after`` with something changed in it (a head knocked out: `TextAblation`; a feature
+    edited: `features.interventions`); None for a token that is context only (a next-token text's first)."""
 
-    component: ComponentName
-    kind: AblationKind
     tokens: list[str]
     before: list[float | None]
     after: list[float | None]
@@ -312,6 +310,14 @@ class TextAblation:
                          *((i, t, cell(b), cell(a), cell(d)) for i, (t, b, a, d) in rows)])
 
 
+@dataclass
+class TextAblation(TokenChange):
+    """A `TokenChange` with ``component`` knocked out by ``kind``."""
+
+    component: ComponentName
+    kind: AblationKind
+
+
 def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: AblationKind = "zero",
                   source: str | None = None, ablator: Ablator | None = None) -> TextAblation:
     """Score ``text`` (an edt: the target, given ``source``) with the model as it is and with component ``name``
@@ -324,11 +330,12 @@ def text_ablation(loaded: LoadedModel, name: ComponentName, text: str, kind: Abl
     before = score_text(loaded, text, source, alternatives=0)
     with replaced({c: fn}):
         after = score_text(loaded, text, source, alternatives=0)
-    return TextAblation(name, kind, [t.text for t in before.tokens], [t.prob for t in before.tokens],
-                        [t.prob for t in after.tokens])
+    return TextAblation([t.text for t in before.tokens], [t.prob for t in before.tokens], [t.prob for t in after.tokens],
+                        name, kind)
 
 
-__all__ = ["AblationKind", "KINDS", "TEXT_KINDS", "TextAblation", "text_ablation", "Ablator", "check_kind", "KnockoutRow",
+__all__ = ["AblationKind", "KINDS", "TEXT_KINDS", "TokenChange", "TextAblation", "text_ablation", "Ablator", "check_kind",
+           "KnockoutRow",
            "KnockoutTable", "ValidationBatch", "ablator_for", "knockout_table", "row_losses", "second_copy_mask", "task_logits",
            "validation_batch",
            "validation_dataset", "validation_data"]
