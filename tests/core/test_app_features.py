@@ -13,6 +13,7 @@ from fatstudio.core.app.features import GRAPH, TRAIN, Features, default_point, t
 from fatstudio.core.app.focus import Focus
 from fatstudio.core.app.jobs import Jobs, Mailbox
 from fatstudio.core.inspect.features.dictionary import Dictionary, dictionary_folder
+from fatstudio.core.inspect.features.graph import Node
 from fatstudio.core.model.hooks import point_names
 from fatstudio.core.runs.folder import Run
 
@@ -43,7 +44,11 @@ def state():
 def save_dictionary(run, point: str, step: int, kind="transcoder") -> Dictionary:
     p_in, p_out = (f"{point}/in", f"{point}/out") if kind == "transcoder" else (point, point)
     d = Dictionary(kind, p_in, p_out, 16, 16, 32, 4, info={"step": step, "quality": {"explained_variance": 0.9}})
+    torch.manual_seed(0)
     torch.nn.init.normal_(d.W_dec)
+    d.normalize_decoder()
+    with torch.no_grad():
+        d.W_enc.copy_(d.W_dec.T)
     d.save(dictionary_folder(run, point, step))
     return d
 
@@ -117,3 +122,46 @@ def test_a_graph_needs_a_transcoder_for_every_mlp_at_one_step_and_a_pre_ln_decod
     features.failed.connect(lambda key, message: failed.append((key, message)))
     assert not features.build_graph("the quick")
     assert failed[-1][0] == GRAPH and "bert" in failed[-1][1] and "pre-LN decoders" in failed[-1][1]
+
+
+def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, run):
+    features, focus, mailbox = state
+    focus.show(Run.open(run).load_model(step=20), str(run))
+    focus.set_text("the quick brown fox")
+    save_dictionary(run, "mlp/0", 20)
+    features.refresh()
+    drain(mailbox, features.jobs)
+    saved = next(s for s in features.saved if s.point == "mlp/0" and s.step == 20)
+    features.choose(saved)
+    drain(mailbox, features.jobs)
+    assert features.chosen is not None and features.chosen.saved == saved
+    assert len(features.chosen.stats.stats()) == 32  # every feature listed
+    shown, failed = [], []
+    features.dashboard_ready.connect(shown.append)
+    features.failed.connect(lambda key, message: failed.append(message))
+    features.choose_feature(3)
+    drain(mailbox, features.jobs)
+    assert shown, failed
+    assert shown[0].feature == 3 and shown[0].dashboard.stats.index == 3
+    assert shown[0].on_text is None and "more than this model's l_max = 16" in shown[0].note  # said, not failed
+    focus.set_text("the quick")
+    features.choose_feature(3)
+    drain(mailbox, features.jobs)
+    assert shown[-1].on_text.tokens[:3] == ["t", "h", "e"] and shown[-1].on_text.acts.shape == (9, 32)
+    assert features.build_graph("the quick brown")
+    drain(mailbox, features.jobs)
+    graph = features.graph
+    assert graph is not None and graph.nodes[graph.target_index].kind == "logit"
+    assert any(n.kind == "feature" for n in graph.nodes)
+    # a node before the last position: interventions.intervene scores the prompt without its last token, so an
+    # edit at the last position fails there (reported)
+    node = Node("feature", 0, 3, 23, 1.0, "q")
+    edits = []
+    features.edit_ready.connect(edits.append)
+    assert features.intervene_on_node(node)
+    drain(mailbox, features.jobs)
+    assert edits[-1].describe() == f"feature {node.feature + 1} of mlp/0 zeroed at position {node.position + 1}"
+    assert features.intervene(saved.folder, 5, "the quick brown", value=3.0)
+    drain(mailbox, features.jobs)
+    assert edits[-1].describe() == "feature 6 of mlp/0 clamped to 3 at every position"
+    assert edits[-1].tokens[:3] == ["t", "h", "e"] and len(edits[-1].next_tokens) >= 5

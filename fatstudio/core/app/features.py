@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from psygnal import Signal
 
 from .focus import Focus
-from .jobs import JobFailure, Jobs, Status
+from .jobs import Jobs, Status
 
 if TYPE_CHECKING:
     from ..inference.loaded import LoadedModel
@@ -73,11 +73,12 @@ class Chosen:
 @dataclass
 class Shown:
     """A feature's dashboard (0-based ``feature``; the dashboard core's `Dashboard`) and its activations on the
-    focus's text (``on_text``: `TextActivations`, None without a text)."""
+    focus's text (``on_text``: `TextActivations`; None without one, ``note`` saying why)."""
 
     feature: int
     dashboard: Any
     on_text: Any
+    note: str = ""
 
 
 @dataclass
@@ -165,6 +166,7 @@ class Features:
         self.feature: int | None = None
         self.dashboard: Any = None
         self.graph: Any = None
+        self.graph_of: GraphRequest | None = None  # what the graph shown (or being built) was asked for
         self.edit: Any = None
         self.quality: dict | None = None
 
@@ -298,21 +300,35 @@ class Features:
         if isinstance(request, str):
             self.failed.emit(GRAPH, request)
             return False
+        self.graph_of = request
         self.jobs.submit(GRAPH, _graph, self.run, self.loaded, request, on_result=self._graph,
                          on_error=lambda m: self.failed.emit(GRAPH, m))
         return True
+
+    def intervene_on_node(self, node: Any, value: float = 0.0, everywhere: bool = False) -> bool:
+        """`intervene` on a feature node of the graph shown (its layer's transcoder, at its position unless
+        ``everywhere``), rerunning the graph's prompt."""
+        request = self.graph_of
+        if request is None or getattr(node, "kind", None) != "feature":
+            self.failed.emit(EDIT, "Click a feature node of a graph to intervene on it.")
+            return False
+        return self.intervene(request.transcoders[node.layer], node.feature, request.prompt, value,
+                              None if everywhere else node.position, step=request.step)
 
     def _graph(self, graph: Any) -> None:
         self.graph = graph
         self.graph_ready.emit(graph)
 
-    def intervene(self, folder: str, feature: int, prompt: str, value: float = 0.0, position: int | None = None) -> bool:
+    def intervene(self, folder: str, feature: int, prompt: str, value: float = 0.0, position: int | None = None,
+                  step: int | None = None) -> bool:
         """Set ``feature`` (0-based) of the dictionary in ``folder`` to ``value`` (0: zero it) at ``position``
-        (None: all) and rerun ``prompt`` (in a job; ``edit_ready`` brings the probabilities before and after)."""
+        (None: all) and rerun ``prompt`` with the weights of ``step`` (None: the chosen dictionary's) (in a job;
+        ``edit_ready`` brings the probabilities before and after)."""
         if self.loaded is None or self.run is None or not prompt:
             self.failed.emit(EDIT, "Write a prompt, with a run's weights in focus, to intervene on a feature.")
             return False
-        step = self.chosen.saved.step if self.chosen is not None else self.loaded.step
+        if step is None:
+            step = self.chosen.saved.step if self.chosen is not None else self.loaded.step
         self.jobs.submit(EDIT, _intervene, self.run, self.loaded, step, folder, feature, prompt, value, position,
                          on_result=self._edited, on_error=lambda m: self.failed.emit(EDIT, m))
         return True
@@ -381,10 +397,16 @@ def _choose(run: str, loaded: LoadedModel | None, saved: Saved, progress: Any = 
 
 
 def _dashboard(chosen: Chosen, feature: int, text: str) -> Shown:
+    """Feature ``feature``'s dashboard and its activations on ``text`` (a text the model cannot read, said why)."""
     from ..inspect.features.dashboard import text_activations
 
-    on_text = text_activations(chosen.loaded, chosen.dictionary, text) if text else None
-    return Shown(feature, chosen.stats.dashboard(feature), on_text)
+    dashboard = chosen.stats.dashboard(feature)
+    if not text:
+        return Shown(feature, dashboard, None, "Write a text in the Prompt tab to see this feature on it.")
+    try:
+        return Shown(feature, dashboard, text_activations(chosen.loaded, chosen.dictionary, text))
+    except ValueError as e:
+        return Shown(feature, dashboard, None, f"The Prompt text: {e}")
 
 
 def _graph(run: str, loaded: LoadedModel | None, request: GraphRequest) -> Any:
@@ -397,12 +419,11 @@ def _graph(run: str, loaded: LoadedModel | None, request: GraphRequest) -> Any:
 
 def _intervene(run: str, loaded: LoadedModel | None, step: int, folder: str, feature: int, prompt: str,
                value: float, position: int | None) -> Any:
+    """`interventions.intervene`: ``prompt`` scored as the model is and with the feature set."""
     from ..inspect.features.dictionary import load
-    from ..inspect.features.interventions import intervene
+    from ..inspect.features.interventions import FeatureEdit, intervene
 
-    if not prompt:
-        raise JobFailure("Write a prompt to rerun.")
-    return intervene(weights(run, loaded, step), load(folder), feature, prompt, value=value, position=position)
+    return intervene(weights(run, loaded, step), prompt, [FeatureEdit(load(folder), feature, value, position)])
 
 
 __all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "GraphRequest", "trainable_points", "default_point",
