@@ -158,10 +158,13 @@ def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, 
     node = Node("feature", 0, 3, 23, 1.0, "q")
     edits = []
     features.edit_ready.connect(edits.append)
-    assert features.intervene_on_node(node)
+    target = features.node_target(node)
+    assert target.folder == saved.folder and target.prompt == "the quick brown" and target.step == 20
+    assert features.intervene(target)
     drain(mailbox, features.jobs)
-    assert edits[-1].describe() == f"feature {node.feature + 1} of mlp/0 zeroed at position {node.position + 1}"
-    assert features.intervene(saved.folder, 5, "the quick brown", value=3.0)
+    assert edits[-1].describe() == "feature 24 of mlp/0 zeroed at position 4"
+    assert features.node_target(graph.nodes[0]) is None  # an embedding
+    assert features.intervene(features.feature_target(5, "the quick brown"), value=3.0)
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == "feature 6 of mlp/0 clamped to 3 at every position"
     assert edits[-1].tokens[:3] == ["t", "h", "e"] and len(edits[-1].next_tokens) >= 5

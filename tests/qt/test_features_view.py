@@ -116,3 +116,47 @@ def test_cancel_stops_the_training_and_saves_nothing(qtbot, panel, workspace, ru
     wait_for_jobs(workspace)  # the job's thread has ended
     assert not (run_dir / "features" / "self-0-resid_post-step10").exists()
     assert workspace.features.training is None and t.progressBar.value() == 0
+
+
+def random_transcoder(run_dir, layer: int, step: int):
+    import torch
+
+    from fatstudio.core.inspect.features.dictionary import Dictionary, dictionary_folder
+
+    torch.manual_seed(layer)
+    d = Dictionary("transcoder", f"mlp/{layer}/in", f"mlp/{layer}/out", 16, 16, 32, 4, info={"step": step})
+    torch.nn.init.normal_(d.W_dec)
+    d.normalize_decoder()
+    with torch.no_grad():
+        d.W_enc.copy_(d.W_dec.T)
+    return d.save(dictionary_folder(run_dir, f"mlp/{layer}", step))
+
+
+def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboard_and_can_be_zeroed(
+        qtbot, panel, workspace, run_dir):
+    folder = random_transcoder(run_dir, 0, 10)
+    workspace.set_prompt_text("the lazy dog")
+    focus_on(qtbot, workspace, run_dir, step=10)
+    items = {panel.dictionaries.item(r).text(): r for r in range(panel.dictionaries.count())}
+    row = next(r for text, r in items.items() if text.startswith("mlp/0 · step 10"))
+    panel.dictionaries.setCurrentRow(row)
+    section = panel.feature_section
+    qtbot.waitUntil(lambda: section.list.table.rowCount() == 32, timeout=LONG)
+    assert "32 features" in section.summary.text()
+    qtbot.waitUntil(lambda: section.dashboard.dashboard is not None, timeout=LONG)  # the first feature's
+    section.list.select_feature(6)
+    qtbot.waitUntil(lambda: section.dashboard.dashboard.stats.index == 6, timeout=LONG)
+    assert section.dashboard.title.text().startswith("<b>Feature 7</b>")
+    assert section.dashboard.promptTokens.toPlainText() == "the lazy dog"  # the Prompt text, tinted
+    edit = panel.edit_section
+    assert edit.target.feature == 6 and edit.target.folder == str(folder) and edit.zeroButton.isEnabled()
+    assert "feature 7 of mlp/0 (step 10)" in edit.title.text() and "the lazy dog" in edit.title.text()
+    edit.clampValue.setValue(4.0)
+    edit.clampButton.click()
+    qtbot.waitUntil(lambda: edit.table.rowCount() > 0, timeout=LONG)
+    assert "feature 7 of mlp/0 clamped to 4 at every position" in edit.summary.text()
+    assert edit.text.toPlainText() == "the lazy dog" and edit.table.item(0, 3).text().startswith(("+", "-"))
+    workspace.set_model(Run.open(run_dir).load_model(step=20), str(run_dir))  # another focus: all of it goes
+    assert section.list.table.rowCount() == 0 and section.dashboard.dashboard is None
+    assert edit.target is None and edit.table.rowCount() == 0 and workspace.features.chosen is None
+    assert panel.dictionaries.currentItem() is None

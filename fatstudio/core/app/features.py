@@ -81,6 +81,19 @@ class Shown:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class EditTarget:
+    """What an intervention acts on: feature ``feature`` (0-based) of the dictionary in ``folder`` at
+    ``position`` (None: every position) of ``prompt``, with the run's weights of ``step``; ``words`` names it."""
+
+    folder: str
+    feature: int
+    prompt: str
+    position: int | None
+    step: int
+    words: str
+
+
 @dataclass
 class GraphRequest:
     """What a graph was asked for: the prompt, the target token (None: the model's top prediction) and the
@@ -305,32 +318,39 @@ class Features:
                          on_error=lambda m: self.failed.emit(GRAPH, m))
         return True
 
-    def intervene_on_node(self, node: Any, value: float = 0.0, everywhere: bool = False) -> bool:
-        """`intervene` on a feature node of the graph shown (its layer's transcoder, at its position unless
-        ``everywhere``), rerunning the graph's prompt."""
-        request = self.graph_of
-        if request is None or getattr(node, "kind", None) != "feature":
-            self.failed.emit(EDIT, "Click a feature node of a graph to intervene on it.")
-            return False
-        return self.intervene(request.transcoders[node.layer], node.feature, request.prompt, value,
-                              None if everywhere else node.position, step=request.step)
-
     def _graph(self, graph: Any) -> None:
         self.graph = graph
         self.graph_ready.emit(graph)
 
-    def intervene(self, folder: str, feature: int, prompt: str, value: float = 0.0, position: int | None = None,
-                  step: int | None = None) -> bool:
-        """Set ``feature`` (0-based) of the dictionary in ``folder`` to ``value`` (0: zero it) at ``position``
-        (None: all) and rerun ``prompt`` with the weights of ``step`` (None: the chosen dictionary's) (in a job;
-        ``edit_ready`` brings the probabilities before and after)."""
-        if self.loaded is None or self.run is None or not prompt:
+    def node_target(self, node: Any) -> EditTarget | None:
+        """What an intervention on a node of the graph shown acts on: a feature node's feature of its layer's
+        transcoder at its position, on the graph's prompt and weights (None: not a feature node)."""
+        request = self.graph_of
+        if request is None or getattr(node, "kind", None) != "feature":
+            return None
+        return EditTarget(request.transcoders[node.layer], node.feature, request.prompt, node.position,
+                          request.step, f"feature {node.feature + 1} of mlp/{node.layer} at position "
+                          f"{node.position + 1} (“{node.token}”)")
+
+    def feature_target(self, feature: int, prompt: str) -> EditTarget | None:
+        """What an intervention on feature ``feature`` of the chosen dictionary acts on: every position of
+        ``prompt``, with the dictionary's weights (None: no dictionary chosen)."""
+        c = self.chosen
+        if c is None:
+            return None
+        return EditTarget(c.saved.folder, feature, prompt, None, c.saved.step,
+                          f"feature {feature + 1} of {c.saved.point} (step {c.saved.step:,})")
+
+    def intervene(self, target: EditTarget, value: float = 0.0, everywhere: bool = False) -> bool:
+        """Set ``target``'s feature to ``value`` (0: zero it) at its position (every position if ``everywhere``
+        or it has none) and rerun its prompt (in a job; ``edit_ready`` brings the probabilities before and
+        after)."""
+        if self.loaded is None or self.run is None or not target.prompt:
             self.failed.emit(EDIT, "Write a prompt, with a run's weights in focus, to intervene on a feature.")
             return False
-        if step is None:
-            step = self.chosen.saved.step if self.chosen is not None else self.loaded.step
-        self.jobs.submit(EDIT, _intervene, self.run, self.loaded, step, folder, feature, prompt, value, position,
-                         on_result=self._edited, on_error=lambda m: self.failed.emit(EDIT, m))
+        position = None if everywhere else target.position
+        self.jobs.submit(EDIT, _intervene, self.run, self.loaded, target, value, position, on_result=self._edited,
+                         on_error=lambda m: self.failed.emit(EDIT, m))
         return True
 
     def _edited(self, result: Any) -> None:
@@ -417,14 +437,15 @@ def _graph(run: str, loaded: LoadedModel | None, request: GraphRequest) -> Any:
     return prune(graph_for_text(weights(run, loaded, request.step), transcoders, request.prompt, request.target))
 
 
-def _intervene(run: str, loaded: LoadedModel | None, step: int, folder: str, feature: int, prompt: str,
-               value: float, position: int | None) -> Any:
-    """`interventions.intervene`: ``prompt`` scored as the model is and with the feature set."""
+def _intervene(run: str, loaded: LoadedModel | None, target: EditTarget, value: float,
+               position: int | None) -> Any:
+    """`interventions.intervene`: the target's prompt scored as the model is and with the feature set."""
     from ..inspect.features.dictionary import load
     from ..inspect.features.interventions import FeatureEdit, intervene
 
-    return intervene(weights(run, loaded, step), prompt, [FeatureEdit(load(folder), feature, value, position)])
+    edit = FeatureEdit(load(target.folder), target.feature, value, position)
+    return intervene(weights(run, loaded, target.step), target.prompt, [edit])
 
 
-__all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "GraphRequest", "trainable_points", "default_point",
+__all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "EditTarget", "GraphRequest", "trainable_points", "default_point",
            "graph_problem", "transcoders_at", "KEYS"]

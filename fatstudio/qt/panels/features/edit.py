@@ -6,7 +6,6 @@ likely before and after (``featuresEditTable``)."""
 from __future__ import annotations
 
 import html
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -29,22 +28,10 @@ from ...widgets.forms import float_spin
 from ...widgets.token_view import TokenView, signed_tint
 
 if TYPE_CHECKING:
-    from ....core.app.features import Features
+    from ....core.app.features import EditTarget, Features
     from ....core.inspect.features.interventions import FeatureIntervention
 
 COLUMNS = ("next token", "p before", "p after", "Δp")
-
-
-@dataclass(frozen=True)
-class Target:
-    """What an intervention acts on: feature ``feature`` (0-based) of the dictionary in ``folder``, at
-    ``position`` (None: every position) of ``prompt``; ``words`` names it."""
-
-    folder: str
-    feature: int
-    prompt: str
-    position: int | None
-    words: str
 
 
 class EditSection(QWidget):
@@ -53,7 +40,7 @@ class EditSection(QWidget):
     def __init__(self, features: Features, parent=None):
         super().__init__(parent, objectName="featuresEdit")
         self.features = features
-        self.target: Target | None = None
+        self.target: EditTarget | None = None
         self.title = QLabel(objectName="featuresEditTitle")
         self.title.setTextFormat(Qt.TextFormat.RichText)
         self.title.setWordWrap(True)
@@ -95,7 +82,7 @@ class EditSection(QWidget):
         features.failed.connect(lambda key, message: self.say(message, True) if key == EDIT else None)
         self.set_target(None)
 
-    def set_target(self, target: Target | None) -> None:
+    def set_target(self, target: EditTarget | None) -> None:
         self.target = target
         self.text.clear_tokens()
         self.table.setRowCount(0)
@@ -103,7 +90,8 @@ class EditSection(QWidget):
             button.setEnabled(target is not None)
         self.everywhere.setChecked(target is None or target.position is None)
         self.everywhere.setEnabled(target is not None and target.position is not None)
-        self.title.setText(f"<b>Intervene:</b> {html.escape(target.words)}" if target is not None else
+        self.title.setText(f"<b>Intervene:</b> {html.escape(target.words)} on “{html.escape(target.prompt)}”"
+                           if target is not None else
                            "<b>Intervene:</b> click a feature in the graph or choose one in the list.")
         self.say("")
 
@@ -115,11 +103,11 @@ class EditSection(QWidget):
         t = self.target
         if t is None:
             return False
-        position = None if self.everywhere.isChecked() else t.position
-        started = self.features.intervene(t.folder, t.feature, t.prompt, value, position)
+        everywhere = self.everywhere.isChecked()
+        started = self.features.intervene(t, value, everywhere)
         if started:
             how = "zeroed" if value == 0 else f"clamped to {value:g}"
-            where = "at every position" if position is None else f"at position {position + 1}"
+            where = "at every position" if everywhere or t.position is None else f"at position {t.position + 1}"
             self.say(f"Rerunning the prompt with feature {t.feature + 1} {how} {where}…")
         return started
 

@@ -95,6 +95,7 @@ class FeaturesPanel(QWidget):
         lay.addWidget(self.focusLabel)
         lay.addWidget(split, 1)
         self.dictionaries.currentItemChanged.connect(self._picked)
+        self.feature_section.featureChosen.connect(self._feature_chosen)
         f.cleared.connect(self._cleared)
         f.listed.connect(self._listed)
         f.chosen_changed.connect(self._chosen)
@@ -146,6 +147,14 @@ class FeaturesPanel(QWidget):
                   + (f"<br>{quality_words(chosen.saved.quality)}" if chosen.saved.quality else ""))
         if chosen.recovered is not None:
             self.recovered.setText(recovered_words(chosen.recovered))
+
+    # ---- what an intervention acts on -------------------------------------------------------------------
+    def prompt(self) -> str:
+        """The prompt an intervention reruns: the graph page's (the Prompt text to begin with)."""
+        return self.graph_section.prompt.text() or self.workspace.focus.text
+
+    def _feature_chosen(self, feature: int) -> None:
+        self.edit_section.set_target(self.features.feature_target(feature, self.prompt()))
 
     def _say(self, text: str, error: bool = False) -> None:
         self.dictionaryLabel.setText(text)
