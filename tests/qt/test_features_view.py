@@ -2,8 +2,11 @@
 trains a dictionary through the one job system (live curves, the quality numbers at the end, a folder saved in the
 run's features/), Cancel stops it, the saved dictionaries are listed and chosen, and another focus clears what
 was shown; what cannot be done is said inline."""
+import shutil
+
 import pytest
 from conftest import LONG
+from PySide6.QtCore import Qt
 
 from fatstudio.core.config import DataConfig, ModelConfig, RunConfig, TrainConfig
 from fatstudio.core.inspect.features.dictionary import load, saved_dictionaries
@@ -160,3 +163,30 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     assert section.list.table.rowCount() == 0 and section.dashboard.dashboard is None
     assert edit.target is None and edit.table.rowCount() == 0 and workspace.features.chosen is None
     assert panel.dictionaries.currentItem() is None
+
+
+def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_node_is_the_edit_target(
+        qtbot, panel, workspace, run_dir):
+    shutil.rmtree(run_dir / "features", ignore_errors=True)  # other tests' dictionaries
+    focus_on(qtbot, workspace, run_dir, step=10)
+    g = panel.graph_section
+    panel.pages.setCurrentWidget(g)
+    g.prompt.setText("the lazy")
+    assert not g.build()
+    assert "train mlp/0, mlp/1 at step 10 first" in g.summary.text()
+    for layer in (0, 1):
+        random_transcoder(run_dir, layer, 10)
+    workspace.features.refresh()
+    qtbot.waitUntil(lambda: len(workspace.features.saved) >= 2, timeout=LONG)
+    assert g.build()
+    qtbot.waitUntil(lambda: g.nodes.rowCount() > 0, timeout=LONG)
+    graph = workspace.features.graph
+    assert g.nodes.rowCount() == len(graph.nodes) and "Logit of" in g.summary.text()
+    shown = [float(g.nodes.item(r, 2).text()) for r in range(g.nodes.rowCount())]
+    assert shown == sorted(shown, reverse=True)  # the most influential first
+    row = next(r for r in range(g.nodes.rowCount()) if g.nodes.item(r, 1).text() == "feature")
+    g.nodes.setCurrentCell(row, 0)
+    target = panel.edit_section.target
+    node = graph.nodes[g.nodes.item(row, 0).data(Qt.ItemDataRole.UserRole)]
+    assert target is not None and target.folder.endswith(f"mlp-{node.layer}-step10") and target.position == node.position
+    assert target.prompt == "the lazy" and not panel.edit_section.everywhere.isChecked()

@@ -1,19 +1,33 @@
 """The Features tab's attribution graph page (``featuresGraph``): a prompt (``featuresPrompt``, the Prompt tab's
 text to begin with) and a target token (``featuresTarget``; empty: the model's most likely next token), Build
 (``featuresGraphButton``), and the graph of the target's logit through the transcoders of every MLP layer
-(`Features.build_graph`), pruned. Clicking a feature node asks for an intervention on it (``nodeClicked``)."""
+(`Features.build_graph`), pruned: its nodes, most influential first (``featuresGraphNodes``). Clicking a feature
+node asks for an intervention on it (``nodeClicked``)."""
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ....core.app.features import GRAPH
 
 if TYPE_CHECKING:
     from ....core.app.features import Features
+
+NODE_COLUMNS = ("node", "kind", "influence", "direct effect", "activation", "what it is")
 
 
 class GraphSection(QWidget):
@@ -24,6 +38,7 @@ class GraphSection(QWidget):
     def __init__(self, features: Features, parent=None):
         super().__init__(parent, objectName="featuresGraph")
         self.features = features
+        self.graph: Any = None  # the graph shown
         self.prompt = QLineEdit(objectName="featuresPrompt")
         self.prompt.setPlaceholderText("a prompt whose next token to trace")
         self.target = QLineEdit(objectName="featuresTarget")
@@ -44,10 +59,23 @@ class GraphSection(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.nodes = QTableWidget(0, len(NODE_COLUMNS), objectName="featuresGraphNodes")
+        self.nodes.setHorizontalHeaderLabels(list(NODE_COLUMNS))
+        self.nodes.setToolTip("The graph's nodes, most influential on the logit first: influence (the share of "
+                              "the logit's attribution flowing through the node, along every path) and the direct "
+                              "effect (its edge into the logit). Click a feature to intervene on it.")
+        self.nodes.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.nodes.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.nodes.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.nodes.verticalHeader().setVisible(False)
+        self.nodes.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
+        self.nodes.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.nodes.horizontalHeader().setStretchLastSection(True)
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
         lay.addWidget(self.summary)
-        self.layout_ = lay
+        lay.addWidget(self.nodes, 1)
+        self.nodes.currentCellChanged.connect(lambda row, *_: self._node_chosen(row))
         self.buildButton.clicked.connect(self.build)
         self.prompt.returnPressed.connect(self.build)
         features.cleared.connect(self._cleared)
@@ -61,6 +89,8 @@ class GraphSection(QWidget):
             self.prompt.setText(text)
 
     def _cleared(self) -> None:
+        self.graph = None
+        self.nodes.setRowCount(0)
         if not self.prompt.text():
             self.prompt.setText(self.features.focus.text)
         self.say("Build the graph of a prompt: how its next token's logit comes from the tokens, the features of "
@@ -74,6 +104,25 @@ class GraphSection(QWidget):
 
     def _show(self, graph: Any) -> None:
         self.say(graph_words(graph))
+        self.graph = graph
+        direct = graph.adjacency[graph.target_index]
+        order = sorted(range(len(graph.nodes)), key=lambda i: -float(graph.influence[i]))
+        self.nodes.blockSignals(True)
+        self.nodes.setRowCount(len(order))
+        for row, i in enumerate(order):
+            node = graph.nodes[i]
+            cells = (node.label(), node.kind, f"{float(graph.influence[i]):.3f}", f"{float(direct[i]):+.3f}",
+                     f"{node.activation:.3g}", node.describe())
+            for c, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, i)
+                self.nodes.setItem(row, c, item)
+        self.nodes.blockSignals(False)
+
+    def _node_chosen(self, row: int) -> None:
+        item = self.nodes.item(row, 0) if row >= 0 else None
+        if item is not None and self.graph is not None:
+            self.nodeClicked.emit(self.graph.nodes[item.data(Qt.ItemDataRole.UserRole)])
 
     def say(self, text: str, error: bool = False) -> None:
         self.summary.setText(text if "<" in text else html.escape(text))

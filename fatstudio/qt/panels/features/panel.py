@@ -96,6 +96,7 @@ class FeaturesPanel(QWidget):
         lay.addWidget(split, 1)
         self.dictionaries.currentItemChanged.connect(self._picked)
         self.feature_section.featureChosen.connect(self._feature_chosen)
+        self.graph_section.nodeClicked.connect(lambda node: self.edit_section.set_target(f.node_target(node)))
         f.cleared.connect(self._cleared)
         f.listed.connect(self._listed)
         f.chosen_changed.connect(self._chosen)
