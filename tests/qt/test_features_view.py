@@ -98,8 +98,8 @@ def test_training_a_tiny_dictionary_shows_its_curves_and_quality_and_saves_it_in
     assert f"explained variance <b>{q['explained_variance']:.3f}</b>" in text and "mean L0" in text
     assert "dead features" in text and str(folder) in text
     assert t.progressBar.value() == 1000 and t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
-    assert len(t.series["loss"].x) == sum(e.kind == "progress" for e in events if hasattr(e, "kind")) > 0
-    assert list(t.series["loss"].x) == sorted(t.series["loss"].x)  # against the tokens seen
+    assert len(t.series["explained_variance"].x) == sum(e.kind == "progress" for e in events if hasattr(e, "kind")) > 0
+    assert list(t.series["explained_variance"].x) == sorted(t.series["explained_variance"].x)  # against the tokens seen
     picked = panel.dictionaries.currentItem()
     assert picked is not None and picked.text().startswith("mlp/1 · step 20")
     assert workspace.features.chosen.saved.folder == str(folder)

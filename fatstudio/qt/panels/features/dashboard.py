@@ -40,7 +40,7 @@ class FeatureSection(QWidget):
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         em = self.fontMetrics().horizontalAdvance("m")
-        split.setSizes([24 * em, 60 * em])
+        split.setSizes([26 * em, 66 * em])
         lay = QVBoxLayout(self)
         lay.addWidget(self.summary)
         lay.addWidget(split, 1)

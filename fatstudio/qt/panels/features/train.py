@@ -1,7 +1,8 @@
 """The Features tab's Train section (``featuresTrain``): a dictionary on a hook point of the focused run at one of
 its saved steps (an MLP: a transcoder from its input to its output; any other point: an SAE), its size (d_f a
-multiple of d_e), k and the tokens to train on; Train and Cancel, a progress bar, live curves of the loss, the
-explained variance and L0, and the quality numbers at the end. The training is `Features.train`'s job."""
+multiple of d_e), k and the tokens to train on; Train and Cancel, a progress bar, live curves of the batches'
+explained variance (1 − the normalized MSE loss the dictionary is trained on), L0 and the fraction of dead
+features, and the quality numbers at the end. The training is `Features.train`'s job."""
 from __future__ import annotations
 
 import html
@@ -20,8 +21,9 @@ from ...widgets.forms import Form, ValueCombo, int_spin
 if TYPE_CHECKING:
     from ....core.app.features import Features
 
-CURVES = (("loss", "loss", (31, 119, 180)), ("explained_variance", "explained variance", (44, 160, 44)),
-          ("l0", "L0", (214, 39, 40)))  # (event attribute, title, colour)
+CURVES = (("explained_variance", "explained variance (1 − loss)", (44, 160, 44)),
+          ("l0", "L0 (active per token)", (31, 119, 180)),
+          ("dead_fraction", "dead fraction", (214, 39, 40)))  # (event attribute, title, colour)
 QUALITY = (("explained_variance", "explained variance", "{:.3f}"), ("ce_loss_score", "CE loss score", "{:.3f}"),
            ("l0", "mean L0", "{:.1f}"), ("dead_fraction", "dead features", "{:.1%}"))
 
@@ -65,8 +67,13 @@ class TrainSection(QGroupBox):
         buttons.addWidget(self.progressBar, 1)
         self.curves = pg.GraphicsLayoutWidget()
         self.curves.setObjectName("featuresCurves")
+        self.curves.setToolTip("Each training batch: the explained variance (1 − the normalized MSE loss the "
+                               "dictionary is trained on), L0 (features active per token: k at most) and the fraction "
+                               "of features dead (not active for a while; AuxK revives them), against tokens seen.")
         self.curves.setBackground("w")
-        self.curves.setMinimumHeight(3 * (self.fontMetrics().height() * 4))
+        line = self.fontMetrics().height()
+        self.curves.setMinimumHeight(18 * line)
+        self.curves.setMaximumHeight(24 * line)
         self.series: dict[str, Series] = {}
         self._lines: dict[str, Any] = {}
         for row, (key, title, color) in enumerate(CURVES):
@@ -85,6 +92,7 @@ class TrainSection(QGroupBox):
         lay.addLayout(buttons)
         lay.addWidget(self.curves, 1)
         lay.addWidget(self.summary)
+        lay.addStretch(0)
         self.trainButton.clicked.connect(self.train)
         self.cancelButton.clicked.connect(self.cancel)
         features.cleared.connect(self._cleared)
