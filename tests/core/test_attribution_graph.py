@@ -218,3 +218,17 @@ def test_an_intervention_gives_the_probabilities_as_the_head_ablation_does(loade
         graph_for_text(loaded, tcs, text, target="qu")
     with pytest.raises(ValueError, match="write a prompt"):
         graph_for_text(loaded, tcs, "")
+
+
+def test_a_run_s_saved_transcoders_are_found_by_layer_or_the_missing_ones_named(tmp_path):
+    from fatstudio.core.inspect.features.dictionary import dictionary_folder
+    from fatstudio.core.inspect.features.graph import saved_transcoders
+
+    model = tiny("gpt")
+    tcs = transcoders(model)
+    tcs[1].save(dictionary_folder(tmp_path, "mlp/1", 30))
+    with pytest.raises(ValueError, match="no transcoder of mlp/0 at step 30"):
+        saved_transcoders(tmp_path, 30, 2)
+    tcs[0].save(dictionary_folder(tmp_path, "mlp/0", 30))
+    got = saved_transcoders(tmp_path, 30, 2)
+    assert [d.point_in for d in got] == ["mlp/0/in", "mlp/1/in"] and torch.equal(got[1].W_dec, tcs[1].W_dec)

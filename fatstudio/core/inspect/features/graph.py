@@ -13,8 +13,10 @@ the sum over the source nodes s: the edge A[target, s] is s's direct effect, alo
 through the frozen attention, not through other nodes (a feature's activation is held at its value, the MLPs are
 gone). ``baseline`` is the target with every source zero: what the biases alone give (b_o, b_v, β, each
 transcoder's b_dec, b_enc and μ, passed through the frozen attention and norms). So the edges into the logit sum
-to its change, ``logit − baseline``, exactly up to float rounding. Gradients come from batched backward passes
-of one forward pass of B copies of the prompt, each copy carrying one target.
+to its change, ``logit − baseline``, exactly up to float rounding. The gradients of all targets come from one
+backward pass written out by hand (the transposes of the frozen norms and attention, `Replacement.stream_grad`,
+`Replacement.attention_grad`), with a row per target; ``baseline`` from a forward pass of the replacement model
+with its sources zero, so the sum checks the one against the other.
 
 Pruning (`prune`) as circuit-tracer prunes: Â = |A| with each target's row normalised to sum 1; a node's
 influence on the logit is the logit's row of Â + Â² + … (every path, each step weighted by its share). The nodes
@@ -29,18 +31,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import torch
 
 from ...data.tokenization import TokenizerLike
 from ...inference.prompting import token_labels
-from .dictionary import Dictionary
+from .dictionary import INFO, Dictionary, dictionary_folder, load
 from .replacement import Replacement, transcoders_by_layer
 
 NodeKind = Literal["embedding", "feature", "error", "logit"]
 NODE_THRESHOLD, EDGE_THRESHOLD = 0.8, 0.98
-BATCH = 256  # targets per backward pass
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,7 @@ class AttributionGraph:
 
 
 def attribution_graph(model, transcoders: Iterable[Dictionary], ids: Sequence[int], *, target: int | None = None,
-                      tokenizer: TokenizerLike | None = None, batch: int = BATCH) -> AttributionGraph:
+                      tokenizer: TokenizerLike | None = None) -> AttributionGraph:
     """The full (unpruned) graph of the logit of token ``target`` (default: the most likely) after the prompt
     ``ids``, read at its last position, for a gpt or gopher ``model`` with a transcoder for every MLP layer
     (see the module). ``tokenizer`` labels the tokens (without one: the ids as numbers)."""
@@ -136,49 +138,64 @@ def attribution_graph(model, transcoders: Iterable[Dictionary], ids: Sequence[in
     emb, actives, values, errors = rep.sources(1)
     nodes = [Node("embedding", -1, t, -1, float(emb[0, t].norm()), tokens[t]) for t in range(T)]
     for l, (a, v) in enumerate(zip(actives, values)):
-        nodes += [Node("feature", l, int(p), int(i), float(x), tokens[int(p)])
-                  for p, i, x in zip(a.position, a.index, v[0])]
+        nodes += [Node("feature", l, p, i, x, tokens[p])
+                  for p, i, x in zip(a.position.tolist(), a.index.tolist(), v[0].tolist())]
     for l, e in enumerate(errors):
         nodes += [Node("error", l, t, -1, float(e[0, t].norm()), tokens[t]) for t in range(T)]
     nodes.append(Node("logit", L, pos, -1, float(logits[target]), label([target])[0]))
-    features = [(i, n) for i, n in enumerate(nodes) if n.kind == "feature"]
-    n = len(nodes)
-    A = torch.zeros(n, n, dtype=torch.float64)
-    B = min(batch, len(features) + 1)
-    emb, actives, values, errors = rep.sources(B)
-    leaves = [emb, *values, *errors]
-    for leaf in leaves:
-        leaf.requires_grad_(True)
-    with torch.enable_grad():
-        out, ins = rep.run(emb, actives, values, errors)
-        targets: list[tuple[int, Node]] = [*features, (n - 1, nodes[-1])]
-        for start in range(0, len(targets), B):
-            chunk = targets[start:start + B]
-            g_ins = [torch.zeros_like(x) for x in ins]
-            g_out = torch.zeros_like(out)
-            for b, (_, node) in enumerate(chunk):
-                if node.kind == "feature":
-                    g_ins[node.layer][b, node.position] = rep.transcoders[node.layer].W_enc[node.feature]
-                else:
-                    g_out[b, pos, target] = 1
-            grads = torch.autograd.grad([*ins, out], leaves, [*g_ins, g_out], retain_graph=True, allow_unused=True)
-            rows = [_effects(g, leaf) for g, leaf in zip(grads, leaves)]  # in the nodes' order
-            block = torch.cat([*rows, torch.zeros(B, 1, dtype=rows[0].dtype)], 1)
-            A[[i for i, _ in chunk]] = block[:len(chunk)].double()
+    A = _edges(rep, nodes, pos, target)
     with torch.no_grad():
         zero = rep.sources(1)
         base, _ = rep.run(torch.zeros_like(zero[0]), zero[1], [torch.zeros_like(v) for v in zero[2]],
                           [torch.zeros_like(e) for e in zero[3]])
-    return AttributionGraph(tokens, nodes, A, influence(A, n - 1), target, float(logits[target]),
+    return AttributionGraph(tokens, nodes, A, influence(A, len(nodes) - 1), target, float(logits[target]),
                             float(base[0, pos, target]), float(logits.double().softmax(-1)[target]))
 
 
-def _effects(grad: torch.Tensor | None, leaf: torch.Tensor) -> torch.Tensor:
-    """Each source's direct effect (B, n_sources): gradient times value, summed over d_e for a vector."""
-    if grad is None:
-        return torch.zeros(leaf.shape[:2], dtype=leaf.dtype)
-    effect = grad * leaf.detach()
-    return effect.sum(-1) if effect.dim() == 3 else effect
+@torch.no_grad()
+def _edges(rep: Replacement, nodes: list[Node], pos: int, target: int) -> torch.Tensor:
+    """The adjacency matrix: one backward pass of every target at once, by hand through the replacement model
+    (`Replacement.stream_grad`, `Replacement.attention_grad`). G holds, for each target so far (a row), the
+    gradient of the target by the residual stream; it goes down the layers, and at layer l it meets the sources
+    that MLP l writes (its features and error node; their edges are read off G) and gains the rows of layer l's
+    features, which read the stream there."""
+    T, L, n = len(rep.embedding), rep.L, len(nodes)
+    first = {(node.kind, node.layer): i for i, node in reversed(list(enumerate(nodes)))}  # each block's first column
+    M = torch.zeros(n, n, dtype=rep.embedding.dtype)  # the rows of A in G's order
+    G = torch.zeros(1, T, rep.embedding.shape[-1], dtype=rep.embedding.dtype)
+    G[0, pos] = rep.model.unembed.W_u.weight[target]
+    G = rep.stream_grad("final", G)  # by the last layer's output
+    rows = [n - 1]
+    for l in reversed(range(L)):
+        t, f, err, R = rep.transcoders[l], rep.f[l], rep.error[l], len(rows)
+        c = first.get(("feature", l), 0)
+        for p in range(T):  # feature i at p: f[p, i] · G[:, p] · W_dec[:, i]; layer l's features in (p, i) order
+            idx = f[p].nonzero()[:, 0]
+            M[:R, c:c + len(idx)] = (G[:, p] @ t.W_dec[:, idx]) * f[p, idx]
+            c += len(idx)
+        c = first[("error", l)]
+        M[:R, c:c + T] = (G * err).sum(-1)  # G[:, p] · ε[p]
+        on = f.nonzero()
+        new = torch.zeros(len(on), T, G.shape[-1], dtype=G.dtype)
+        new[torch.arange(len(on)), on[:, 0]] = t.W_enc[on[:, 1]]
+        G = torch.cat([G, rep.stream_grad(f"mlp/{l}/in", new)])  # by the stream MLP l reads: layer l's features too
+        rows += range(first.get(("feature", l), 0), first.get(("feature", l), 0) + len(on))
+        G = G + rep.stream_grad(f"self/{l}/in", rep.attention_grad(l, G))  # by the stream attention l reads
+    M[:len(rows), :T] = (G * rep.embedding).sum(-1)
+    A = torch.zeros(n, n, dtype=torch.float64)
+    A[rows] = M[:len(rows)].double()
+    return A
+
+
+def saved_transcoders(run_dir: str | Path, step: int, L: int) -> list[Dictionary]:
+    """The transcoders a run keeps for every MLP layer at ``step`` (`dictionary.dictionary_folder` of
+    ``mlp/0`` … ``mlp/L−1``), in layer order; a ValueError naming the layers without one."""
+    folders = [dictionary_folder(run_dir, f"mlp/{l}", step) for l in range(L)]
+    missing = [f"mlp/{l}" for l, f in enumerate(folders) if not (f / INFO).is_file()]
+    if missing:
+        raise ValueError(f"this run has no transcoder of {', '.join(missing)} at step {step:,}: train one for every "
+                         "MLP layer first.")
+    return [load(f) for f in folders]
 
 
 def graph_for_text(loaded, transcoders: Iterable[Dictionary], text: str, target: str | None = None) -> AttributionGraph:
@@ -270,4 +287,4 @@ def prune(graph: AttributionGraph, node_threshold: float = NODE_THRESHOLD,
 
 
 __all__ = ["AttributionGraph", "Node", "NodeKind", "NODE_THRESHOLD", "EDGE_THRESHOLD", "attribution_graph",
-           "graph_for_text", "influence", "normalized", "prune", "threshold"]
+           "graph_for_text", "influence", "normalized", "prune", "saved_transcoders", "threshold"]

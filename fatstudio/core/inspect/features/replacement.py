@@ -120,6 +120,9 @@ class Replacement:
         self.scales = {f"self/{l}/in": norm_scale(layers[l].norm_attn, seen[f"self/{l}/resid_pre"]) for l in range(L)}
         self.scales |= {f"mlp/{l}/in": norm_scale(layers[l].norm_mlp, seen[f"self/{l}/resid_mid"]) for l in range(L)}
         self.scales["final"] = norm_scale(model.norm_final, seen[f"self/{L - 1}/resid_post"])
+        self.norms: dict[str, Norm] = {"final": model.norm_final}
+        self.norms |= {f"self/{l}/in": layers[l].norm_attn for l in range(L)}
+        self.norms |= {f"mlp/{l}/in": layers[l].norm_mlp for l in range(L)}
         with torch.no_grad():
             self.mlp_in = [seen[f"mlp/{l}/in"][0] for l in range(L)]
             self.f = [t.encode(x) for t, x in zip(self.transcoders, self.mlp_in)]
@@ -166,6 +169,26 @@ class Replacement:
         with eval_mode(model), hooked(model, hooks):
             logits = model(self.x.expand(B, -1))
         return logits, ins
+
+    # ---- the transposes, for the gradients of many targets at once (`graph`) ------------------------------
+    def stream_grad(self, name: str, g: torch.Tensor) -> torch.Tensor:
+        """The gradient by a norm's input X from g (…, T, d_e), the gradient by its output, for the norm read at
+        ``name`` ("self/l/in", "mlp/l/in", "final"), its scale frozen: c − mean(c) with c = g ⊙ γ / σ
+        (LayerNorm's centring is its own transpose); RMSnorm g ⊙ γ / root."""
+        norm = self.norms[name]
+        c = g * norm.gamma / self.scales[name]
+        return c - c.mean(-1, keepdim=True) if norm.beta is not None else c
+
+    def attention_grad(self, l: int, g: torch.Tensor) -> torch.Tensor:
+        """The gradient by attention l's input X̃ from g (R, T, d_e), the gradient by its output W_o [Y¹; …] + b_o,
+        the pattern frozen: Y^h = A^h (W_v^h X̃ + b_v^h), so X̃ gets W_vᵀ A^hᵀ (W_oᵀ g)^h, summed over the heads
+        that share a key/value head."""
+        attn = self.model.layers[l].attn
+        R, T, _ = g.shape
+        gz = (g @ attn.W_o.weight).view(R, T, attn.H, attn.d_mid).transpose(1, 2)  # (R, H, T, d_mid)
+        gv = torch.einsum("hqk,rhqd->rhkd", self.patterns[l][0], gz)  # by each head's values, (R, H, T, d_mid)
+        gv = gv.view(R, attn.H_kv, attn.H // attn.H_kv, T, attn.d_mid).sum(2)  # head h reads ⌊h·H_kv/H⌋
+        return gv.transpose(1, 2).reshape(R, T, attn.H_kv * attn.d_mid) @ attn.W_v.weight
 
     def sources(self, B: int, f: Sequence[torch.Tensor] | None = None
                 ) -> tuple[torch.Tensor, list[Active], list[torch.Tensor], list[torch.Tensor]]:

@@ -3,8 +3,8 @@ knocks it out of the weights chosen in the knock-out table (the model loaded, or
 `AblationView.chosen_weights`, handed over with `set_weights`) and scores the text shown with and without it
 (`core.inspect.ablation.text_ablation`, in a worker thread on a copy of the weights). Weights other than the focus's
 are said before the click: in the menu's items and in ``headAblationFocusLabel``. ``headAblationView`` shows each
-token's probability before and after and the change Δp: the text coloured by Δp (red a rise, blue a fall) and a
-table, position by position; CSV export."""
+token's probability before and after and the change Δp (`widgets.token_changes`: the text coloured by Δp, red a
+rise, blue a fall, and a table, position by position); CSV export."""
 from __future__ import annotations
 
 import html
@@ -13,14 +13,10 @@ from typing import TYPE_CHECKING, Literal
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QMenu,
     QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -31,7 +27,7 @@ from ....core.inference.prompting import display_token
 from ....core.names import ComponentName
 from ...widgets.focus_label import FocusLabel
 from ...widgets.saving import save_with_dialog, show_message
-from ...widgets.token_view import TokenView, signed_tint
+from ...widgets.token_changes import TokenChangeView, p_text
 from .ablation import Where, weights_at, weights_words
 
 if TYPE_CHECKING:
@@ -42,7 +38,6 @@ if TYPE_CHECKING:
 
 MENU_KINDS: tuple[tuple[AblationKind, str], ...] = (("zero", "Ablate this head (zero)"),
                                                     ("mean", "Ablate this head (mean over the validation batch)"))
-COLUMNS = ("position", "token", "p before", "p after", "Δp")
 
 
 def text_of(maps: AttentionMaps) -> tuple[str, str | None]:
@@ -85,29 +80,20 @@ class HeadAblationView(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
         top.addWidget(self.csvButton, 0, Qt.AlignmentFlag.AlignTop)
-        self.text = TokenView()
-        self.text.setObjectName("headAblationText")
-        self.text.setMaximumHeight(80)
-        self.table = QTableWidget(0, len(COLUMNS), objectName="headAblationTable")
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.changes = TokenChangeView("headAblation")  # headAblationText, headAblationTable
+        self.text, self.table = self.changes.text, self.changes.table
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         self.focusLabel = FocusLabel(self.workspace.focus, "headAblationFocusLabel")
         lay.addWidget(self.focusLabel)
         lay.addLayout(top)
-        lay.addWidget(self.text)
-        lay.addWidget(self.table, 1)
+        lay.addWidget(self.changes, 1)
         self._clear()
         workspace.focus.changed.connect(self._focus_changed)
 
     def _clear(self) -> None:
         self.result = None
-        self.text.clear_tokens()
-        self.table.setRowCount(0)
+        self.changes.clear()
         self.say("Right-click a head in the grid and choose “Ablate this head” to see how the text's token "
                  "probabilities change without it.")
 
@@ -173,33 +159,16 @@ class HeadAblationView(QWidget):
 
     def _on_result(self, result: TextAblation) -> None:
         self._call, self.result = None, result
+        self.changes.show_change(result)
         deltas = result.delta
         scored = [d for d in deltas if d is not None]
-        scale = max((abs(d) for d in scored), default=0.0)
-        self.text.set_tokens(result.tokens, [None if d is None else signed_tint(d, scale) for d in deltas],
-                             [self._tip(i) for i in range(len(result.tokens))])
-        t = self.table
-        t.setRowCount(len(result.tokens))
-        for i, (tok, b, a, d) in enumerate(zip(result.tokens, result.before, result.after, deltas)):
-            cells = (f"{i + 1}", display_token(tok), _p(b), _p(a), "" if d is None else f"{d:+.4f}")
-            for c, text in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if c == 4 and d is not None:
-                    item.setBackground(signed_tint(d, scale))
-                t.setItem(i, c, item)
         worst = max(range(len(deltas)), key=lambda i: abs(deltas[i] or 0.0))
         mean = sum(scored) / len(scored) if scored else 0.0
         self.say(f"<b>{result.component.label}</b> knocked out ({result.kind}, weights of step {self._step:,}): "
                  f"the text's {len(scored)} scored tokens change by Δp = {mean:+.4f} on average; most at position "
                  f"{worst + 1} "
-                 f"(<code>{html.escape(display_token(result.tokens[worst]))}</code>, {_p(result.before[worst])} → "
-                 f"{_p(result.after[worst])}). Red: p rose, blue: p fell.")
-
-    def _tip(self, i: int) -> str:
-        r = self.result
-        if r is None or r.before[i] is None:
-            return "context only: not scored"
-        return f"p before {r.before[i]:.4f} · after {r.after[i]:.4f} · Δp {r.delta[i]:+.4f}"
+                 f"(<code>{html.escape(display_token(result.tokens[worst]))}</code>, {p_text(result.before[worst])} → "
+                 f"{p_text(result.after[worst])}). Red: p rose, blue: p fell.")
 
     def _on_error(self, message: str) -> None:
         self._call = None
@@ -221,7 +190,3 @@ class HeadAblationView(QWidget):
         if self.result is not None:
             save_with_dialog(self, f"ablate-{str(self.result.component).replace('/', '-')}", "CSV table (*.csv)", ".csv",
                              self.export_csv, self.summary)
-
-
-def _p(v: float | None) -> str:
-    return "" if v is None else f"{v:.4f}"
