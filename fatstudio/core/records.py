@@ -229,6 +229,18 @@ class RunMeta:
         return value if isinstance(value, str) and value else None
 
     @property
+    def glass_box(self) -> str | None:
+        """Which glass-box model the run is (built by hand, not trained: `runs.glass_box`), or None."""
+        value = self.data.get("glass_box")
+        return value if isinstance(value, str) and value else None
+
+    @property
+    def description(self) -> str | None:
+        """What the run is, in words, where it says (a glass-box model's construction), or None."""
+        value = self.data.get("description")
+        return value if isinstance(value, str) and value else None
+
+    @property
     def created(self) -> float | None:
         """When the run was made (seconds since the epoch)."""
         return _number(self.data.get("created"))
