@@ -9,7 +9,7 @@ import pytest
 import torch
 from training_helpers import trained_run
 
-from fatstudio.core.app.features import GRAPH, TRAIN, Features, default_point, trainable_points, transcoders_at
+from fatstudio.core.app.features import GRAPH, TRAIN, Features, GraphRequest, default_point, trainable_points
 from fatstudio.core.app.focus import Focus
 from fatstudio.core.app.jobs import Jobs, Mailbox
 from fatstudio.core.inspect.features.dictionary import Dictionary, dictionary_folder
@@ -107,19 +107,15 @@ def test_a_graph_needs_a_transcoder_for_every_mlp_at_one_step_and_a_pre_ln_decod
     loaded = Run.open(run).load_model(step=10)
     focus.show(loaded, str(run))
     drain(mailbox, features.jobs)
-    assert features.graph_request("the quick", None) == ("An attribution graph replaces every MLP by its transcoder: "
-                                                        "train mlp/0 at step 10 first (Train, point mlp/l).")
-    save_dictionary(run, "mlp/0", 10)
-    features.refresh()
-    drain(mailbox, features.jobs)
-    request = features.graph_request("the quick", " ")
-    assert not isinstance(request, str), request
-    assert request.step == 10 and request.transcoders == [str(dictionary_folder(run, "mlp/0", 10))]
-    assert request.target == " " and features.graph_request("", None) == "Write a prompt to trace."
-    assert transcoders_at(features.saved, 30, 1) == ([], ["mlp/0"])
-    loaded.config.model.arch = "bert"  # a model the graph's method does not fit
     failed = []
     features.failed.connect(lambda key, message: failed.append((key, message)))
+    assert features.build_graph("the quick")  # no transcoder at step 10 yet: the job says so
+    drain(mailbox, features.jobs)
+    assert failed[-1][0] == GRAPH and "no transcoder of mlp/0 at step 10" in failed[-1][1]
+    assert features.graph_request("", None) == "Write a prompt to trace."
+    request = features.graph_request("the quick", " ")
+    assert request == GraphRequest("the quick", " ", 10)
+    loaded.config.model.arch = "bert"  # a model the graph's method does not fit
     assert not features.build_graph("the quick")
     assert failed[-1][0] == GRAPH and "bert" in failed[-1][1] and "pre-LN decoders" in failed[-1][1]
 

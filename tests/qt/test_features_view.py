@@ -156,12 +156,14 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     assert "feature 7 of mlp/0 (step 10)" in edit.title.text() and "the lazy dog" in edit.title.text()
     edit.clampValue.setValue(4.0)
     edit.clampButton.click()
-    qtbot.waitUntil(lambda: edit.table.rowCount() > 0, timeout=LONG)
-    assert "feature 7 of mlp/0 clamped to 4 at every position" in edit.summary.text()
-    assert edit.text.toPlainText() == "the lazy dog" and edit.table.item(0, 3).text().startswith(("+", "-"))
+    result = edit.result
+    qtbot.waitUntil(lambda: result.nextTable.rowCount() > 0, timeout=LONG)
+    assert "feature 7 of mlp/0 clamped to 4 at every position" in result.summary.text()
+    assert result.changes.text.toPlainText() == "the lazy dog"
+    assert result.nextTable.item(0, 3).text().startswith(("+", "-"))
     workspace.set_model(Run.open(run_dir).load_model(step=20), str(run_dir))  # another focus: all of it goes
     assert section.list.table.rowCount() == 0 and section.dashboard.dashboard is None
-    assert edit.target is None and edit.table.rowCount() == 0 and workspace.features.chosen is None
+    assert edit.target is None and result.nextTable.rowCount() == 0 and workspace.features.chosen is None
     assert panel.dictionaries.currentItem() is None
 
 
@@ -172,16 +174,15 @@ def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_
     g = panel.graph_section
     panel.pages.setCurrentWidget(g)
     g.prompt.setText("the lazy")
-    assert not g.build()
-    assert "train mlp/0, mlp/1 at step 10 first" in g.summary.text()
+    assert g.build()
+    qtbot.waitUntil(lambda: "no transcoder of mlp/0, mlp/1 at step 10" in g.summary.text(), timeout=LONG)
     for layer in (0, 1):
         random_transcoder(run_dir, layer, 10)
-    workspace.features.refresh()
-    qtbot.waitUntil(lambda: len(workspace.features.saved) >= 2, timeout=LONG)
     assert g.build()
     qtbot.waitUntil(lambda: g.nodes.rowCount() > 0, timeout=LONG)
     graph = workspace.features.graph
     assert g.nodes.rowCount() == len(graph.nodes) and "Logit of" in g.summary.text()
+    assert g.view.graph is graph
     shown = [float(g.nodes.item(r, 2).text()) for r in range(g.nodes.rowCount())]
     assert shown == sorted(shown, reverse=True)  # the most influential first
     row = next(r for r in range(g.nodes.rowCount()) if g.nodes.item(r, 1).text() == "feature")

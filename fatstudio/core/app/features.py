@@ -10,7 +10,7 @@ system (`Jobs`) under the keys below, so a newer request supersedes an older one
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,15 +94,14 @@ class EditTarget:
     words: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class GraphRequest:
-    """What a graph was asked for: the prompt, the target token (None: the model's top prediction) and the
-    transcoders of every MLP layer (their folders, layer by layer) at ``step``."""
+    """What a graph was asked for: the prompt, the target token (None: the model's top prediction), and the
+    run's weights of ``step`` with its transcoders of that step for every MLP layer (`saved_transcoders`)."""
 
     prompt: str
     target: str | None
     step: int
-    transcoders: list[str] = field(default_factory=list)
 
 
 def trainable_points(names: list[str]) -> list[tuple[str, str]]:
@@ -128,15 +127,6 @@ def graph_problem(loaded: LoadedModel | None) -> str | None:
         return (f"Attribution graphs follow circuit-tracer's method for pre-LN decoders (gpt, gopher); this run is "
                 f"a {arch} model.")
     return None
-
-
-def transcoders_at(saved: list[Saved], step: int, layers: int) -> tuple[list[str], list[str]]:
-    """The transcoder folders of MLP layers 0…layers−1 at ``step`` (the newest listed per layer), and the MLPs
-    that have none."""
-    found: dict[str, str] = {s.point: s.folder for s in saved if s.kind == "transcoder" and s.step == step
-                             and not s.error}
-    mlps = [f"mlp/{i}" for i in range(layers)]
-    return [found[m] for m in mlps if m in found], [m for m in mlps if m not in found]
 
 
 class Features:
@@ -291,20 +281,14 @@ class Features:
 
     # ---- the graph and interventions ----------------------------------------------------------------------
     def graph_request(self, prompt: str, target: str | None) -> GraphRequest | str:
-        """What a graph of ``prompt`` needs (the transcoders of every MLP layer at the chosen dictionary's step,
-        else the focus's), or why it cannot be built, in words."""
+        """What a graph of ``prompt`` is built from (the weights of the chosen dictionary's step, else the
+        focus's), or why it cannot be built, in words."""
         problem = graph_problem(self.loaded) or self.no_weights()
         if problem is not None or self.loaded is None:
             return problem or ""
         if not prompt:
             return "Write a prompt to trace."
-        step = self.chosen.saved.step if self.chosen is not None else self.loaded.step
-        layers = self.loaded.config.model.L
-        found, missing = transcoders_at(self.saved, step, layers)
-        if missing:
-            return (f"An attribution graph replaces every MLP by its transcoder: train {', '.join(missing)} at step "
-                    f"{step:,} first (Train, point mlp/l).")
-        return GraphRequest(prompt, target or None, step, found)
+        return GraphRequest(prompt, target or None, self.chosen.saved.step if self.chosen else self.loaded.step)
 
     def build_graph(self, prompt: str, target: str | None = None) -> bool:
         """Trace ``prompt``'s ``target`` logit through the transcoders (in a job; ``graph_ready`` brings it)."""
@@ -326,9 +310,12 @@ class Features:
         """What an intervention on a node of the graph shown acts on: a feature node's feature of its layer's
         transcoder at its position, on the graph's prompt and weights (None: not a feature node)."""
         request = self.graph_of
-        if request is None or getattr(node, "kind", None) != "feature":
+        if request is None or self.run is None or getattr(node, "kind", None) != "feature":
             return None
-        return EditTarget(request.transcoders[node.layer], node.feature, request.prompt, node.position,
+        from ..inspect.features.dictionary import dictionary_folder  # a graph is shown: torch is imported
+
+        folder = str(dictionary_folder(self.run, f"mlp/{node.layer}", request.step))
+        return EditTarget(folder, node.feature, request.prompt, node.position,
                           request.step, f"feature {node.feature + 1} of mlp/{node.layer} at position "
                           f"{node.position + 1} (“{node.token}”)")
 
@@ -407,13 +394,29 @@ def _train(run: str, loaded: LoadedModel | None, point: str, step: int, options:
 
 
 def _choose(run: str, loaded: LoadedModel | None, saved: Saved, progress: Any = None) -> Chosen:
-    """The dictionary of ``saved`` with every feature's activations on its weights' validation split."""
+    """The dictionary of ``saved`` with every feature's activations on its weights' validation split, and for a
+    glass-box run which of its known features it recovered."""
     from ..inspect.features.dashboard import feature_activations
     from ..inspect.features.dictionary import load
 
     d = load(saved.folder)
     model = weights(run, loaded, saved.step)
-    return Chosen(saved, d, model, feature_activations(model, d, progress=progress))
+    return Chosen(saved, d, model, feature_activations(model, d, progress=progress), _recovered(d, run))
+
+
+def _recovered(d: Dictionary, run: str) -> Any:
+    """Which of a glass-box run's known features ``d`` recovered (`glass_box.Recovery`; a dictionary that cannot
+    be compared with them, why, in words); None for a run without known features."""
+    from ..runs.folder import Run
+    from ..runs.glass_box import known_features, recovered_features
+
+    r = Run.open(run)
+    if known_features(r) is None:
+        return None
+    try:
+        return recovered_features(d, r)
+    except ValueError as e:
+        return str(e)
 
 
 def _dashboard(chosen: Chosen, feature: int, text: str) -> Shown:
@@ -430,11 +433,12 @@ def _dashboard(chosen: Chosen, feature: int, text: str) -> Shown:
 
 
 def _graph(run: str, loaded: LoadedModel | None, request: GraphRequest) -> Any:
-    from ..inspect.features.dictionary import load
-    from ..inspect.features.graph import graph_for_text, prune
+    """The pruned attribution graph of the request, through the run's transcoders of its step."""
+    from ..inspect.features.graph import graph_for_text, prune, saved_transcoders
 
-    transcoders = [load(f) for f in request.transcoders]
-    return prune(graph_for_text(weights(run, loaded, request.step), transcoders, request.prompt, request.target))
+    model = weights(run, loaded, request.step)
+    transcoders = saved_transcoders(run, request.step, model.config.model.L)
+    return prune(graph_for_text(model, transcoders, request.prompt, request.target))
 
 
 def _intervene(run: str, loaded: LoadedModel | None, target: EditTarget, value: float,
@@ -448,4 +452,4 @@ def _intervene(run: str, loaded: LoadedModel | None, target: EditTarget, value: 
 
 
 __all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "EditTarget", "GraphRequest", "trainable_points", "default_point",
-           "graph_problem", "transcoders_at", "KEYS"]
+           "graph_problem", "KEYS"]

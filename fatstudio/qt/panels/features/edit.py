@@ -1,37 +1,22 @@
 """The Features tab's intervention (``featuresEdit``): the feature clicked in the graph or the dashboard, zeroed
 (``featuresZeroButton``) or clamped to a value (``featuresClampValue``, ``featuresClampButton``) at its position
-or at every one, and the prompt rerun (`Features.intervene`); shown as the head ablation shows its result: the
-prompt's tokens coloured by the change of their probability (``featuresEditText``), and the next token's most
-likely before and after (``featuresEditTable``)."""
+or at every one, and the prompt rerun (`Features.intervene`); the result shown as the head ablation shows its
+(`FeatureEditView`: the next token's most likely before and after, the prompt's tokens coloured by Δp)."""
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (
-    QAbstractItemView,
-    QCheckBox,
-    QHBoxLayout,
-    QHeaderView,
-    QLabel,
-    QPushButton,
-    QTableWidget,
-    QTableWidgetItem,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ....core.app.features import EDIT
-from ....core.inference.prompting import display_token
+from ...widgets.feature_edit import FeatureEditView
 from ...widgets.forms import float_spin
-from ...widgets.token_view import TokenView, signed_tint
 
 if TYPE_CHECKING:
     from ....core.app.features import EditTarget, Features
     from ....core.inspect.features.interventions import FeatureIntervention
-
-COLUMNS = ("next token", "p before", "p after", "Δp")
 
 
 class EditSection(QWidget):
@@ -59,21 +44,12 @@ class EditSection(QWidget):
         self.summary = QLabel(objectName="featuresEditSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
-        self.text = TokenView()
-        self.text.setObjectName("featuresEditText")
-        self.text.setMaximumHeight(4 * self.fontMetrics().height())
-        self.table = QTableWidget(0, len(COLUMNS), objectName="featuresEditTable")
-        self.table.setHorizontalHeaderLabels(list(COLUMNS))
-        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(False)
+        self.result = FeatureEditView()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
         lay.addWidget(self.summary)
-        lay.addWidget(self.text)
-        lay.addWidget(self.table, 1)
+        lay.addWidget(self.result, 1)
         self.zeroButton.clicked.connect(self.zero)
         self.clampButton.clicked.connect(lambda: self.clamp(self.clampValue.value()))
         features.cleared.connect(lambda: self.set_target(None))
@@ -84,8 +60,7 @@ class EditSection(QWidget):
 
     def set_target(self, target: EditTarget | None) -> None:
         self.target = target
-        self.text.clear_tokens()
-        self.table.setRowCount(0)
+        self.result.show_result(None)
         for button in (self.zeroButton, self.clampButton, self.clampValue, self.everywhere):
             button.setEnabled(target is not None)
         self.everywhere.setChecked(target is None or target.position is None)
@@ -112,25 +87,10 @@ class EditSection(QWidget):
         return started
 
     def _show(self, result: FeatureIntervention) -> None:
-        """The text coloured by each token's Δp and the next token's most likely values before and after."""
-        deltas = result.delta
-        scale = max((abs(d) for d in deltas if d is not None), default=0.0)
-        self.text.set_tokens(result.tokens, [None if d is None else signed_tint(d, scale) for d in deltas],
-                             [None if b is None or a is None else f"p {b:.4f} → {a:.4f} (Δp {a - b:+.4f})"
-                              for b, a in zip(result.before, result.after)])
-        rows = list(zip(result.next_tokens, result.next_before, result.next_after))
-        self.table.setRowCount(len(rows))
-        for r, (token, b, a) in enumerate(rows):
-            for c, value in enumerate((display_token(token), f"{b:.4f}", f"{a:.4f}", f"{a - b:+.4f}")):
-                item = QTableWidgetItem(value)
-                if c == 3:
-                    item.setBackground(signed_tint(a - b, max(abs(x - y) for _t, y, x in rows) or 1.0))
-                self.table.setItem(r, c, item)
-        top = max(range(len(rows)), key=lambda r: rows[r][2]) if rows else None
-        after = f"; now most likely <code>{html.escape(display_token(rows[top][0]))}</code>" if top is not None else ""
-        self.say(f"<b>{html.escape(result.describe())}</b>{after}. The prompt's tokens: red, p rose; blue, p fell "
-                 "(hover one for its p before and after). The table: the next token's most likely, before and after.")
+        self.say("")
+        self.result.show_result(result)
 
     def say(self, text: str, error: bool = False) -> None:
         self.summary.setText(text)
         self.summary.setStyleSheet("color: #b00020;" if error else "")
+        self.summary.setVisible(bool(text))

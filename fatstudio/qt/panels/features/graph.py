@@ -1,8 +1,9 @@
 """The Features tab's attribution graph page (``featuresGraph``): a prompt (``featuresPrompt``, the Prompt tab's
 text to begin with) and a target token (``featuresTarget``; empty: the model's most likely next token), Build
 (``featuresGraphButton``), and the graph of the target's logit through the transcoders of every MLP layer
-(`Features.build_graph`), pruned: its nodes, most influential first (``featuresGraphNodes``). Clicking a feature
-node asks for an intervention on it (``nodeClicked``)."""
+(`Features.build_graph`), pruned: drawn in layers (`AttributionGraphView`) above its nodes, most influential
+first (``featuresGraphNodes``). Clicking a feature node in either asks for an intervention on it
+(``nodeClicked``)."""
 from __future__ import annotations
 
 import html
@@ -16,6 +17,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSplitter,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -23,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ....core.app.features import GRAPH
+from ...widgets.attribution_graph import AttributionGraphView
 
 if TYPE_CHECKING:
     from ....core.app.features import Features
@@ -71,10 +74,17 @@ class GraphSection(QWidget):
         self.nodes.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
         self.nodes.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.nodes.horizontalHeader().setStretchLastSection(True)
+        self.view = AttributionGraphView()
+        split = QSplitter(Qt.Orientation.Vertical, objectName="featuresGraphSplitter")
+        split.addWidget(self.view)
+        split.addWidget(self.nodes)
+        split.setStretchFactor(0, 3)
+        split.setStretchFactor(1, 1)
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
         lay.addWidget(self.summary)
-        lay.addWidget(self.nodes, 1)
+        lay.addWidget(split, 1)
+        self.view.nodeClicked.connect(self.nodeClicked)
         self.nodes.currentCellChanged.connect(lambda row, *_: self._node_chosen(row))
         self.buildButton.clicked.connect(self.build)
         self.prompt.returnPressed.connect(self.build)
@@ -90,6 +100,7 @@ class GraphSection(QWidget):
 
     def _cleared(self) -> None:
         self.graph = None
+        self.view.set_graph(None)
         self.nodes.setRowCount(0)
         if not self.prompt.text():
             self.prompt.setText(self.features.focus.text)
@@ -105,6 +116,7 @@ class GraphSection(QWidget):
     def _show(self, graph: Any) -> None:
         self.say(graph_words(graph))
         self.graph = graph
+        self.view.set_graph(graph)
         direct = graph.adjacency[graph.target_index]
         order = sorted(range(len(graph.nodes)), key=lambda i: -float(graph.influence[i]))
         self.nodes.blockSignals(True)

@@ -33,6 +33,7 @@ from .train import TrainSection, quality_words
 
 if TYPE_CHECKING:
     from ....core.app.workspace import Workspace
+    from ....core.runs.glass_box import Recovery
 
 
 def saved_words(s: Saved) -> str:
@@ -168,6 +169,12 @@ def plain(text: str) -> str:
     return text.replace("<b>", "").replace("</b>", "")
 
 
-def recovered_words(recovered) -> str:
-    """Which known features a glass-box run's dictionary recovered and which it missed."""
-    return html.escape(str(recovered))
+def recovered_words(recovered: Recovery | str) -> str:
+    """Which known features of a glass-box run a dictionary recovered and which it missed (counted from 1), or
+    why it cannot be compared with them."""
+    if isinstance(recovered, str):
+        return f"<span style='color:#b00020'>Known features: {html.escape(recovered)}</span>"
+    listed = lambda ids: ", ".join(str(i + 1) for i in ids) or "none"
+    return (f"<b>Glass box:</b> {html.escape(recovered.summary())}.<br><b>Missed:</b> {listed(recovered.missed)}"
+            f"<br><span style='color:#555'>Found (known → feature): "
+            f"{', '.join(f'{i + 1}→{recovered.match[i] + 1}' for i in recovered.found) or 'none'}</span>")
