@@ -191,3 +191,26 @@ def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_
     node = graph.nodes[g.nodes.item(row, 0).data(Qt.ItemDataRole.UserRole)]
     assert target is not None and target.folder.endswith(f"mlp-{node.layer}-step10") and target.position == node.position
     assert target.prompt == "the lazy" and not panel.edit_section.everywhere.isChecked()
+
+
+def test_a_glass_box_runs_dictionary_says_which_known_features_it_found_and_missed(qtbot, panel, workspace,
+                                                                                  tmp_path):
+    from fatstudio.core.runs.glass_box import build_glass_box
+
+    run = build_glass_box("superposition", tmp_path / "glass").run_dir
+    focus_on(qtbot, workspace, run)
+    t = panel.train_section
+    assert t.stepCombo.values() == [0]
+    t.pointCombo.set_value("mlp/0/out")
+    t.multSpin.setValue(2)
+    t.tokensSpin.setValue(20_000)
+    assert t.train()
+    qtbot.waitUntil(lambda: workspace.features.chosen is not None, timeout=LONG)
+    recovery = workspace.features.chosen.recovered
+    assert len(recovery.cosine) == 128 and panel.recovered.isVisible()
+    text = panel.recovered.text()
+    assert f"found {len(recovery.found)} of the 128 known features" in text
+    missed = ", ".join(str(i + 1) for i in recovery.missed) or "none"
+    assert f"<b>Missed:</b> {missed}" in text
+    workspace.set_model(None)
+    assert not panel.recovered.isVisible()
