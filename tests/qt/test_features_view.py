@@ -67,6 +67,7 @@ def test_the_header_names_the_run_and_step_and_the_train_section_offers_its_poin
     assert t.pointCombo.values()[:2] == ["mlp/0", "mlp/1"] and t.pointCombo.value() == "self/0/resid_post"
     assert t.stepCombo.values() == [20, 10] and t.stepCombo.value() == 10
     assert t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
+    assert not t.curves.isVisible()  # no room taken until a training draws them
 
 
 def test_weights_of_no_run_folder_say_so_inline_and_train_nothing(qtbot, panel, workspace, run_dir):
@@ -86,7 +87,7 @@ def test_training_a_tiny_dictionary_shows_its_curves_and_quality_and_saves_it_in
     t.tokensSpin.setValue(20_000)
     events = []
     workspace.features.train_event.connect(events.append)
-    assert t.train() and t.cancelButton.isEnabled() and not t.trainButton.isEnabled()
+    assert t.train() and t.cancelButton.isEnabled() and not t.trainButton.isEnabled() and t.curves.isVisible()
     qtbot.waitUntil(lambda: workspace.features.chosen is not None, timeout=LONG)  # trained, saved, listed, read
     folder = run_dir / "features" / "mlp-1-step20"
     assert saved_dictionaries(run_dir) == [folder]

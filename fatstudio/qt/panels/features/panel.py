@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from ....core.app.workspace import Workspace
     from ....core.runs.glass_box import Recovery
 
+EDIT_LINES = 16  # the intervention's room once it has a result
+
 
 def saved_words(s: Saved) -> str:
     """A dictionary as the picker lists it: "mlp/1 · step 2,000 — transcoder … · k = 16" and its quality."""
@@ -86,7 +88,8 @@ class FeaturesPanel(QWidget):
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 2)
         line = self.fontMetrics().height()
-        right.setSizes([36 * line, 14 * line])
+        right.setSizes([40 * line, 6 * line])  # the intervention grows when it has a result (`_edited`)
+        self.right = right
         split = QSplitter(Qt.Orientation.Horizontal, objectName="featuresSplitter")
         split.addWidget(left)
         split.addWidget(right)
@@ -103,6 +106,7 @@ class FeaturesPanel(QWidget):
         f.cleared.connect(self._cleared)
         f.listed.connect(self._listed)
         f.chosen_changed.connect(self._chosen)
+        f.edit_ready.connect(self._edited)
         f.failed.connect(lambda key, message: self._say(message, True) if key == DASHBOARD else None)
         self._cleared()
         self._listed(f.saved)
@@ -159,6 +163,13 @@ class FeaturesPanel(QWidget):
 
     def _feature_chosen(self, feature: int) -> None:
         self.edit_section.set_target(self.features.feature_target(feature, self.prompt()))
+
+    def _edited(self, _result) -> None:
+        """Room for the intervention's result: at least `EDIT_LINES` lines of text, taken from the pages."""
+        pages, edit = self.right.sizes()
+        room = EDIT_LINES * self.fontMetrics().height()
+        if edit < room:
+            self.right.setSizes([max(pages - (room - edit), 0), room])
 
     def _say(self, text: str, error: bool = False) -> None:
         self.dictionaryLabel.setText(text)

@@ -120,6 +120,7 @@ class TrainSection(QGroupBox):
                      "in that run's features/ folder.")
             return
         self._clear_curves()
+        self.curves.hide()  # until a training draws them
         self.progressBar.setValue(0)
         self.say(f.no_weights() or "" if f.loaded is None or f.run is None else "")
 
@@ -157,6 +158,7 @@ class TrainSection(QGroupBox):
         self._clear_curves()
         started = self.features.train(point, step, **self.options())
         if started:
+            self.curves.show()
             self.progressBar.setValue(0)
             self.say(f"Training a dictionary on {point} at step {step:,}…")
         self._update_buttons()
