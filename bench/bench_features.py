@@ -33,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--tokens", type=int, default=None, help="training tokens (default: train_dictionary's)")
     p.add_argument("--points", nargs="+", default=None, help="default: self/1/resid_post and every MLP")
+    p.add_argument("--threads", type=int, default=2)
     args = p.parse_args(argv)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     loaded = load_at_step(Run.open(args.run), None)
     points = args.points or ["self/1/resid_post", *(f"mlp/{layer}" for layer in range(loaded.config.model.L))]
     extra = {} if args.tokens is None else {"tokens": args.tokens}
