@@ -6,8 +6,10 @@ run (L = 4, d_e = 128, d_mlp = 512) with a transcoder for every MLP layer:
 TRANSCODERS_DIR holds mlp-0 … mlp-L−1 (``fatstudio features RUN_DIR --point mlp/l --out TRANSCODERS_DIR/mlp-l``;
 default: RUN_DIR/features/mlp-l-step<last>). It prints the time to build the full graph of a 32-token prompt and
 to prune it, the node and edge counts, and for the 5 features with the largest direct effect on the logit: that
-edge, and how much zeroing the feature moves the logit, frozen (attention, norms, other features and errors held:
-exactly the edge) and live (the model as it runs: the edge plus indirect effects), with the live/edge ratio.
+edge, and how much zeroing the feature moves the logit (the ratio to the edge in brackets): frozen (attention,
+norms, other features and errors held: exactly the edge), with every other MLP's output held (attention and norms
+live: the direct effect through the live nonlinearities) and live (the model as it runs: the edge plus the
+effects through later MLPs).
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
 
 PROMPT = "import os\nimport sys\n\ndef main(args):\n    return 0"  # cut to 32 tokens
 
@@ -30,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     from fatstudio.core.inspect.features.dictionary import dictionary_folder, load
     from fatstudio.core.inspect.features.graph import attribution_graph, prune
     from fatstudio.core.inspect.features.interventions import FeatureEdit, edited_logits
+    from fatstudio.core.model.hooks import hooked, recorded
     from fatstudio.core.runs.folder import Run, load_at_step
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -57,20 +62,27 @@ def main(argv: list[str] | None = None) -> int:
     kinds = lambda nodes: ", ".join(f"{sum(n.kind == k for n in nodes)} {k}" for k in ("embedding", "feature", "error"))
     print(f"target {g.nodes[-1].token!r} (p = {g.probability:.3f}), logit {g.logit:.4f} = baseline {g.baseline:.4f} "
           f"+ Σ edges {float(g.adjacency[-1].sum()):.4f}")
-    print(f"full graph: {len(g.nodes)} nodes ({kinds(g.nodes)}), {len(g.edges()):,} edges, built in {built:.2f} s "
+    print(f"full graph: {len(g.nodes)} nodes ({kinds(g.nodes)}), {int((g.adjacency != 0).sum()):,} edges, built in {built:.2f} s "
           f"(goal ≤ 10 s)")
     print(f"pruned (0.8, 0.98): {len(p.nodes)} nodes ({kinds(p.nodes)}), {len(p.edges())} edges, in {pruned:.2f} s; "
           f"kept {p.stats['node_influence']:.1%} of the influence, {p.stats['edge_score']:.1%} of the edge score")
-    print("5 strongest features: edge into the logit | zeroed, frozen | zeroed, live | live/edge")
+    print("5 strongest features: edge into the logit | logit moved by zeroing it: frozen | MLPs held | live "
+          "(ratios to the edge)")
     clean = g.logit
+    outs = [f"mlp/{l}/out" for l in range(L)]
+    with torch.no_grad(), recorded(model, outs) as got:
+        model(torch.tensor([ids]))
     for i in g.strongest(5):
         n = g.nodes[i]
         edit = [FeatureEdit(tcs[n.layer], n.feature, 0.0, n.position)]
         edge = float(g.adjacency[-1, i])
         frozen = clean - float(edited_logits(model, ids, edit, frozen=True, transcoders=tcs)[-1, g.target])
+        held = {name: (lambda _, y=got[name][0]: y) for l, name in enumerate(outs) if l != n.layer}
+        with hooked(model, held):  # every other MLP's output held: attention and norms live
+            mlps_held = clean - float(edited_logits(model, ids, edit)[-1, g.target])
         live = clean - float(edited_logits(model, ids, edit)[-1, g.target])
-        print(f"  {n.label():>14}  act {n.activation:6.3f}  {edge:+.4f} | {frozen:+.4f} | {live:+.4f} | "
-              f"{live / edge:.3f}")
+        print(f"  {n.label():>14}  act {n.activation:6.3f}  {edge:+.4f} | {frozen:+.4f} ({frozen / edge:.3f}) | "
+              f"{mlps_held:+.4f} ({mlps_held / edge:.3f}) | {live:+.4f} ({live / edge:.3f})")
     return 0
 
 

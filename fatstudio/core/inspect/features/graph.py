@@ -240,8 +240,9 @@ def influence(A: torch.Tensor, target: int) -> torch.Tensor:
 
 
 def threshold(scores: torch.Tensor, fraction: float) -> float:
-    """The smallest score among the largest ones that together hold ``fraction`` of the sum of ``scores``."""
-    s = scores.flatten().sort(descending=True).values
+    """The smallest score among the largest (positive) ones that together hold ``fraction`` of their sum (inf if
+    none is positive)."""
+    s = scores[scores > 0].sort(descending=True).values
     total = float(s.sum())
     if total <= 0:
         return float("inf")
