@@ -1,5 +1,5 @@
 """The command line: ``fatstudio`` (the app), ``train``, ``sweep``, ``generate``, ``attention``, ``export``, ``cache``,
-``import``, the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``, and ``features`` (a
+``import``, ``glass-box``, the experiments on a trained run: ``ablate``, ``patch``, ``lens``, ``token-loss``, and ``features`` (a
 sparse dictionary trained on a hook point).
 
 Errors print one or two lines and exit non-zero; ``--debug`` shows the traceback instead.
@@ -111,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
     i.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the weights' type in the "
                    "run's file (bfloat16: half the file; the model is float32 in memory either way)")
+    gb = sub.add_parser("glass-box", help="build a model whose weights are set by hand, not trained, as a run: "
+                        "induction (a previous-token and an induction head) or superposition (an MLP writing known "
+                        "sparse features): what the inspection tools should find is known")
+    gb.add_argument("kind", choices=["induction", "superposition"])
+    gb.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
     for command in sub.choices.values():
         command.add_argument("--force-memory", action="store_true", help="build the model even where its "
                              "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
@@ -174,7 +179,7 @@ def _command(args) -> int:
     try:
         return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
-                "token-loss": cmd_token_loss, "features": cmd_features, "sweep": cmd_sweep,
+                "token-loss": cmd_token_loss, "features": cmd_features, "glass-box": cmd_glass_box, "sweep": cmd_sweep,
                 "cache": cmd_cache}[args.command](args)
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
@@ -359,6 +364,18 @@ def cmd_export(args) -> int:
     from .core.runs.export_hf import export_hf
 
     print(export_hf(args.run_dir, args.out).summary())
+    return 0
+
+
+def cmd_glass_box(args) -> int:
+    from .core.runs.glass_box import build_glass_box
+
+    done = build_glass_box(args.kind, args.out)
+    print(done.summary())
+    print(done.description)
+    run = shlex.quote(str(done.run_dir))
+    print(f"next: fatstudio features {run} --point mlp/0/out --out DIR" if args.kind == "superposition" else
+          f"next: fatstudio ablate {run} --out ablation.csv; fatstudio attention {run} --prompt abcdeabcde --out maps.png")
     return 0
 
 

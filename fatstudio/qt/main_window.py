@@ -24,7 +24,7 @@ from .panels.token_loss import TokenLossPanel
 from .panels.train.panel import TrainView
 from .panels.train.runs_list import RunsList
 from .probe_feed import ProbeFeed
-from .runs_control import RunsControl
+from .runs_control import GLASS_BOXES, RunsControl
 from .settings_column import SettingsColumn
 from .training_control import TrainingControl
 from .view_tabs import ViewTabs
@@ -114,6 +114,10 @@ class MainWindow(QMainWindow):
                                     shortcut=QKeySequence.StandardKey.Open))
         file_menu.addAction(QAction("Open corpus f&older…", self, triggered=c.open_folder_dialog))
         file_menu.addAction(QAction("&Import model…", self, triggered=self.runs.import_model, objectName="importModelAction"))
+        glass = file_menu.addMenu("Add &glass-box model")  # hand-set weights whose workings are known (`glass_box`)
+        for kind, words in GLASS_BOXES.items():
+            glass.addAction(QAction(words, self, triggered=lambda _=False, k=kind: self.runs.add_glass_box(k),
+                                    objectName=f"glassBox{kind.title()}Action"))
         file_menu.addSeparator()
         file_menu.addAction(QAction("&Quit", self, triggered=self.close, shortcut=QKeySequence.StandardKey.Quit))
         run_menu = bar.addMenu("&Run")

@@ -28,11 +28,21 @@ def _import_hf(source: str, out: str, progress):
     return import_hf(source, out, progress=progress)
 
 
+def _build_glass_box(kind: str, out: str):
+    from fatstudio.core.runs.glass_box import build_glass_box  # in the worker: it imports torch
+
+    return build_glass_box(kind, out)
+
+
 def _load_model(path: str):
     from fatstudio.core.runs.folder import Run
     return Run.open(path).load_model("cpu")
 
 
+GLASS_BOXES = {  # the glass-box models (`core.runs.glass_box.KINDS`) as the File menu offers them
+    "induction": "&Induction: a previous-token head and an induction head",
+    "superposition": "&Superposition: an MLP writing 128 known features into 96 dimensions",
+}
 LOAD_MODEL = "load-model"  # the job loading the model of the run opened
 
 
@@ -129,13 +139,16 @@ class RunsControl(QObject):
         self.plots.export_stem = f"{run.path}-curves"  # beside the run: a run folder is the run's alone
         self.view.set_samples(run.samples())
         m = run.meta
-        imported = run.info.imported_class
+        imported, glass = run.info.imported_class, run.info.glass_box
         step, total = int(m.get("step", 0) or 0), int(m.get("total_steps", run.config.train.steps) or 0)
         best = m.get("best_val_loss")
         if imported:  # its weights were trained elsewhere: no steps, no corpus of its own here
             self.view.show_untrained(f"imported {imported}: not trained here")
             status = (f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
                       f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
+        elif glass:  # built by hand: no steps, its construction said
+            self.view.show_untrained(f"glass box ({glass}): built by hand, not trained")
+            status = f"Opened {run.name}: {run.info.description or 'a glass-box model'}"
         else:
             shown = run.info.status
             self.view.show_progress(step, total, text=shown or "")
@@ -284,6 +297,16 @@ class RunsControl(QObject):
             "import", _import_hf, source, str(out), progress=True,
             on_progress=lambda fraction, text: self.message.emit(f"Importing {name}: {text} ({fraction:.0%})", 0),
             on_result=self._imported, on_error=lambda text: self.error.emit(f"Cannot import {source}: {text}", True))
+
+    def add_glass_box(self, kind: str) -> None:
+        """Build the glass-box model ``kind`` (`core.runs.glass_box`: hand-set weights) as a new run in the runs
+        folder, in a worker thread; then list and open it, its construction in the status line."""
+        out = import_destination(self.root(), f"glass-box-{kind}")
+        self.error.emit(None, False)
+        self.message.emit(f"Building the {kind} glass-box model…", 0)
+        self.workspace.jobs.submit(
+            "glass-box", _build_glass_box, kind, str(out), on_result=self._imported,
+            on_error=lambda text: self.error.emit(f"Cannot build the {kind} glass-box model: {text}", True))
 
     def _imported(self, done) -> None:
         from fatstudio.core.runs.folder import Run

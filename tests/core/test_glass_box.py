@@ -12,7 +12,7 @@ from fatstudio.core.inspect.head_scores import head_scores
 from fatstudio.core.model.hooks import hooked
 from fatstudio.core.names import MapName
 from fatstudio.core.runs.folder import Run, list_runs
-from fatstudio.core.runs.glass_box import FEATURES, build_glass_box, known_features
+from fatstudio.core.runs.glass_box import FEATURES, build_glass_box, known_features, recovered_features
 
 PREV, INDUCTION = "self/0/0", "self/1/0"  # the constructed heads: layer 1 head 1, layer 2 head 1
 
@@ -88,3 +88,31 @@ def test_the_superposition_model_writes_exactly_its_known_features(tmp_path):
     acts = known["activations"][a, b]  # (1, T, K)
     assert ((acts > 0).sum(-1) == 3).all()  # sparse: 3 of K features at each token
     np.testing.assert_allclose(out[0], acts @ known["directions"], atol=1e-4)
+
+
+def test_an_sae_trained_on_the_mlp_output_recovers_the_known_features_and_a_random_one_does_not(tmp_path):
+    from fatstudio.core.inspect.features.dictionary import Dictionary
+    from fatstudio.core.inspect.features.training import train_dictionary
+
+    run = Run.open(build_glass_box("superposition", tmp_path / "sup").run_dir)
+    loaded = run.load_model()
+    torch.manual_seed(0)
+    *_, done = train_dictionary(loaded, "mlp/0/out", d_f_mult=2, k=4, tokens=40_000, batch_tokens=128, lr=1e-2,
+                                held_out_tokens=1024, seed=1)
+    found = recovered_features(done.dictionary, run)
+    assert found.fraction >= 0.8 and found.point == "mlp/0/out"
+    assert sorted(found.found + found.missed) == list(range(len(found.cosine)))
+    assert all(found.cosine[i] >= 0.9 for i in found.found) and all(found.cosine[i] < 0.9 for i in found.missed)
+    random = Dictionary("sae", "mlp/0/out", "mlp/0/out", 96, 96, 192, 4)
+    with torch.no_grad():
+        random.W_dec.copy_(torch.randn(96, 192))
+    assert recovered_features(random, run.path).fraction == 0.0  # random directions are far from every known one
+    with pytest.raises(ValueError, match="width"):
+        recovered_features(Dictionary("sae", "embed", "embed", 8, 8, 16, 4), run)
+
+
+def test_recovered_features_needs_a_run_with_known_features(induction_run):
+    from fatstudio.core.inspect.features.dictionary import Dictionary
+
+    with pytest.raises(ValueError, match="no known features"):
+        recovered_features(Dictionary("sae", "embed", "embed", 128, 128, 256, 4), induction_run)

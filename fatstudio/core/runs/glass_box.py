@@ -162,7 +162,7 @@ INDUCTION_TEXT = (
     "earlier copy lies there), and copies key j's token into the coordinates the unembedding reads, {confidence:g} "
     "nats above the other letters: it predicts the letter that followed a's earlier occurrence. The other six heads "
     "attend evenly and write nothing (their W_o columns are 0), the MLPs are 0, and <pad>, <mask>, <bos> and <eos> "
-    "are never predicted. Zeroing either constructed head makes the second copies as unpredictable as the first.")
+    "are never predicted. Zeroing either constructed head leaves the second copies nearly as unpredictable as the first.")
 
 
 def _induction(p: Induction = Induction()) -> tuple[torch.nn.Module, Tokenizer, RunConfig, str]:
@@ -273,10 +273,11 @@ def _superposition(p: Superposition = Superposition()) -> tuple[torch.nn.Module,
 # ---- the run folder ----------------------------------------------------------------------------------------------
 @dataclass
 class GlassBox:
-    """What `build_glass_box` wrote: the run folder and which model."""
+    """What `build_glass_box` wrote: the run folder, which model and its description."""
 
     run_dir: Path
     kind: str
+    description: str
 
     def summary(self) -> str:
         return f"built the {self.kind} glass-box model as the run {self.run_dir} (hand-set weights, not trained)"
@@ -307,7 +308,7 @@ def build_glass_box(kind: str, out: str | Path) -> GlassBox:
         if out.exists():
             out.rmdir()  # empty (Run.check_new)
         os.replace(tmp, out)
-    return GlassBox(out, kind)
+    return GlassBox(out, kind, text)
 
 
 def known_features(run: Run) -> torch.Tensor | None:

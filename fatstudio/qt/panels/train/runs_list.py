@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import textwrap
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -170,13 +171,16 @@ class RunsList(QWidget):
         status, steps = m.status or "?", f"{m.step}/{m.total_steps(run.config.train.steps)}"
         if m.imported_class:  # its weights were trained elsewhere: no status or steps of its own here
             status, steps = "imported", "–"
+        if m.glass_box:  # its weights were set by hand: no steps
+            status, steps = "glass box", "–"
         item = QTreeWidgetItem([run.name, status, steps, f"{val:.4f}" if val is not None else "",
                                 _when(m.created, short=True)])
         item.setToolTip(0, f"{run.path}\n{run.config.model.arch} on {run.config.data.corpus} "
                            f"({run.config.data.task}, {run.config.data.tokenizer} tokens)"
                            + (f"\n{m.sweep_variant}, seed {run.config.train.seed}" if m.sweep_variant else "")
                            + (f"\nfine-tuned from the weights of {m.init_from}" if m.init_from else "")
-                           + (f"\nimported ({m.imported_class}): not trained here" if m.imported_class else ""))
+                           + (f"\nimported ({m.imported_class}): not trained here" if m.imported_class else "")
+                           + (f"\n\n{textwrap.fill(m.description, 90)}" if m.description else ""))
         item.setToolTip(4, _when(m.created))
         item.setData(0, SWEEP_RUN, m.sweep_variant is not None)
         return item
