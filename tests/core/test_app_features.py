@@ -115,9 +115,10 @@ def test_a_graph_needs_a_transcoder_for_every_mlp_at_one_step_and_a_pre_ln_decod
     assert features.graph_request("", None) == "Write a prompt to trace."
     request = features.graph_request("the quick", " ")
     assert request == GraphRequest("the quick", " ", 10)
-    loaded.config.model.arch = "bert"  # a model the graph's method does not fit
+    loaded.model.config.arch = "bert"  # a model the graph's method does not fit
     assert not features.build_graph("the quick")
-    assert failed[-1][0] == GRAPH and "bert" in failed[-1][1] and "pre-LN decoders" in failed[-1][1]
+    assert failed[-1] == (GRAPH, "Attribution graphs and feature edits are for decoder-only models (gpt, gopher); "
+                          "this is a 'bert' model.")
 
 
 def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, run):

@@ -3,7 +3,8 @@
 dashboard, the last training's events and quality, an attribution graph of a prompt and an intervention's result.
 
 It follows the focus (`Focus`): other weights in focus and everything computed from the previous ones goes (its
-jobs are cancelled, ``cleared`` says so) and the new run's dictionaries are listed. All work runs in the one job
+jobs are cancelled, ``cleared`` says so; a training goes on, saving into its own run) and the new run's
+dictionaries are listed. All work runs in the one job
 system (`Jobs`) under the keys below, so a newer request supersedes an older one of its kind; the heavy modules
 (torch, the features' core) are imported in the jobs' threads only.
 """
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 LIST, TRAIN, DASHBOARD, GRAPH, EDIT = ("features-list", "features-train", "features-dashboard", "features-graph",
                                        "features-edit")
 KEYS = (LIST, TRAIN, DASHBOARD, GRAPH, EDIT)
-GRAPH_ARCHS = ("gpt", "gopher")  # pre-LN decoders: the attribution graph's method applies
 SKIPPED_KINDS = ("pattern", "z")  # hook points no dictionary is trained on (not (B, T, d) activations)
 
 
@@ -118,17 +118,6 @@ def default_point(points: list[str]) -> str | None:
     return resid[(len(resid) - 1) // 2] if resid else (points[0] if points else None)
 
 
-def graph_problem(loaded: LoadedModel | None) -> str | None:
-    """Why no attribution graph can be built for ``loaded``, in words (None: it can)."""
-    if loaded is None:
-        return "Open a run with saved weights first."
-    arch = loaded.config.model.arch
-    if arch not in GRAPH_ARCHS:
-        return (f"Attribution graphs follow circuit-tracer's method for pre-LN decoders (gpt, gopher); this run is "
-                f"a {arch} model.")
-    return None
-
-
 class Features:
     """See the module. State: ``run`` and ``loaded`` (the focus's), ``saved`` (`Saved`, listed), ``steps`` (the
     run's saved weight steps), ``picked`` (the `Saved` chosen), ``chosen`` (`Chosen` once read, or None),
@@ -136,9 +125,9 @@ class Features:
     ``quality`` (the last training's), ``training`` (the run folder a dictionary is being trained for, None:
     none; a training goes on when the focus moves, and saves into its own run).
 
-    Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``, ``train_event(event)``
-    (each event of the training), ``train_ended(status, words)`` (its end, with its quality or why it failed in
-    words), ``chosen_changed(chosen)``, ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
+    Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``,
+    ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end),
+    ``chosen_changed(chosen)``, ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
     ``edit_ready(result)``, ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
 
     cleared = Signal()
@@ -283,9 +272,15 @@ class Features:
     def graph_request(self, prompt: str, target: str | None) -> GraphRequest | str:
         """What a graph of ``prompt`` is built from (the weights of the chosen dictionary's step, else the
         focus's), or why it cannot be built, in words."""
-        problem = graph_problem(self.loaded) or self.no_weights()
+        problem = self.no_weights()
         if problem is not None or self.loaded is None:
             return problem or ""
+        from ..inspect.features.replacement import check_model  # a model is loaded: torch is imported
+
+        try:
+            check_model(self.loaded.model)
+        except ValueError as e:
+            return f"{str(e)[0].upper()}{str(e)[1:]}"
         if not prompt:
             return "Write a prompt to trace."
         return GraphRequest(prompt, target or None, self.chosen.saved.step if self.chosen else self.loaded.step)
@@ -452,4 +447,4 @@ def _intervene(run: str, loaded: LoadedModel | None, target: EditTarget, value: 
 
 
 __all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "EditTarget", "GraphRequest", "trainable_points", "default_point",
-           "graph_problem", "KEYS"]
+           "KEYS"]
