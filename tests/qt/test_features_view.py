@@ -144,8 +144,10 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     items = {panel.dictionaries.item(r).text(): r for r in range(panel.dictionaries.count())}
     row = next(r for text, r in items.items() if text.startswith("mlp/0 · step 10"))
     panel.dictionaries.setCurrentRow(row)
+    assert panel.readingBar.isVisible() and "Reading" in panel.dictionaryLabel.text()  # the validation split
     section = panel.feature_section
     qtbot.waitUntil(lambda: section.list.table.rowCount() == 32, timeout=LONG)
+    assert not panel.readingBar.isVisible() and "k = 4" in panel.dictionaryLabel.text()
     assert "32 features" in section.summary.text()
     qtbot.waitUntil(lambda: section.dashboard.dashboard is not None, timeout=LONG)  # the first feature's
     section.list.select_feature(6)

@@ -127,7 +127,8 @@ class Features:
 
     Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``,
     ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end),
-    ``chosen_changed(chosen)``, ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
+    ``chosen_changed(chosen)``, ``reading(fraction, message)`` (the chosen dictionary's features being read),
+    ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
     ``edit_ready(result)``, ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
 
     cleared = Signal()
@@ -135,6 +136,7 @@ class Features:
     train_event = Signal(object)
     train_ended = Signal(object, str)
     chosen_changed = Signal(object)
+    reading = Signal(float, str)
     dashboard_ready = Signal(object)
     graph_ready = Signal(object)
     edit_ready = Signal(object)
@@ -250,6 +252,7 @@ class Features:
             self.failed.emit(DASHBOARD, saved.error)
             return
         self.jobs.submit(DASHBOARD, _choose, self.run, self.loaded, saved, progress=True, on_result=self._chosen,
+                         on_progress=lambda f, m: self.reading.emit(f, m),
                          on_error=lambda m: self.failed.emit(DASHBOARD, m))
 
     def _chosen(self, chosen: Chosen) -> None:
@@ -396,7 +399,9 @@ def _choose(run: str, loaded: LoadedModel | None, saved: Saved, progress: Any = 
 
     d = load(saved.folder)
     model = weights(run, loaded, saved.step)
-    return Chosen(saved, d, model, feature_activations(model, d, progress=progress), _recovered(d, run))
+    stats = feature_activations(model, d, progress=progress)
+    stats.stats()  # computed here once, the list's later calls a lookup
+    return Chosen(saved, d, model, stats, _recovered(d, run))
 
 
 def _recovered(d: Dictionary, run: str) -> Any:

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListWidget,
     QListWidgetItem,
+    QProgressBar,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -66,9 +67,13 @@ class FeaturesPanel(QWidget):
         self.recovered.setWordWrap(True)
         self.recovered.setTextFormat(Qt.TextFormat.RichText)
         self.recovered.hide()
+        self.readingBar = QProgressBar(objectName="featuresReading")
+        self.readingBar.setRange(0, 1000)
+        self.readingBar.hide()
         picker = QGroupBox("Dictionaries of this run", objectName="featuresPicker")
         pl = QVBoxLayout(picker)
         pl.addWidget(self.dictionaries, 1)
+        pl.addWidget(self.readingBar)
         pl.addWidget(self.dictionaryLabel)
         pl.addWidget(self.recovered)
         left = QSplitter(Qt.Orientation.Vertical, objectName="featuresLeftSplitter")
@@ -106,13 +111,15 @@ class FeaturesPanel(QWidget):
         f.cleared.connect(self._cleared)
         f.listed.connect(self._listed)
         f.chosen_changed.connect(self._chosen)
+        f.reading.connect(lambda fraction, _message: self.readingBar.setValue(round(fraction * 1000)))
         f.edit_ready.connect(self._edited)
-        f.failed.connect(lambda key, message: self._say(message, True) if key == DASHBOARD else None)
+        f.failed.connect(self._failed)
         self._cleared()
         self._listed(f.saved)
 
     # ---- the picker ----------------------------------------------------------------------------------------
     def _cleared(self) -> None:
+        self.readingBar.hide()
         self.dictionaries.clear()
         self.recovered.hide()
         self._say("")
@@ -144,8 +151,10 @@ class FeaturesPanel(QWidget):
 
     def _chosen(self, chosen: Chosen | None) -> None:
         self.recovered.setVisible(chosen is not None and chosen.recovered is not None)
+        picked = self.features.picked
+        self.readingBar.setVisible(chosen is None and picked is not None and not picked.error)
+        self.readingBar.setValue(0)
         if chosen is None:
-            picked = self.features.picked
             self._select(picked)
             if picked is not None and not picked.error:
                 self._say(f"Reading {html.escape(picked.words)} and measuring its features on the validation "
@@ -170,6 +179,11 @@ class FeaturesPanel(QWidget):
         room = EDIT_LINES * self.fontMetrics().height()
         if edit < room:
             self.right.setSizes([max(pages - (room - edit), 0), room])
+
+    def _failed(self, key: str, message: str) -> None:
+        if key == DASHBOARD:
+            self.readingBar.hide()
+            self._say(message, True)
 
     def _say(self, text: str, error: bool = False) -> None:
         self.dictionaryLabel.setText(text)
