@@ -18,7 +18,8 @@ from fatstudio.core.inspect.features.replacement import Replacement
 from fatstudio.core.model.hooks import recorded
 
 IDS = [1, 5, 3, 7, 2, 9, 4, 4, 8]
-DECODERS = ["gpt", "gopher"]
+DECODERS = {"gpt": {}, "gopher": {},  # gopher: RMSnorm, relative positions
+            "gpt-gqa-rope-swiglu": dict(H=4, H_kv=2, positions="rope", activation="swiglu")}
 
 
 def transcoders(model, d_f=24, k=4, seed=1):
@@ -35,9 +36,9 @@ def transcoders(model, d_f=24, k=4, seed=1):
     return out
 
 
-@pytest.fixture(scope="module", params=DECODERS)
+@pytest.fixture(scope="module", params=list(DECODERS))
 def traced(request):
-    model = tiny(request.param)
+    model = tiny(request.param.split("-")[0], **DECODERS[request.param])
     tcs = transcoders(model)
     return model, tcs, attribution_graph(model, tcs, IDS)
 
@@ -123,6 +124,8 @@ def test_pruning_keeps_the_nodes_and_edges_it_says(traced):
             assert edges[j].any(), n.label()  # an edge in
     full_w = g.adjacency[at][:, at]
     assert torch.equal(p.adjacency[edges], full_w[edges])  # kept edges keep their weights
+    for s, t, w in p.edges():  # (source, target, weight), upwards
+        assert float(p.adjacency[t, s]) == w != 0 and p.nodes[s].layer < p.nodes[t].layer
     everything = prune(g, 1.0, 1.0)
     assert len(everything.nodes) >= len(p.nodes) and len(everything.edges()) > len(p.edges())
     with pytest.raises(ValueError, match="node threshold"):
@@ -212,12 +215,21 @@ def test_an_intervention_gives_the_probabilities_as_the_head_ablation_does(loade
     assert got.csv().splitlines()[0] == "position,token,p_before,p_after,delta_p"
     assert len(got.next_tokens) >= 5 and got.next_before[0] == pytest.approx(g.probability, abs=1e-9)
     assert got.describe() == f"feature {node.feature + 1} of mlp/{node.layer} zeroed at every position"
+    last = intervene(loaded, text, [FeatureEdit(tcs[node.layer], node.feature, 0.0, len(text) - 1)])
+    assert last.after == last.before  # the last token is read only to predict the one after the text
+    assert last.next_after != last.next_before
     t = graph_for_text(loaded, tcs, text, target="q")
     assert t.target == loaded.tokenizer.encode("q")[0]
     with pytest.raises(ValueError, match="give one token"):
         graph_for_text(loaded, tcs, text, target="qu")
     with pytest.raises(ValueError, match="write a prompt"):
         graph_for_text(loaded, tcs, "")
+    with pytest.raises(ValueError, match="the prompt is 13 tokens long; it must have 1 to l_max = 12"):
+        graph_for_text(loaded, tcs, "the lazy dogs")
+    with pytest.raises(ValueError, match="the prompt is 13 tokens long; an edit reruns a prompt of 2 to l_max = 12"):
+        intervene(loaded, "the lazy dogs", [FeatureEdit(tcs[0], 0)])
+    with pytest.raises(ValueError, match="choose a feature"):
+        intervene(loaded, text, [])
 
 
 def test_a_run_s_saved_transcoders_are_found_by_layer_or_the_missing_ones_named(tmp_path):

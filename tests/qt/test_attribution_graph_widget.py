@@ -106,3 +106,21 @@ def test_a_feature_edit_s_result_is_shown_as_the_head_ablation_shows_its(qtbot):
     assert view.changes.text.token_count() == 3
     view.show_result(None, "Nothing edited yet.")
     assert view.summary.text() == "Nothing edited yet." and view.nextTable.rowCount() == 0
+
+
+def test_a_graph_too_wide_for_the_view_is_shrunk_only_so_far_and_scrolls(qtbot, view):
+    view.resize(int(view.sceneRect().width() * 0.4), int(view.sceneRect().height()))  # it would need 0.4×
+    qtbot.wait(10)
+    assert view.transform().m11() == pytest.approx(0.75)
+    assert view.horizontalScrollBar().maximum() > 0
+
+
+def test_hovering_a_node_makes_its_edges_stand_out(qtbot, view):
+    lines = [i for i in view.scene().items() if isinstance(i, QGraphicsLineItem)]
+    at = view.mapFromScene(view.node_items[12].sceneBoundingRect().center())  # 9 in, 1 out
+    qtbot.mouseMove(view.viewport(), at)
+    qtbot.waitUntil(lambda: view.hovered == 12, timeout=1000)
+    bright = [line for line in lines if line.opacity() == 1.0]
+    assert len(bright) == 10 and all(line.opacity() < 0.5 for line in lines if line not in bright)
+    view.highlight(None)
+    assert all(line.opacity() == 1.0 for line in lines)

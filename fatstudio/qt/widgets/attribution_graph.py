@@ -1,9 +1,11 @@
 """An attribution graph (`core.inspect.features.graph`) drawn in layers: x the position, y the layer (the token
 embeddings at the bottom, each MLP layer's features and error node above them, the logit at the top). A node's
 size and colour grow with its influence on the logit; an edge's width with its weight, red when it raises its
-target, blue when it lowers it. Hovering a node shows what it is and its activation; clicking it emits
+target, blue when it lowers it. Hovering a node shows what it is and its activation and makes its edges stand
+out (the others faint); clicking it emits
 ``nodeClicked`` with the `Node` (the Features tab opens its dashboard or edits it). The view scales the graph
-to fit (enlarging it at most `MAX_ZOOM` times); sizes come from the font's metrics.
+to fit, within `MIN_ZOOM` … `MAX_ZOOM` so that its text stays readable (a larger graph scrolls); sizes come
+from the font's metrics.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPainter, QPen
 from PySide6.QtWidgets import (
     QGraphicsEllipseItem,
     QGraphicsItem,
+    QGraphicsLineItem,
     QGraphicsRectItem,
     QGraphicsScene,
     QGraphicsView,
@@ -25,11 +28,12 @@ from ...core.inference.prompting import display_token
 if TYPE_CHECKING:
     from ...core.inspect.features.graph import AttributionGraph, Node
 
-MAX_ZOOM = 1.5  # the most the view enlarges a small graph
+MAX_ZOOM, MIN_ZOOM = 1.5, 0.75  # the most a small graph is enlarged, a large one shrunk (then it scrolls)
 ROWS = 4  # the most rows of nodes in a layer's band; a crowded position is drawn wider
 KIND_COLORS = {"embedding": QColor(120, 170, 215), "error": QColor(150, 150, 150), "logit": QColor(90, 170, 90)}
 FEATURE = (QColor(253, 224, 190), QColor(217, 95, 2))  # a feature's colour from no influence to the most
 RISE, FALL = QColor(214, 96, 77), QColor(67, 147, 195)  # as `token_view.signed_tint`
+FAINT = 0.12  # the opacity of the edges of other nodes than the one hovered
 
 
 def _mix(a: QColor, b: QColor, t: float) -> QColor:
@@ -51,6 +55,9 @@ class AttributionGraphView(QGraphicsView):
         self.graph: AttributionGraph | None = None
         self.node_items: list[QGraphicsItem] = []  # one per node of the graph, in its order
         self.edge_count = 0
+        self.lines: dict[int, list[QGraphicsLineItem]] = {}  # each node's edges, in and out
+        self.hovered: int | None = None  # the node whose edges stand out
+        self.setMouseTracking(True)
         self.set_graph(None)
 
     # ---- drawing --------------------------------------------------------------------------------------------
@@ -58,7 +65,7 @@ class AttributionGraphView(QGraphicsView):
         """Draw ``graph`` (a pruned one reads best), or ``empty`` when None."""
         scene = self.scene()
         scene.clear()
-        self.graph, self.node_items, self.edge_count = graph, [], 0
+        self.graph, self.node_items, self.edge_count, self.lines, self.hovered = graph, [], 0, {}, None
         if graph is None:
             scene.addSimpleText(empty)
             self._fit()
@@ -112,6 +119,7 @@ class AttributionGraphView(QGraphicsView):
         item.setPen(QPen(color.darker(150), 0))
         item.setToolTip(f"{n.describe()}\ninfluence on the logit {influence:.3g}")
         item.setData(0, n)
+        item.setData(1, len(self.node_items))
         item.setZValue(1)
         item.setAcceptHoverEvents(True)
         item.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -130,12 +138,14 @@ class AttributionGraphView(QGraphicsView):
             pen.setCosmetic(False)
             line = self.scene().addLine(centres[s].x(), centres[s].y(), centres[t].x(), centres[t].y(), pen)
             line.setZValue(0)
+            for end in (s, t):
+                self.lines.setdefault(end, []).append(line)
 
     def _fit(self) -> None:
         rect = self.scene().itemsBoundingRect().adjusted(-8, -8, 8, 8)
         self.scene().setSceneRect(rect)
         view = self.viewport().size()
-        scale = min(MAX_ZOOM, view.width() / rect.width(), view.height() / rect.height())
+        scale = max(MIN_ZOOM, min(MAX_ZOOM, view.width() / rect.width(), view.height() / rect.height()))
         self.resetTransform()
         self.scale(scale, scale)
 
@@ -151,6 +161,22 @@ class AttributionGraphView(QGraphicsView):
             if node is not None:
                 return node
         return None
+
+    def highlight(self, i: int | None) -> None:
+        """Make node ``i``'s edges stand out (the others faint); None: all as drawn."""
+        if i == self.hovered:
+            return
+        self.hovered = i
+        mine = set(map(id, self.lines.get(i, []))) if i is not None else set()
+        for lines in self.lines.values():
+            for line in lines:
+                line.setOpacity(1.0 if i is None or id(line) in mine else FAINT)
+                line.setZValue(2 if id(line) in mine else 0)
+
+    def mouseMoveEvent(self, event) -> None:
+        item = next((it for it in self.items(event.position().toPoint()) if it.data(1) is not None), None)
+        self.highlight(None if item is None else int(item.data(1)))
+        super().mouseMoveEvent(event)
 
     def mousePressEvent(self, event) -> None:
         node = self.node_at(event.position().toPoint())

@@ -112,7 +112,7 @@ class AttributionGraph:
     def edges(self) -> list[tuple[int, int, float]]:
         """(source, target, weight) of every non-zero edge."""
         t, s = self.adjacency.nonzero(as_tuple=True)
-        return [(int(a), int(b), float(self.adjacency[a, b])) for a, b in zip(t, s)]
+        return list(zip(s.tolist(), t.tolist(), self.adjacency[t, s].tolist()))
 
     def strongest(self, n: int = 5) -> list[int]:
         """The ``n`` feature nodes with the largest direct effect |A[logit, s]| on the logit, largest first."""
@@ -127,7 +127,7 @@ def attribution_graph(model, transcoders: Iterable[Dictionary], ids: Sequence[in
     ``ids``, read at its last position, for a gpt or gopher ``model`` with a transcoder for every MLP layer
     (see the module). ``tokenizer`` labels the tokens (without one: the ids as numbers)."""
     rep = Replacement(model, transcoders_by_layer(model, transcoders), ids)
-    T, L, pos = len(ids), rep.L, len(ids) - 1
+    L, pos = rep.L, len(ids) - 1
     logits = rep.logits[pos]
     if target is None:
         target = int(logits.argmax())
@@ -136,12 +136,12 @@ def attribution_graph(model, transcoders: Iterable[Dictionary], ids: Sequence[in
     label = (lambda ids: [str(i) for i in ids]) if tokenizer is None else (lambda ids: token_labels(tokenizer, ids))
     tokens = label(ids)
     emb, actives, values, errors = rep.sources(1)
-    nodes = [Node("embedding", -1, t, -1, float(emb[0, t].norm()), tokens[t]) for t in range(T)]
+    nodes = [Node("embedding", -1, t, -1, x, tokens[t]) for t, x in enumerate(emb[0].norm(dim=-1).tolist())]
     for l, (a, v) in enumerate(zip(actives, values)):
         nodes += [Node("feature", l, p, i, x, tokens[p])
                   for p, i, x in zip(a.position.tolist(), a.index.tolist(), v[0].tolist())]
     for l, e in enumerate(errors):
-        nodes += [Node("error", l, t, -1, float(e[0, t].norm()), tokens[t]) for t in range(T)]
+        nodes += [Node("error", l, t, -1, x, tokens[t]) for t, x in enumerate(e[0].norm(dim=-1).tolist())]
     nodes.append(Node("logit", L, pos, -1, float(logits[target]), label([target])[0]))
     A = _edges(rep, nodes, pos, target)
     with torch.no_grad():
@@ -161,8 +161,8 @@ def _edges(rep: Replacement, nodes: list[Node], pos: int, target: int) -> torch.
     features, which read the stream there."""
     T, L, n = len(rep.embedding), rep.L, len(nodes)
     first = {(node.kind, node.layer): i for i, node in reversed(list(enumerate(nodes)))}  # each block's first column
-    M = torch.zeros(n, n, dtype=rep.embedding.dtype)  # the rows of A in G's order
-    G = torch.zeros(1, T, rep.embedding.shape[-1], dtype=rep.embedding.dtype)
+    M = rep.embedding.new_zeros(n, n)  # the rows of A in G's order
+    G = rep.embedding.new_zeros(1, T, rep.embedding.shape[-1])
     G[0, pos] = rep.model.unembed.W_u.weight[target]
     G = rep.stream_grad("final", G)  # by the last layer's output
     rows = [n - 1]
@@ -176,14 +176,14 @@ def _edges(rep: Replacement, nodes: list[Node], pos: int, target: int) -> torch.
         c = first[("error", l)]
         M[:R, c:c + T] = (G * err).sum(-1)  # G[:, p] · ε[p]
         on = f.nonzero()
-        new = torch.zeros(len(on), T, G.shape[-1], dtype=G.dtype)
-        new[torch.arange(len(on)), on[:, 0]] = t.W_enc[on[:, 1]]
+        new = G.new_zeros(len(on), T, G.shape[-1])
+        new[torch.arange(len(on), device=G.device), on[:, 0]] = t.W_enc[on[:, 1]]
         G = torch.cat([G, rep.stream_grad(f"mlp/{l}/in", new)])  # by the stream MLP l reads: layer l's features too
         rows += range(first.get(("feature", l), 0), first.get(("feature", l), 0) + len(on))
         G = G + rep.stream_grad(f"self/{l}/in", rep.attention_grad(l, G))  # by the stream attention l reads
     M[:len(rows), :T] = (G * rep.embedding).sum(-1)
     A = torch.zeros(n, n, dtype=torch.float64)
-    A[rows] = M[:len(rows)].double()
+    A[rows] = M[:len(rows)].double().cpu()
     return A
 
 
@@ -205,9 +205,6 @@ def graph_for_text(loaded, transcoders: Iterable[Dictionary], text: str, target:
     ids = tok.encode(text)
     if not ids:
         raise ValueError("write a prompt: the graph traces the token that follows it.")
-    l_max = loaded.model.config.l_max
-    if len(ids) > l_max:
-        raise ValueError(f"the prompt is {len(ids)} tokens long, more than l_max = {l_max}; shorten it.")
     chosen = None
     if target:
         t = tok.encode(target)

@@ -67,10 +67,12 @@ class FeatureEdit:
 
 
 def edited(f: torch.Tensor, edits: Iterable[FeatureEdit]) -> torch.Tensor:
-    """f (…, T, d_f) with each edit's entries set."""
+    """f (…, T, d_f) with each edit's entries set; an edit at a position past T (scoring a prompt reads all of it
+    but its last token) sets nothing."""
     f = f.clone()
     for e in edits:
-        f[..., slice(None) if e.position is None else e.position, e.feature] = e.value
+        if e.position is None or e.position < f.shape[-2]:
+            f[..., slice(None) if e.position is None else e.position, e.feature] = e.value
     return f
 
 
@@ -84,8 +86,8 @@ def _grouped(edits: Sequence[FeatureEdit]) -> list[tuple[Dictionary, list[Featur
 def _splice(d: Dictionary, edits: list[FeatureEdit]) -> list[tuple[str, Hook]]:
     """The hooks that add W_dec (f' − f) to ``d``'s output point, f read at its input point."""
     def change(x: torch.Tensor) -> torch.Tensor:
-        f = d.encode(x.to(d.W_enc.dtype))
-        return ((edited(f, edits) - f) @ d.W_dec.T).to(x.dtype)
+        f = d.encode(x.to(d.W_enc))  # in the dictionary's dtype and device
+        return ((edited(f, edits) - f) @ d.W_dec.T).to(x)
 
     if d.point_in == d.point_out:
         return [(d.point_in, lambda x: x + change(x))]
