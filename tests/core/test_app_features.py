@@ -13,7 +13,6 @@ from fatstudio.core.app.features import GRAPH, TRAIN, Features, GraphRequest, de
 from fatstudio.core.app.focus import Focus
 from fatstudio.core.app.jobs import Jobs, Mailbox
 from fatstudio.core.inspect.features.dictionary import Dictionary, dictionary_folder
-from fatstudio.core.inspect.features.graph import Node
 from fatstudio.core.model.hooks import point_names
 from fatstudio.core.runs.folder import Run
 
@@ -149,17 +148,14 @@ def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, 
     drain(mailbox, features.jobs)
     graph = features.graph
     assert graph is not None and graph.nodes[graph.target_index].kind == "logit"
-    assert any(n.kind == "feature" for n in graph.nodes)
-    # a node before the last position: interventions.intervene scores the prompt without its last token, so an
-    # edit at the last position fails there (reported)
-    node = Node("feature", 0, 3, 23, 1.0, "q")
+    node = next(n for n in graph.nodes if n.kind == "feature")  # at the last position, where the logit is
     edits = []
     features.edit_ready.connect(edits.append)
     target = features.node_target(node)
     assert target.folder == saved.folder and target.prompt == "the quick brown" and target.step == 20
     assert features.intervene(target)
     drain(mailbox, features.jobs)
-    assert edits[-1].describe() == "feature 24 of mlp/0 zeroed at position 4"
+    assert edits[-1].describe() == f"feature {node.feature + 1} of mlp/0 zeroed at position {node.position + 1}"
     assert features.node_target(graph.nodes[0]) is None  # an embedding
     assert features.intervene(features.feature_target(5, "the quick brown"), value=3.0)
     drain(mailbox, features.jobs)

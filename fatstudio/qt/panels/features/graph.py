@@ -80,6 +80,8 @@ class GraphSection(QWidget):
         split.addWidget(self.nodes)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 1)
+        line = self.fontMetrics().height()
+        split.setSizes([30 * line, 10 * line])
         lay = QVBoxLayout(self)
         lay.addLayout(bar)
         lay.addWidget(self.summary)
