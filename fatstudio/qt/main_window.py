@@ -69,9 +69,8 @@ class MainWindow(QMainWindow):
         self.paper_panel = PaperPanel(ws)  # the pseudocode, linked; the check; deviations
         self.token_loss_panel, self.experiments_panel = TokenLossPanel(ws), ExperimentsPanel(ws)
         self.features_panel = FeaturesPanel(ws)
-        self.viewTabs = ViewTabs(ws, {"Training": self.train_view, "Paper": self.paper_panel,
-                                      "Token loss": self.token_loss_panel, "Features": self.features_panel,
-                                      "Experiments": self.experiments_panel})
+        self.viewTabs = ViewTabs(ws, {"Training": self.train_view, "Paper": self.paper_panel, "Token loss": self.token_loss_panel,
+                                      "Features": self.features_panel, "Experiments": self.experiments_panel})
         self._prompt_host, self._attention_host = self.viewTabs.prompt_host, self.viewTabs.attention_host
         self.training = TrainingControl(ws, self.train_view, self.train_panel, parent=self)
         self.runs = RunsControl(ws, self.train_view, dialogs=self, parent=self)
