@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QFrame,
     QGroupBox,
     QLabel,
     QListWidget,
     QListWidgetItem,
     QProgressBar,
+    QScrollArea,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -76,11 +78,14 @@ class FeaturesPanel(QWidget):
         pl.addWidget(self.readingBar)
         pl.addWidget(self.dictionaryLabel)
         pl.addWidget(self.recovered)
-        left = QSplitter(Qt.Orientation.Vertical, objectName="featuresLeftSplitter")
-        left.addWidget(self.train_section)
-        left.addWidget(picker)
-        left.setStretchFactor(0, 0)
-        left.setStretchFactor(1, 1)
+        column = QWidget()  # the curves, once shown, take their room from the list; scrolled on a short screen
+        ll = QVBoxLayout(column)
+        ll.setContentsMargins(0, 0, 0, 0)
+        ll.addWidget(self.train_section)
+        ll.addWidget(picker, 1)
+        left = QScrollArea(objectName="featuresLeft", widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        left.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        left.setWidget(column)
         self.feature_section = FeatureSection(f)
         self.graph_section = GraphSection(f)
         self.edit_section = EditSection(f)

@@ -72,9 +72,10 @@ class TrainSection(QGroupBox):
                                "of features dead (not active for a while; AuxK revives them), against tokens seen.")
         self.curves.setBackground("w")
         line = self.fontMetrics().height()
-        self.curves.setMinimumHeight(18 * line)
+        self.curves.setMinimumHeight(14 * line)
         self.curves.setMaximumHeight(24 * line)
         self.series: dict[str, Series] = {}
+        self.plots: dict[str, pg.PlotItem] = {}
         self._lines: dict[str, Any] = {}
         for row, (key, title, color) in enumerate(CURVES):
             plot = self.curves.addPlot(row=row, col=0)
@@ -83,6 +84,7 @@ class TrainSection(QGroupBox):
             plot.getAxis("bottom").enableAutoSIPrefix(True)
             self.series[key] = Series()
             self._lines[key] = new_curve(plot, color)
+            self.plots[key] = plot
         self.summary = QLabel(objectName="featuresTrainSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.TextFormat.RichText)
@@ -158,6 +160,8 @@ class TrainSection(QGroupBox):
         self._clear_curves()
         started = self.features.train(point, step, **self.options())
         if started:
+            for key, top in (("explained_variance", 1.0), ("l0", self.kSpin.value() * 1.1), ("dead_fraction", 1.0)):
+                self.plots[key].setYRange(0, top)  # fractions, and L0 ≤ k (TopK)
             self.curves.show()
             self.progressBar.setValue(0)
             self.say(f"Training a dictionary on {point} at step {step:,}…")
