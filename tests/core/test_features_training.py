@@ -52,6 +52,13 @@ def test_an_mlp_trains_a_transcoder_from_its_input_to_its_output(loaded):
     assert q["explained_variance"] > 0 and q["loss_spliced"] < q["loss_zero"]
 
 
+def test_a_batch_larger_than_the_shuffling_buffer_is_drawn_from_more_passes(loaded):
+    """8 passes of 32 windows of l_max = 16 tokens hold 4,096 tokens; a batch of 5,000 takes a ninth."""
+    done = _done(train_dictionary(loaded, "self/0/resid_post", d_f_mult=1, k=2, tokens=10_000, batch_tokens=5_000,
+                                  held_out_tokens=256))[-1]
+    assert (done.step, done.tokens) == (2, 10_000)
+
+
 def test_the_same_seed_trains_the_same_dictionary(loaded):
     a, b, c = (_done(train_dictionary(loaded, "self/0/resid_mid", d_f_mult=1, k=2, seed=s, tokens=1_024,
                                       batch_tokens=256, held_out_tokens=256))[-1].dictionary for s in (3, 3, 4))
