@@ -69,7 +69,7 @@ class DictionaryEvent:
     stopped: bool = False
 
 
-def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 2_000_000,
+def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 1_000_000,
                      batch_tokens: int = 4096, lr: float = 1e-3, seed: int = 0, held_out_tokens: int = 32_768,
                      control: Stopping | None = None) -> Iterator[DictionaryEvent]:
     """Train a dictionary on ``point`` of ``loaded`` (`dictionary.points_of`: an MLP such as ``mlp/1`` a
