@@ -60,10 +60,12 @@ def run_data(loaded: LoadedModel) -> Dataset:
 def stream(loaded: LoadedModel, data: Dataset, points: Sequence[str], batch_tokens: int,
            generator: torch.Generator) -> Iterator[list[torch.Tensor]]:
     """Endless batches of ``batch_tokens`` rows of each point's activations (the same tokens for every point),
-    drawn from the train split's random windows with ``generator`` and shuffled across `BUFFER_PASSES` passes."""
+    drawn from the train split's random windows with ``generator`` and shuffled across `BUFFER_PASSES` passes (more
+    where a batch needs them)."""
     while True:
-        parts = [activations(loaded, data.batch("train", ROWS_PER_PASS, generator), points)
-                 for _ in range(BUFFER_PASSES)]
+        parts: list[list[torch.Tensor]] = []
+        while len(parts) < BUFFER_PASSES or sum(len(p[0]) for p in parts) < batch_tokens:
+            parts.append(activations(loaded, data.batch("train", ROWS_PER_PASS, generator), points))
         buffer = [torch.cat([p[i] for p in parts]) for i in range(len(points))]
         order = torch.randperm(len(buffer[0]), generator=generator)
         for s in range(0, len(order) - batch_tokens + 1, batch_tokens):

@@ -69,7 +69,7 @@ class DictionaryEvent:
     stopped: bool = False
 
 
-def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 2_000_000,
+def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 1_000_000,
                      batch_tokens: int = 4096, lr: float = 1e-3, seed: int = 0, held_out_tokens: int = 32_768,
                      control: Stopping | None = None) -> Iterator[DictionaryEvent]:
     """Train a dictionary on ``point`` of ``loaded`` (`dictionary.points_of`: an MLP such as ``mlp/1`` a
@@ -116,7 +116,7 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (steps - step + 1) / max(1, steps - decay_from))
         dead = since >= DEAD_TOKENS
-        main, total, values, at = _losses(d, x, y, dead, k_aux)
+        main, total, values, at = losses(d, x, y, dead, k_aux)
         opt.zero_grad(set_to_none=True)
         total.backward()
         with torch.no_grad():
@@ -152,7 +152,7 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
     yield DictionaryEvent("done", step / steps, seen, step, loss, ev, l0, dead_now, d, quality, stopped)
 
 
-def _losses(d: Dictionary, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor,
+def losses(d: Dictionary, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor,
             k_aux: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(the normalized reconstruction error, it plus the AuxK loss, the TopK values (N, k) ReLU'd and their
     features (N, k)) of a batch; decoding only the k features of each token (`sparse_decode`)."""
