@@ -6,7 +6,7 @@ promoted and suppressed tokens) as lookups after it. The target: a dashboard ≤
 The SAE is the saved one given by ``--dictionary DIR``, else a random one as a trainer initialises it (decoder
 columns random unit vectors, W_enc = W_decᵀ, mean_in and b_dec the point's mean): its activations are as dense
 (k per token) as a trained one's, so the times hold for either.
-    OMP_NUM_THREADS=2 python bench/bench_feature_dashboard.py [RUN_DIR] [--dictionary DIR]"""
+    OMP_NUM_THREADS=2 python bench/bench_feature_dashboard.py [RUN_DIR] [--dictionary DIR] [--repeat 3]"""
 import argparse
 import statistics
 import time
@@ -38,15 +38,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run", nargs="?", default="/work/bench-runs/gpt-char")
     ap.add_argument("--dictionary", default=None)
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     loaded = load_at_step(Run.open(args.run), None)
     sae = load(args.dictionary) if args.dictionary else random_sae(loaded)
     print(f"{sae.describe()} ({'saved: ' + args.dictionary if args.dictionary else 'random init'})")
-    t0 = time.perf_counter()
-    acts = feature_activations(loaded, sae)
-    t_pass = time.perf_counter() - t0
-    print(f"pass over the validation split: {acts.n_tokens} tokens, {len(acts.act)} activations, {t_pass:.2f} s")
+    passes = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        acts = feature_activations(loaded, sae)
+        passes.append(time.perf_counter() - t0)
+    t_pass = statistics.median(passes)
+    print(f"pass over the validation split: {acts.n_tokens} tokens, {len(acts.act)} activations, median {t_pass:.2f} s "
+          f"of {args.repeat} ({', '.join(f'{t:.2f}' for t in passes)})")
     t0 = time.perf_counter()
     stats = acts.stats()
     print(f"feature list (stats of {len(stats)} features): {time.perf_counter() - t0:.3f} s")

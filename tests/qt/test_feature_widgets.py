@@ -65,7 +65,8 @@ def test_choosing_a_row_emits_the_feature_and_the_choice_follows_it_through_a_so
 
 
 def dashboard(index=4):
-    contexts = [Context(list("ab x\n"), [0.0, 0.0, 0.0, 2.0, 0.0], 3, 40), Context(list("zx"), [0.0, 1.0], 1, 7)]
+    contexts = [Context(list("ab x\n"), [0.0, 0.0, 0.0, 2.0, 0.0], 3, 40), Context(list("zx"), [0.0, 1.0], 1, 7),
+                Context(list("a b"), [0.0, 0.5, 0.0], 1, 9)]
     return Dashboard(FeatureStats(index, 0.1, 1.5, "x"), contexts, Histogram([0.0, 1.0, 2.0], [1, 1], 98),
                      LogitEffects([("y", 0.5), ("z", 0.25)], [("q", -0.75)], "W_u (γ ⊙ (d − mean d))"))
 
@@ -76,9 +77,9 @@ def test_the_dashboard_shows_contexts_with_the_token_marked_histogram_and_logit_
     w.show_dashboard(dashboard())
     assert "Feature 5" in w.title.text() and "10.00%" in w.title.text()  # index 4, numbered from 1
     lines = [line.replace("\xa0", " ") for line in w.contexts.toPlainText().splitlines() if line.strip()]
-    assert lines == ["2 ", "ab x↵", "1 ", "  zx"]  # activation, then the context, the marked x's lined up
+    assert lines == ["2 ", "ab x↵", "1 ", "  zx", "0.5 ", "  a␣b"]  # the marked tokens lined up; a space as ␣
     body = w.contexts.toHtml()
-    assert body.count("text-decoration: underline") == 2  # the marked tokens, one a context
+    assert body.count("text-decoration: underline") == 3  # the marked tokens, one a context
     assert tint_css(1.0) in body.lower() and tint_css(0.5) in body.lower()  # x at 2 (the largest) and at 1
     assert w.histogram_counts() == [1, 1] and "98 inactive" in w.histogram.getPlotItem().titleLabel.text
     promoted = [(w.promoted.item(r, 0).text(), w.promoted.item(r, 1).text()) for r in range(w.promoted.rowCount())]

@@ -46,12 +46,14 @@ def shown_token(token: str) -> str:
 
 def context_html(tokens: Sequence[str], acts: Sequence[float], marked: int, scale: float, pad: int = 0) -> str:
     """One context as HTML: ``pad`` spaces (to line the marked tokens of several contexts up), then each token
-    on the tint of its activation / ``scale``, token ``marked`` bold and underlined."""
+    on the tint of its activation / ``scale``, token ``marked`` bold and underlined (a space in it as ␣)."""
     out = ["&nbsp;" * pad]
     for i, (t, a) in enumerate(zip(tokens, acts)):
-        text = html.escape(shown_token(t)).replace(" ", "&nbsp;")
-        if i == marked:
-            text = f"<b><u>{text}</u></b>"
+        text = shown_token(t)
+        if i == marked:  # a marked space shows as ␣, so that the mark has something to underline
+            text = f"<b><u>{html.escape(text.replace(' ', '␣'))}</u></b>"
+        else:
+            text = html.escape(text).replace(" ", "&nbsp;")
         share = a / scale if scale > 0 else 0.0
         out.append(f'<span style="background-color:{tint_css(share)}" title="activation {a:.3g}">{text}</span>')
     return "".join(out)

@@ -17,7 +17,9 @@ its decoder column d (what it writes into the stream) through the final norm's l
 layer norm, times γ, without dividing by the token's scale, which a dictionary's column does not know — and the
 unembedding: W_u (γ ⊙ (d − mean d)). It is defined where d is written into the residual stream that a pre-LN
 gpt or gopher unembeds (the stream's points and the sublayers' outputs, ``M/l/out`` for a transcoder); ``final``
-reads W_u d. `text_activations` gives every feature's activation on a text (the Prompt text).
+reads W_u d. A dashboard ranks the tokens that occur in the training split: the specials' rows of W_u (<bos>,
+<pad>, …) were never trained towards anything and would top its lists. `text_activations` gives every
+feature's activation on a text (the Prompt text).
 
 Features are 0-based here, as in the dictionary's tensors; the app counts them from 1.
 """
@@ -276,8 +278,9 @@ def feature_activations(loaded: LoadedModel, dictionary: Dictionary, *, max_toke
             if progress is not None:
                 progress(min(a + rows * T, N) / N, "reading the features on the validation split")
     tokens = loaded.tokenizer.token_strings(range(loaded.tokenizer.vocab_size))
-    return FeatureActivations(dictionary, lambda i: logit_effects(loaded, dictionary, i), tokens, ids, window_start,
-                              np.concatenate(features), np.concatenate(wheres), np.concatenate(acts))
+    seen = np.flatnonzero(dataset.split_counts()["train"])  # not the specials, whose W_u rows were never trained
+    return FeatureActivations(dictionary, lambda i: logit_effects(loaded, dictionary, i, among=seen), tokens, ids,
+                              window_start, np.concatenate(features), np.concatenate(wheres), np.concatenate(acts))
 
 
 _WRITES = re.compile(r"^(embed|self/\d+/(resid_pre|resid_mid|resid_post|out)|mlp/\d+/out|final)$")
@@ -285,17 +288,21 @@ _WHY_NOT = ("promoted and suppressed tokens are read for a dictionary that write
             "pre-LN gpt or gopher")
 
 
-def logit_effects(loaded: LoadedModel, dictionary: Dictionary, feature: int, n: int = 10) -> LogitEffects:
-    """The ``n`` tokens feature ``feature``'s direction raises and lowers most: W_u (γ ⊙ (d − mean d)) for its
-    decoder column d (see the module), or empty lists saying why not."""
+def logit_effects(loaded: LoadedModel, dictionary: Dictionary, feature: int, n: int = 10,
+                  among: np.ndarray | None = None) -> LogitEffects:
+    """The ``n`` tokens (of the ids ``among``; None: all) feature ``feature``'s direction raises and lowers most:
+    W_u (γ ⊙ (d − mean d)) for its decoder column d (see the module), or empty lists saying why not."""
     cfg, point = loaded.model.config, dictionary.point_out
     if cfg.arch not in ("gpt", "gopher") or cfg.norm_position != "pre" or not _WRITES.match(point):
         return LogitEffects([], [], f"{_WHY_NOT}; this one writes {point!r} of a {cfg.arch}.")
     with torch.no_grad():
         logits, how = _direct(loaded.model, dictionary.W_dec[:, feature].detach().float().cpu(), point == "final")
-    k = min(n, len(logits))
-    labels = [display_token(t) for t in token_labels(loaded.tokenizer, range(len(logits)))]
+    ids = torch.arange(len(logits)) if among is None else torch.as_tensor(among, dtype=torch.long)
+    logits, k = logits[ids], min(n, len(ids))
+    labels = [display_token(t) for t in loaded.tokenizer.token_strings(ids.tolist())]
     up, down = logits.topk(k), (-logits).topk(k)
+    if among is not None:
+        how += "; among the tokens of the training split"
     return LogitEffects([(labels[i], float(v)) for v, i in zip(up.values.tolist(), up.indices.tolist())],
                         [(labels[i], -float(v)) for v, i in zip(down.values.tolist(), down.indices.tolist())], how)
 
