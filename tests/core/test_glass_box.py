@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from fatstudio.core.inspect.ablation import ablator_for
 from fatstudio.core.inspect.head_scores import head_scores
@@ -68,6 +68,9 @@ def test_a_superposition_run_keeps_more_known_features_than_dimensions_with_thei
     data[-1] ^= 1
     (run.path / FEATURES).write_bytes(bytes(data))
     with pytest.raises(ValueError, match="damaged"):
+        known_features(run)
+    save_file({"directions": u}, str(run.path / FEATURES))  # another program's file, without the checksum
+    with pytest.raises(ValueError, match="no checksum"):
         known_features(run)
 
 

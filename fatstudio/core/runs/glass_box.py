@@ -29,7 +29,7 @@ import torch
 from ..config import DataConfig, ModelConfig, RunConfig
 from ..data.builtin import REPEAT_ALPHABET
 from ..data.tokenization import Tokenizer, train_tokenizer
-from ..files import atomic_write, read_bytes, sealed, unsealed, verify
+from ..files import Damaged, atomic_write, read_bytes, sealed, unsealed, verify
 from ..temporary import made_beside
 from .folder import Run
 
@@ -319,7 +319,8 @@ def known_features(run: Run) -> torch.Tensor | None:
     path = run.path / FEATURES
     if not path.exists():
         return None
-    verify(path)  # files.Damaged naming the file if it was changed
+    if not verify(path):  # files.Damaged naming the file if it was changed
+        raise Damaged(f"{path} carries no checksum, though fatstudio writes one: it was replaced since.")
     try:
         u = load(read_bytes(path))["directions"]
     except Exception as e:  # safetensors' own errors, a missing tensor
