@@ -53,7 +53,7 @@ class TrainSection(QGroupBox):
         self.multSpin.setObjectName("featuresDfMult")
         self.kSpin = form.add("k", "k", int_spin(1, 512, 16), "Active features per token (TopK).", keyed=False)
         self.kSpin.setObjectName("featuresK")
-        self.tokensSpin = form.add("tokens", "tokens", int_spin(1_000, 100_000_000, 2_000_000, step=100_000),
+        self.tokensSpin = form.add("tokens", "tokens", int_spin(1_000, 100_000_000, 1_000_000, step=100_000),
                                    "Training tokens, streamed from the run's training split.", keyed=False)
         self.tokensSpin.setObjectName("featuresTokens")
         self.tokensSpin.setGroupSeparatorShown(True)
