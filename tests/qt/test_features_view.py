@@ -164,6 +164,9 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     assert "feature 7 of mlp/0 clamped to 4 at every position" in result.summary.text()
     assert result.changes.text.toPlainText() == "the lazy dog"
     assert result.nextTable.item(0, 3).text().startswith(("+", "-"))
+    workspace.set_prompt_text("the fox")  # the dashboard follows the Prompt text; the edit keeps its prompt
+    qtbot.waitUntil(lambda: section.dashboard.promptTokens.toPlainText() == "the fox", timeout=LONG)
+    assert result.nextTable.rowCount() > 0 and edit.target.prompt == "the lazy dog"
     workspace.set_model(Run.open(run_dir).load_model(step=20), str(run_dir))  # another focus: all of it goes
     assert section.list.table.rowCount() == 0 and section.dashboard.dashboard is None
     assert edit.target is None and result.nextTable.rowCount() == 0 and workspace.features.chosen is None

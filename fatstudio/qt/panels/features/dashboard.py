@@ -47,7 +47,7 @@ class FeatureSection(QWidget):
         self.list.featureChosen.connect(self._feature_chosen)
         features.chosen_changed.connect(self._chosen)
         features.dashboard_ready.connect(self._shown)
-        features.focus.text_changed.connect(lambda _text: self._feature_chosen(self.list.current_feature()))
+        features.focus.text_changed.connect(self._text_changed)
         features.failed.connect(lambda key, message: self.say(message, True) if key == DASHBOARD else None)
         self._chosen(features.chosen)
 
@@ -71,6 +71,12 @@ class FeatureSection(QWidget):
             return
         self.features.choose_feature(feature)
         self.featureChosen.emit(feature)
+
+    def _text_changed(self, _text: str) -> None:
+        """The Prompt text changed: the dashboard shows the feature on the new one."""
+        feature = self.list.current_feature()
+        if feature is not None:
+            self.features.choose_feature(feature)
 
     def _shown(self, shown: Shown) -> None:
         self.dashboard.show_dashboard(shown.dashboard)

@@ -42,7 +42,8 @@ EDIT_LINES = 16  # the intervention's room once it has a result
 
 
 def saved_words(s: Saved) -> str:
-    """A dictionary as the picker lists it: "mlp/1 · step 2,000 — transcoder … · k = 16" and its quality."""
+    """A dictionary as the picker lists it: "mlp/1 · step 2,000 — transcoder … · k = 16" (its quality in the
+    tooltip), or why it cannot be read."""
     if s.error:
         return f"{s.words}: {s.error}"
     return f"{s.point} · step {s.step:,} — {s.words}"
