@@ -52,6 +52,8 @@ def test_the_tab_is_in_the_window_with_its_names(window):
     assert "Features" in titles
     view = tabs.widget(titles.index("Features"))
     assert view.objectName() == "featuresView" and view is window.features_panel
+    frame = 48  # the window manager's title bar and frame (main_window.FRAME)
+    assert window.minimumSizeHint().height() <= 768 - frame  # the tab keeps the window fitting a 1366×768 screen
     for name in ("featuresFocusLabel", "featuresTrain", "featuresTrainButton", "featuresCancelButton",
                  "featuresProgress", "featuresCurves", "featuresDictionaries", "featuresPrompt", "featuresTarget",
                  "featuresGraphButton", "featuresEdit"):
@@ -178,7 +180,8 @@ def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_
     shutil.rmtree(run_dir / "features", ignore_errors=True)  # other tests' dictionaries
     focus_on(qtbot, workspace, run_dir, step=10)
     g = panel.graph_section
-    panel.pages.setCurrentWidget(g)
+    panel.show_page(g)
+    assert panel.pages.currentIndex() == 1
     g.prompt.setText("the lazy")
     assert g.build()
     qtbot.waitUntil(lambda: "no transcoder of mlp/0, mlp/1 at step 10" in g.summary.text(), timeout=LONG)

@@ -84,18 +84,17 @@ class FeaturesPanel(QWidget):
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(self.train_section)
         ll.addWidget(picker, 1)
-        left = QScrollArea(objectName="featuresLeft", widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
-        left.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        left.setWidget(column)
+        left = scrolled(column, horizontal=False)
+        left.setObjectName("featuresLeft")
         self.feature_section = FeatureSection(f)
         self.graph_section = GraphSection(f)
         self.edit_section = EditSection(f)
         self.pages = QTabWidget(objectName="featuresPages")
-        self.pages.addTab(self.feature_section, "Features")
-        self.pages.addTab(self.graph_section, "Attribution graph")
+        self.pages.addTab(scrolled(self.feature_section), "Features")
+        self.pages.addTab(scrolled(self.graph_section), "Attribution graph")
         right = QSplitter(Qt.Orientation.Vertical, objectName="featuresRightSplitter")
         right.addWidget(self.pages)
-        right.addWidget(self.edit_section)
+        right.addWidget(scrolled(self.edit_section))
         right.setStretchFactor(0, 3)
         right.setStretchFactor(1, 2)
         line = self.fontMetrics().height()
@@ -107,7 +106,7 @@ class FeaturesPanel(QWidget):
         split.setStretchFactor(0, 0)
         split.setStretchFactor(1, 1)
         em = self.fontMetrics().horizontalAdvance("m")
-        split.setSizes([28 * em, 80 * em])
+        split.setSizes([25 * em, 80 * em])
         lay = QVBoxLayout(self)
         lay.addWidget(self.focusLabel)
         lay.addWidget(split, 1)
@@ -171,6 +170,13 @@ class FeaturesPanel(QWidget):
         if chosen.recovered is not None:
             self.recovered.setText(recovered_words(chosen.recovered))
 
+    def show_page(self, section: QWidget) -> None:
+        """Show the page of ``section`` (`feature_section` or `graph_section`)."""
+        for i in range(self.pages.count()):
+            page = self.pages.widget(i)
+            if isinstance(page, QScrollArea) and page.widget() is section:
+                self.pages.setCurrentIndex(i)
+
     # ---- what an intervention acts on -------------------------------------------------------------------
     def prompt(self) -> str:
         """The prompt an intervention reruns: the graph page's (the Prompt text to begin with)."""
@@ -180,9 +186,10 @@ class FeaturesPanel(QWidget):
         self.edit_section.set_target(self.features.feature_target(feature, self.prompt()))
 
     def _edited(self, _result) -> None:
-        """Room for the intervention's result: at least `EDIT_LINES` lines of text, taken from the pages."""
+        """Room for the intervention's result: `EDIT_LINES` lines of text (at most 2/5 of the height), taken from
+        the pages."""
         pages, edit = self.right.sizes()
-        room = EDIT_LINES * self.fontMetrics().height()
+        room = min(EDIT_LINES * self.fontMetrics().height(), (pages + edit) * 2 // 5)  # the pages keep the most
         if edit < room:
             self.right.setSizes([max(pages - (room - edit), 0), room])
 
@@ -194,6 +201,16 @@ class FeaturesPanel(QWidget):
     def _say(self, text: str, error: bool = False) -> None:
         self.dictionaryLabel.setText(text)
         self.dictionaryLabel.setStyleSheet("color: #b00020;" if error else "")
+
+
+def scrolled(widget: QWidget, horizontal: bool = True) -> QScrollArea:
+    """``widget`` in a frameless scroll area: on a short screen it scrolls instead of raising the window's least
+    size (the window fits 1366×768)."""
+    area = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+    if not horizontal:
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    area.setWidget(widget)
+    return area
 
 
 def plain(text: str) -> str:
