@@ -90,8 +90,8 @@ class FeaturesPanel(QWidget):
         self.graph_section = GraphSection(f)
         self.edit_section = EditSection(f)
         self.pages = QTabWidget(objectName="featuresPages")
-        self.pages.addTab(scrolled(self.feature_section), "Features")
-        self.pages.addTab(scrolled(self.graph_section), "Attribution graph")
+        self.pages.addTab(self.feature_section, "Features")
+        self.pages.addTab(self.graph_section, "Attribution graph")
         right = QSplitter(Qt.Orientation.Vertical, objectName="featuresRightSplitter")
         right.addWidget(self.pages)
         right.addWidget(scrolled(self.edit_section))
@@ -172,10 +172,7 @@ class FeaturesPanel(QWidget):
 
     def show_page(self, section: QWidget) -> None:
         """Show the page of ``section`` (`feature_section` or `graph_section`)."""
-        for i in range(self.pages.count()):
-            page = self.pages.widget(i)
-            if isinstance(page, QScrollArea) and page.widget() is section:
-                self.pages.setCurrentIndex(i)
+        self.pages.setCurrentWidget(section)
 
     # ---- what an intervention acts on -------------------------------------------------------------------
     def prompt(self) -> str:
@@ -205,7 +202,7 @@ class FeaturesPanel(QWidget):
 
 def scrolled(widget: QWidget, horizontal: bool = True) -> QScrollArea:
     """``widget`` in a frameless scroll area: on a short screen it scrolls instead of raising the window's least
-    size (the window fits 1366×768)."""
+    size (the window fits 1366×768: the intervention and the left column scroll)."""
     area = QScrollArea(widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
     if not horizontal:
         area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
