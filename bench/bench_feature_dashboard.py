@@ -5,9 +5,11 @@ promoted and suppressed tokens) as lookups after it. The target: a dashboard ≤
 
 The SAE is the saved one given by ``--dictionary DIR``, else a random one as a trainer initialises it (decoder
 columns random unit vectors, W_enc = W_decᵀ, mean_in and b_dec the point's mean): its activations are as dense
-(k per token) as a trained one's, so the times hold for either.
+(k per token) as a trained one's, so the times hold for either. On a shared machine the wall time is the
+contended one; with one thread the CPU time printed beside it is what the pass costs on a machine to itself.
     OMP_NUM_THREADS=2 python bench/bench_feature_dashboard.py [RUN_DIR] [--dictionary DIR] [--repeat 3]"""
 import argparse
+import os
 import statistics
 import time
 
@@ -44,14 +46,16 @@ def main() -> None:
     loaded = load_at_step(Run.open(args.run), None)
     sae = load(args.dictionary) if args.dictionary else random_sae(loaded)
     print(f"{sae.describe()} ({'saved: ' + args.dictionary if args.dictionary else 'random init'})")
-    passes = []
+    passes, cpu = [], []
     for _ in range(args.repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         acts = feature_activations(loaded, sae)
         passes.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
     t_pass = statistics.median(passes)
     print(f"pass over the validation split: {acts.n_tokens} tokens, {len(acts.act)} activations, median {t_pass:.2f} s "
-          f"of {args.repeat} ({', '.join(f'{t:.2f}' for t in passes)})")
+          f"of {args.repeat} ({', '.join(f'{t:.2f}' for t in passes)}); CPU time {statistics.median(cpu):.2f} s "
+          f"(all threads; with 1 thread, the wall time of a machine to itself); load average {os.getloadavg()[0]:.1f}")
     t0 = time.perf_counter()
     stats = acts.stats()
     print(f"feature list (stats of {len(stats)} features): {time.perf_counter() - t0:.3f} s")

@@ -163,12 +163,12 @@ class FeatureActivations:
 
     def stats(self) -> list[FeatureStats]:
         """Every feature's `FeatureStats`, by index."""
-        n = max(self.n_tokens, 1)
-        return [self.stats_of(i, n) for i in range(self.dictionary.d_f)]
+        return [self.stats_of(i) for i in range(self.dictionary.d_f)]
 
-    def stats_of(self, feature: int, n: int | None = None) -> FeatureStats:
+    def stats_of(self, feature: int) -> FeatureStats:
+        """Feature ``feature``'s row of the list."""
         c = int(self.count[feature])
-        return FeatureStats(feature, c / (n or max(self.n_tokens, 1)), float(self.sum[feature]) / c if c else 0.0,
+        return FeatureStats(feature, c / self.n_tokens, float(self.sum[feature]) / c if c else 0.0,
                             self.label(feature))
 
     def label(self, feature: int) -> str:
