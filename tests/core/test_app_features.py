@@ -161,3 +161,23 @@ def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, 
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == "feature 6 of mlp/0 clamped to 3 at every position"
     assert edits[-1].tokens[:3] == ["t", "h", "e"] and len(edits[-1].next_tokens) >= 5
+
+
+def test_a_training_goes_on_for_its_run_when_the_focus_moves_and_cancel_saves_nothing(state, run):
+    features, focus, mailbox = state
+    focus.show(Run.open(run).load_model(step=10), str(run))
+    drain(mailbox, features.jobs)
+    events = []
+    features.train_event.connect(events.append)
+    assert features.train("self/0/resid_post", 20, tokens=50_000_000, d_f_mult=2, k=4)  # weights of another step
+    assert not features.train("mlp/0", 20)  # one at a time
+    end = time.monotonic() + 60
+    while len(events) < 2 and time.monotonic() < end:  # it has begun
+        mailbox.drain()
+        time.sleep(0.01)
+    assert len(events) >= 2 and events[-1].kind == "progress"
+    focus.show(Run.open(run).load_model(step=20), str(run))  # other weights: the training goes on
+    assert features.training == str(run) and features.jobs.busy(TRAIN) and features.chosen is None
+    assert features.cancel_training() and features.training is None
+    drain(mailbox, features.jobs)
+    assert not dictionary_folder(run, "self/0/resid_post", 20).exists()
