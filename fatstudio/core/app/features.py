@@ -126,7 +126,8 @@ class Features:
     none; a training goes on when the focus moves, and saves into its own run).
 
     Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``,
-    ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end),
+    ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end; the words
+    say what a cancel left),
     ``chosen_changed(chosen)``, ``reading(fraction, message)`` (the chosen dictionary's features being read),
     ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
     ``edit_ready(result)``, ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
@@ -238,8 +239,7 @@ class Features:
 
     def _train_end(self, status: Status) -> None:
         self.training = None
-        words = "" if status is not Status.DONE else "Trained and saved."
-        self.train_ended.emit(status, words)
+        self.train_ended.emit(status, "")
 
     # ---- the dictionary and the feature --------------------------------------------------------------------
     def choose(self, saved: Saved | None) -> None:
