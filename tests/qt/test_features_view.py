@@ -142,7 +142,7 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
         qtbot, panel, workspace, run_dir):
     folder = random_transcoder(run_dir, 0, 10)
     workspace.set_prompt_text("the lazy dog")
-    focus_on(qtbot, workspace, run_dir, step=10)
+    focus_on(qtbot, workspace, run_dir, step=20)  # the dictionary is of step 10's weights: the header says so
     items = {panel.dictionaries.item(r).text(): r for r in range(panel.dictionaries.count())}
     row = next(r for text, r in items.items() if text.startswith("mlp/0 · step 10"))
     panel.dictionaries.setCurrentRow(row)
@@ -150,6 +150,8 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     section = panel.feature_section
     qtbot.waitUntil(lambda: section.list.table.rowCount() == 32, timeout=LONG)
     assert not panel.readingBar.isVisible() and "k = 4" in panel.dictionaryLabel.text()
+    assert panel.focusLabel.words() == (f"Run: {run_dir.name} · step 20 — this view: the weights of step 10, the "
+                                        "chosen dictionary's")
     assert "32 features" in section.summary.text()
     qtbot.waitUntil(lambda: section.dashboard.dashboard is not None, timeout=LONG)  # the first feature's
     section.list.select_feature(6)
@@ -169,10 +171,10 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     workspace.set_prompt_text("the fox")  # the dashboard follows the Prompt text; the edit keeps its prompt
     qtbot.waitUntil(lambda: section.dashboard.promptTokens.toPlainText() == "the fox", timeout=LONG)
     assert result.nextTable.rowCount() > 0 and edit.target.prompt == "the lazy dog"
-    workspace.set_model(Run.open(run_dir).load_model(step=20), str(run_dir))  # another focus: all of it goes
+    workspace.set_model(Run.open(run_dir).load_model(step=10), str(run_dir))  # another focus: all of it goes
     assert section.list.table.rowCount() == 0 and section.dashboard.dashboard is None
     assert edit.target is None and result.nextTable.rowCount() == 0 and workspace.features.chosen is None
-    assert panel.dictionaries.currentItem() is None
+    assert panel.dictionaries.currentItem() is None and panel.focusLabel.words() == f"Run: {run_dir.name} · step 10"
 
 
 def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_node_is_the_edit_target(

@@ -126,11 +126,10 @@ class Features:
     none; a training goes on when the focus moves, and saves into its own run).
 
     Signals: ``cleared()`` (the focus changed: all of the above but the training went), ``listed(saved)``,
-    ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end; the words
-    say what a cancel left),
-    ``chosen_changed(chosen)``, ``reading(fraction, message)`` (the chosen dictionary's features being read),
-    ``dashboard_ready(dashboard)``, ``graph_ready(graph)``,
-    ``edit_ready(result)``, ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
+    ``train_event(event)`` (each event of the training), ``train_ended(status, words)`` (its end; the words say
+    what a cancel left), ``chosen_changed(chosen)``, ``reading(fraction, message)`` (the chosen dictionary's
+    features being read), ``dashboard_ready(dashboard)``, ``graph_ready(graph)``, ``edit_ready(result)``,
+    ``failed(key, message)`` (a job failed, or cannot start: the message in words)."""
 
     cleared = Signal()
     listed = Signal(list)

@@ -155,6 +155,9 @@ class FeaturesPanel(QWidget):
         self.features.choose(item.data(Qt.ItemDataRole.UserRole) if item is not None else None)
 
     def _chosen(self, chosen: Chosen | None) -> None:
+        step = chosen.saved.step if chosen is not None else None
+        self.focusLabel.set_own(None if step is None or step == self.workspace.focus.step else
+                                f"the weights of step {step:,}, the chosen dictionary's")
         self.recovered.setVisible(chosen is not None and chosen.recovered is not None)
         picked = self.features.picked
         self.readingBar.setVisible(chosen is None and picked is not None and not picked.error)
