@@ -52,6 +52,9 @@ def test_the_tab_is_in_the_window_with_its_names(window):
     assert "Features" in titles
     view = tabs.widget(titles.index("Features"))
     assert view.objectName() == "featuresView" and view is window.features_panel
+    assert view.feature_section is None  # its list and dashboard are made when the tab is first shown
+    tabs.setCurrentWidget(view)
+    assert view.feature_section is not None and view.feature_section.objectName() == "featuresFeatures"
     frame = 48  # the window manager's title bar and frame (main_window.FRAME)
     assert window.minimumSizeHint().height() <= 768 - frame  # the tab keeps the window fitting a 1366×768 screen
     for name in ("featuresFocusLabel", "featuresTrain", "featuresTrainButton", "featuresCancelButton",

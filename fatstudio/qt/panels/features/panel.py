@@ -29,7 +29,6 @@ from PySide6.QtWidgets import (
 
 from ....core.app.features import DASHBOARD, Chosen, Saved
 from ...widgets.focus_label import FocusLabel
-from .dashboard import FeatureSection
 from .edit import EditSection
 from .graph import GraphSection
 from .train import TrainSection, quality_words
@@ -37,6 +36,7 @@ from .train import TrainSection, quality_words
 if TYPE_CHECKING:
     from ....core.app.workspace import Workspace
     from ....core.runs.glass_box import Recovery
+    from .dashboard import FeatureSection
 
 EDIT_LINES = 16  # the intervention's room once it has a result
 
@@ -86,11 +86,13 @@ class FeaturesPanel(QWidget):
         ll.addWidget(picker, 1)
         left = scrolled(column, horizontal=False)
         left.setObjectName("featuresLeft")
-        self.feature_section = FeatureSection(f)
+        self.feature_section: FeatureSection | None = None  # made when the tab is first shown (`showEvent`)
+        self.features_page = QWidget(objectName="featuresFeaturesPage")
+        QVBoxLayout(self.features_page).setContentsMargins(0, 0, 0, 0)
         self.graph_section = GraphSection(f)
         self.edit_section = EditSection(f)
         self.pages = QTabWidget(objectName="featuresPages")
-        self.pages.addTab(self.feature_section, "Features")
+        self.pages.addTab(self.features_page, "Features")
         self.pages.addTab(self.graph_section, "Attribution graph")
         right = QSplitter(Qt.Orientation.Vertical, objectName="featuresRightSplitter")
         right.addWidget(self.pages)
@@ -111,7 +113,6 @@ class FeaturesPanel(QWidget):
         lay.addWidget(self.focusLabel)
         lay.addWidget(split, 1)
         self.dictionaries.currentItemChanged.connect(self._picked)
-        self.feature_section.featureChosen.connect(self._feature_chosen)
         self.graph_section.nodeClicked.connect(lambda node: self.edit_section.set_target(f.node_target(node)))
         f.cleared.connect(self._cleared)
         f.listed.connect(self._listed)
@@ -173,9 +174,26 @@ class FeaturesPanel(QWidget):
         if chosen.recovered is not None:
             self.recovered.setText(recovered_words(chosen.recovered))
 
+    def showEvent(self, event) -> None:
+        self.make_feature_section()
+        super().showEvent(event)
+
+    def make_feature_section(self) -> FeatureSection:
+        """The features page's list and dashboard, made once: their widgets import the dashboards' core (torch),
+        which the window leaves out of its start."""
+        if self.feature_section is None:
+            from .dashboard import FeatureSection
+
+            self.feature_section = FeatureSection(self.features)
+            self.feature_section.featureChosen.connect(self._feature_chosen)
+            page = self.features_page.layout()
+            assert page is not None  # made with its layout
+            page.addWidget(self.feature_section)
+        return self.feature_section
+
     def show_page(self, section: QWidget) -> None:
         """Show the page of ``section`` (`feature_section` or `graph_section`)."""
-        self.pages.setCurrentWidget(section)
+        self.pages.setCurrentWidget(self.features_page if section is self.feature_section else section)
 
     # ---- what an intervention acts on -------------------------------------------------------------------
     def prompt(self) -> str:
