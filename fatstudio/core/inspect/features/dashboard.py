@@ -135,9 +135,10 @@ class FeatureActivations:
                  act: np.ndarray) -> None:
         self.dictionary, self._effects, self._tokens = dictionary, effects, tokens  # each id's text
         self.ids, self.window_start = ids, window_start
-        order = np.argsort(feature, kind="stable")  # by feature, then by token (``where`` ascends)
+        key = feature.astype(np.int16) if dictionary.d_f <= 2**15 else feature  # int16: numpy's radix sort
+        order = np.argsort(key, kind="stable")  # by feature, then by token (``where`` ascends)
         self.where, self.act = where[order], act[order]
-        self.start = np.searchsorted(feature[order], np.arange(dictionary.d_f + 1))
+        self.start = np.searchsorted(key[order], np.arange(dictionary.d_f + 1))
         self.count = np.diff(self.start)
         self.sum = np.bincount(feature, weights=act, minlength=dictionary.d_f)
         self._label_of: dict[int, str] = {}
@@ -272,7 +273,7 @@ def feature_activations(loaded: LoadedModel, dictionary: Dictionary, *, max_toke
                 value, feature = _sparse(dictionary, X)
                 token, j = value.nonzero(as_tuple=True)
                 features.append(feature[token, j].cpu().numpy().astype(np.int32))
-                wheres.append(token.cpu().numpy() + offset)
+                wheres.append((token.cpu().numpy() + offset).astype(np.int32 if N < 2**31 else np.int64))
                 acts.append(value[token, j].float().cpu().numpy())
                 offset += x.size
             if progress is not None:
