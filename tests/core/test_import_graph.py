@@ -33,6 +33,7 @@ LAZY = {
     *(("app.features", f"inspect.features.{m}") for m in ("dashboard", "dictionary", "graph", "interventions",
                                                            "replacement", "training")),
     ("app.features", "runs.folder"), ("app.features", "runs.glass_box"),
+    ("runs.glass_box", "model"),  # building a glass box's model (torch), not listing runs
 }
 
 
