@@ -121,3 +121,24 @@ def test_the_knockout_table_is_the_cores_and_its_kind_recomputes(run_dir):
     assert {r["component"]: r["loss"] for r in view.rows} == {str(r.component): r.loss for r in mean.rows}
     view.kind = "sideways"
     assert "sideways" in view.error
+
+
+def test_the_walkthrough_notebook_runs(tmp_path, monkeypatch):
+    """docs/notebooks/walkthrough.ipynb executed by nbclient on its tiny setting: no cell fails, and every view it
+    shows is in the saved widget state, drawn from the runs it trained."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(ROOT / "docs" / "notebooks" / "walkthrough.ipynb", as_version=4)
+    monkeypatch.setenv("FATSTUDIO_WALKTHROUGH_TINY", "1")  # the kernel inherits the environment
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the notebook's runs go
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    shown = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in outputs
+             if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    states = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    views = [states[m]["state"]["view"] for m in shown]
+    assert views == ["loss", "attention", "lens", "loss", "attention", "token_loss", "knockout"]
+    knockout = states[shown[-1]]["state"]
+    assert knockout["kind"] == "mean" and len(knockout["rows"]) == 2 * 2 + 2 and not knockout["error"]
