@@ -114,7 +114,9 @@ def test_the_knockout_table_is_the_cores_and_its_kind_recomputes(run_dir):
     view = nb.knockout()
     table = knockout_table(load_at_step(Run.open(run_dir), None), "zero")
     assert view.baseline == table.baseline_loss
-    assert sorted(view.rows, key=lambda r: r["component"]) == sorted(table.to_dict()["rows"], key=lambda r: r["component"])
+    assert sorted(view.rows, key=lambda r: r["component"]) == sorted(
+        ({**d, "label": r.component.label} for r, d in zip(table.rows, table.to_dict()["rows"])), key=lambda r: r["component"])
+    assert {r["label"] for r in view.rows} == {"layer 1 · head 1", "layer 1 · head 2", "layer 1 · MLP"}
     assert [r["delta_loss"] for r in view.rows] == sorted((r["delta_loss"] for r in view.rows), reverse=True)
     view.kind = "mean"  # chosen in the page
     mean = knockout_table(nb.model(), "mean")

@@ -67,9 +67,10 @@ def token_loss(found: TokenLoss, limit: int) -> dict[str, Any]:
 
 
 def knockout(table: KnockoutTable) -> dict[str, Any]:
-    """The knock-out table (`ablation.knockout_table`), its rows by the rise in validation loss, largest first."""
-    rows = sorted(table.to_dict()["rows"], key=lambda r: -r["delta_loss"])
-    return {"baseline": table.baseline_loss, "rows": rows}
+    """The knock-out table (`ablation.knockout_table`), its rows by the rise in validation loss, largest first, each
+    with its component's label as the app shows it ("layer 2 · head 1")."""
+    rows = [{**d, "label": r.component.label} for r, d in zip(table.rows, table.to_dict()["rows"])]
+    return {"baseline": table.baseline_loss, "rows": sorted(rows, key=lambda r: -r["delta_loss"])}
 
 
 __all__ = ["loss_curves", "attention_grid", "lens", "token_loss", "knockout", "labels", "GRID_CELLS", "PALETTE"]

@@ -166,7 +166,7 @@ function knockout(model, body) {
   for (const r of rows) {
     const bar = node("div", { className: r.delta_loss >= 0 ? "fs-bar" : "fs-bar fs-bar-down" });
     bar.style.width = `${(120 * Math.abs(r.delta_loss) / top).toFixed(1)}px`;
-    table.append(node("tr", {}, node("td", { textContent: r.component }), node("td", { textContent: r.loss.toFixed(4) }),
+    table.append(node("tr", {}, node("td", { textContent: r.label, title: r.component }), node("td", { textContent: r.loss.toFixed(4) }),
       node("td", { textContent: (r.delta_loss >= 0 ? "+" : "") + r.delta_loss.toFixed(4) }), node("td", {}, bar)));
   }
   body.append(node("div", { className: "fs-caption", textContent: `baseline validation loss ${model.get("baseline").toFixed(4)} nats` }), table);
