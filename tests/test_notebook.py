@@ -144,3 +144,9 @@ def test_the_walkthrough_notebook_runs(tmp_path, monkeypatch):
     assert views == ["loss", "attention", "lens", "loss", "attention", "token_loss", "knockout"]
     knockout = states[shown[-1]]["state"]
     assert knockout["kind"] == "mean" and len(knockout["rows"]) == 2 * 2 + 2 and not knockout["error"]
+
+
+def test_a_run_without_probe_maps_says_so(tmp_path, run_dir):
+    empty = Run.create(Run.open(run_dir).config, tmp_path, "new")  # created, not trained
+    for view in (open_run(empty.path).attention(), open_run(empty.path).lens()):
+        assert view.error == "new has no probe maps saved (none of its evaluations ran yet)." and view.steps == []
