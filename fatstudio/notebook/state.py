@@ -33,17 +33,17 @@ def labels(tokens: list[str]) -> list[str]:
     return [display_token(t) for t in tokens]
 
 
-def attention_grid(maps: AttentionMaps, kind: AttentionKind, scores: HeadScores | None) -> list[dict[str, Any]]:
+def attention_grid(maps: AttentionMaps, kind: AttentionKind, scores: HeadScores) -> list[dict[str, Any]]:
     """The layers × (heads + their mean) thumbnails of ``kind``: each map max-pooled to `GRID_CELLS` a side, its
-    title (the head, its entropy in nats, and its saved head scores, as the app's grid titles them)."""
+    title, its entropy in nats and a head's ``scores`` (`probes.probe_scores`), as the app's grid titles them."""
     out = []
     for l in maps.layers(kind):
         name = MapName(kind, l)
         entropy = maps.entropy(name)
         for h in [*range(maps.n_heads(name)), MEAN_HEAD]:
             e = maps.mean_entropy(name) if h == MEAN_HEAD else float(entropy[h])
-            found = {s: float(v[h]) for s in (scores.score_names() if scores and h != MEAN_HEAD else ())
-                     if (v := scores.get(name, s)) is not None}  # type: ignore[union-attr]
+            found = {s: float(v[h]) for s in (scores.score_names() if h != MEAN_HEAD else ())
+                     if (v := scores.get(name, s)) is not None}
             out.append({"layer": l, "head": h, "title": name.head_label(h), "entropy": e, "scores": found,
                         "cells": max_pool(maps.matrix(name, h), GRID_CELLS).tolist()})
     return out
