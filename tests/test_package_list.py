@@ -1,7 +1,8 @@
 """The wheel holds every package: pyproject's explicit list names each folder of fatstudio/ with an __init__.py
 (an editable install finds a package missing from it; a built wheel, and so the standalone app, does not)."""
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
 
