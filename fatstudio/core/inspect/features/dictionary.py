@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ...files import Damaged, atomic_write, read_text, sealed, unsealed, verify, why_not_written
@@ -77,8 +78,9 @@ class Dictionary(nn.Module):
 
     # ------------------------------------------------------------------------------------------------ the maps
     def pre_acts(self, x: torch.Tensor) -> torch.Tensor:
-        """W_enc (x − μ) + b_enc (…, d_f): every feature's input before ReLU and TopK."""
-        return (x - self.mean_in) @ self.W_enc.T + self.b_enc
+        """W_enc (x − μ) + b_enc (…, d_f): every feature's input before ReLU and TopK (one fused product and sum:
+        half the time of a product, then a sum, on a CPU)."""
+        return F.linear(x - self.mean_in, self.W_enc, self.b_enc)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """f = TopK_k(ReLU(W_enc (x − μ) + b_enc)) (…, d_f): the k largest pre-activations, ReLU'd, the rest 0."""
