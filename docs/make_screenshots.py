@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -41,14 +42,14 @@ SCENES = [
     Scene("screenshot-attention", "gpt-char", 2000, "Attention",
           (("promptEdit", "def "), ("generateButton", "click"), ("attentionSourceText", "click"))),
     Scene("screenshot-score", "gpt-induction", 1500, "Prompt",
-          (("promptEdit", "qwertyuiopas qwertyuiopas"), ("scoreButton", "click"))),
+          (("promptEdit", "qwertyuiopasqwertyuiopas"), ("scoreButton", "click"))),
     Scene("screenshot-induction", "gpt-induction", 1500, "Attention", (("attentionSourceProbe", "click"),)),
     Scene("screenshot-seq2seq-cross", "edt-reverse", 750, "Attention",
           (("promptEdit", "abcdefgh"), ("generateButton", "click"), ("attentionSourceText", "click"))),
     Scene("screenshot-grokking", "grokking", 1000, "Training"),
     Scene("screenshot-paper", "gpt-char", 2000, "Paper", (("paperForwardButton", "click"),)),
     Scene("screenshot-token-loss", "gpt-char", 1500, "Token loss", (("tokenLossScoreButton", "click"),),
-          ("data.corpus=tinyshakespeare",)),
+          ("data.corpus=$TINYSHAKESPEARE",)),
     Scene("screenshot-exercises", "gpt-char", 2000, "Exercises"),
     Scene("screenshot-experiments", "gpt-char", 2000, "Experiments"),
 ]
@@ -67,18 +68,22 @@ BY_HAND = {
 }
 
 
-def train(scene: Scene, scale: float) -> Path:
-    """The scene's run, trained once (a finished run of the same preset, steps and settings is reused)."""
+def train(scene: Scene, scale: float) -> Path | None:
+    """The scene's run, trained once (a finished run of the same preset, steps and settings is reused); None when
+    a file it needs is not named ($TINYSHAKESPEARE: the path of tinyshakespeare.txt, which is not shipped)."""
     steps = max(10, int(scene.steps * scale))
-    sets = [f"train.steps={steps}", *scene.sets]
-    out = RUNS / "-".join([scene.preset, str(steps), *(s.replace("=", "_").replace(".", "_") for s in scene.sets)])
+    sets = [f"train.steps={steps}", *(os.path.expandvars(s) for s in scene.sets)]
+    if any("$" in s for s in sets):
+        print(f"{scene.name}: skipped, set {' '.join(s for s in sets if '$' in s)} first", file=sys.stderr)
+        return None
+    out = RUNS / "-".join([scene.preset, str(steps), *(Path(s).name.replace("=", "_").replace(".", "_") for s in sets[1:])])
     if not (out / "meta.json").is_file() or '"finished"' not in (out / "meta.json").read_text(encoding="utf-8"):
         if out.exists():
-            import shutil
             shutil.rmtree(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "fatstudio", "train", "--preset", scene.preset, "--quiet", "--out", str(out)]
-        subprocess.run([*command, *(a for s in sets for a in ("--set", s))], check=True)
+        if subprocess.run([*command, *(a for s in sets for a in ("--set", s))]).returncode != 0:
+            raise SystemExit(f"{scene.name}: training its run failed (above)")
     return out
 
 
@@ -104,6 +109,8 @@ def shoot(scenes: list[Scene], scale: float, out: Path) -> None:
 
     for scene in scenes:
         run = train(scene, scale)
+        if run is None:
+            continue
         window = MainWindow()
         window.confirm_close = lambda: True
         window.resize(1440, 900)
