@@ -20,4 +20,5 @@ class BuildPyWithGuide(build_py):
         build(load_config("mkdocs.yml", site_dir=str(Path(self.build_lib) / "fatstudio" / "guide")))
 
 
-setup(cmdclass={"build_py": BuildPyWithGuide})
+if __name__ == "__main__":  # as setuptools runs it (tests/core/test_guide.py imports it)
+    setup(cmdclass={"build_py": BuildPyWithGuide})

@@ -58,3 +58,19 @@ def test_a_wheel_opens_the_guide_it_carries(tmp_path, monkeypatch):
     (tmp_path / "guide" / "index.html").write_text("<html></html>", encoding="utf-8")
     monkeypatch.setattr(guide, "PACKAGED_SITE", tmp_path / "guide")
     assert guide.location("paper.md#exercises") == Path(tmp_path / "guide" / "paper.html").as_uri() + "#exercises"
+
+
+def test_the_wheels_build_step_puts_the_built_guide_in_the_package(tmp_path, monkeypatch):
+    import runpy
+
+    from setuptools.dist import Distribution
+
+    build_py = runpy.run_path(str(guide.PACKAGE_ROOT / "setup.py"), run_name="setup")["BuildPyWithGuide"]
+    monkeypatch.chdir(guide.PACKAGE_ROOT)
+    command = build_py(Distribution({"name": "fatstudio", "packages": []}))
+    command.initialize_options()
+    command.build_lib = str(tmp_path)
+    command.finalize_options()
+    command.run()
+    site = tmp_path / "fatstudio" / "guide"
+    assert all((site / guide.html_of(page).partition("#")[0]).is_file() for page in guide.PAGES.values())
