@@ -70,7 +70,8 @@ def can_build() -> bool:
 
 def build_site(into: Path | None = None, strict: bool = False) -> Path:
     """Build the checkout's guide into ``into`` (default: `cached_site`, made under a temporary name and renamed
-    when complete); return it. A failed build raises RuntimeError with MkDocs's last lines."""
+    when complete, the cache's older builds removed); return it. A failed build raises RuntimeError with MkDocs's
+    last lines."""
     site = into or cached_site()
     work = site.with_name(site.name + f".building-{os.getpid()}")
     # not -q: it hides the warnings that --strict counts
@@ -82,6 +83,10 @@ def build_site(into: Path | None = None, strict: bool = False) -> Path:
     if site.exists():
         shutil.rmtree(site)
     work.rename(site)
+    if into is None:  # the guides built from earlier sources go (~7 MB each)
+        for old in site.parent.iterdir():
+            if old != site and not old.name.startswith(site.name):
+                shutil.rmtree(old, ignore_errors=True)
     return site
 
 

@@ -74,3 +74,12 @@ def test_the_wheels_build_step_puts_the_built_guide_in_the_package(tmp_path, mon
     command.run()
     site = tmp_path / "fatstudio" / "guide"
     assert all((site / guide.html_of(page).partition("#")[0]).is_file() for page in guide.PAGES.values())
+
+
+def test_a_checkout_keeps_one_guide_in_the_cache_the_one_of_its_sources(tmp_path, monkeypatch):
+    monkeypatch.setenv("FATSTUDIO_CACHE", str(tmp_path / "cache"))
+    for key in ("before", "after"):  # the sources changed between the two
+        monkeypatch.setattr(guide, "_sources_key", lambda key=key: key)
+        assert guide.build_site() == tmp_path / "cache" / "guide" / key
+    assert [p.name for p in (tmp_path / "cache" / "guide").iterdir()] == ["after"]
+    assert guide.location("index.md") == (tmp_path / "cache" / "guide" / "after" / "index.html").as_uri()
