@@ -63,6 +63,9 @@ BY_HAND = {
     "screenshot-walkthrough": "gpt-char; Paper → Walkthrough → Walk through, then Next to MHAttention's softmax",
     "screenshot-tokenizer-lab": "python-stdlib with three 300-step runs (char, bpe 1024, word 4096); "
                                 "Corpus → Compare tokenizers…",
+    "screenshot-features / -features-graph": "gpt-char, 2,000 steps, a transcoder per MLP and an SAE on "
+                                             "self/1/resid_post; the Features tab's list and feature 179's "
+                                             "dashboard, then its attribution graph with a feature zeroed",
     "screenshot-attribution-graph": "gpt-char, 2,000 steps, a transcoder per layer (fatstudio features); "
                                     "the Attention tab's attribution graph of `import os↵import sys↵↵def main(a`",
 }

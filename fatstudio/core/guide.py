@@ -28,6 +28,7 @@ PAGES: dict[str, str] = {
     "Exercises": "paper.md#exercises",
     "Token loss": "experiment.md#token-loss",
     "Experiments": "experiment.md#experiments",
+    "Features": "features.md#the-features-tab",
 }
 PACKAGED_SITE = Path(__file__).resolve().parents[1] / "guide"  # a wheel's built guide (setup.py builds it there)
 CONFIG = PACKAGE_ROOT / "mkdocs.yml"  # a checkout's

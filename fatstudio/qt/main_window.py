@@ -20,6 +20,7 @@ from .guide_links import GuideLinks
 from .jobs import new_jobs
 from .panels.exercises import ExercisesPanel
 from .panels.experiments import ExperimentsPanel
+from .panels.features.panel import FeaturesPanel
 from .panels.paper import PaperPanel
 from .panels.token_loss import TokenLossPanel
 from .panels.train.panel import TrainView
@@ -45,7 +46,7 @@ class MainWindow(QMainWindow):
 
     For tests and scripts: ``workspace`` (the application model) and ``settings``; the panels (``model_panel``,
     ``corpus_panel``, ``train_panel``, ``train_view`` with ``plots`` and ``runs_list``, ``prompt_panel``,
-    ``attention_panel``, ``paper_panel``, ``token_loss_panel``, ``experiments_panel``); ``state`` (the
+    ``attention_panel``, ``paper_panel``, ``token_loss_panel``, ``features_panel``, ``experiments_panel``); ``state`` (the
     `TrainingState`), ``run_dir``, ``loaded_model``, ``last_status``, ``last_error`` (the last message shown to the
     user), ``validation_error``; ``training`` and ``runs`` (the controls)."""
 
@@ -70,9 +71,10 @@ class MainWindow(QMainWindow):
         self.paper_panel = PaperPanel(ws)  # the pseudocode, linked; the check; deviations
         self.token_loss_panel, self.experiments_panel = TokenLossPanel(ws), ExperimentsPanel(ws)
         self.exercises_panel = ExercisesPanel(ws)  # write the algorithms yourself, checked against the reference
+        self.features_panel = FeaturesPanel(ws)
         self.viewTabs = ViewTabs(ws, {"Training": self.train_view, "Paper": self.paper_panel,
                                       "Exercises": self.exercises_panel, "Token loss": self.token_loss_panel,
-                                      "Experiments": self.experiments_panel})
+                                      "Features": self.features_panel, "Experiments": self.experiments_panel})
         self._prompt_host, self._attention_host = self.viewTabs.prompt_host, self.viewTabs.attention_host
         self.training = TrainingControl(ws, self.train_view, self.train_panel, parent=self)
         self.runs = RunsControl(ws, self.train_view, dialogs=self, parent=self)

@@ -1,6 +1,6 @@
-"""The views beside the settings column: Training | Prompt | Attention | Paper | Exercises | Token loss | Experiments. The Prompt
-and Attention panels are made once their modules are imported (in a job: the prompt panel imports torch) or when
-first shown; until then their tabs say "Loading…"."""
+"""The views beside the settings column: Training | Prompt | Attention | Paper | Exercises | Token loss | Features |
+Experiments. The Prompt and Attention panels are made once their modules are imported (in a job: the prompt panel
+imports torch) or when first shown; until then their tabs say "Loading…"."""
 from __future__ import annotations
 
 from functools import partial

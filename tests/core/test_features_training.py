@@ -1,13 +1,13 @@
 """Training a sparse dictionary on a tiny run's hook points (`features.training`), its quality (`features.quality`)
 and its export to SAELens's folder (`features.saelens`)."""
 import json
-import math
 
 import pytest
 import torch
 from safetensors.torch import load_file
 from training_helpers import trained_run
 
+from fatstudio.core.inspect.features import training
 from fatstudio.core.inspect.features.activations import held_out, run_data
 from fatstudio.core.inspect.features.dictionary import Dictionary, load
 from fatstudio.core.inspect.features.quality import measure
@@ -52,6 +52,13 @@ def test_an_mlp_trains_a_transcoder_from_its_input_to_its_output(loaded):
     assert q["explained_variance"] > 0 and q["loss_spliced"] < q["loss_zero"]
 
 
+def test_a_batch_larger_than_the_shuffling_buffer_is_drawn_from_more_passes(loaded):
+    """8 passes of 32 windows of l_max = 16 tokens hold 4,096 tokens; a batch of 5,000 takes a ninth."""
+    done = _done(train_dictionary(loaded, "self/0/resid_post", d_f_mult=1, k=2, tokens=10_000, batch_tokens=5_000,
+                                  held_out_tokens=256))[-1]
+    assert (done.step, done.tokens) == (2, 10_000)
+
+
 def test_the_same_seed_trains_the_same_dictionary(loaded):
     a, b, c = (_done(train_dictionary(loaded, "self/0/resid_mid", d_f_mult=1, k=2, seed=s, tokens=1_024,
                                       batch_tokens=256, held_out_tokens=256))[-1].dictionary for s in (3, 3, 4))
@@ -69,6 +76,31 @@ def test_quality_is_exact_for_a_dictionary_that_reconstructs_exactly(loaded):
     q = measure(loaded, d, held_out(loaded, run_data(loaded), [point], 512, seed=0))
     assert q.explained_variance == pytest.approx(1, abs=1e-6) and q.ce_loss_score == pytest.approx(1, abs=1e-5)
     assert q.loss_spliced == pytest.approx(q.loss_clean, abs=1e-5) and q.l0 <= n
+
+
+def test_auxk_gives_gradient_to_dead_features_only_when_some_are_dead():
+    """Without dead features only the k active ones of each token learn; with features counted dead, the
+    k_aux largest dead ones of each token are trained to reconstruct the error too (Gao et al.'s AuxK)."""
+    torch.manual_seed(0)
+    d = Dictionary("sae", "p", "p", 8, 8, 64, 2)
+    with torch.no_grad():
+        d.W_dec.normal_()
+        d.normalize_decoder()
+        d.W_enc.copy_(d.W_dec.T)
+    x = torch.randn(32, 8)
+
+    def learning(dead):
+        d.zero_grad()
+        main, total, values, at = training.losses(d, x, x, dead, k_aux=4)
+        total.backward()
+        return set(torch.nonzero(d.W_enc.grad.abs().sum(1)).flatten().tolist()), set(at[values > 0].tolist()), main
+    live, active, main = learning(torch.zeros(64, dtype=torch.bool))
+    assert live == active
+    dead = torch.ones(64, dtype=torch.bool)
+    dead[list(active)] = False
+    revived, _, same = learning(dead)
+    assert revived > active and revived - active <= set(torch.nonzero(dead).flatten().tolist())
+    assert torch.equal(main, same)  # AuxK adds to the loss; it does not change the reconstruction
 
 
 def test_a_control_that_stops_ends_training_with_the_dictionary_so_far(loaded):
@@ -120,4 +152,4 @@ def test_sae_lens_loads_the_export_and_encodes_the_same_features(loaded, tmp_pat
     with torch.no_grad():
         assert torch.allclose(sae.encode(x), d.encode(x), atol=1e-5)
         assert torch.allclose(sae.decode(sae.encode(x)), d(x), atol=1e-4)
-    assert sae.cfg.metadata.hook_name == d.point_in and not math.isnan(sae.cfg.k)
+    assert sae.cfg.metadata.hook_name == d.point_in and (sae.cfg.architecture(), sae.cfg.k) == ("topk", 4)

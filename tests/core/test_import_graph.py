@@ -28,6 +28,12 @@ LAZY = {
     ("app.workspace", "training.trainer"),  # the training job imports the trainer (torch) in its own thread
     ("app.workspace", "runs.folder"),  # the default runs folder (platformdirs), read when first asked for
     ("app.corpus", "data.preview"),  # the corpus job reads the corpus and trains its tokenizer (tokenizers)
+    # the Features tab's jobs (torch) in their own threads; the graph's model check and a node's folder once a
+    # model is loaded
+    *(("app.features", f"inspect.features.{m}") for m in ("dashboard", "dictionary", "graph", "interventions",
+                                                           "replacement", "training")),
+    ("app.features", "runs.folder"), ("app.features", "runs.glass_box"),
+    ("runs.glass_box", "model"),  # building a glass box's model (torch), not listing runs
 }
 
 

@@ -13,7 +13,7 @@ LONG = 60_000  # ms, as tests/qt/conftest.py
 TINY = ["model.L=1", "model.H=2", "model.d_e=16", "model.d_mlp=32", "model.l_max=16", "data.corpus=copy",
         "train.eval_interval=10", "train.eval_iters=2", "train.batch_size=4", "train.sample_tokens=8"]
 FOCUS_LABELS = ("promptFocusLabel", "attentionFocusLabel", "tokenLossFocusLabel", "paperFocusLabel",
-                "ablationFocusLabel", "patchingFocusLabel", "headAblationFocusLabel")
+                "ablationFocusLabel", "patchingFocusLabel", "headAblationFocusLabel", "featuresFocusLabel")
 
 
 def tiny_run(runs_root, steps=10, seed=0) -> str:

@@ -27,6 +27,7 @@ from ..training.control import Control
 from ..training.diagnostics import Diagnosis
 from ..training.events import Evaluation, Event, Finished, Paused, Probe, Resumed, Snapshot, Started, Steps
 from .corpus import Corpus
+from .features import Features
 from .focus import Focus
 from .jobs import Jobs, Mailbox
 from .settings import Settings
@@ -162,7 +163,8 @@ class Workspace:
     its weights and ``loaded_dir`` its run folder when they are not a snapshot), ``corpus`` (`Corpus`: the corpus the
     settings name, read as a job) and ``prepared`` (its `data.Prepared` while current, or None), ``prompt_text`` (the
     focus's text, the Prompt tab's), ``probe_dir`` (the run whose probe maps the Attention tab lists),
-    ``diagnostics`` (`RunDiagnostics`).
+    ``diagnostics`` (`RunDiagnostics`), ``features`` (`Features`: the Features tab's dictionaries, following the
+    focus).
     """
 
     state_changed = Signal(object)  # the new TrainingState
@@ -193,6 +195,7 @@ class Workspace:
         self.focus = Focus()
         self.focus.changed.connect(self._focus_changed)
         self.corpus = Corpus(self.settings, jobs)
+        self.features = Features(self.focus, jobs)
         self.text_maps: AttentionMaps | None = None
         self._maps_of: LoadedModel | None = None  # the weights that made text_maps
         self.probe_dir: str | None = None

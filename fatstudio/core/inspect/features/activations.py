@@ -10,7 +10,7 @@ import torch
 
 from ...data.datasets import Dataset
 from ...inference.loaded import LoadedModel
-from ...model.hooks import recorded
+from ...model.hooks import hooked, point_names, recorded
 from ..ablation import task_logits, validation_data
 
 ROWS_PER_PASS = 32  # windows in one forward pass
@@ -23,11 +23,25 @@ def position_mask(rows: dict[str, torch.Tensor], point: str) -> torch.Tensor | N
     return rows.get("z_pad_mask" if point.startswith("enc") else "x_pad_mask")
 
 
+class _Reached(Exception):
+    """Raised by a hook on the last point wanted: the rest of the forward pass is not needed."""
+
+
 @torch.inference_mode()
 def activations(loaded: LoadedModel, rows: dict[str, torch.Tensor], points: Sequence[str]) -> list[torch.Tensor]:
-    """Each point's activations on ``rows`` (one forward pass), as (N, d) float32 rows of its real positions."""
+    """Each point's activations on ``rows`` (one forward pass, ended at the last of them), as (N, d) float32 rows
+    of its real positions."""
+    order = point_names(loaded.model)
+    last = max(points, key=order.index)
+
+    def reached(x: torch.Tensor) -> None:
+        raise _Reached
     with recorded(loaded.model, points, copy=False) as got:
-        task_logits(loaded.model, rows, loaded.config.data.task)
+        try:
+            with hooked(loaded.model, {last: reached}):
+                task_logits(loaded.model, rows, loaded.config.data.task)
+        except _Reached:
+            pass
     out = []
     for name in points:
         if not got[name]:
@@ -46,10 +60,12 @@ def run_data(loaded: LoadedModel) -> Dataset:
 def stream(loaded: LoadedModel, data: Dataset, points: Sequence[str], batch_tokens: int,
            generator: torch.Generator) -> Iterator[list[torch.Tensor]]:
     """Endless batches of ``batch_tokens`` rows of each point's activations (the same tokens for every point),
-    drawn from the train split's random windows with ``generator`` and shuffled across `BUFFER_PASSES` passes."""
+    drawn from the train split's random windows with ``generator`` and shuffled across `BUFFER_PASSES` passes (more
+    where a batch needs them)."""
     while True:
-        parts = [activations(loaded, data.batch("train", ROWS_PER_PASS, generator), points)
-                 for _ in range(BUFFER_PASSES)]
+        parts: list[list[torch.Tensor]] = []
+        while len(parts) < BUFFER_PASSES or sum(len(p[0]) for p in parts) < batch_tokens:
+            parts.append(activations(loaded, data.batch("train", ROWS_PER_PASS, generator), points))
         buffer = [torch.cat([p[i] for p in parts]) for i in range(len(points))]
         order = torch.randperm(len(buffer[0]), generator=generator)
         for s in range(0, len(order) - batch_tokens + 1, batch_tokens):

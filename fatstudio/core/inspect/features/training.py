@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
+import torch.nn.functional as F
 
 from ...inference.loaded import LoadedModel
 from ...model.hooks import hook_point
@@ -68,7 +69,7 @@ class DictionaryEvent:
     stopped: bool = False
 
 
-def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 2_000_000,
+def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 1_000_000,
                      batch_tokens: int = 4096, lr: float = 1e-3, seed: int = 0, held_out_tokens: int = 32_768,
                      control: Stopping | None = None) -> Iterator[DictionaryEvent]:
     """Train a dictionary on ``point`` of ``loaded`` (`dictionary.points_of`: an MLP such as ``mlp/1`` a
@@ -114,17 +115,8 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
         x, y = batch[0], batch[-1]  # (N, d_in), (N, d_out): an SAE's are one tensor
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (steps - step + 1) / max(1, steps - decay_from))
-        pre = d.pre_acts(x)
-        f = d.top_k(pre)
-        err = d.decode(f) - y
-        scale = (y - y.mean(0)).pow(2).sum().clamp_min(1e-12)
-        main = err.pow(2).sum() / scale
         dead = since >= DEAD_TOKENS
-        total = main
-        if dead.any():
-            e = -err.detach()
-            aux = _top(pre.masked_fill(~dead, -math.inf), min(k_aux, int(dead.sum())))
-            total = main + AUX_COEFF * (aux @ d.W_dec.T - e).pow(2).sum() / (e - e.mean(0)).pow(2).sum().clamp_min(1e-12)
+        main, total, values, at = losses(d, x, y, dead, k_aux)
         opt.zero_grad(set_to_none=True)
         total.backward()
         with torch.no_grad():
@@ -133,12 +125,12 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
         torch.nn.utils.clip_grad_norm_(d.parameters(), 1.0)
         opt.step()
         d.normalize_decoder()
-        active = (f > 0).detach()
+        on = values > 0
         since += len(x)
-        since[active.any(0)] = 0
+        since[at[on]] = 0
         seen += len(x)
         loss = float(main.detach())
-        ev, l0 = 1 - loss, float(active.sum(1).float().mean())
+        ev, l0 = 1 - loss, float(on.sum(1).float().mean())
         stopped = control is not None and control.stopping
         now = time.monotonic()
         if now - last >= EVENT_INTERVAL_S or step == steps or stopped:
@@ -160,10 +152,26 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
     yield DictionaryEvent("done", step / steps, seen, step, loss, ev, l0, dead_now, d, quality, stopped)
 
 
-def _top(pre: torch.Tensor, n: int) -> torch.Tensor:
-    """The ``n`` largest of each row of ``pre``, ReLU'd, the rest 0."""
-    values, at = pre.topk(n, dim=-1)
-    return torch.zeros_like(pre).scatter(-1, at, values.relu())
+def losses(d: Dictionary, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor,
+            k_aux: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the normalized reconstruction error, it plus the AuxK loss, the TopK values (N, k) ReLU'd and their
+    features (N, k)) of a batch; decoding only the k features of each token (`sparse_decode`)."""
+    pre = d.pre_acts(x)
+    values, at = pre.topk(d.k, dim=-1)
+    values = values.relu()
+    err = sparse_decode(d, values, at) + d.b_dec - y
+    main = err.pow(2).sum() / (y - y.mean(0)).pow(2).sum().clamp_min(1e-12)
+    if not dead.any():
+        return main, main, values.detach(), at
+    e = -err.detach()  # what the live features left unexplained
+    aux_values, aux_at = pre.masked_fill(~dead, -math.inf).topk(min(k_aux, int(dead.sum())), dim=-1)
+    aux = (sparse_decode(d, aux_values.relu(), aux_at) - e).pow(2).sum() / (e - e.mean(0)).pow(2).sum().clamp_min(1e-12)
+    return main, main + AUX_COEFF * aux, values.detach(), at
+
+
+def sparse_decode(d: Dictionary, values: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """W_dec f without b_dec, for f given by its nonzero ``values`` at features ``at`` (N, k): k columns a token."""
+    return F.embedding_bag(at, d.W_dec.T, per_sample_weights=values, mode="sum")
 
 
 __all__ = ["train_dictionary", "DictionaryEvent", "Stopping", "DEAD_TOKENS"]
