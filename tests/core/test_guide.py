@@ -83,3 +83,10 @@ def test_a_checkout_keeps_one_guide_in_the_cache_the_one_of_its_sources(tmp_path
         assert guide.build_site() == tmp_path / "cache" / "guide" / key
     assert [p.name for p in (tmp_path / "cache" / "guide").iterdir()] == ["after"]
     assert guide.location("index.md") == (tmp_path / "cache" / "guide" / "after" / "index.html").as_uri()
+
+
+def test_no_page_loads_anything_from_the_network(site):
+    """Offline: no script, style sheet, font or image from a CDN (links to read elsewhere are fine)."""
+    loads = re.compile(r'<(?:script|link|img|iframe|source)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]*"')
+    for html in site.rglob("*.html"):
+        assert not loads.findall(html.read_text(encoding="utf-8")), html.name
