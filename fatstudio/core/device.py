@@ -58,7 +58,7 @@ def resolve_precision(precision: Precision, device: torch.device) -> ResolvedPre
     """The precision a run uses on ``device``: ``"auto"`` is bf16 autocast where the device does bf16
     natively, else fp32 (with TF32 matmuls on CUDA, see `configure_matmul`). On a CPU with AVX-512 BF16 the
     recipe trains 1.5× faster in bf16 (its matrix products run twice as fast; attention stays fp32) at the
-    same validation loss (README, Benchmarks). An explicit choice the device cannot honour is a ValueError
+    same validation loss (docs/benchmarks.md). An explicit choice the device cannot honour is a ValueError
     that says what to use instead."""
     if precision == "auto":
         return "bf16" if bf16_native(device) else "fp32"

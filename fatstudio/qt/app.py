@@ -1,7 +1,10 @@
 """Start the desktop app: ``fatstudio`` with no arguments calls ``main()``."""
 from __future__ import annotations
 
+import os
 import sys
+
+from .platform_libraries import problem
 
 
 def _style() -> str:
@@ -52,10 +55,21 @@ def _close_on_sigint(window) -> None:
     timer.start(250)
 
 
+def _cannot_start() -> bool:
+    """Say which system libraries Qt's xcb plugin lacks and the command that installs them, before Qt aborts with
+    its own message; True when that leaves no platform to try (no Wayland display either)."""
+    message = problem(os.environ)
+    if message:
+        print(message, file=sys.stderr, flush=True)
+    return message is not None and not os.environ.get("WAYLAND_DISPLAY")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Create the QApplication (or reuse one), show the main window, run the event loop; return its exit code."""
     from PySide6.QtWidgets import QApplication
 
+    if QApplication.instance() is None and _cannot_start():
+        return 1
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "fatstudio", *(argv or [])])
     configure(app)
 

@@ -16,6 +16,7 @@ from ..core.config import RunConfig
 from ..core.runs.presets import load_presets
 from . import state
 from .error_dialog import ErrorDialog
+from .guide_links import GuideLinks
 from .jobs import new_jobs
 from .panels.exercises import ExercisesPanel
 from .panels.experiments import ExperimentsPanel
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self.training = TrainingControl(ws, self.train_view, self.train_panel, parent=self)
         self.runs = RunsControl(ws, self.train_view, dialogs=self, parent=self)
         self.probes = ProbeFeed(ws, parent=self)
+        self.guide = GuideLinks(ws, self.viewTabs, [self.settingsTabs, self.viewTabs], parent=self)
         self.errors = ErrorDialog(self, lambda: self.training.train_anyway if self.training.refused else None)
         runs, t = self.runs, self.training  # what the menus, tests and scripts call on the window:
         self.open_run, self.overlay_run, self.delete_run = runs.open_run, runs.overlay_run, runs.delete_run
@@ -129,11 +131,12 @@ class MainWindow(QMainWindow):
                        QAction("&Stop", self, triggered=self.stop_training, shortcut="Ctrl+.")):
             run_menu.addAction(action)
         bar.addMenu("&View").addAction(self.settingsColumn.toggleAction)
+        bar.addMenu("&Help").addAction(self.guide.action)
         self.viewTabs.setCornerWidget(self.settingsColumn.toggleButton, Qt.Corner.TopLeftCorner)  # beside the tabs
 
     def _connect(self) -> None:
         ws, status, column, runs, ex = self.workspace, self.statusBar(), self.settingsColumn, self.runs, self.experiments_panel
-        for source in (self.training, runs, column):
+        for source in (self.training, runs, column, self.guide):
             source.message.connect(lambda text, ms: status.showMessage(text, ms))
         self.plots.exported.connect(lambda message: status.showMessage(message, 8000))
         self.training.error.connect(self.show_error)
