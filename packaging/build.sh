@@ -4,7 +4,7 @@
 #
 # Makes (or reuses) its own environment build/pyinstaller-env with torch (the CPU build), fatstudio and
 # PyInstaller, then runs packaging/fatstudio.spec. Environment variables:
-#   PYTHON           the Python to build with (default python3; 3.10 or newer with venv)
+#   PYTHON           the Python to build with (default python3; 3.11 or newer with venv)
 #   TORCH_INDEX_URL  where to get torch from, e.g. https://download.pytorch.org/whl/cpu on a machine where plain
 #                    `pip install torch` would bring the CUDA build (Linux x86_64 from PyPI)
 set -euo pipefail
