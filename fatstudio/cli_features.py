@@ -48,9 +48,11 @@ def out_folder(path: str) -> Path:
 
 def cmd_features(args) -> int:
     from .cli_experiments import loaded_model
+    from .core.inspect.features.dictionary import points_of
     from .core.inspect.features.saelens import export
     from .core.inspect.features.training import train_dictionary
 
+    points_of(args.point)  # a point no dictionary is trained on: refused before any work
     out = out_folder(args.out)
     loaded = loaded_model(args.run_dir, args.step)
     events = train_dictionary(loaded, args.point, d_f_mult=args.d_f_mult, k=args.k, tokens=args.tokens, lr=args.lr,

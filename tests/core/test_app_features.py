@@ -57,7 +57,8 @@ def test_the_points_offered_are_each_mlp_as_a_transcoder_then_the_stream_as_saes
     points = trainable_points(names)
     assert points[0] == ("mlp/0 · transcoder (in → out)", "mlp/0")
     assert ("self/0/resid_post · SAE", "self/0/resid_post") in points
-    assert not any(p.endswith(("/pattern", "/z")) for _label, p in points)
+    assert not any(p.endswith(("/pattern", "/z", "/mask", "/scores", "norm-stats", "/q")) for _label, p in points)
+    assert {"embed", "final", "self/0/in", "self/0/out", "mlp/0/out"} <= {p for _label, p in points}
     assert default_point([p for _l, p in points]) == "self/0/resid_post"
     assert default_point(["self/0/resid_post", "self/1/resid_post", "self/2/resid_post", "self/3/resid_post"]) == \
         "self/1/resid_post"

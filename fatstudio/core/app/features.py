@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from psygnal import Signal
 
+from ..inspect.features.points import trainable
 from .focus import Focus
 from .jobs import Jobs, Status
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 LIST, TRAIN, DASHBOARD, GRAPH, EDIT = ("features-list", "features-train", "features-dashboard", "features-graph",
                                        "features-edit")
 KEYS = (LIST, TRAIN, DASHBOARD, GRAPH, EDIT)
-SKIPPED_KINDS = ("pattern", "z")  # hook points no dictionary is trained on (not (B, T, d) activations)
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,11 @@ class GraphRequest:
 
 def trainable_points(names: list[str]) -> list[tuple[str, str]]:
     """(label, point) of what a dictionary can be trained on, given a model's hook point names: each MLP as a
-    transcoder ("mlp/1", from its in to its out), then every other (B, T, d) point as an SAE."""
+    transcoder ("mlp/1", from its in to its out), then each point of the residual stream (`points.trainable`:
+    resid_*, in, out, sum, embed, final) as an SAE."""
     mlps = dict.fromkeys(n.rsplit("/", 1)[0] for n in names if n.endswith("/in") and "mlp" in n.split("/")[0])
     points = [(f"{m} · transcoder (in → out)", m) for m in mlps]
-    return points + [(f"{n} · SAE", n) for n in names if n.rsplit("/", 1)[-1] not in SKIPPED_KINDS]
+    return points + [(f"{n} · SAE", n) for n in names if trainable(n)]
 
 
 def default_point(points: list[str]) -> str | None:
