@@ -157,10 +157,15 @@ def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, 
     assert features.intervene(target)
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == f"feature {node.feature + 1} of mlp/0 zeroed at position {node.position + 1}"
+    s = graph.nodes.index(node)
+    assert edits[-1].direct_effect == pytest.approx(float(graph.adjacency[graph.target_index, s]))
+    assert edits[-1].target == graph.nodes[graph.target_index].token
+    assert edits[-1].logit_before == pytest.approx(graph.logit, abs=1e-3) and edits[-1].logit_after != edits[-1].logit_before
     assert features.node_target(graph.nodes[0]) is None  # an embedding
     assert features.intervene(features.feature_target(5, "the quick brown"), value=3.0)
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == "feature 6 of mlp/0 clamped to 3 at every position"
+    assert edits[-1].direct_effect is None and edits[-1].target == edits[-1].next_tokens[0]
     assert edits[-1].tokens[:3] == ["t", "h", "e"] and len(edits[-1].next_tokens) >= 5
 
 
