@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 import torch
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsSimpleTextItem
+from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsLineItem, QGraphicsSimpleTextItem
 
 from fatstudio.core.inspect.features.graph import AttributionGraph, Node, influence
 from fatstudio.qt.widgets.attribution_graph import AttributionGraphView
@@ -76,6 +76,10 @@ def test_a_click_on_a_node_emits_it_and_a_click_beside_them_nothing(qtbot, view)
     with qtbot.waitSignal(view.nodeClicked, timeout=1000) as got:
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.mapFromScene(item.sceneBoundingRect().center()))
     assert got.args == [view.graph.nodes[7]] and got.args[0].feature == 3
+    assert view.marked == 7 and view.ring.sceneBoundingRect().contains(item.sceneBoundingRect())
+    view.mark(8)  # chosen in the table: one ring, around it
+    assert view.ring.sceneBoundingRect().contains(view.node_items[8].sceneBoundingRect())
+    assert sum(isinstance(i, QGraphicsEllipseItem) and i.data(0) is None for i in view.scene().items()) == 1
     corner = view.mapFromScene(view.sceneRect().topLeft())
     with qtbot.assertNotEmitted(view.nodeClicked):
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=corner)

@@ -205,6 +205,13 @@ def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_
     node = graph.nodes[g.nodes.item(row, 0).data(Qt.ItemDataRole.UserRole)]
     assert target is not None and target.folder.endswith(f"mlp-{node.layer}-step10") and target.position == node.position
     assert target.prompt == "the lazy" and not panel.edit_section.everywhere.isChecked()
+    assert g.view.marked == graph.nodes.index(node)  # the row chosen: its node ringed in the graph
+    other = next(i for i, n in enumerate(graph.nodes) if n.kind == "feature" and n is not node)
+    clicked = []
+    g.nodeClicked.connect(clicked.append)
+    g.view.mark(other)
+    g.view.nodeClicked.emit(graph.nodes[other])  # as a click on it does
+    assert clicked == [graph.nodes[other]] and g.nodes.item(g.nodes.currentRow(), 0).data(Qt.ItemDataRole.UserRole) == other
 
 
 def test_a_glass_box_runs_dictionary_says_which_known_features_it_found_and_missed(qtbot, panel, workspace,
@@ -228,3 +235,15 @@ def test_a_glass_box_runs_dictionary_says_which_known_features_it_found_and_miss
     assert f"<b>Missed:</b> {missed}" in text
     workspace.set_model(None)
     assert not panel.recovered.isVisible()
+
+
+def test_the_intervene_title_keeps_the_prompt_s_spaces_leading_ones_too(panel):
+    from PySide6.QtGui import QTextDocument
+
+    from fatstudio.core.app.features import EditTarget
+
+    edit = panel.edit_section
+    edit.set_target(EditTarget("f", 2, "  the  lazy", 1, 10, "feature 3 of mlp/0"))
+    shown = QTextDocument()
+    shown.setHtml(edit.title.text())
+    assert shown.toPlainText() == "Intervene: feature 3 of mlp/0 on “  the  lazy”"
