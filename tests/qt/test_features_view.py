@@ -147,7 +147,9 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     workspace.set_prompt_text("the lazy dog")
     focus_on(qtbot, workspace, run_dir, step=20)  # the dictionary is of step 10's weights: the header says so
     items = {panel.dictionaries.item(r).text(): r for r in range(panel.dictionaries.count())}
-    row = next(r for text, r in items.items() if text.startswith("mlp/0 · step 10"))
+    row = items["mlp/0 · step 10 · transcoder"]  # one short line, the details in its tooltip
+    tip = panel.dictionaries.item(row).toolTip()
+    assert "transcoder mlp/0/in → mlp/0/out" in tip and "k = 4" in tip and str(folder) in tip
     panel.dictionaries.setCurrentRow(row)
     assert panel.readingBar.isVisible() and "Reading" in panel.dictionaryLabel.text()  # the validation split
     section = panel.feature_section
