@@ -60,7 +60,7 @@ def cmd_features(args) -> int:
     for e in events:
         if not args.quiet and e.kind == "progress":
             print(f"\r{e.fraction:4.0%} · {e.tokens:,} tokens · loss {e.loss:.4f} · L0 {e.l0:.1f} · dead "
-                  f"{e.dead_fraction:.1%}", end="", file=sys.stderr, flush=True)
+                  f"lately {e.dead_fraction:.1%}", end="", file=sys.stderr, flush=True)
     if not args.quiet:
         print(file=sys.stderr)
     d = e.dictionary

@@ -134,6 +134,8 @@ def test_a_dictionary_that_is_not_finite_is_not_saved_and_its_quality_says_why(t
     nan = float("nan")
     assert "a loss is not finite" in training.Quality(0.5, 2.0, 0.0, nan, 1.559, nan, 3.396, 10).line()
     assert "does not change the loss" in training.Quality(0.5, 2.0, 0.0, nan, 1.5, 1.5, 1.5, 10).line()
+    assert training.Quality(0.5, 2.0, 0.013, 0.9, 1.5, 1.6, 3.0, 32_768).line().endswith(
+        "dead 1.3% (all on 32,768 held-out tokens)")
 
 
 def test_k_larger_than_d_f_is_refused(loaded):

@@ -103,6 +103,8 @@ def test_training_a_tiny_dictionary_shows_its_curves_and_quality_and_saves_it_in
     text = t.summary.text()
     assert f"explained variance <b>{q['explained_variance']:.3f}</b>" in text and "mean L0" in text
     assert "dead features" in text and str(folder) in text
+    assert f"(on {q['tokens']:,} held-out validation tokens)" in text  # what each dead count is counted on
+    assert "in training" in t.plots["dead_fraction"].titleLabel.text
     assert t.progressBar.value() == 1000 and t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
     assert len(t.series["explained_variance"].x) == sum(e.kind == "progress" for e in events if hasattr(e, "kind")) > 0
     assert list(t.series["explained_variance"].x) == sorted(t.series["explained_variance"].x)  # against the tokens seen
@@ -157,7 +159,8 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     assert not panel.readingBar.isVisible() and "k = 4" in panel.dictionaryLabel.text()
     assert panel.focusLabel.words() == (f"Run: {run_dir.name} · step 20 — this view: the weights of step 10, the "
                                         "chosen dictionary's")
-    assert "32 features" in section.summary.text()
+    assert "32 features" in section.summary.text() and "validation tokens" in section.summary.text()
+    assert "held-out" in section.summary.text()
     qtbot.waitUntil(lambda: section.dashboard.dashboard is not None, timeout=LONG)  # the first feature's
     section.list.select_feature(6)
     qtbot.waitUntil(lambda: section.dashboard.dashboard.stats.index == 6, timeout=LONG)
