@@ -48,9 +48,11 @@ def out_folder(path: str) -> Path:
 
 def cmd_features(args) -> int:
     from .cli_experiments import loaded_model
+    from .core.inspect.features.dictionary import points_of
     from .core.inspect.features.saelens import export
     from .core.inspect.features.training import train_dictionary
 
+    points_of(args.point)  # a point no dictionary is trained on: refused before any work
     out = out_folder(args.out)
     loaded = loaded_model(args.run_dir, args.step)
     events = train_dictionary(loaded, args.point, d_f_mult=args.d_f_mult, k=args.k, tokens=args.tokens, lr=args.lr,
@@ -58,7 +60,7 @@ def cmd_features(args) -> int:
     for e in events:
         if not args.quiet and e.kind == "progress":
             print(f"\r{e.fraction:4.0%} · {e.tokens:,} tokens · loss {e.loss:.4f} · L0 {e.l0:.1f} · dead "
-                  f"{e.dead_fraction:.1%}", end="", file=sys.stderr, flush=True)
+                  f"lately {e.dead_fraction:.1%}", end="", file=sys.stderr, flush=True)
     if not args.quiet:
         print(file=sys.stderr)
     d = e.dictionary

@@ -64,6 +64,7 @@ def test_features_writes_into_the_run_s_features_folder_and_saelens_s_format(run
 @pytest.mark.parametrize("args, words", [
     (["--point", "self/4/resid_post", "--out", "{tmp}/x"], "no hook point 'self/4/resid_post'"),
     (["--point", "mlp/0", "--step", "7", "--out", "{tmp}/x"], "no weights of step 7"),
+    (["--point", "self/0/mask", "--step", "7", "--out", "{tmp}/x"], "self/0/mask cannot be trained on"),
     (["--point", "mlp/0", "--out", "{tmp}/file/x"], "is a file"),
     (["--point", "mlp/0", "--out", "{run}/x"], "inside the run folder"),
 ])

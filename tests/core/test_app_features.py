@@ -57,7 +57,8 @@ def test_the_points_offered_are_each_mlp_as_a_transcoder_then_the_stream_as_saes
     points = trainable_points(names)
     assert points[0] == ("mlp/0 · transcoder (in → out)", "mlp/0")
     assert ("self/0/resid_post · SAE", "self/0/resid_post") in points
-    assert not any(p.endswith(("/pattern", "/z")) for _label, p in points)
+    assert not any(p.endswith(("/pattern", "/z", "/mask", "/scores", "norm-stats", "/q")) for _label, p in points)
+    assert {"embed", "final", "self/0/in", "self/0/out", "mlp/0/out"} <= {p for _label, p in points}
     assert default_point([p for _l, p in points]) == "self/0/resid_post"
     assert default_point(["self/0/resid_post", "self/1/resid_post", "self/2/resid_post", "self/3/resid_post"]) == \
         "self/1/resid_post"
@@ -156,10 +157,15 @@ def test_a_dashboard_a_graph_and_an_intervention_arrive_through_the_jobs(state, 
     assert features.intervene(target)
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == f"feature {node.feature + 1} of mlp/0 zeroed at position {node.position + 1}"
+    s = graph.nodes.index(node)
+    assert edits[-1].direct_effect == pytest.approx(float(graph.adjacency[graph.target_index, s]))
+    assert edits[-1].target == graph.nodes[graph.target_index].token
+    assert edits[-1].logit_before == pytest.approx(graph.logit, abs=1e-3) and edits[-1].logit_after != edits[-1].logit_before
     assert features.node_target(graph.nodes[0]) is None  # an embedding
     assert features.intervene(features.feature_target(5, "the quick brown"), value=3.0)
     drain(mailbox, features.jobs)
     assert edits[-1].describe() == "feature 6 of mlp/0 clamped to 3 at every position"
+    assert edits[-1].direct_effect is None and edits[-1].target == edits[-1].next_tokens[0]
     assert edits[-1].tokens[:3] == ["t", "h", "e"] and len(edits[-1].next_tokens) >= 5
 
 

@@ -117,6 +117,27 @@ def test_a_point_the_model_lacks_is_refused_before_any_work(loaded, point, said)
         next(train_dictionary(loaded, point))
 
 
+@pytest.mark.parametrize("point", ["self/0/mask", "self/0/scores", "self/0/norm-stats", "final-norm-stats",
+                                   "self/0/pattern", "self/0/q"])
+def test_a_point_that_is_not_the_residual_stream_is_refused_before_any_work(loaded, point):
+    with pytest.raises(ValueError, match="cannot be trained on"):
+        next(train_dictionary(loaded, point))
+
+
+def test_a_dictionary_that_is_not_finite_is_not_saved_and_its_quality_says_why(tmp_path):
+    d = Dictionary("sae", "self/0/resid_post", "self/0/resid_post", 4, 4, 8, 2)
+    with torch.no_grad():
+        d.W_enc[0, 0] = float("nan")
+    with pytest.raises(ValueError, match="not saved: W_enc"):
+        d.save(tmp_path / "d")
+    assert not (tmp_path / "d").exists()
+    nan = float("nan")
+    assert "a loss is not finite" in training.Quality(0.5, 2.0, 0.0, nan, 1.559, nan, 3.396, 10).line()
+    assert "does not change the loss" in training.Quality(0.5, 2.0, 0.0, nan, 1.5, 1.5, 1.5, 10).line()
+    assert training.Quality(0.5, 2.0, 0.013, 0.9, 1.5, 1.6, 3.0, 32_768).line().endswith(
+        "dead 1.3% (all on 32,768 held-out tokens)")
+
+
 def test_k_larger_than_d_f_is_refused(loaded):
     with pytest.raises(ValueError, match="k = 40"):
         next(train_dictionary(loaded, "mlp/0", d_f_mult=2, k=40))

@@ -2,11 +2,12 @@
 size of a 1366×768 screen; each edge drawn; hovering a node shows what it is and its activation; a click on a
 node emits it, a click beside the nodes nothing."""
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGraphicsLineItem, QGraphicsSimpleTextItem
+from PySide6.QtWidgets import QGraphicsEllipseItem, QGraphicsLineItem, QGraphicsSimpleTextItem
 
 from fatstudio.core.inspect.features.graph import AttributionGraph, Node, influence
 from fatstudio.qt.widgets.attribution_graph import AttributionGraphView
@@ -75,6 +76,10 @@ def test_a_click_on_a_node_emits_it_and_a_click_beside_them_nothing(qtbot, view)
     with qtbot.waitSignal(view.nodeClicked, timeout=1000) as got:
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.mapFromScene(item.sceneBoundingRect().center()))
     assert got.args == [view.graph.nodes[7]] and got.args[0].feature == 3
+    assert view.marked == 7 and view.ring.sceneBoundingRect().contains(item.sceneBoundingRect())
+    view.mark(8)  # chosen in the table: one ring, around it
+    assert view.ring.sceneBoundingRect().contains(view.node_items[8].sceneBoundingRect())
+    assert sum(isinstance(i, QGraphicsEllipseItem) and i.data(0) is None for i in view.scene().items()) == 1
     corner = view.mapFromScene(view.sceneRect().topLeft())
     with qtbot.assertNotEmitted(view.nodeClicked):
         qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=corner)
@@ -104,6 +109,14 @@ def test_a_feature_edit_s_result_is_shown_as_the_head_ablation_shows_its(qtbot):
     assert cells(view.changes.table)[1] == ["2", "<b>", "0.5000", "0.1000", "-0.4000"]
     assert view.findChild(object, "featureEditTable") is view.changes.table
     assert view.changes.text.token_count() == 3
+    assert "Logit of" not in view.summary.text()
+    view.show_result(replace(result, target="x", logit_before=2.0, logit_after=1.5))
+    assert "Logit of <code>x</code>: 2.000 → 1.500 (Δ -0.500, live)." in view.summary.text()
+    assert "direct effect" not in view.summary.text()
+    view.show_result(replace(result, target="x", logit_before=2.0, logit_after=2.5, direct_effect=0.689))
+    said = view.summary.text()
+    assert "Logit of <code>x</code>: 2.000 → 2.500 (Δ +0.500, live)" in said
+    assert "direct effect of this feature on it: +0.689" in said and "by -0.689" in said and "frozen" in said
     view.show_result(None, "Nothing edited yet.")
     assert view.summary.text() == "Nothing edited yet." and view.nextTable.rowCount() == 0
 

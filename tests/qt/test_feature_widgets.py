@@ -110,3 +110,26 @@ def test_a_dead_feature_says_so(qtbot):
                                LogitEffects([], [], "")))
     assert "Feature 1" in w.title.text() and "never active" in w.title.text()
     assert "No validation token" in w.contexts.toPlainText()
+
+
+def test_long_contexts_scroll_to_the_marked_column_and_the_parts_keep_room_for_their_headings(qtbot):
+    from dataclasses import replace
+
+    from PySide6.QtGui import QTextCursor
+
+    long = Context(list("x" * 80 + "M" + "y" * 8), [0.0] * 80 + [2.0] + [0.0] * 8, 80, 3)
+    w = FeatureDashboard()
+    qtbot.addWidget(w)
+    em = w.fontMetrics().horizontalAdvance("m")
+    w.resize(w.minimumSizeHint().width(), 30 * w.fontMetrics().height())
+    w.show()
+    w.show_dashboard(replace(dashboard(), contexts=[long]))
+    doc = w.contexts.document()
+    cursor = QTextCursor(doc)
+    cursor.setPosition(doc.toPlainText().index("M") + 1)
+    x = w.contexts.cursorRect(cursor).left()
+    assert w.contexts.horizontalScrollBar().value() > 0 and 0 <= x < w.contexts.viewport().width()  # in view
+    for table, heading in ((w.promoted, "promotes"), (w.suppressed, "suppresses")):
+        assert table.width() >= table.fontMetrics().horizontalAdvance(f"{heading} +0.000") + 2 * em
+    assert w.histogram.width() >= 16 * em and w.contexts.width() >= 16 * em
+    assert w.histogram.getPlotItem().titleLabel.item.boundingRect().width() <= w.histogram.width()  # not cut

@@ -103,6 +103,8 @@ def test_training_a_tiny_dictionary_shows_its_curves_and_quality_and_saves_it_in
     text = t.summary.text()
     assert f"explained variance <b>{q['explained_variance']:.3f}</b>" in text and "mean L0" in text
     assert "dead features" in text and str(folder) in text
+    assert f"(on {q['tokens']:,} held-out validation tokens)" in text  # what each dead count is counted on
+    assert "in training" in t.plots["dead_fraction"].titleLabel.text
     assert t.progressBar.value() == 1000 and t.trainButton.isEnabled() and not t.cancelButton.isEnabled()
     assert len(t.series["explained_variance"].x) == sum(e.kind == "progress" for e in events if hasattr(e, "kind")) > 0
     assert list(t.series["explained_variance"].x) == sorted(t.series["explained_variance"].x)  # against the tokens seen
@@ -147,7 +149,9 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     workspace.set_prompt_text("the lazy dog")
     focus_on(qtbot, workspace, run_dir, step=20)  # the dictionary is of step 10's weights: the header says so
     items = {panel.dictionaries.item(r).text(): r for r in range(panel.dictionaries.count())}
-    row = next(r for text, r in items.items() if text.startswith("mlp/0 · step 10"))
+    row = items["mlp/0 · step 10 · transcoder"]  # one short line, the details in its tooltip
+    tip = panel.dictionaries.item(row).toolTip()
+    assert "transcoder mlp/0/in → mlp/0/out" in tip and "k = 4" in tip and str(folder) in tip
     panel.dictionaries.setCurrentRow(row)
     assert panel.readingBar.isVisible() and "Reading" in panel.dictionaryLabel.text()  # the validation split
     section = panel.feature_section
@@ -155,7 +159,8 @@ def test_a_chosen_dictionary_lists_its_features_and_a_feature_shows_its_dashboar
     assert not panel.readingBar.isVisible() and "k = 4" in panel.dictionaryLabel.text()
     assert panel.focusLabel.words() == (f"Run: {run_dir.name} · step 20 — this view: the weights of step 10, the "
                                         "chosen dictionary's")
-    assert "32 features" in section.summary.text()
+    assert "32 features" in section.summary.text() and "validation tokens" in section.summary.text()
+    assert "held-out" in section.summary.text()
     qtbot.waitUntil(lambda: section.dashboard.dashboard is not None, timeout=LONG)  # the first feature's
     section.list.select_feature(6)
     qtbot.waitUntil(lambda: section.dashboard.dashboard.stats.index == 6, timeout=LONG)
@@ -205,6 +210,13 @@ def test_the_graph_says_inline_what_it_needs_then_lists_its_nodes_and_a_feature_
     node = graph.nodes[g.nodes.item(row, 0).data(Qt.ItemDataRole.UserRole)]
     assert target is not None and target.folder.endswith(f"mlp-{node.layer}-step10") and target.position == node.position
     assert target.prompt == "the lazy" and not panel.edit_section.everywhere.isChecked()
+    assert g.view.marked == graph.nodes.index(node)  # the row chosen: its node ringed in the graph
+    other = next(i for i, n in enumerate(graph.nodes) if n.kind == "feature" and n is not node)
+    clicked = []
+    g.nodeClicked.connect(clicked.append)
+    g.view.mark(other)
+    g.view.nodeClicked.emit(graph.nodes[other])  # as a click on it does
+    assert clicked == [graph.nodes[other]] and g.nodes.item(g.nodes.currentRow(), 0).data(Qt.ItemDataRole.UserRole) == other
 
 
 def test_a_glass_box_runs_dictionary_says_which_known_features_it_found_and_missed(qtbot, panel, workspace,
@@ -228,3 +240,15 @@ def test_a_glass_box_runs_dictionary_says_which_known_features_it_found_and_miss
     assert f"<b>Missed:</b> {missed}" in text
     workspace.set_model(None)
     assert not panel.recovered.isVisible()
+
+
+def test_the_intervene_title_keeps_the_prompt_s_spaces_leading_ones_too(panel):
+    from PySide6.QtGui import QTextDocument
+
+    from fatstudio.core.app.features import EditTarget
+
+    edit = panel.edit_section
+    edit.set_target(EditTarget("f", 2, "  the  lazy", 1, 10, "feature 3 of mlp/0"))
+    shown = QTextDocument()
+    shown.setHtml(edit.title.text())
+    assert shown.toPlainText() == "Intervene: feature 3 of mlp/0 on “  the  lazy”"

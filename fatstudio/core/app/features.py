@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from psygnal import Signal
 
+from ..inspect.features.points import trainable
 from .focus import Focus
 from .jobs import Jobs, Status
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 LIST, TRAIN, DASHBOARD, GRAPH, EDIT = ("features-list", "features-train", "features-dashboard", "features-graph",
                                        "features-edit")
 KEYS = (LIST, TRAIN, DASHBOARD, GRAPH, EDIT)
-SKIPPED_KINDS = ("pattern", "z")  # hook points no dictionary is trained on (not (B, T, d) activations)
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class Shown:
 @dataclass(frozen=True)
 class EditTarget:
     """What an intervention acts on: feature ``feature`` (0-based) of the dictionary in ``folder`` at
-    ``position`` (None: every position) of ``prompt``, with the run's weights of ``step``; ``words`` names it."""
+    ``position`` (None: every position) of ``prompt``, with the run's weights of ``step``; ``words`` names it.
+    From a graph's node: the graph's ``target`` token and the node's ``direct_effect`` A[logit, s] on its logit."""
 
     folder: str
     feature: int
@@ -92,6 +93,8 @@ class EditTarget:
     position: int | None
     step: int
     words: str
+    target: int | None = None
+    direct_effect: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,10 +109,11 @@ class GraphRequest:
 
 def trainable_points(names: list[str]) -> list[tuple[str, str]]:
     """(label, point) of what a dictionary can be trained on, given a model's hook point names: each MLP as a
-    transcoder ("mlp/1", from its in to its out), then every other (B, T, d) point as an SAE."""
+    transcoder ("mlp/1", from its in to its out), then each point of the residual stream (`points.trainable`:
+    resid_*, in, out, sum, embed, final) as an SAE."""
     mlps = dict.fromkeys(n.rsplit("/", 1)[0] for n in names if n.endswith("/in") and "mlp" in n.split("/")[0])
     points = [(f"{m} · transcoder (in → out)", m) for m in mlps]
-    return points + [(f"{n} · SAE", n) for n in names if n.rsplit("/", 1)[-1] not in SKIPPED_KINDS]
+    return points + [(f"{n} · SAE", n) for n in names if trainable(n)]
 
 
 def default_point(points: list[str]) -> str | None:
@@ -312,9 +316,13 @@ class Features:
         from ..inspect.features.dictionary import dictionary_folder  # a graph is shown: torch is imported
 
         folder = str(dictionary_folder(self.run, f"mlp/{node.layer}", request.step))
+        graph = self.graph
+        index = next((i for i, n in enumerate(graph.nodes) if n is node), None) if graph is not None else None
         return EditTarget(folder, node.feature, request.prompt, node.position,
                           request.step, f"feature {node.feature + 1} of mlp/{node.layer} at position "
-                          f"{node.position + 1} (“{node.token}”)")
+                          f"{node.position + 1} (“{node.token}”)",
+                          None if index is None else graph.target,
+                          None if index is None else float(graph.adjacency[graph.target_index, index]))
 
     def feature_target(self, feature: int, prompt: str) -> EditTarget | None:
         """What an intervention on feature ``feature`` of the chosen dictionary acts on: every position of
@@ -447,7 +455,7 @@ def _intervene(run: str, loaded: LoadedModel | None, target: EditTarget, value: 
     from ..inspect.features.interventions import FeatureEdit, intervene
 
     edit = FeatureEdit(load(target.folder), target.feature, value, position)
-    return intervene(weights(run, loaded, target.step), target.prompt, [edit])
+    return intervene(weights(run, loaded, target.step), target.prompt, [edit], target.target, target.direct_effect)
 
 
 __all__ = ["Features", "Saved", "Trained", "Chosen", "Shown", "EditTarget", "GraphRequest", "trainable_points", "default_point",

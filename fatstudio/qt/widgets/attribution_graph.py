@@ -33,6 +33,7 @@ ROWS = 4  # the most rows of nodes in a layer's band; a crowded position is draw
 KIND_COLORS = {"embedding": QColor(120, 170, 215), "error": QColor(150, 150, 150), "logit": QColor(90, 170, 90)}
 FEATURE = (QColor(253, 224, 190), QColor(217, 95, 2))  # a feature's colour from no influence to the most
 RISE, FALL = QColor(214, 96, 77), QColor(67, 147, 195)  # as `token_view.signed_tint`
+MARK = "#ff8c00"  # the ring around the node clicked
 FAINT = 0.12  # the opacity of the edges of other nodes than the one hovered
 
 
@@ -57,6 +58,8 @@ class AttributionGraphView(QGraphicsView):
         self.edge_count = 0
         self.lines: dict[int, list[QGraphicsLineItem]] = {}  # each node's edges, in and out
         self.hovered: int | None = None  # the node whose edges stand out
+        self.marked: int | None = None  # the node clicked, ringed (`mark`)
+        self.ring: QGraphicsEllipseItem | None = None
         self.setMouseTracking(True)
         self.set_graph(None)
 
@@ -66,6 +69,7 @@ class AttributionGraphView(QGraphicsView):
         scene = self.scene()
         scene.clear()
         self.graph, self.node_items, self.edge_count, self.lines, self.hovered = graph, [], 0, {}, None
+        self.marked, self.ring = None, None
         if graph is None:
             scene.addSimpleText(empty)
             self._fit()
@@ -173,6 +177,18 @@ class AttributionGraphView(QGraphicsView):
                 line.setOpacity(1.0 if i is None or id(line) in mine else FAINT)
                 line.setZValue(2 if id(line) in mine else 0)
 
+    def mark(self, i: int | None) -> None:
+        """Ring node ``i`` (the one clicked or chosen in the table); None: no ring."""
+        if self.ring is not None:
+            self.scene().removeItem(self.ring)
+        self.marked, self.ring = i, None
+        if i is None or not 0 <= i < len(self.node_items):
+            return
+        box = self.node_items[i].sceneBoundingRect()
+        pad = QFontMetricsF(self.font()).height() * 0.2
+        self.ring = self.scene().addEllipse(box.adjusted(-pad, -pad, pad, pad), QPen(QColor(MARK), pad * 0.8))
+        self.ring.setZValue(3)
+
     def mouseMoveEvent(self, event) -> None:
         item = next((it for it in self.items(event.position().toPoint()) if it.data(1) is not None), None)
         self.highlight(None if item is None else int(item.data(1)))
@@ -181,6 +197,7 @@ class AttributionGraphView(QGraphicsView):
     def mousePressEvent(self, event) -> None:
         node = self.node_at(event.position().toPoint())
         if node is not None and event.button() == Qt.MouseButton.LeftButton:
+            self.mark(next(i for i, n in enumerate(self.graph.nodes) if n is node) if self.graph else None)
             self.nodeClicked.emit(node)
             event.accept()
             return

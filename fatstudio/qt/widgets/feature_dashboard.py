@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QColor, QFont, QTextCursor
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -83,7 +83,7 @@ class FeatureDashboard(QWidget):
         self.histogram = pg.PlotWidget(background="w")
         self.histogram.setObjectName("featureHistogram")
         item = self.histogram.getPlotItem()
-        item.setLabel("bottom", "activation")
+        item.setLabel("bottom", "activation when active")
         item.setLabel("left", "tokens")
         item.setMouseEnabled(False, False)
         item.hideButtons()
@@ -108,6 +108,9 @@ class FeatureDashboard(QWidget):
         tables.setContentsMargins(0, 0, 0, 0)
         tables.addWidget(self.promoted)
         tables.addWidget(self.suppressed)
+        em = self.fontMetrics().horizontalAdvance("m")
+        self.histogram.setMinimumWidth(16 * em)  # its axis and title readable
+        self.contexts.setMinimumWidth(16 * em)
         column = QWidget()
         right = QVBoxLayout(column)
         right.setContentsMargins(0, 0, 0, 0)
@@ -119,6 +122,7 @@ class FeatureDashboard(QWidget):
         split.addWidget(column)
         split.setStretchFactor(0, 3)
         split.setStretchFactor(1, 2)
+        split.setSizes([48 * em, 32 * em])  # the contexts the wider
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.title)
@@ -137,6 +141,8 @@ class FeatureDashboard(QWidget):
         t.verticalHeader().setDefaultSectionSize(t.fontMetrics().height() + 4)
         t.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         t.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        fm = t.fontMetrics()  # the heading and a logit, with the cells' padding and the scroll bar
+        t.setMinimumWidth(fm.horizontalAdvance(f"{heading} +0.000") + 4 * fm.horizontalAdvance("m"))
         return t
 
     # ---- content -------------------------------------------------------------------------------------------
@@ -165,8 +171,26 @@ class FeatureDashboard(QWidget):
                 for c, n in zip(d.contexts, left)]
         self.contexts.setHtml(f"<table cellspacing='0' cellpadding='1'>{''.join(rows)}</table>" if rows else
                               "<p style='color:#555'>No validation token activates this feature.</p>")
+        self.show_marked()
         self._show_histogram(d)
         self._show_effects(d.effects)
+
+    def show_marked(self) -> None:
+        """Scroll the contexts sideways so that the column of marked tokens is in view, two thirds across (the
+        tokens read before it matter more than those after)."""
+        doc = self.contexts.document()
+        cursor = QTextCursor(doc)
+        for pos in range(1, doc.characterCount()):
+            cursor.setPosition(pos)
+            if cursor.charFormat().fontUnderline():  # the first marked token's first character
+                bar = self.contexts.horizontalScrollBar()
+                x = self.contexts.cursorRect(cursor).left() + bar.value()
+                bar.setValue(max(0, x - self.contexts.viewport().width() * 2 // 3))
+                return
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.show_marked()
 
     def _show_histogram(self, d: Dashboard | None) -> None:
         if self.bars is not None:
@@ -178,7 +202,7 @@ class FeatureDashboard(QWidget):
             return
         h = d.histogram
         edges, counts = np.asarray(h.edges), np.asarray(h.counts, np.float64)
-        item.setTitle(f"activations when active ({sum(h.counts):,} tokens; {h.inactive:,} inactive)", size="9pt",
+        item.setTitle(f"{sum(h.counts):,} tokens active · {h.inactive:,} inactive", size="9pt",
                       color="#333")
         width = float(edges[1] - edges[0]) if len(edges) > 1 and edges[1] > edges[0] else 1.0
         self.bars = pg.BarGraphItem(x=(edges[:-1] + edges[1:]) / 2, height=counts, width=width * 0.9,

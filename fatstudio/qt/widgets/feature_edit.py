@@ -68,7 +68,22 @@ class FeatureEditView(QWidget):
         self.summary.setText(f"<b>{html.escape(result.describe())}</b>: the most likely next token before, "
                              f"<code>{html.escape(display_token(top))}</code>, goes from "
                              f"{p_text(result.next_before[0])} to {p_text(result.next_after[0])}. "
-                             "Red: p rose, blue: p fell.")
+                             f"Red: p rose, blue: p fell.{logit_line(result)}")
 
 
-__all__ = ["FeatureEditView", "NEXT_COLUMNS"]
+def logit_line(result: FeatureIntervention) -> str:
+    """The target token's logit before and after the edit (live), and the graph's direct effect of the edited
+    node beside it when the edit came from a graph ("" for a result without a target token)."""
+    if not result.target:
+        return ""
+    tok = html.escape(display_token(result.target))
+    line = (f"<br>Logit of <code>{tok}</code>: {result.logit_before:.3f} → {result.logit_after:.3f} "
+            f"(Δ {result.logit_after - result.logit_before:+.3f}, live).")
+    if result.direct_effect is not None:
+        line += (f" The graph's direct effect of this feature on it: {result.direct_effect:+.3f}, so zeroing it "
+                 f"moves the logit by {-result.direct_effect:+.3f} in the graph's frozen model; live, attention, "
+                 "norms and later layers respond too, and p depends on every logit.")
+    return line
+
+
+__all__ = ["FeatureEditView", "NEXT_COLUMNS", "logit_line"]

@@ -102,6 +102,8 @@ class FeatureList(QTableView):
         for c in range(3):
             header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
         header.setStretchLastSection(True)
+        fm = self.fontMetrics()  # the number and its frequency in view (the label column scrolls)
+        self.setMinimumWidth(fm.horizontalAdvance("# 1,024 frequency ▾") + 4 * fm.horizontalAdvance("m"))
         self.setSortingEnabled(True)
         self.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.selectionModel().currentRowChanged.connect(self._row_changed)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ...files import Damaged, atomic_write, read_text, sealed, unsealed, verify, why_not_written
+from .points import trainable
 
 DictionaryKind = Literal["sae", "transcoder"]
 KINDS: tuple[DictionaryKind, ...] = get_args(DictionaryKind)
@@ -122,6 +123,9 @@ class Dictionary(nn.Module):
 
         folder = Path(folder)
         tensors = {name: getattr(self, name).detach().to("cpu", torch.float32).contiguous() for name in TENSORS}
+        if bad := [name for name, t in tensors.items() if not torch.isfinite(t).all()]:
+            raise ValueError(f"the dictionary was not saved: {', '.join(bad)} hold values that are not finite "
+                             f"(NaN or ∞; the training diverged). Try a smaller learning rate.")
         try:
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write(folder / WEIGHTS, sealed(save(tensors, metadata=unsealed({"kind": self.kind}))))
@@ -170,10 +174,15 @@ _HEADER_KEYS = ("format_version", "kind", "point_in", "point_out", "d_in", "d_ou
 
 def points_of(name: str) -> tuple[DictionaryKind, str, str]:
     """What ``--point NAME`` trains: an MLP (``mlp/1``, ``dec-mlp/0``) a transcoder from its ``in`` to its
-    ``out``; any other hook point (``self/1/resid_post``) an SAE of it. (kind, point_in, point_out)."""
+    ``out``; a point of the residual stream (``self/1/resid_post``, `trainable`) an SAE of it. (kind, point_in,
+    point_out); a ValueError for any other point (the scores, the mask, a norm's statistics)."""
     parts = name.split("/")
     if len(parts) == 2 and parts[0].endswith("mlp"):
         return "transcoder", f"{name}/in", f"{name}/out"
+    if not trainable(name):
+        raise ValueError(f"{name} cannot be trained on: a dictionary reads a (tokens, d_e) activation of the "
+                         f"residual stream, such as self/0/resid_post, mlp/0/out or final, or an MLP (mlp/0: a "
+                         f"transcoder).")
     return "sae", name, name
 
 

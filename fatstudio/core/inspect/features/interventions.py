@@ -132,20 +132,28 @@ def edited_logits(model, ids: Sequence[int], edits: Sequence[FeatureEdit], *, fr
 class FeatureIntervention(TokenChange):
     """The prompt's tokens with their probabilities before and after the ``edits`` (`TokenChange`), and the
     most likely tokens after the prompt: ``next_tokens`` (the top `TOP` before, then those after not among them)
-    with their probabilities ``next_before`` and ``next_after``."""
+    with their probabilities ``next_before`` and ``next_after``; the ``target`` token's (by default the most
+    likely before) logit ``logit_before`` and ``logit_after``, and ``direct_effect``, the graph's A[logit, s] of
+    the edited feature node when the edit came from a graph (None: it did not)."""
 
     edits: tuple[FeatureEdit, ...] = ()
     next_tokens: tuple[str, ...] = ()
     next_before: tuple[float, ...] = ()
     next_after: tuple[float, ...] = ()
+    target: str = ""
+    logit_before: float = 0.0
+    logit_after: float = 0.0
+    direct_effect: float | None = None
 
     def describe(self) -> str:
         return "; ".join(e.describe() for e in self.edits)
 
 
-def intervene(loaded, text: str, edits: Sequence[FeatureEdit]) -> FeatureIntervention:
+def intervene(loaded, text: str, edits: Sequence[FeatureEdit], target: int | None = None,
+              direct_effect: float | None = None) -> FeatureIntervention:
     """Score the prompt ``text`` with a LoadedModel (gpt or gopher) as it is and with the ``edits`` (live, see
-    the module)."""
+    the module), with the logit of token ``target`` (None: the most likely before) and the graph's
+    ``direct_effect`` of the edited node on it, carried to be shown beside it."""
     model, tok = loaded.model, loaded.tokenizer
     check_model(model)
     ids = tok.encode(text)
@@ -159,13 +167,15 @@ def intervene(loaded, text: str, edits: Sequence[FeatureEdit]) -> FeatureInterve
     before = score_text(loaded, text, alternatives=0)
     with editing(model, edits):
         after = score_text(loaded, text, alternatives=0)
-    p = edited_logits(model, ids, []).double().softmax(-1)[-1]
-    q = edited_logits(model, ids, edits).double().softmax(-1)[-1]
+    lp, lq = edited_logits(model, ids, [])[-1].double(), edited_logits(model, ids, edits)[-1].double()
+    p, q = lp.softmax(-1), lq.softmax(-1)
     top = p.topk(min(TOP, len(p))).indices.tolist()
     top += [i for i in q.topk(min(TOP, len(q))).indices.tolist() if i not in top]
+    target = top[0] if target is None else target
     return FeatureIntervention([t.text for t in before.tokens], [t.prob for t in before.tokens],
                                [t.prob for t in after.tokens], tuple(edits), tuple(token_labels(tok, top)),
-                               tuple(float(p[i]) for i in top), tuple(float(q[i]) for i in top))
+                               tuple(float(p[i]) for i in top), tuple(float(q[i]) for i in top),
+                               token_labels(tok, [target])[0], float(lp[target]), float(lq[target]), direct_effect)
 
 
 __all__ = ["FeatureEdit", "FeatureIntervention", "TOP", "edited", "edited_logits", "editing", "intervene"]

@@ -41,12 +41,13 @@ class Quality:
         return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in asdict(self).items()}
 
     def line(self) -> str:
-        """"explained variance 0.912 · CE loss score 0.953 · L0 16.0 · dead 1.2%"."""
-        score = "n/a (zeroing the point does not change the loss)" if math.isnan(self.ce_loss_score) else \
-            f"{self.ce_loss_score:.3f}"
+        """"explained variance 0.912 · CE loss score 0.953 · L0 16.0 · dead 1.2% (… on 32,768 held-out tokens)"."""
+        score = f"{self.ce_loss_score:.3f}" if math.isfinite(self.ce_loss_score) else \
+            "n/a (a loss is not finite)" if not all(map(math.isfinite, (self.loss_spliced, self.loss_zero))) else \
+            "n/a (zeroing the point does not change the loss)"
         return (f"explained variance {self.explained_variance:.3f} · CE loss score {score} "
                 f"(loss {self.loss_clean:.4f} clean, {self.loss_spliced:.4f} spliced, {self.loss_zero:.4f} zeroed) "
-                f"· L0 {self.l0:.1f} · dead {self.dead_fraction:.1%}")
+                f"· L0 {self.l0:.1f} · dead {self.dead_fraction:.1%} (all on {self.tokens:,} held-out tokens)")
 
 
 @torch.no_grad()

@@ -61,7 +61,8 @@ class FeatureSection(QWidget):
         self.list.set_stats(stats)
         alive = sum(1 for s in stats if s.frequency > 0)
         self.say(f"<b>{len(stats):,} features</b> of {html.escape(chosen.dictionary.describe())}, read on "
-                 f"{chosen.stats.n_tokens:,} validation tokens: {alive:,} active on them. Choose one to see its "
+                 f"{chosen.stats.n_tokens:,} validation tokens: {alive:,} active on them (the quality's dead "
+                 "share counts fewer, held-out, tokens). Choose one to see its "
                  "dashboard.")
         if stats:
             self.list.select_feature(self.list.shown()[0])

@@ -65,7 +65,8 @@ class EditSection(QWidget):
             button.setEnabled(target is not None)
         self.everywhere.setChecked(target is None or target.position is None)
         self.everywhere.setEnabled(target is not None and target.position is not None)
-        self.title.setText(f"<b>Intervene:</b> {html.escape(target.words)} on “{html.escape(target.prompt)}”"
+        self.title.setText(f"<b>Intervene:</b> {html.escape(target.words)} on “<span style='white-space: pre-wrap'>"
+                           f"{html.escape(target.prompt)}</span>”"  # the prompt's spaces kept, leading ones too
                            if target is not None else
                            "<b>Intervene:</b> click a feature in the graph or choose one in the list.")
         self.say("")

@@ -86,7 +86,7 @@ class GraphSection(QWidget):
         lay.addLayout(bar)
         lay.addWidget(self.summary)
         lay.addWidget(split, 1)
-        self.view.nodeClicked.connect(self.nodeClicked)
+        self.view.nodeClicked.connect(self._node_clicked)
         self.nodes.currentCellChanged.connect(lambda row, *_: self._node_chosen(row))
         self.buildButton.clicked.connect(self.build)
         self.prompt.returnPressed.connect(self.build)
@@ -136,7 +136,19 @@ class GraphSection(QWidget):
     def _node_chosen(self, row: int) -> None:
         item = self.nodes.item(row, 0) if row >= 0 else None
         if item is not None and self.graph is not None:
+            self.view.mark(item.data(Qt.ItemDataRole.UserRole))
             self.nodeClicked.emit(self.graph.nodes[item.data(Qt.ItemDataRole.UserRole)])
+
+    def _node_clicked(self, node: Any) -> None:
+        """A node clicked in the graph (ringed there): its row selected in the table, and emitted once."""
+        row = next((r for r in range(self.nodes.rowCount())
+                    if self.nodes.item(r, 0).data(Qt.ItemDataRole.UserRole) == self.view.marked), -1)
+        self.nodes.blockSignals(True)
+        self.nodes.setCurrentCell(row, 0)
+        self.nodes.blockSignals(False)
+        if row >= 0:
+            self.nodes.scrollToItem(self.nodes.item(row, 0))
+        self.nodeClicked.emit(node)
 
     def say(self, text: str, error: bool = False) -> None:
         self.summary.setText(text if "<" in text else html.escape(text))

@@ -41,12 +41,13 @@ if TYPE_CHECKING:
 EDIT_LINES = 16  # the intervention's room once it has a result
 
 
-def saved_words(s: Saved) -> str:
-    """A dictionary as the picker lists it: "mlp/1 · step 2,000 — transcoder … · k = 16" (its quality in the
-    tooltip), or why it cannot be read."""
+def saved_words(s: Saved) -> tuple[str, str]:
+    """A dictionary as the picker lists it, one short line ("mlp/1 · step 2,000 · transcoder"), and its tooltip
+    (what it is, its folder and quality; or why it cannot be read)."""
     if s.error:
-        return f"{s.words}: {s.error}"
-    return f"{s.point} · step {s.step:,} — {s.words}"
+        return s.words, f"{s.folder}\n{s.error}"
+    kind = "transcoder" if s.kind == "transcoder" else "SAE"
+    return f"{s.point} · step {s.step:,} · {kind}", f"{s.words}\n{s.folder}\n{plain(quality_words(s.quality or {}))}"
 
 
 class FeaturesPanel(QWidget):
@@ -60,7 +61,6 @@ class FeaturesPanel(QWidget):
         self.focusLabel = FocusLabel(workspace.focus, "featuresFocusLabel")
         self.train_section = TrainSection(f)
         self.dictionaries = QListWidget(objectName="featuresDictionaries")
-        self.dictionaries.setWordWrap(True)
         self.dictionaries.setToolTip("The run's saved dictionaries (its features/ folder). Choose one to see its "
                                      "features.")
         self.dictionaryLabel = QLabel(objectName="featuresDictionarySummary")
@@ -134,9 +134,10 @@ class FeaturesPanel(QWidget):
         self.dictionaries.blockSignals(True)
         self.dictionaries.clear()
         for s in saved:
-            item = QListWidgetItem(saved_words(s))
+            line, tip = saved_words(s)
+            item = QListWidgetItem(line)
             item.setData(Qt.ItemDataRole.UserRole, s)
-            item.setToolTip(f"{s.folder}\n{plain(quality_words(s.quality or {}))}")
+            item.setToolTip(tip)
             self.dictionaries.addItem(item)
         self.dictionaries.blockSignals(False)
         self._select(self.features.picked)

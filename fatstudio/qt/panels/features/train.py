@@ -23,15 +23,18 @@ if TYPE_CHECKING:
 
 CURVES = (("explained_variance", "explained variance (1 − loss)", (44, 160, 44)),
           ("l0", "L0 (active per token)", (31, 119, 180)),
-          ("dead_fraction", "dead fraction", (214, 39, 40)))  # (event attribute, title, colour)
+          ("dead_fraction", "dead fraction (in training: not active lately)", (214, 39, 40)))  # (attribute, title, colour)
 QUALITY = (("explained_variance", "explained variance", "{:.3f}"), ("ce_loss_score", "CE loss score", "{:.3f}"),
            ("l0", "mean L0", "{:.1f}"), ("dead_fraction", "dead features", "{:.1%}"))
 
 
 def quality_words(quality: dict) -> str:
-    """The quality numbers in one line: "explained variance 0.912 · CE loss score 0.95 · …"."""
-    return " · ".join(f"{title} <b>{fmt.format(quality[key])}</b>" for key, title, fmt in QUALITY
-                      if isinstance(quality.get(key), (int, float)))
+    """The quality numbers in one line: "explained variance 0.912 · CE loss score 0.95 · …", with the held-out
+    tokens they are measured on (the dead features: those never active on them)."""
+    words = " · ".join(f"{title} <b>{fmt.format(quality[key])}</b>" for key, title, fmt in QUALITY
+                       if isinstance(quality.get(key), (int, float)))
+    tokens = quality.get("tokens")
+    return f"{words} (on {tokens:,} held-out validation tokens)" if isinstance(tokens, int) and words else words
 
 
 class TrainSection(QGroupBox):
@@ -69,7 +72,9 @@ class TrainSection(QGroupBox):
         self.curves.setObjectName("featuresCurves")
         self.curves.setToolTip("Each training batch: the explained variance (1 − the normalized MSE loss the "
                                "dictionary is trained on), L0 (features active per token: k at most) and the fraction "
-                               "of features dead (not active for a while; AuxK revives them), against tokens seen.")
+                               "of features dead (not active on the recent training tokens; AuxK revives them), against tokens "
+                               "seen. The quality line's dead share counts, instead, the features never active on "
+                               "the held-out tokens it is measured on.")
         self.curves.setBackground("w")
         line = self.fontMetrics().height()
         self.curves.setMinimumHeight(14 * line)
