@@ -105,6 +105,13 @@ def test_backward_starts_at_the_loss_and_checks_gradients(qtbot, make_panel):
     assert "backward step 2 of" in view.stepLabel.text()
 
 
+def test_the_header_gives_the_loss_per_token_as_the_rest_of_the_app(qtbot, make_panel):
+    view = walked(qtbot, make_panel("gpt"))
+    n = len(view.walk.x) - 1  # Algorithm 13 predicts every token but the first
+    assert f"loss {view.walk.loss / n:.4f} nats/token (sum {view.walk.loss:.4f} over {n} positions)" \
+        in view.inputLabel.text()
+
+
 def test_the_query_token_and_head_walk_again_at_the_same_step(qtbot, make_panel):
     panel = make_panel("gpt")
     view = walked(qtbot, panel)

@@ -212,7 +212,7 @@ class WalkthroughView(QWidget):
         self.headCombo.clear()
         self.headCombo.addItems([str(h + 1) for h in range(walk.code.config.H)])
         self.headCombo.setCurrentIndex(walk.head)
-        self.inputLabel.setText(f"Input: {what} · loss {walk.loss:.4f}" if what else "")
+        self.inputLabel.setText(f"Input: {what} · loss {walk.loss_text()}" if what else "")
         self.go(min(self.index, len(self.steps()) - 1))  # the same step, for another query token or head
 
     def show_error(self, message: str) -> None:
