@@ -24,6 +24,7 @@ from .cli_interrupt import interrupt, interrupted
 from .cli_options import EXIT_ERROR, Parser, number, whole
 from .cli_train import cmd_sweep, cmd_train
 
+EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell says of a command whose reader went
 MAX_TOKENS = 1_000_000  # generate --tokens: at most (the text generated is held, a token at a time)
 RANK_WAIT_S = 5.0  # how long a process other than torchrun's rank 0 waits before it says an error itself
 
@@ -118,7 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     gb.add_argument("kind", choices=["induction", "superposition"])
     gb.add_argument("--out", required=True, metavar="RUN_DIR", help="the run folder to create (new or empty)")
     exercise_parser(sub)
-    for command in sub.choices.values():
+    for name, command in sub.choices.items():
+        if name in ("exercise", "glass-box", "cache"):  # they build no model to measure
+            continue
         command.add_argument("--force-memory", action="store_true", help="build the model even where its "
                              "estimated memory exceeds what is free (also FATSTUDIO_IGNORE_MEMORY=1)")
     return p
@@ -143,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         from .qt.app import main as app_main
         return _exiting(app_main([]), program)
-    if args.force_memory:
+    if getattr(args, "force_memory", False):
         from .core.memory import IGNORE_ENV
 
         os.environ[IGNORE_ENV] = "1"
@@ -179,10 +182,15 @@ def _import_torch() -> None:
 
 def _command(args) -> int:
     try:
-        return {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
+        code = {"train": cmd_train, "generate": cmd_generate, "attention": cmd_attention,
                 "export": cmd_export, "import": cmd_import, "ablate": cmd_ablate, "patch": cmd_patch, "lens": cmd_lens,
                 "token-loss": cmd_token_loss, "features": cmd_features, "glass-box": cmd_glass_box, "sweep": cmd_sweep,
                 "cache": cmd_cache, "exercise": cmd_exercise}[args.command](args)
+        sys.stdout.flush()  # here, where a reader gone is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:  # the reader went (`| head`): quiet, as a command in a pipeline is
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the interpreter's last flush too
+        return EXIT_PIPE
     except Exception as e:  # bad input (ValueError), a file or folder (OSError, or a library's error around one)
         from .core.files import os_error_in
 

@@ -41,3 +41,23 @@ def test_bad_input_is_one_line_and_exit_status_2(tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and said in err[0], err
+
+
+def test_show_into_a_reader_that_went_is_quiet_and_exercise_has_no_force_memory(capsys):
+    import subprocess
+    import sys
+
+    import pytest
+
+    p = subprocess.Popen([sys.executable, "-m", "fatstudio", "exercise", "show", "attention", "--hints"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()  # `| head` gone before the first line is written
+    assert p.stderr.read() == "" and p.wait(timeout=120) == 141
+    p.stderr.close()
+    for command in (["exercise", "--help"], ["glass-box", "--help"], ["cache", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        assert "--force-memory" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    assert "--force-memory" in capsys.readouterr().out

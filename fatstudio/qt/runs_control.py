@@ -144,10 +144,12 @@ class RunsControl(QObject):
         best = m.get("best_val_loss")
         if imported:  # its weights were trained elsewhere: no steps, no corpus of its own here
             self.view.show_untrained(f"imported {imported}: not trained here")
+            self.plots.show_no_curves(f"imported ({imported}): trained elsewhere, no training curves here")
             status = (f"Opened {run.name}: a {run.config.model.arch} imported from {m.get('imported_from', 'elsewhere')} "
                       f"({imported}); its weights were not trained here. Fine-tune… trains it on the current corpus.")
         elif glass:  # built by hand: no steps, its construction said
             self.view.show_untrained(f"glass box ({glass}): built by hand, not trained")
+            self.plots.show_no_curves(f"glass box ({glass}): built by hand: no training curves")
             status = f"Opened {run.name}: {run.info.description or 'a glass-box model'}"
         else:
             shown = run.info.status

@@ -221,3 +221,11 @@ def test_a_large_model_in_focus_goes_to_a_check_as_its_first_layer(tmp_path, mon
     assert not first.like("gpt") and "layers.1.attn.W_q.weight" not in first.p and "layers.0.attn.W_q.weight" in first.p
     assert "model in focus" not in check(BY_NAME["dtransformer"], BY_NAME["dtransformer"].solution, first).message
     assert "model in focus" in check(BY_NAME["layer_norm"], BY_NAME["layer_norm"].solution, first).message
+
+
+def test_basic_attention_cases_give_e_and_Z_one_d_in_as_its_docstring_says(weights):
+    assert "Z = [e_1, …, e_ℓ_z] ∈ ℝ^{d_in×ℓ_z}" in BY_NAME["basic_attention"].stub
+    for case in BY_NAME["basic_attention"].cases(torch.Generator().manual_seed(0), weights):
+        e, Z = case.args[:2]
+        assert e.shape[0] == Z.shape[0], case.label
+        assert f"Z ({Z.shape[0]} × " in case.label or "model in focus" in case.label

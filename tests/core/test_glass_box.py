@@ -31,6 +31,20 @@ def test_a_glass_box_is_a_run_like_any_with_its_construction_in_its_description(
     assert run.checksummed and run.load_model().step == 0  # the weights' checksum verified as they load
 
 
+def test_the_description_gives_an_example_prompt_of_its_letters_whose_second_copy_is_predicted(induction_run):
+    import re
+
+    loaded = induction_run.load_model()
+    prompt = re.search(r'"([a-z]+)"', induction_run.info.description).group(1)
+    ids = loaded.tokenizer.encode(prompt)
+    assert loaded.tokenizer.decode(ids) == prompt and len(ids) <= loaded.config.model.l_max
+    with torch.no_grad():
+        logp = loaded.model(torch.tensor([ids]))[0].log_softmax(-1)
+    nll = -logp[:-1].gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+    half = len(ids) // 2
+    assert prompt[:half] == prompt[half:] and nll[half - 1:].mean() < 1.0 < 2.0 < nll[:half - 1].mean()
+
+
 def test_ablating_a_constructed_head_costs_over_a_nat_and_any_other_head_nothing(induction_run):
     loaded = induction_run.load_model()
     torch.manual_seed(0)

@@ -107,3 +107,20 @@ def test_train_with_my_code_overlays_the_two_curves(qtbot, panel, monkeypatch):
     assert len(items) == 2 and panel.curves.isVisibleTo(panel)
     (_, ref), (_, mine) = items[0].getData(), items[1].getData()
     assert len(ref) == len(mine) == 3 and max(abs(ref - mine)) < 1e-5
+
+
+def test_the_solution_has_a_heading_and_the_list_goes_by_algorithm_number(panel):
+    import re
+
+    from PySide6.QtWidgets import QLabel
+
+    panel.choose("layer_norm")
+    panel.show_solution()
+    heading = panel.findChild(QLabel, "exerciseSolutionHeading")
+    assert heading is not None and heading.isVisibleTo(panel) and "Solution" in heading.text()
+    assert heading.geometry().bottom() <= panel.solutionView.geometry().top()
+    numbers = [int(m.group(1)) for i in range(panel.list.count())
+               if (m := re.search(r"Alg\. (\d+)", panel.list.item(i).text()))]
+    assert len(numbers) >= 12 and numbers == sorted(numbers)
+    panel.choose("attention")
+    assert not heading.isVisibleTo(panel)

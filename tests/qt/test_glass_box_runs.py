@@ -32,3 +32,17 @@ def test_add_the_superposition_model(qtbot, window, runs_root):
     qtbot.waitUntil(lambda: window.loaded_model is not None, timeout=LONG)
     assert (runs_root / "glass-box-superposition" / "known_features.safetensors").is_file()
     assert window.loaded_model.config.model.d_mlp == 676
+
+
+def test_a_glass_box_has_no_curves_to_show_and_nothing_to_resume(qtbot, window, runs_root):
+    window.findChild(QAction, "glassBoxInductionAction").trigger()
+    qtbot.waitUntil(lambda: window.loaded_model is not None, timeout=LONG)
+    runs, plots = window.train_view.runs, window.train_view.plots
+    qtbot.waitUntil(lambda: runs.selected() is not None, timeout=LONG)
+    assert runs.selected().info.glass_box == "induction"
+    assert plots.stack.currentWidget() is plots.noCurvesLabel and not plots.lossPlot.isVisibleTo(plots)
+    assert "built by hand: no training curves" in plots.noCurvesLabel.text()
+    assert not runs.resumeButton.isEnabled() and not runs.resumeSpin.isEnabled()
+    assert "nothing to resume" in runs.resumeButton.toolTip() and runs.openButton.isEnabled()
+    plots.clear()  # a run trained next: its curves in their place again
+    assert plots.stack.currentWidget() is not plots.noCurvesLabel and plots.lossPlot.isVisibleTo(plots)

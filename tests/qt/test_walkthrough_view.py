@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import html
 
+import numpy as np
+import pyqtgraph as pg
 import pytest
 
 pytest.importorskip("PySide6")
@@ -105,6 +107,13 @@ def test_backward_starts_at_the_loss_and_checks_gradients(qtbot, make_panel):
     assert "backward step 2 of" in view.stepLabel.text()
 
 
+def test_the_header_gives_the_loss_per_token_as_the_rest_of_the_app(qtbot, make_panel):
+    view = walked(qtbot, make_panel("gpt"))
+    n = len(view.walk.x) - 1  # Algorithm 13 predicts every token but the first
+    assert f"loss {view.walk.loss / n:.4f} nats/token (sum {view.walk.loss:.4f} over {n} positions)" \
+        in view.inputLabel.text()
+
+
 def test_the_query_token_and_head_walk_again_at_the_same_step(qtbot, make_panel):
     panel = make_panel("gpt")
     view = walked(qtbot, panel)
@@ -135,3 +144,26 @@ def test_while_training_a_fresh_model_is_not_walked_and_the_view_says_why(qtbot,
     panel.set_training(True)
     assert not panel.run_walk()
     assert "While training runs" in panel.walkthrough.title.text() and panel.walkthrough.walk is None
+
+
+def test_a_small_attention_map_has_square_cells_token_labels_and_its_largest_weights_listed_first(qtbot, make_panel):
+    panel = make_panel("gpt")
+    panel.workspace.set_prompt_text("abcabcabcab")
+    view = walked(qtbot, panel)
+    i = next(k for k, s in enumerate(view.steps()) if s.shown and s.shown[0].name == "softmax(S)")
+    view.go(i)
+    pane, shown = view.panes[0], view.steps()[i].shown[0]
+    qtbot.waitUntil(lambda: pane.plot.height() > 120)
+    vb = pane.plot.getPlotItem().getViewBox()
+    corner, far = vb.mapViewToScene(pg.Point(0.5, 0.5)), vb.mapViewToScene(pg.Point(1.5, 1.5))
+    w, h = abs(far.x() - corner.x()), abs(far.y() - corner.y())
+    assert w > 10 and abs(w - h) <= 0.1 * w  # square cells, not a squashed strip
+    tokens = view.tokens
+    rows = [label for _, label in pane.plot.getPlotItem().getAxis("left")._tickLevels[0]]
+    assert rows == [f"{t + 1} {tok!r}" for t, tok in enumerate(tokens)]
+    q = shown.query
+    col = shown.values[:, q]
+    top = int(np.argmax(col))
+    text = pane.values.text()
+    assert text.startswith(f"column t = {q + 1} {tokens[q]!r}, largest first: {col[top]:+.3g} (t_z {top + 1} "
+                           f"{tokens[top]!r})")

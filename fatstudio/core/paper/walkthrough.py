@@ -117,6 +117,12 @@ class Walk:
     backward: list[Step]
     loss: float
     initial_loss: float | None
+    predicted: int  # how many tokens the loss predicts (its terms)
+
+    def loss_text(self) -> str:
+        """The loss per token, as everywhere else in the app, with the sum it is (Algorithms 11-13)."""
+        n = self.predicted
+        return f"{self.loss / n:.4f} nats/token (sum {self.loss:.4f} over {n} position{'s' * (n != 1)})"
 
 
 # ------------------------------------------------------------------------------------------------- the plan
@@ -432,7 +438,7 @@ def walk(model: Transformer, x: list[int], z: list[int] | None = None, query: in
             backward.append(replace(step, words=_backward_words(step, shown[-1], code), shown=shown,
                                     check=checker.check(shown[-1], grads)))
     return Walk(code, list(x), list(z) if z is not None else None, query, head, forward, backward, loss.item(),
-                initial_loss)
+                initial_loss, _predicted(f64, x))
 
 
 _BACKWARD = {  # what the gradient does at each MHAttention part

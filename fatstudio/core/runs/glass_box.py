@@ -162,7 +162,9 @@ INDUCTION_TEXT = (
     "earlier copy lies there), and copies key j's token into the coordinates the unembedding reads, {confidence:g} "
     "nats above the other letters: it predicts the letter that followed a's earlier occurrence. The other six heads "
     "attend evenly and write nothing (their W_o columns are 0), the MLPs are 0, and <pad>, <mask>, <bos> and <eos> "
-    "are never predicted. Zeroing either constructed head leaves the second copies nearly as unpredictable as the first.")
+    "are never predicted. Zeroing either constructed head leaves the second copies nearly as unpredictable as the first. "
+    "Try it on a prompt of letters only (its vocabulary is a–z), a word repeated: \"catsatonmatcatsatonmat\" (its "
+    "second copy is predicted from the first: its loss per token is far below the first copy's).")
 
 
 def _induction(p: Induction = Induction()) -> tuple[torch.nn.Module, Tokenizer, RunConfig, str]:

@@ -90,6 +90,12 @@ class ExercisesPanel(QWidget):
         self.messageLabel.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.hintsLabel = QLabel(objectName="exerciseHints", wordWrap=True)
         self.solutionView = PythonEditor(objectName="exerciseSolution", readOnly=True)
+        self.solutionBox = QWidget(objectName="exerciseSolutionBox")
+        box = QVBoxLayout(self.solutionBox)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(QLabel("<b>Solution</b> (read-only: the answer, not your code)",
+                             objectName="exerciseSolutionHeading"))
+        box.addWidget(self.solutionView)
         self.curves = pg.PlotWidget(background="w", objectName="exerciseCurves")
         self.curves.setLabel("bottom", "step")
         self.curves.setLabel("left", "training loss (nats)")
@@ -103,7 +109,7 @@ class ExercisesPanel(QWidget):
         lay.addWidget(self.hintsLabel)
         self.outputs = outputs = QSplitter(Qt.Orientation.Horizontal, objectName="exerciseOutputs",
                                            childrenCollapsible=False)
-        outputs.addWidget(self.solutionView)
+        outputs.addWidget(self.solutionBox)
         outputs.addWidget(self.curves)
         lay.addWidget(outputs, 1)
         self.split = split = QSplitter(Qt.Orientation.Vertical, objectName="exerciseSplitter", childrenCollapsible=False)
@@ -149,7 +155,7 @@ class ExercisesPanel(QWidget):
         self.trainButton.setToolTip("A short run of a small GPT with your function in it, beside the same run "
                                     "with the model's own" if e.trains else
                                     "This exercise is not a part of the model that can be swapped")
-        self.solutionView.hide()
+        self.solutionBox.hide()
         self.curves.hide()
         self._say(INTRO)
         self._show_hints()
@@ -194,7 +200,7 @@ class ExercisesPanel(QWidget):
 
     def show_solution(self) -> None:
         self.solutionView.setPlainText(_without_docstring(self.exercise.solution))
-        self.solutionView.show()
+        self.solutionBox.show()
         self._open_outputs()
 
     def reset(self) -> None:

@@ -11,6 +11,7 @@ the backward pass the gradient check. ``stepShown(line, layer)`` asks the panel 
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -37,7 +38,10 @@ if TYPE_CHECKING:  # the walkthrough module brings torch, which the window does 
 PANES = 3  # the most tensors a step shows
 _MAP = pg.colormap.get("CET-D1")  # blue - white - red, 0 white
 _QUERY_PEN = pg.mkPen((20, 20, 20), width=2)
-_LISTED = 8  # values of the query's column written out
+_LISTED = 8  # values of the query's column written out, the largest first
+MAX_CELL = 28  # px: a square cell's side at most
+MAX_HEIGHT = 480  # px: the heatmap's height at most
+MAX_TICKS = 24  # position labels on an axis at most
 
 
 class TensorPane(QWidget):
@@ -58,7 +62,6 @@ class TensorPane(QWidget):
         item.setMouseEnabled(False, False)
         item.hideButtons()
         item.invertY(True)
-        item.setLabel("bottom", "column (position t)")
         self.image = pg.ImageItem(axisOrder="row-major")
         self.image.setColorMap(_MAP)
         item.addItem(self.image)
@@ -69,11 +72,15 @@ class TensorPane(QWidget):
         self.values.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self.values.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.values.setWordWrap(True)
+        self.row_labels: list[tuple[float, str]] = []
+        self._col_labels: list[tuple[float, str]] = []
+        self._shape = (0, 0)
         lay.addWidget(self.caption)
         lay.addWidget(self.plot)
         lay.addWidget(self.values)
 
-    def show_tensor(self, s: Shown) -> None:
+    def show_tensor(self, s: Shown, tokens: list[str] | None = None) -> None:
+        """Show ``s``; ``tokens``: the input's, which label an axis of positions ℓ or ℓ_x (`position_labels`)."""
         a = np.where(np.isfinite(s.values), s.values, 0.0)
         top = float(np.abs(a).max()) or 1.0
         self.caption.setText(f"<b>{html.escape(s.name)}</b> ∈ {html.escape(s.shape)}"
@@ -81,18 +88,71 @@ class TensorPane(QWidget):
         self.image.setImage(a, levels=(-top, top), autoLevels=False)
         rows, cols = a.shape
         self.image.setRect(0.5, 0.5, cols, rows)  # entry [i, j] centred on (j + 1, i + 1): the paper counts from 1
-        self.plot.setFixedHeight(int(min(max(70 + 6 * rows, 90), 360)))
-        self.plot.getPlotItem().showAxis("left", rows > 1)  # a row vector's one row needs no scale
-        self.plot.getPlotItem().getViewBox().setRange(xRange=(0.5, cols + 0.5), yRange=(0.5, rows + 0.5), padding=0.02)
+        row_sym, col_sym = s.symbols.split("×") if "×" in s.symbols else (s.symbols, "")
+        self.row_labels = position_labels(row_sym, rows, tokens)
+        col_labels = position_labels(col_sym, cols, tokens)
+        item = self.plot.getPlotItem()
+        item.showAxis("left", rows > 1)  # a row vector's one row needs no scale
+        self._col_labels = [(t, label.split(" ", 1)[1]) for t, label in col_labels]  # the token alone: narrow
+        item.getAxis("left").setTicks(_ticks(self.row_labels, 1))
+        item.setLabel("left", "row t_z (key)" if self.row_labels else "")
+        item.setLabel("bottom", "column t (position, token)" if col_labels else "column")
+        item.getViewBox().setRange(xRange=(0.5, cols + 0.5), yRange=(0.5, rows + 0.5), padding=0.02)
+        self._shape = (rows, cols)
+        self._fit()
         q = s.query
         for k, line in enumerate(self.frame):
             line.setVisible(q is not None)
             if q is not None:
                 line.setValue(q + 0.5 + k)
-        col = a[:, q] if q is not None else a[:, 0] if a.shape[1] == 1 else a[0]
-        what = f"column t = {q + 1}" if q is not None else "values" if a.shape[1] == 1 else "row"
-        shown = " ".join(f"{v:+.3g}" for v in col[:_LISTED]) + (" …" if len(col) > _LISTED else "")
-        self.values.setText(f"{what}: {shown}   (max |·| = {top:.3g})")
+        across = q is None and cols > 1  # a row vector: its entries are columns
+        col = a[0] if across else a[:, 0 if q is None else q]
+        what = "row" if across else "values" if q is None else \
+            f"column t = {q + 1}" + (f" {col_labels[q][1].split(' ', 1)[1]}" if col_labels else "")
+        where = [label for _, label in (col_labels if across else self.row_labels)]
+        axis = "t" if across else "t_z"
+        largest = np.argsort(-np.abs(col), kind="stable")[:_LISTED]
+        shown = "  ".join(f"{col[i]:+.3g} ({axis} {where[i]})" if where else f"{col[i]:+.3g} ([{i + 1}])"
+                          for i in largest)
+        more = f"  … {len(col) - _LISTED} smaller" if len(col) > _LISTED else ""
+        order = ", largest first" if len(col) > 1 else ""
+        self.values.setText(f"{what}{order}: {shown}{more}   (max |·| = {top:.3g})")
+
+    def _fit(self) -> None:
+        """Square cells where the matrix is small enough for them (a softmax(S) of ℓ × ℓ), else the old strip."""
+        rows, cols = self._shape
+        vb = self.plot.getPlotItem().getViewBox()
+        room = max(self.plot.width() - (self.plot.height() - vb.height()) - 60, 100)  # less the left axis, roughly
+        cell = min(room / cols, MAX_CELL)
+        square = rows > 1 and cols > 1 and rows * cell <= MAX_HEIGHT
+        vb.setAspectLocked(square)
+        chrome = self.plot.height() - vb.height() if vb.height() > 0 else 50
+        height = rows * cell + chrome if square else 70 + 6 * rows
+        self.plot.setFixedHeight(int(min(max(height, 90), MAX_HEIGHT + chrome)))
+        wide = max((self.fontMetrics().horizontalAdvance(label) for _, label in self._col_labels), default=0) + 8
+        column = cell if square else room / cols  # px
+        self.plot.getPlotItem().getAxis("bottom").setTicks(_ticks(self._col_labels, math.ceil(wide / column)))
+
+    def resizeEvent(self, e) -> None:
+        super().resizeEvent(e)
+        if self._shape != (0, 0):
+            self._fit()
+
+
+def position_labels(symbol: str, n: int, tokens: list[str] | None) -> list[tuple[float, str]]:
+    """(position t, "t 'token'") for each of ``n`` positions where ``symbol`` is the input's positions ℓ or ℓ_x
+    (within ``tokens``), else none (a feature axis, or the source's ℓ_z, whose tokens are not at hand)."""
+    if symbol not in ("ℓ", "ℓ_x") or tokens is None or n > len(tokens):
+        return []
+    return [(t + 1, f"{t + 1} {tokens[t]!r}") for t in range(n)]
+
+
+def _ticks(labels: list[tuple[float, str]], every: int) -> list | None:
+    """An axis's ticks: every ``every``-th position's label (at most `MAX_TICKS`), or pyqtgraph's own (none)."""
+    if not labels:
+        return None
+    every = max(every, math.ceil(len(labels) / MAX_TICKS))
+    return [[labels[i] for i in range(0, len(labels), every)], []]
 
 
 class WalkthroughView(QWidget):
@@ -155,6 +215,7 @@ class WalkthroughView(QWidget):
         body = QWidget()
         self.tensors = QVBoxLayout(body)
         self.tensors.setContentsMargins(0, 0, 0, 0)
+        self.tokens: list[str] | None = None  # the input's, which label the axes of positions
         self.panes = [TensorPane() for _ in range(PANES)]
         for pane in self.panes:
             self.tensors.addWidget(pane)
@@ -206,13 +267,14 @@ class WalkthroughView(QWidget):
             self._enable()
             return
         self.queryCombo.clear()
-        for t, word in enumerate(tokens or [str(v) for v in walk.x]):
+        self.tokens = tokens or [str(v) for v in walk.x]
+        for t, word in enumerate(self.tokens):
             self.queryCombo.addItem(f"t = {t + 1}: {word!r}", t)
         self.queryCombo.setCurrentIndex(walk.query)
         self.headCombo.clear()
         self.headCombo.addItems([str(h + 1) for h in range(walk.code.config.H)])
         self.headCombo.setCurrentIndex(walk.head)
-        self.inputLabel.setText(f"Input: {what} · loss {walk.loss:.4f}" if what else "")
+        self.inputLabel.setText(f"Input: {what} · loss {walk.loss_text()}" if what else "")
         self.go(min(self.index, len(self.steps()) - 1))  # the same step, for another query token or head
 
     def show_error(self, message: str) -> None:
@@ -238,7 +300,7 @@ class WalkthroughView(QWidget):
         self.checkLabel.setText(self._check_html(step))
         for pane, shown in zip(self.panes, [*step.shown, *[None] * PANES]):
             if shown is not None:
-                pane.show_tensor(shown)
+                pane.show_tensor(shown, self.tokens)
             pane.setVisible(shown is not None)
         self._enable()
         self.stepShown.emit(step.line, -1 if step.layer is None else step.layer)

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSlider,
+    QStackedWidget,
     QVBoxLayout,
     QWidget,
 )
@@ -159,7 +160,8 @@ class TrainingPlots(QWidget):
         bar.addWidget(self.curvesCsvButton)
         bar.addWidget(self.curvesPngButton)
 
-        grid = QGridLayout()
+        curves = QWidget()
+        grid = QGridLayout(curves)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(self.lossPlot, 0, 0, 1, 3)
         grid.addWidget(self.lrPlot, 1, 0)
@@ -173,7 +175,12 @@ class TrainingPlots(QWidget):
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(bar)
         lay.addWidget(self.legendLabel)  # a row of its own: beside the controls it wrapped to three lines
-        lay.addLayout(grid, 1)
+        self.noCurvesLabel = QLabel(objectName="noCurvesLabel", alignment=Qt.AlignmentFlag.AlignCenter,
+                                    wordWrap=True)
+        self.stack = QStackedWidget(objectName="curvesStack")
+        self.stack.addWidget(curves)
+        self.stack.addWidget(self.noCurvesLabel)
+        lay.addWidget(self.stack, 1)
         self._set_chars(None)  # nats per token until a run with its characters per token is shown
         self.follow()
         self._smoothing_changed(self.smoothingSlider.value())
@@ -189,11 +196,17 @@ class TrainingPlots(QWidget):
         for s in (self.train, self.val, self.lr, self.grad, self.speed):
             s.clear()
         self.grokking.clear()
+        self.show_no_curves(None)
         self._plan = None
         self.planHint.setVisible(False)
         self.set_reference(None)
         self.follow()
         self.redraw()
+
+    def show_no_curves(self, why: str | None) -> None:
+        """In the plots' place, why the run shown has no training curves (None: the plots)."""
+        self.noCurvesLabel.setText(why or "")
+        self.stack.setCurrentIndex(0 if why is None else 1)
 
     def show_plan(self, config: RunConfig) -> None:
         """Before a run is shown: the reference of ``config`` (if one was measured) over its train.steps, and

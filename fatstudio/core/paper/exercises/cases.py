@@ -143,7 +143,7 @@ def _focus_head(w: Weights) -> tuple[Tensor, Tensor, tuple[Tensor, ...]] | None:
 
 
 def basic_attention(g: torch.Generator, w: Weights | None) -> list[Case]:
-    out = [Case("random e (5), Z (4 × 6), d_attn = 3", (_rand(g, 5), _rand(g, 4, 6), *_head(g, 5, 4, 3, 2))),
+    out = [Case("random e (5), Z (5 × 6), d_attn = 3", (_rand(g, 5), _rand(g, 5, 6), *_head(g, 5, 5, 3, 2))),
            Case("random e (4), Z (4 × 1): a single key", (_rand(g, 4), _rand(g, 4, 1), *_head(g, 4, 4, 16, 3)))]
     if w is not None and (f := _focus_head(w)) is not None:
         out.append(Case("the model in focus's layer 0, head 0", (f[0][:, -1], f[1], *f[2])))

@@ -135,32 +135,6 @@ EXERCISES: tuple[Exercise, ...] = (
                "softmax(s) = exp(s - max s) / Σ exp(s - max s): subtracting the max changes nothing but overflow."),
               "    s = W_u @ e\n    s = torch.exp(s - s.max())\n    return s / s.sum()\n",
               "p", "N_V", "the output distribution (read at hook point final)"),
-    _exercise("dtransformer", "The decoder's forward pass", "Algorithm 10", "x, theta",
-              "Algorithm 10. P ← DTransformer(x | θ), pre-LN with GELU (GPT-2).\n\n"
-              "    Input: x ∈ V^ℓ. Output: P ∈ (0,1)^{N_V×ℓ}, P[:, t] the distribution of the token after x[t].\n"
-              "    θ: W_e, W_p, W_u, gamma, beta (final norm), H, and layers, a list of dicts with W_q, b_q, W_k, b_k,\n"
-              "    W_v, b_v, W_o, b_o, gamma1, beta1, gamma2, beta2, W_mlp1, b_mlp1, W_mlp2, b_mlp2.\n\n"
-              "    1  ℓ ← length(x)\n    2  for t ∈ [ℓ]: e_t ← W_e[:, x[t]] + W_p[:, t]\n    3  X ← [e_1, …, e_ℓ]\n"
-              "    4  for l = 1, …, L:\n    5      for t ∈ [ℓ]: X̃[:, t] ← layer_norm(X[:, t] | γ_l1, β_l1)\n"
-              "    6      X ← X + MHAttention(X̃ | W_l, Mask[t, t'] = [t ≤ t'])\n"
-              "    7      for t ∈ [ℓ]: X̃[:, t] ← layer_norm(X[:, t] | γ_l2, β_l2)\n"
-              "    8      X ← X + W_mlp2,l GELU(W_mlp1,l X̃ + b_mlp1,l 1ᵀ) + b_mlp2,l 1ᵀ\n"
-              "    9  for t ∈ [ℓ]: X[:, t] ← layer_norm(X[:, t] | γ, β)\n   10  return P = softmax(W_u X)\n    "
-              "\n    You may use `from fatstudio.core.paper.exercises.kit import layer_norm_columns, mh_attention, gelu,\n"
-              "    unidirectional_mask`.",
-              ("Use the kit: layer_norm_columns(X, gamma, beta) norms every column; unidirectional_mask(ℓ) is the Mask.",
-               "Pre-LN: the sublayer reads the normed X̃ but adds its output to the un-normed X.",
-               "softmax(W_u X) runs down each column: torch.softmax(W_u @ X, 0)."),
-              "    from fatstudio.core.paper.exercises.kit import gelu, layer_norm_columns, mh_attention, "
-              "unidirectional_mask\n"
-              "    X = theta['W_e'][:, x] + theta['W_p'][:, :len(x)]\n    Mask = unidirectional_mask(len(x))\n"
-              "    for w in theta['layers']:\n        Xn = layer_norm_columns(X, w['gamma1'], w['beta1'])\n"
-              "        X = X + mh_attention(Xn, Xn, w['W_q'], w['b_q'], w['W_k'], w['b_k'], w['W_v'], w['b_v'],\n"
-              "                             w['W_o'], w['b_o'], theta['H'], Mask)\n"
-              "        Xn = layer_norm_columns(X, w['gamma2'], w['beta2'])\n"
-              "        X = X + w['W_mlp2'] @ gelu(w['W_mlp1'] @ Xn + w['b_mlp1'][:, None]) + w['b_mlp2'][:, None]\n"
-              "    X = layer_norm_columns(X, theta['gamma'], theta['beta'])\n    return torch.softmax(theta['W_u'] @ X, 0)\n",
-              "P", "N_V × ℓ"),
     _exercise("etransformer", "The encoder's forward pass", "Algorithm 9", "x, theta",
               "Algorithm 9. P ← ETransformer(x | θ), post-LN with GELU (BERT).\n\n"
               "    Input: x ∈ V^ℓ. Output: P ∈ (0,1)^{N_V×ℓ}, P[:, t] the distribution of the (masked) token at t.\n"
@@ -190,6 +164,40 @@ EXERCISES: tuple[Exercise, ...] = (
               "    X = layer_norm_columns(gelu(theta['W_f'] @ X + theta['b_f'][:, None]), theta['gamma'], theta['beta'])\n"
               "    return torch.softmax(theta['W_u'] @ X, 0)\n",
               "P", "N_V × ℓ"),
+    _exercise("dtransformer", "The decoder's forward pass", "Algorithm 10", "x, theta",
+              "Algorithm 10. P ← DTransformer(x | θ), pre-LN with GELU (GPT-2).\n\n"
+              "    Input: x ∈ V^ℓ. Output: P ∈ (0,1)^{N_V×ℓ}, P[:, t] the distribution of the token after x[t].\n"
+              "    θ: W_e, W_p, W_u, gamma, beta (final norm), H, and layers, a list of dicts with W_q, b_q, W_k, b_k,\n"
+              "    W_v, b_v, W_o, b_o, gamma1, beta1, gamma2, beta2, W_mlp1, b_mlp1, W_mlp2, b_mlp2.\n\n"
+              "    1  ℓ ← length(x)\n    2  for t ∈ [ℓ]: e_t ← W_e[:, x[t]] + W_p[:, t]\n    3  X ← [e_1, …, e_ℓ]\n"
+              "    4  for l = 1, …, L:\n    5      for t ∈ [ℓ]: X̃[:, t] ← layer_norm(X[:, t] | γ_l1, β_l1)\n"
+              "    6      X ← X + MHAttention(X̃ | W_l, Mask[t, t'] = [t ≤ t'])\n"
+              "    7      for t ∈ [ℓ]: X̃[:, t] ← layer_norm(X[:, t] | γ_l2, β_l2)\n"
+              "    8      X ← X + W_mlp2,l GELU(W_mlp1,l X̃ + b_mlp1,l 1ᵀ) + b_mlp2,l 1ᵀ\n"
+              "    9  for t ∈ [ℓ]: X[:, t] ← layer_norm(X[:, t] | γ, β)\n   10  return P = softmax(W_u X)\n    "
+              "\n    You may use `from fatstudio.core.paper.exercises.kit import layer_norm_columns, mh_attention, gelu,\n"
+              "    unidirectional_mask`.",
+              ("Use the kit: layer_norm_columns(X, gamma, beta) norms every column; unidirectional_mask(ℓ) is the Mask.",
+               "Pre-LN: the sublayer reads the normed X̃ but adds its output to the un-normed X.",
+               "softmax(W_u X) runs down each column: torch.softmax(W_u @ X, 0)."),
+              "    from fatstudio.core.paper.exercises.kit import gelu, layer_norm_columns, mh_attention, "
+              "unidirectional_mask\n"
+              "    X = theta['W_e'][:, x] + theta['W_p'][:, :len(x)]\n    Mask = unidirectional_mask(len(x))\n"
+              "    for w in theta['layers']:\n        Xn = layer_norm_columns(X, w['gamma1'], w['beta1'])\n"
+              "        X = X + mh_attention(Xn, Xn, w['W_q'], w['b_q'], w['W_k'], w['b_k'], w['W_v'], w['b_v'],\n"
+              "                             w['W_o'], w['b_o'], theta['H'], Mask)\n"
+              "        Xn = layer_norm_columns(X, w['gamma2'], w['beta2'])\n"
+              "        X = X + w['W_mlp2'] @ gelu(w['W_mlp1'] @ Xn + w['b_mlp1'][:, None]) + w['b_mlp2'][:, None]\n"
+              "    X = layer_norm_columns(X, theta['gamma'], theta['beta'])\n    return torch.softmax(theta['W_u'] @ X, 0)\n",
+              "P", "N_V × ℓ"),
+    _exercise("e_loss", "The masked-language-model loss", "Algorithm 12, line 6", "x, P, masked",
+              "Algorithm 12, line 6: BERT's loss of one sequence, P = ETransformer(x̃ | θ) of the masked x̃.\n\n"
+              "    Input: x ∈ V^ℓ, the original tokens; P ∈ (0,1)^{N_V×ℓ}; masked = T̃, the masked positions.\n"
+              "    Output: loss(θ) = -Σ_{t∈T̃} log P[x[t], t]  (a 0-d tensor)\n    ",
+              ("Column t predicts the original token at the same position t (not the next one).",
+               "Only the masked positions count; an empty T̃ gives 0."),
+              "    return -sum((torch.log(P[x[t], t]) for t in masked), torch.tensor(0.0, dtype=P.dtype))\n",
+              "loss", "a number"),
     _exercise("d_loss", "The decoder's loss", "Algorithm 13, line 4", "x, P",
               "Algorithm 13, line 4: the loss of one sequence under P = DTransformer(x | θ).\n\n"
               "    Input: x ∈ V^ℓ; P ∈ (0,1)^{N_V×ℓ}, P[:, t] the predicted distribution of x[t+1].\n"
@@ -199,14 +207,6 @@ EXERCISES: tuple[Exercise, ...] = (
                "Index one entry per column: P[x[t+1], t]."),
               "    return -sum(torch.log(P[x[t + 1], t]) for t in range(len(x) - 1))\n",
               "loss", "a number", "the training loss"),
-    _exercise("e_loss", "The masked-language-model loss", "Algorithm 12, line 6", "x, P, masked",
-              "Algorithm 12, line 6: BERT's loss of one sequence, P = ETransformer(x̃ | θ) of the masked x̃.\n\n"
-              "    Input: x ∈ V^ℓ, the original tokens; P ∈ (0,1)^{N_V×ℓ}; masked = T̃, the masked positions.\n"
-              "    Output: loss(θ) = -Σ_{t∈T̃} log P[x[t], t]  (a 0-d tensor)\n    ",
-              ("Column t predicts the original token at the same position t (not the next one).",
-               "Only the masked positions count; an empty T̃ gives 0."),
-              "    return -sum((torch.log(P[x[t], t]) for t in masked), torch.tensor(0.0, dtype=P.dtype))\n",
-              "loss", "a number"),
     _exercise("training_step", "One training step", "Algorithm 13, lines 3-5", "theta, x, eta, forward",
               "Algorithm 13, lines 3-5: one step of gradient descent on one sequence.\n\n"
               "    Input: θ, a dict {name: tensor}; x ∈ V^ℓ; η, the learning rate;\n"

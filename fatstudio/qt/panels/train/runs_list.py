@@ -21,6 +21,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+RESUME_TIP = "Continue training the run from its last checkpoint up to the given step."
+RESUME_TIP_GLASS = ("A glass box's weights were set by hand, not trained: there is nothing to resume "
+                    "(Fine-tune… trains from them).")
 SWEEP_RUN = Qt.ItemDataRole.UserRole  # a name item's flag: the run is a sweep's (its name begins with its variant)
 
 
@@ -99,8 +102,7 @@ class RunsList(QWidget):
 
         self.openButton = button("Open", "openRunButton",
                                  "Show the run's curves and samples and load its model for prompting.")
-        self.resumeButton = button("Resume to", "resumeRunButton",
-                                   "Continue training the run from its last checkpoint up to the given step.")
+        self.resumeButton = button("Resume to", "resumeRunButton", RESUME_TIP)
         self.overlayButton = button("Overlay", "overlayRunButton",
                                     "Draw this run's loss curves faded in the loss plot, for comparison.")
         self.deleteButton = button("Delete…", "deleteRunButton", "Delete the run's folder (asks first).")
@@ -217,8 +219,10 @@ class RunsList(QWidget):
         run = self.selected()
         has = run is not None
         self.openButton.setEnabled(has and not self._busy)
-        self.resumeButton.setEnabled(has and not self._busy)
-        self.resumeSpin.setEnabled(has and not self._busy)
+        built = has and bool(run.info.glass_box)  # set by hand, never trained: nothing to resume
+        self.resumeButton.setEnabled(has and not self._busy and not built)
+        self.resumeSpin.setEnabled(has and not self._busy and not built)
+        self.resumeButton.setToolTip(RESUME_TIP_GLASS if built else RESUME_TIP)
         self.deleteButton.setEnabled(has and not self._busy)
         self.fineTuneButton.setEnabled(has and not self._busy)
         self.useSettingsButton.setEnabled(has and not self._busy)
