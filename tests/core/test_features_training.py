@@ -153,3 +153,28 @@ def test_sae_lens_loads_the_export_and_encodes_the_same_features(loaded, tmp_pat
         assert torch.allclose(sae.encode(x), d.encode(x), atol=1e-5)
         assert torch.allclose(sae.decode(sae.encode(x)), d(x), atol=1e-4)
     assert sae.cfg.metadata.hook_name == d.point_in and (sae.cfg.architecture(), sae.cfg.k) == ("topk", 4)
+
+
+def test_resampling_restarts_dead_features_on_badly_reconstructed_tokens():
+    """Features that never fire (zero encoder rows, b_enc −10) restart toward tokens drawn by their error
+    (Anthropic 2023): afterwards they fire among the TopK, the live ones are untouched, and Adam forgets them."""
+    torch.manual_seed(0)
+    d = Dictionary("sae", "p", "p", 8, 8, 64, 4)
+    with torch.no_grad():
+        d.W_dec.normal_()
+        d.normalize_decoder()
+        d.W_enc.copy_(d.W_dec.T)
+        dead = torch.zeros(64, dtype=torch.bool)
+        dead[:16] = True
+        d.W_enc[dead] = 0
+        d.b_enc[dead] = -10
+    x = torch.randn(256, 8)
+    opt = torch.optim.Adam(d.parameters())
+    d.pre_acts(x).relu().sum().backward()
+    opt.step()
+    assert not set(d.encode(x).nonzero()[:, 1].tolist()) & set(range(16))
+    live = d.W_enc[~dead].clone()
+    training.resample(d, opt, x, x, dead, torch.Generator().manual_seed(0))
+    assert set(d.encode(x).nonzero()[:, 1].tolist()) & set(range(16))
+    assert torch.equal(d.W_enc[~dead], live) and torch.allclose(d.W_dec.norm(dim=0), torch.ones(64), atol=1e-5)
+    assert torch.all(d.b_enc[dead] == 0) and torch.all(opt.state[d.W_enc]["exp_avg"][dead] == 0)

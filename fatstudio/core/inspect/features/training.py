@@ -4,9 +4,10 @@
 - init: W_dec's columns random unit vectors, W_enc = s W_decᵀ (tied, s making the first batches' reconstructions
   as large as the output's deviations from its mean: a transcoder's in and out differ in size), b_dec the output
   point's mean, μ (``mean_in``) the input's mean, b_enc = 0;
-- loss: the normalized reconstruction error Σ‖y − ŷ‖² / Σ‖y − ȳ‖² over a batch, plus 1/32 of the AuxK loss that
+- loss: the normalized reconstruction error Σ‖y − ŷ‖² / Σ‖y − ȳ‖² over a batch, plus 1/8 of the AuxK loss that
   revives dead features: the k_aux = d_in/2 largest dead latents (not active for `DEAD_TOKENS` tokens) reconstruct
   the error y − ŷ, normalized the same way;
+- dead features also resampled (Anthropic 2023, `resample`) at 25%, 50% and 75% of the steps;
 - Adam (β = 0.9, 0.999), the learning rate constant then falling linearly to 0 over the last fifth, gradients
   clipped at norm 1; each step removes the part of W_dec's gradient parallel to its columns and renormalizes the
   columns after the step.
@@ -34,8 +35,9 @@ from .activations import held_out, run_data, stream
 from .dictionary import Dictionary, points_of
 from .quality import Quality, measure
 
-DEAD_TOKENS = 50_000  # a feature not active for this many training tokens is dead (and AuxK revives it)
-AUX_COEFF = 1 / 32
+DEAD_TOKENS = 10_000  # a feature not active for this many training tokens (1% of the default run) is dead
+AUX_COEFF = 1 / 8
+RESAMPLE_AT = (0.25, 0.5, 0.75)  # fractions of the steps at which dead features are resampled (`resample`)
 DECAY_FRACTION = 0.2  # the last fifth of the steps: the learning rate falls linearly to 0
 INIT_BATCHES = 4  # the batches whose means give b_dec and μ
 EVENT_INTERVAL_S = 0.1
@@ -70,7 +72,7 @@ class DictionaryEvent:
 
 
 def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: int = 16, tokens: int = 1_000_000,
-                     batch_tokens: int = 4096, lr: float = 1e-3, seed: int = 0, held_out_tokens: int = 32_768,
+                     batch_tokens: int = 4096, lr: float = 3e-3, seed: int = 0, held_out_tokens: int = 32_768,
                      control: Stopping | None = None) -> Iterator[DictionaryEvent]:
     """Train a dictionary on ``point`` of ``loaded`` (`dictionary.points_of`: an MLP such as ``mlp/1`` a
     transcoder, any other hook point an SAE) with d_f = ``d_f_mult`` · d_in features, TopK ``k``, on ``tokens``
@@ -110,9 +112,13 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
     k_aux = max(1, d_in // 2)
     last, stopped, step, seen = -math.inf, False, 0, 0
     loss = ev = l0 = 0.0
+    resample_at = {int(steps * f) for f in RESAMPLE_AT} - {0}
     for step in range(1, steps + 1):
         batch = first.pop(0) if first else next(batches)
         x, y = batch[0], batch[-1]  # (N, d_in), (N, d_out): an SAE's are one tensor
+        if step in resample_at:
+            resample(d, opt, x, y, since >= DEAD_TOKENS, g)
+            since[since >= DEAD_TOKENS] = 0
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (steps - step + 1) / max(1, steps - decay_from))
         dead = since >= DEAD_TOKENS
@@ -146,10 +152,34 @@ def train_dictionary(loaded: LoadedModel, point: str, *, d_f_mult: int = 8, k: i
         "tokens": seen, "steps": step, "batch_tokens": batch_tokens, "lr": lr, "seed": seed, "stopped": stopped,
         "optimizer": "Adam (0.9, 0.999), lr constant then linear to 0 over the last 20%, grad clip 1",
         "dead_revival": f"AuxK (Gao et al. 2024): k_aux = {k_aux} dead latents reconstruct the residual error, "
-                        f"coefficient 1/32; dead = not active for {DEAD_TOKENS:,} tokens",
+                        f"coefficient 1/8; dead = not active for {DEAD_TOKENS:,} tokens; plus resampling "
+                        f"(Anthropic 2023) of the dead features at {', '.join(f'{f:.0%}' for f in RESAMPLE_AT)} "
+                        "of the steps toward tokens drawn by squared reconstruction error",
         "init": "W_dec columns random unit, W_enc = s W_dec^T (s: first reconstructions' size), "
                 "b_dec = mean of the output, mean_in = mean of the input"})
     yield DictionaryEvent("done", step / steps, seen, step, loss, ev, l0, dead_now, d, quality, stopped)
+
+
+@torch.no_grad()
+def resample(d: Dictionary, opt: torch.optim.Adam, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor,
+             g: torch.Generator) -> None:
+    """Anthropic's (2023) resampling: each ``dead`` feature restarts on a token drawn with probability ∝ its
+    squared reconstruction error: W_dec's column the error's direction, W_enc's row the token's centred input
+    scaled to the live rows' mean norm, b_enc 0, and Adam's moments for them zeroed."""
+    n = int(dead.sum())
+    if n == 0:
+        return
+    err = y - d(x)
+    rows = torch.multinomial(err.pow(2).sum(1) + 1e-12, n, replacement=n > len(x), generator=g)
+    j = torch.nonzero(dead).flatten()
+    d.W_dec[:, j] = F.normalize(err[rows], dim=1).T
+    scale = d.W_enc[~dead].norm(dim=1).mean() if (~dead).any() else 1.0
+    d.W_enc[j] = F.normalize(x[rows] - d.mean_in, dim=1) * scale
+    d.b_enc[j] = 0
+    for param, index in ((d.W_dec, (slice(None), j)), (d.W_enc, j), (d.b_enc, j)):
+        for moment in opt.state.get(param, {}).values():
+            if moment.dim() > 0:
+                moment[index] = 0
 
 
 def losses(d: Dictionary, x: torch.Tensor, y: torch.Tensor, dead: torch.Tensor,
