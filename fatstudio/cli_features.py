@@ -23,7 +23,8 @@ def features_parser(sub) -> None:
     f.add_argument("--k", type=whole(1), default=16, help="active features per token (TopK; default 16)")
     f.add_argument("--d-f-mult", type=whole(1, 256), default=8, help="d_f = this × the point's width (default 8)")
     f.add_argument("--tokens", type=whole(1), default=1_000_000, help="training tokens (default 1,000,000)")
-    f.add_argument("--lr", type=number(0, 1, lo_open=True), default=1e-3, help="Adam's learning rate (default 1e-3)")
+    f.add_argument("--lr", type=number(0, 1, lo_open=True), default=None, help="Adam's learning rate (default: "
+                   "1e-3 for an SAE, 3e-3 for a transcoder)")
     f.add_argument("--seed", type=whole(0), default=0)
     f.add_argument("--quiet", action="store_true", help="no progress line")
 

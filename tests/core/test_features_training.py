@@ -91,7 +91,7 @@ def test_auxk_gives_gradient_to_dead_features_only_when_some_are_dead():
 
     def learning(dead):
         d.zero_grad()
-        main, total, values, at = training.losses(d, x, x, dead, k_aux=4)
+        main, total, values, at = training.losses(d, x, x, dead, k_aux=4, aux_coeff=1 / 8)
         total.backward()
         return set(torch.nonzero(d.W_enc.grad.abs().sum(1)).flatten().tolist()), set(at[values > 0].tolist()), main
     live, active, main = learning(torch.zeros(64, dtype=torch.bool))
@@ -174,3 +174,39 @@ def test_sae_lens_loads_the_export_and_encodes_the_same_features(loaded, tmp_pat
         assert torch.allclose(sae.encode(x), d.encode(x), atol=1e-5)
         assert torch.allclose(sae.decode(sae.encode(x)), d(x), atol=1e-4)
     assert sae.cfg.metadata.hook_name == d.point_in and (sae.cfg.architecture(), sae.cfg.k) == ("topk", 4)
+
+
+def test_resampling_restarts_dead_features_on_badly_reconstructed_tokens():
+    """Features that never fire (zero encoder rows, b_enc −10) restart toward tokens drawn by their error
+    (Anthropic 2023): afterwards they fire among the TopK, the live ones are untouched, and Adam forgets them."""
+    torch.manual_seed(0)
+    d = Dictionary("sae", "p", "p", 8, 8, 64, 4)
+    with torch.no_grad():
+        d.W_dec.normal_()
+        d.normalize_decoder()
+        d.W_enc.copy_(d.W_dec.T)
+        dead = torch.zeros(64, dtype=torch.bool)
+        dead[:16] = True
+        d.W_enc[dead] = 0
+        d.b_enc[dead] = -10
+    x = torch.randn(256, 8)
+    opt = torch.optim.Adam(d.parameters())
+    d.pre_acts(x).relu().sum().backward()
+    opt.step()
+    assert not set(d.encode(x).nonzero()[:, 1].tolist()) & set(range(16))
+    live = d.W_enc[~dead].clone()
+    training.resample(d, opt, x, x, dead, torch.Generator().manual_seed(0))
+    assert set(d.encode(x).nonzero()[:, 1].tolist()) & set(range(16))
+    assert torch.equal(d.W_enc[~dead], live) and torch.allclose(d.W_dec.norm(dim=0), torch.ones(64), atol=1e-5)
+    assert torch.all(d.b_enc[dead] == 0) and torch.all(opt.state[d.W_enc]["exp_avg"][dead] == 0)
+
+
+def test_each_kind_trains_by_its_recipe_the_sae_without_resampling(loaded):
+    """An SAE keeps the rate and AuxK that keep the residual stream's features alive; a transcoder resamples."""
+    fast = {k: v for k, v in FAST.items() if k != "lr"}
+    sae = _done(train_dictionary(loaded, "self/0/resid_post", d_f_mult=2, k=4, **fast))[-1].dictionary
+    tc = _done(train_dictionary(loaded, "mlp/0", d_f_mult=2, k=4, **fast))[-1].dictionary
+    assert sae.info["training"]["lr"] == 1e-3 and tc.info["training"]["lr"] == 3e-3
+    assert "resampling" not in sae.info["training"]["dead_revival"]
+    assert "1/32" in sae.info["training"]["dead_revival"] and "50,000" in sae.info["training"]["dead_revival"]
+    assert "resampling" in tc.info["training"]["dead_revival"] and "1/8" in tc.info["training"]["dead_revival"]
