@@ -89,7 +89,7 @@ def test_welchs_df_is_scipys_and_a_p_value_on_two_seeds_a_side_says_it_means_lit
 
 
 def test_sweep_runs_are_named_by_their_variant_and_seed_and_keys_come_with_their_types():
-    from fatstudio.core.config import config_key, config_keys
+    from fatstudio.core.config_keys import config_key, config_keys
     from fatstudio.core.training.sweep import SEED, run_folder_name
 
     variant = {"train.lr": 0.003, "train.optimizer": "muon"}

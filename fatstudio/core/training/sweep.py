@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from ..children import start
-from ..config import INT64_MAX, KIND_WORDS, RunConfig, config_key, parse_value
+from ..config import INT64_MAX, RunConfig, parse_value
+from ..config_keys import KIND_WORDS, config_key
 from ..records import RunMeta
 from ..runs.folder import Run, default_runs_root
 from ..temporary import scratch_folder

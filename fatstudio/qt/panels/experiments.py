@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from fatstudio.core.config import RunConfig, config_key, config_keys
+from fatstudio.core.config import RunConfig
+from fatstudio.core.config_keys import config_key, config_keys
 from fatstudio.core.records import variant_text
 from fatstudio.qt.widgets.forms import ValueCombo, int_spin, read_only_table, table_item
 
